@@ -1,0 +1,3 @@
+"""bk-auditor: durability auditing for Apache BookKeeper clusters."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,64 @@
+"""128-bit ledger ids: (scope id, ledger id).
+
+Scope 0 is today's BookKeeper: a 63-bit ledger id. Both halves stay within 0 .. 2**63-1 so that each is a
+valid Java long. The qualified name is 32 lower-case hex digits: 16 for the scope, 16 for the ledger id.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+MAX_ID = 2**63 - 1
+_HEX32 = re.compile(r"^(?:0x)?([0-9a-fA-F]{32})$")
+_DEC = re.compile(r"^[0-9]+$")
+_PAIR = re.compile(r"^([0-9]+)[:/]([0-9]+)$")
+
+
+class LedgerIdError(ValueError):
+    """A ledger id that is out of range or cannot be parsed."""
+
+
+@dataclass(frozen=True, order=True, slots=True)
+class LedgerId:
+    scope: int
+    ledger: int
+
+    def __post_init__(self) -> None:
+        for name, value in (("scope id", self.scope), ("ledger id", self.ledger)):
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise LedgerIdError(f"{name} must be an int, got {value!r}")
+            if not 0 <= value <= MAX_ID:
+                raise LedgerIdError(f"{name} {value} is outside 0..2^63-1")
+
+    @classmethod
+    def of(cls, ledger: int, scope: int = 0) -> "LedgerId":
+        return cls(scope, ledger)
+
+    @property
+    def qualified_name(self) -> str:
+        """32 hex digits: scope (16) then ledger id (16)."""
+        return f"{self.scope:016x}{self.ledger:016x}"
+
+    @property
+    def is_legacy(self) -> bool:
+        """True for scope 0, the ledgers every BookKeeper release knows."""
+        return self.scope == 0
+
+    @classmethod
+    def parse(cls, text: str | int) -> "LedgerId":
+        """Accept a decimal ledger id (scope 0), `scope:ledger` in decimal, or a 32-hex qualified name."""
+        if isinstance(text, int):
+            return cls(0, text)
+        s = text.strip()
+        if m := _HEX32.match(s):
+            value = int(m.group(1), 16)
+            return cls(value >> 64, value & (2**64 - 1))
+        if _DEC.match(s):
+            return cls(0, int(s))
+        if m := _PAIR.match(s):
+            return cls(int(m.group(1)), int(m.group(2)))
+        raise LedgerIdError(
+            f"cannot parse ledger id {text!r}: expected a decimal id, 'scope:ledger', or 32 hex digits")
+
+    def __str__(self) -> str:
+        return str(self.ledger) if self.scope == 0 else self.qualified_name
