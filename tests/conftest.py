@@ -1,0 +1,31 @@
+"""Test-session fixtures. The real cluster is started once per session, on first use, and reused."""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.realcluster.harness import Cluster
+
+SESSION_BOOKIES = 6
+SESSION_STORAGE = {6: "db"}  # bookies 1-5 SortedLedgerStorage, bookie 6 DbLedgerStorage
+
+
+@pytest.fixture(scope="session")
+def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
+    workdir = Path(tempfile.mkdtemp(prefix="bk-auditor-cluster-"))
+    c = Cluster(workdir, num_bookies=SESSION_BOOKIES, storage=SESSION_STORAGE)
+    try:
+        c.start()
+        yield c
+    finally:
+        c.stop()
+        failed = request.session.testsfailed
+        if failed or os.environ.get("KEEP_CLUSTER_LOGS"):
+            print(f"\nreal-cluster logs kept in {c.logs_dir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)

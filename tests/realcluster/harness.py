@@ -1,0 +1,610 @@
+"""A real BookKeeper cluster on loopback, for tests, the demo and the benchmarks.
+
+ZooKeeper comes from Debian's `zookeeper` package; bookies, the shell and the Java client from the
+BookKeeper 4.17.x jars that `scripts/fetch_bk_jars.sh` puts in `$BK_HOME/lib` (default
+`~/.cache/bk-<version>`). Bookie N listens on 127.0.0.N so that each bookie can have its own rack.
+
+Every process is started by us, recorded by pid, and stopped by that pid; every wait is bounded; every
+process's output goes to a log file under `logs_dir` for post-mortems.
+"""
+from __future__ import annotations
+
+import atexit
+import hashlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from kazoo.client import KazooClient
+
+BK_VERSION = os.environ.get("BK_VERSION", "4.17.3")
+BK_HOME = Path(os.environ.get("BK_HOME", Path.home() / ".cache" / f"bk-{BK_VERSION}"))
+ZK_JARS = ("/usr/share/java/zookeeper.jar", "/usr/share/java/slf4j-simple.jar")
+TOOL_SOURCE = Path(__file__).parent / "java" / "BkLedgerTool.java"
+
+JVM_COMMON = [
+    "-Djava.net.preferIPv4Stack=true",
+    "--add-opens", "java.base/java.nio=ALL-UNNAMED",
+    "--add-opens", "java.base/jdk.internal.misc=ALL-UNNAMED",
+    "--add-opens", "java.base/java.io=ALL-UNNAMED",
+    "--add-opens", "java.base/java.util.zip=ALL-UNNAMED",
+    "-Dio.netty.tryReflectionSetAccessible=true",
+    "-Dio.netty.leakDetectionLevel=disabled",
+    "-XX:+UseSerialGC",
+]
+# Short-lived JVMs (shell, ledger tool) start faster with C1 only.
+JVM_CLIENT = ["-Xmx192m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xshare:auto"]
+
+STORAGE_CLASSES = {
+    "sorted": "org.apache.bookkeeper.bookie.SortedLedgerStorage",
+    "db": "org.apache.bookkeeper.bookie.storage.ldb.DbLedgerStorage",
+}
+
+LOG4J_SERVER = """<?xml version="1.0" encoding="UTF-8"?>
+<Configuration status="WARN">
+  <Appenders><Console name="out" target="SYSTEM_OUT"><PatternLayout pattern="%d{ISO8601} %-5p [%t] %c{1} - %m%n"/></Console></Appenders>
+  <Loggers><Root level="INFO"><AppenderRef ref="out"/></Root></Loggers>
+</Configuration>
+"""
+# The shell prints its results through these loggers at INFO: keep them, message only, on stdout.
+LOG4J_SHELL = """<?xml version="1.0" encoding="UTF-8"?>
+<Configuration status="WARN">
+  <Appenders>
+    <Console name="out" target="SYSTEM_OUT"><PatternLayout pattern="%m%n"/></Console>
+    <Console name="err" target="SYSTEM_ERR"><PatternLayout pattern="%d{ISO8601} %-5p %c{1} - %m%n"/></Console>
+  </Appenders>
+  <Loggers>
+    <Logger name="org.apache.bookkeeper.bookie.BookieShell" level="INFO" additivity="false"><AppenderRef ref="out"/></Logger>
+    <Logger name="org.apache.bookkeeper.tools.cli.commands" level="INFO" additivity="false"><AppenderRef ref="out"/></Logger>
+    <Logger name="org.apache.bookkeeper.client.BookKeeperAdmin" level="INFO" additivity="false"><AppenderRef ref="out"/></Logger>
+    <Root level="WARN"><AppenderRef ref="err"/></Root>
+  </Loggers>
+</Configuration>
+"""
+
+
+class HarnessError(RuntimeError):
+    """The real cluster could not be set up or did not behave; the message says which process and log."""
+
+
+def _tail(path: Path, lines: int = 30) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def payload(ledger_id: int, entry_id: int, size: int) -> bytes:
+    """The deterministic payload BkLedgerTool writes for an entry (see the tool's javadoc)."""
+    unit = f"L{ledger_id}E{entry_id}-"
+    return (unit * (size // len(unit) + 1))[:size].encode("ascii")
+
+
+def check_prerequisites() -> None:
+    """Fail loudly, naming what is missing, when the cluster cannot be started here."""
+    missing = [j for j in ZK_JARS[:1] if not Path(j).exists()]
+    if missing:
+        raise HarnessError(f"ZooKeeper jar {missing[0]} not found: install Debian's 'zookeeper' package "
+                           "(make setup does it)")
+    if not (BK_HOME / "lib" / ".complete").exists():
+        raise HarnessError(f"BookKeeper {BK_VERSION} jars not found in {BK_HOME}/lib: run "
+                           "scripts/fetch_bk_jars.sh (make setup does it)")
+    for tool in ("java", "javac"):
+        if shutil.which(tool) is None:
+            raise HarnessError(f"'{tool}' not on PATH: a JDK 17 is required for the real cluster")
+
+
+def _classpath() -> str:
+    return str(BK_HOME / "lib" / "*")
+
+
+def _tool_classes() -> Path:
+    """Compile BkLedgerTool once per source version into a cache outside git."""
+    digest = hashlib.sha256(TOOL_SOURCE.read_bytes() + BK_VERSION.encode()).hexdigest()[:16]
+    out = BK_HOME / "tool" / digest
+    if not (out / "BkLedgerTool.class").exists():
+        tmp = Path(tempfile.mkdtemp(dir=BK_HOME))
+        proc = subprocess.run(["javac", "-nowarn", "-cp", _classpath(), "-d", str(tmp), str(TOOL_SOURCE)],
+                              capture_output=True, text=True, timeout=300)
+        if proc.returncode != 0:
+            raise HarnessError(f"javac failed for {TOOL_SOURCE}:\n{proc.stderr[-3000:]}")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        if out.exists():
+            shutil.rmtree(tmp)
+        else:
+            tmp.rename(out)
+    return out
+
+
+@dataclass
+class Proc:
+    name: str
+    argv: list[str]
+    log: Path
+    popen: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self.popen.pid if self.popen else None
+
+    @property
+    def running(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    def start(self, env: dict[str, str] | None = None) -> None:
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log, "ab") as out:
+            out.write(f"\n=== start {time.strftime('%H:%M:%S')} {' '.join(self.argv)}\n".encode())
+            out.flush()
+            self.popen = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT,
+                                          stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+
+    def signal(self, sig: int) -> None:
+        if self.running:
+            assert self.popen is not None
+            os.kill(self.popen.pid, sig)
+
+    def stop(self, timeout: float = 20.0) -> None:
+        """SIGTERM, then SIGKILL after `timeout`; only ever our own pid."""
+        if not self.running:
+            return
+        assert self.popen is not None
+        # A paused process cannot act on SIGTERM.
+        os.kill(self.popen.pid, signal.SIGCONT)
+        os.kill(self.popen.pid, signal.SIGTERM)
+        try:
+            self.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.kill(self.popen.pid, signal.SIGKILL)
+            self.popen.wait(10)
+
+    def kill(self) -> None:
+        if self.running:
+            assert self.popen is not None
+            os.kill(self.popen.pid, signal.SIGKILL)
+            self.popen.wait(10)
+
+
+@dataclass
+class BookieProc:
+    index: int
+    host: str
+    port: int
+    http_port: int
+    storage: str
+    root: Path
+    conf_path: Path
+    proc: Proc
+    paused: bool = False
+
+    @property
+    def bookie_id(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def journal_dir(self) -> Path:
+        return self.root / "journal"
+
+    @property
+    def ledger_dir(self) -> Path:
+        return self.root / "ledgers"
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid
+
+    @property
+    def running(self) -> bool:
+        return self.proc.running
+
+
+@dataclass
+class Cluster:
+    workdir: Path
+    num_bookies: int = 3
+    storage: dict[int, str] = field(default_factory=dict)
+    layout: str = "hierarchical"
+    ledgers_root: str = "/ledgers"
+    zk_port: int = 21810
+    port_base: int = 3180
+    http_base: int = 8180
+    lost_bookie_recovery_delay: int | None = None
+
+    def __post_init__(self) -> None:
+        self.workdir = Path(self.workdir)
+        self.logs_dir = self.workdir / "logs"
+        self.conf_dir = self.workdir / "conf"
+        self.zk_hosts = f"127.0.0.1:{self.zk_port}"
+        self.metadata_service_uri = f"zk+{self.layout}://{self.zk_hosts}{self.ledgers_root}"
+        self.zk: Proc | None = None
+        self.bookies: list[BookieProc] = []
+        self._kazoo: KazooClient | None = None
+        self._lock = threading.Lock()
+        self._tool: Path | None = None
+        self._started = False
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self, timeout: float = 180.0) -> "Cluster":
+        check_prerequisites()
+        for d in (self.logs_dir, self.conf_dir):
+            d.mkdir(parents=True, exist_ok=True)
+        (self.conf_dir / "log4j2-server.xml").write_text(LOG4J_SERVER)
+        (self.conf_dir / "log4j2-shell.xml").write_text(LOG4J_SHELL)
+        (self.conf_dir / "client.conf").write_text(
+            f"metadataServiceUri={self.metadata_service_uri}\nzkTimeout=6000\n")
+        atexit.register(self.stop)
+        self._started = True
+        deadline = time.monotonic() + timeout
+        # Compile the tool while ZooKeeper starts: both are slow on two cores.
+        compile_thread = threading.Thread(target=self._compile_tool, daemon=True)
+        compile_thread.start()
+        self._start_zookeeper(deadline)
+        self.shell("initnewcluster")
+        if self.lost_bookie_recovery_delay is not None:
+            self.kazoo.ensure_path(f"{self.ledgers_root}/underreplication")
+            self.kazoo.create(f"{self.ledgers_root}/underreplication/lostBookieRecoveryDelay",
+                              str(self.lost_bookie_recovery_delay).encode())
+        for n in range(1, self.num_bookies + 1):
+            self.bookies.append(self._make_bookie(n))
+        for b in self.bookies:
+            b.proc.start()
+        for b in self.bookies:
+            self.wait_ready(b.index, max(5.0, deadline - time.monotonic()))
+        compile_thread.join(max(1.0, deadline - time.monotonic()))
+        if self._tool is None:
+            raise HarnessError("BkLedgerTool did not compile in time")
+        return self
+
+    def _compile_tool(self) -> None:
+        self._tool = _tool_classes()
+
+    def stop(self) -> None:
+        if not self._started:
+            return
+        self._started = False
+        if self._kazoo is not None:
+            try:
+                self._kazoo.stop()
+                self._kazoo.close()
+            except Exception:
+                pass
+            self._kazoo = None
+        for b in self.bookies:
+            b.proc.stop()
+        if self.zk is not None:
+            self.zk.stop()
+
+    def __enter__(self) -> "Cluster":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------------ ZooKeeper
+    def _start_zookeeper(self, deadline: float) -> None:
+        zk_dir = self.workdir / "zk"
+        (zk_dir / "data").mkdir(parents=True, exist_ok=True)
+        cfg = zk_dir / "zoo.cfg"
+        cfg.write_text("\n".join([
+            "tickTime=1000", f"dataDir={zk_dir / 'data'}", f"clientPort={self.zk_port}",
+            "clientPortAddress=127.0.0.1", "maxClientCnxns=0", "admin.enableServer=false",
+            "4lw.commands.whitelist=ruok,srvr,mntr", ""]))
+        cp = ":".join(j for j in ZK_JARS if Path(j).exists())
+        self.zk = Proc("zookeeper", ["java", "-Xmx128m", "-XX:+UseSerialGC", "-cp", cp,
+                                     "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+                                     "org.apache.zookeeper.server.ZooKeeperServerMain", str(cfg)],
+                       self.logs_dir / "zookeeper.log")
+        self.zk.start()
+        while time.monotonic() < deadline:
+            if not self.zk.running:
+                raise HarnessError(f"ZooKeeper exited at start; log {self.zk.log}:\n{_tail(self.zk.log)}")
+            if self._four_letter("ruok") == "imok":
+                return
+            time.sleep(0.2)
+        raise HarnessError(f"ZooKeeper did not answer ruok on {self.zk_hosts}; log {self.zk.log}")
+
+    def restart_zookeeper(self, down_seconds: float = 0.0) -> None:
+        """Stop ZooKeeper (SIGTERM, by pid), optionally stay down, and start it again on the same data."""
+        assert self.zk is not None
+        self.zk.stop()
+        time.sleep(down_seconds)
+        self.zk.start()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self._four_letter("ruok") == "imok":
+                return
+            time.sleep(0.2)
+        raise HarnessError(f"ZooKeeper did not come back; log {self.zk.log}")
+
+    def _four_letter(self, word: str) -> str:
+        try:
+            with socket.create_connection(("127.0.0.1", self.zk_port), timeout=1.0) as s:
+                s.sendall(word.encode())
+                return s.recv(64).decode(errors="replace")
+        except OSError:
+            return ""
+
+    @property
+    def kazoo(self) -> KazooClient:
+        with self._lock:
+            if self._kazoo is None:
+                client = KazooClient(hosts=self.zk_hosts, timeout=10.0)
+                client.start(timeout=30)
+                self._kazoo = client
+            return self._kazoo
+
+    # ------------------------------------------------------------------ bookies
+    def _make_bookie(self, n: int) -> BookieProc:
+        storage = self.storage.get(n, "sorted")
+        if storage not in STORAGE_CLASSES:
+            raise HarnessError(f"unknown storage {storage!r} for bookie {n}; use one of {sorted(STORAGE_CLASSES)}")
+        host = f"127.0.0.{n}"
+        port, http_port = self.port_base + n, self.http_base + n
+        root = self.workdir / f"bookie{n}"
+        conf = self.conf_dir / f"bookie-{n}.conf"
+        lines = [
+            f"bookiePort={port}", f"advertisedAddress={host}", "listeningInterface=lo", "allowLoopback=true",
+            "useHostNameAsBookieID=false", f"metadataServiceUri={self.metadata_service_uri}", "zkTimeout=6000",
+            f"journalDirectories={root / 'journal'}", f"ledgerDirectories={root / 'ledgers'}",
+            f"ledgerStorageClass={STORAGE_CLASSES[storage]}",
+            "skipListSizeLimit=8388608", "skipListArenaChunkSize=1048576", "pageLimit=512",
+            "logSizeLimit=16777216", "flushInterval=1000", "gcWaitTime=60000", "journalSyncData=false",
+            "journalPreAllocSizeMB=4", "journalMaxSizeMB=64", "diskUsageThreshold=0.99",
+            "diskUsageWarnThreshold=0.98", "numAddWorkerThreads=1", "numReadWorkerThreads=2",
+            "numHighPriorityWorkerThreads=1", "serverNumIOThreads=2", "numJournalCallbackThreads=1",
+            "httpServerEnabled=true", "httpServerClass=org.apache.bookkeeper.http.vertx.VertxHttpServer",
+            f"httpServerHost={host}", f"httpServerPort={http_port}",
+            "statsProviderClass=org.apache.bookkeeper.stats.prometheus.PrometheusMetricsProvider",
+            "autoRecoveryDaemonEnabled=false",
+        ]
+        if storage == "db":
+            lines += ["dbStorage_writeCacheMaxSizeMb=16", "dbStorage_readAheadCacheMaxSizeMb=16",
+                      "dbStorage_rocksDB_blockCacheSize=8388608", "dbStorage_rocksDB_writeBufferSizeMB=4"]
+        conf.write_text("\n".join(lines) + "\n")
+        for d in ("journal", "ledgers"):
+            (root / d).mkdir(parents=True, exist_ok=True)
+        argv = ["java", *JVM_COMMON, f"-Dlog4j.configurationFile={self.conf_dir / 'log4j2-server.xml'}",
+                "-Xms64m", "-Xmx256m", "-XX:MaxDirectMemorySize=256m", "-XX:+ExitOnOutOfMemoryError",
+                "-cp", _classpath(), "org.apache.bookkeeper.server.Main", "--conf", str(conf)]
+        return BookieProc(n, host, port, http_port, storage, root, conf,
+                          Proc(f"bookie{n}", argv, self.logs_dir / f"bookie{n}.log"))
+
+    def bookie(self, n: int) -> BookieProc:
+        for b in self.bookies:
+            if b.index == n:
+                return b
+        raise HarnessError(f"no bookie {n} in this cluster (have {[b.index for b in self.bookies]})")
+
+    def _bookie_by(self, which: int | str) -> BookieProc:
+        if isinstance(which, int):
+            return self.bookie(which)
+        for b in self.bookies:
+            if b.bookie_id == which:
+                return b
+        raise HarnessError(f"no bookie with id {which}")
+
+    @property
+    def sorted_bookie_ids(self) -> list[str]:
+        return [b.bookie_id for b in self.bookies if b.storage == "sorted"]
+
+    def registration_path(self, n: int) -> str:
+        return f"{self.ledgers_root}/available/{self.bookie(n).bookie_id}"
+
+    def wait_registered(self, n: int, timeout: float = 60.0) -> None:
+        b = self.bookie(n)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not b.running:
+                raise HarnessError(f"bookie {n} exited; log {b.proc.log}:\n{_tail(b.proc.log)}")
+            if (self.kazoo.exists(self.registration_path(n))
+                    or self.kazoo.exists(f"{self.ledgers_root}/available/readonly/{b.bookie_id}")):
+                return
+            time.sleep(0.2)
+        raise HarnessError(f"bookie {n} did not register within {timeout}s; log {b.proc.log}:\n{_tail(b.proc.log)}")
+
+    def wait_ready(self, n: int, timeout: float = 60.0) -> None:
+        start = time.monotonic()
+        self.wait_registered(n, timeout)
+        b = self.bookie(n)
+        while time.monotonic() - start < timeout:
+            status, _ = self.http_get(n, "/api/v1/bookie/is_ready")
+            if status == 200:
+                return
+            time.sleep(0.2)
+        raise HarnessError(f"bookie {n} registered but /is_ready never answered 200; log {b.proc.log}")
+
+    def wait_unregistered(self, n: int, timeout: float = 60.0) -> None:
+        b = self.bookie(n)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not (self.kazoo.exists(self.registration_path(n))
+                    or self.kazoo.exists(f"{self.ledgers_root}/available/readonly/{b.bookie_id}")):
+                return
+            time.sleep(0.2)
+        raise HarnessError(f"bookie {n} still registered after {timeout}s")
+
+    def stop_bookie(self, n: int) -> None:
+        self.bookie(n).proc.stop()
+
+    def kill_bookie(self, n: int) -> None:
+        self.bookie(n).proc.kill()
+
+    def pause_bookie(self, n: int) -> None:
+        b = self.bookie(n)
+        b.proc.signal(signal.SIGSTOP)
+        b.paused = True
+
+    def resume_bookie(self, n: int) -> None:
+        b = self.bookie(n)
+        b.proc.signal(signal.SIGCONT)
+        b.paused = False
+
+    def start_bookie(self, n: int, timeout: float = 90.0) -> None:
+        b = self.bookie(n)
+        if b.running:
+            return
+        # A restarted bookie waits for its old registration to expire; wait for that ourselves first so a
+        # crash-restart does not race with the old session.
+        self.wait_unregistered(n, timeout=30)
+        b.proc.start()
+        self.wait_ready(n, timeout)
+
+    def restart_bookie(self, n: int) -> None:
+        self.stop_bookie(n)
+        self.start_bookie(n)
+
+    def wipe_bookie(self, n: int) -> None:
+        """Delete a stopped bookie's disks and its cookie, so it comes back empty with the same id."""
+        b = self.bookie(n)
+        if b.running:
+            raise HarnessError(f"bookie {n} must be stopped before it is wiped")
+        for d in (b.journal_dir, b.ledger_dir):
+            shutil.rmtree(d, ignore_errors=True)
+            d.mkdir(parents=True)
+        cookie = f"{self.ledgers_root}/cookies/{b.bookie_id}"
+        if self.kazoo.exists(cookie):
+            self.kazoo.delete(cookie)
+
+    def http_get(self, n: int, path: str, timeout: float = 5.0) -> tuple[int, str]:
+        b = self.bookie(n)
+        try:
+            with urllib.request.urlopen(f"http://{b.host}:{b.http_port}{path}", timeout=timeout) as r:
+                return r.status, r.read().decode(errors="replace")
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode(errors="replace")
+        except OSError:
+            return 0, ""
+
+    # ------------------------------------------------------------------ Java tools
+    def shell(self, *args: str, check: bool = True, timeout: float = 120.0,
+              conf: Path | None = None) -> subprocess.CompletedProcess[str]:
+        """Run the real BookieShell; its results come back on stdout."""
+        argv = ["java", *JVM_COMMON, *JVM_CLIENT, f"-Dlog4j.configurationFile={self.conf_dir / 'log4j2-shell.xml'}",
+                "-cp", _classpath(), "org.apache.bookkeeper.bookie.BookieShell",
+                "-conf", str(conf or self.conf_dir / "client.conf"), *args]
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+        with open(self.logs_dir / "shell.log", "a") as log:
+            log.write(f"=== shell {' '.join(args)} rc={proc.returncode}\n{proc.stdout}\n{proc.stderr}\n")
+        if check and proc.returncode != 0:
+            raise HarnessError(f"BookieShell {' '.join(args)} failed rc={proc.returncode}:\n"
+                               f"{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
+        return proc
+
+    def _tool_argv(self, command: str, args: Iterable[str]) -> list[str]:
+        if self._tool is None:
+            self._tool = _tool_classes()
+        return ["java", *JVM_COMMON, *JVM_CLIENT, f"-Dlog4j.configurationFile={self.conf_dir / 'log4j2-shell.xml'}",
+                "-cp", f"{self._tool}:{_classpath()}", "BkLedgerTool", command,
+                "--metadata-uri", self.metadata_service_uri, *args]
+
+    def ledger_tool(self, command: str, *args: str, timeout: float = 180.0) -> dict[str, Any]:
+        proc = subprocess.run(self._tool_argv(command, args), capture_output=True, text=True,
+                              timeout=timeout, stdin=subprocess.DEVNULL)
+        with open(self.logs_dir / "ledger-tool.log", "a") as log:
+            log.write(f"=== {command} {' '.join(args)} rc={proc.returncode}\n{proc.stdout}\n{proc.stderr[-5000:]}\n")
+        return self._tool_result(command, args, proc.returncode, proc.stdout, proc.stderr)
+
+    @staticmethod
+    def _tool_result(command: str, args: Iterable[str], rc: int, out: str, err: str) -> dict[str, Any]:
+        lines = [line for line in out.splitlines() if line.startswith("{")]
+        if not lines:
+            raise HarnessError(f"ledger tool {command} {' '.join(args)} printed no JSON (rc={rc}):\n"
+                               f"{out[-2000:]}\n{err[-3000:]}")
+        result = json.loads(lines[-1])
+        if "error" in result or rc != 0:
+            raise HarnessError(f"ledger tool {command} {' '.join(args)} failed (rc={rc}): "
+                               f"{result.get('error')}\n{err[-3000:]}")
+        return result
+
+    def _create_args(self, ensemble: int, write_quorum: int, ack_quorum: int, digest: str, password: str,
+                     entries: int, entry_size: int, ledger_id: int | None, custom: dict[str, str] | None,
+                     bookies: list[str] | None, allowed: list[str] | None, close: bool) -> list[str]:
+        args = ["--ensemble", str(ensemble), "--write-quorum", str(write_quorum), "--ack-quorum", str(ack_quorum),
+                "--digest", digest, "--password", password, "--entries", str(entries),
+                "--entry-size", str(entry_size)]
+        if ledger_id is not None:
+            args += ["--ledger-id", str(ledger_id)]
+        for k, v in (custom or {}).items():
+            args += ["--custom", f"{k}={v}"]
+        if bookies:
+            args += ["--bookies", ",".join(bookies)]
+        args += ["--allowed", ",".join(allowed if allowed is not None else self.sorted_bookie_ids)]
+        if not close:
+            args.append("--leave-open")
+        return args
+
+    def create_ledger(self, ensemble: int = 3, write_quorum: int = 2, ack_quorum: int = 2,
+                      digest: str = "CRC32C", password: str = "pw", entries: int = 10, entry_size: int = 64,
+                      ledger_id: int | None = None, custom: dict[str, str] | None = None,
+                      bookies: list[str] | None = None, allowed: list[str] | None = None,
+                      close: bool = True) -> dict[str, Any]:
+        """Write a ledger with the real Java client; returns what the tool reports (see docs/contributing.md)."""
+        return self.ledger_tool("create", *self._create_args(
+            ensemble, write_quorum, ack_quorum, digest, password, entries, entry_size, ledger_id, custom,
+            bookies, allowed, close))
+
+    def write_with_ensemble_change(self, ensemble: int = 3, write_quorum: int = 2, ack_quorum: int = 2,
+                                   digest: str = "CRC32C", password: str = "pw", entries: int = 20,
+                                   entry_size: int = 64, change_after: int = 10, victim: int | str | None = None,
+                                   bookies: list[str] | None = None, allowed: list[str] | None = None,
+                                   custom: dict[str, str] | None = None, ledger_id: int | None = None,
+                                   close: bool = True) -> dict[str, Any]:
+        """Write `change_after` entries, SIGKILL one first-ensemble member, write the rest, close.
+
+        The client replaces the dead bookie (a new segment). The victim is restarted before returning,
+        so the cluster is whole again; the result's "victim" names it.
+        """
+        pool = allowed if allowed is not None else self.sorted_bookie_ids
+        if bookies is None:
+            bookies = pool[:ensemble]
+        if len(set(pool) - set(bookies)) < 1:
+            raise HarnessError(f"an ensemble change needs a spare bookie outside {bookies} in the pool {pool}")
+        args = self._create_args(ensemble, write_quorum, ack_quorum, digest, password, entries, entry_size,
+                                 ledger_id, custom, bookies, pool, close)
+        pause_file = self.workdir / f"pause-{time.monotonic_ns()}"
+        argv = self._tool_argv("create", [*args, "--pause-after", str(change_after), "--pause-file", str(pause_file)])
+        victim_bookie = self._bookie_by(victim if victim is not None else bookies[0])
+        if victim_bookie.bookie_id not in bookies:
+            raise HarnessError(f"victim {victim_bookie.bookie_id} is not in the first ensemble {bookies}")
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                stdin=subprocess.DEVNULL)
+        try:
+            assert proc.stdout is not None
+            line = proc.stdout.readline()
+            if not line.startswith("PAUSED"):
+                rest, err = proc.communicate(timeout=60)
+                raise HarnessError(f"ledger tool did not pause: {line}{rest}\n{err[-3000:]}")
+            victim_bookie.proc.kill()
+            pause_file.touch()
+            out, err = proc.communicate(timeout=180)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+        with open(self.logs_dir / "ledger-tool.log", "a") as log:
+            log.write(f"=== ensemble-change {' '.join(args)} rc={proc.returncode}\n{line}{out}\n{err[-5000:]}\n")
+        result = self._tool_result("create", args, proc.returncode, out, err)
+        result["victim"] = victim_bookie.bookie_id
+        self.start_bookie(victim_bookie.index)
+        return result
+
+    def recover_ledger(self, ledger_id: int, password: str = "pw") -> dict[str, Any]:
+        return self.ledger_tool("recover", "--ledger-id", str(ledger_id), "--password", password)
+
+    def ledger_info(self, ledger_id: int, password: str = "pw") -> dict[str, Any]:
+        return self.ledger_tool("info", "--ledger-id", str(ledger_id), "--password", password)
+
+    def delete_ledger(self, ledger_id: int) -> dict[str, Any]:
+        return self.ledger_tool("delete", "--ledger-id", str(ledger_id))
+
+    payload = staticmethod(payload)

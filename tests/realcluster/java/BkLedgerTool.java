@@ -1,0 +1,392 @@
+import io.netty.util.HashedWheelTimer;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Collections;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import org.apache.bookkeeper.client.BKException.BKNotEnoughBookiesException;
+import org.apache.bookkeeper.client.BookiesHealthInfo;
+import org.apache.bookkeeper.client.DistributionSchedule;
+import org.apache.bookkeeper.client.EnsemblePlacementPolicy;
+import org.apache.bookkeeper.client.api.BookKeeper;
+import org.apache.bookkeeper.client.api.DigestType;
+import org.apache.bookkeeper.client.api.LedgerMetadata;
+import org.apache.bookkeeper.client.api.ReadHandle;
+import org.apache.bookkeeper.client.api.WriteAdvHandle;
+import org.apache.bookkeeper.client.api.WriteHandle;
+import org.apache.bookkeeper.conf.ClientConfiguration;
+import org.apache.bookkeeper.feature.FeatureProvider;
+import org.apache.bookkeeper.net.BookieId;
+import org.apache.bookkeeper.net.DNSToSwitchMapping;
+import org.apache.bookkeeper.proto.BookieAddressResolver;
+import org.apache.bookkeeper.stats.StatsLogger;
+
+/**
+ * bk-auditor's test ledger tool: drives the real BookKeeper Java client and prints one JSON line.
+ *
+ * Commands:
+ *   create  --ensemble E --write-quorum W --ack-quorum A --digest CRC32|CRC32C|MAC|DUMMY --password P
+ *           --entries N --entry-size B [--ledger-id ID] [--custom k=v]... [--bookies a,b,c]
+ *           [--allowed a,b,...] [--leave-open] [--pause-after K --pause-file F] [--store-ctime]
+ *   recover --ledger-id ID [--password P]      open with recovery: fences and closes the ledger
+ *   delete  --ledger-id ID
+ *   info    --ledger-id ID [--password P]      open without recovery, print metadata
+ *
+ * Entry e of ledger L carries the payload ("L" + L + "E" + e + "-") repeated and cut to B bytes, so
+ * tests can verify what they read without storing it.
+ *
+ * Placement: --bookies pins the first ensemble exactly; --allowed restricts every later choice (new
+ * ensembles and replacements after a failure). Both are passed to the placement policy below through
+ * system properties, because the client instantiates the policy itself by reflection.
+ */
+public class BkLedgerTool {
+
+    static final String PROP_FIRST = "bktool.ensemble";
+    static final String PROP_ALLOWED = "bktool.allowed";
+
+    public static void main(String[] argv) throws Exception {
+        if (argv.length < 1) {
+            fail("usage: BkLedgerTool create|recover|delete|info --metadata-uri URI [options]");
+        }
+        String cmd = argv[0];
+        Map<String, List<String>> opts = parse(Arrays.copyOfRange(argv, 1, argv.length));
+        String uri = one(opts, "metadata-uri", null);
+        if (uri == null) {
+            fail("--metadata-uri is required");
+        }
+        if (opts.containsKey("bookies")) {
+            System.setProperty(PROP_FIRST, one(opts, "bookies", ""));
+        }
+        if (opts.containsKey("allowed")) {
+            System.setProperty(PROP_ALLOWED, one(opts, "allowed", ""));
+        }
+        ClientConfiguration conf = new ClientConfiguration();
+        conf.setMetadataServiceUri(uri);
+        conf.setZkTimeout(6000);
+        conf.setAddEntryTimeout(2);
+        conf.setReadEntryTimeout(2);
+        conf.setEnsemblePlacementPolicy(PinnedPlacementPolicy.class);
+        if (opts.containsKey("store-ctime")) {
+            conf.setStoreSystemtimeAsLedgerCreationTime(true);
+        }
+        int rc = 0;
+        try (BookKeeper bk = BookKeeper.newBuilder(conf).build()) {
+            switch (cmd) {
+                case "create":
+                    create(bk, opts);
+                    break;
+                case "recover":
+                    recover(bk, opts, true);
+                    break;
+                case "info":
+                    recover(bk, opts, false);
+                    break;
+                case "delete":
+                    long id = Long.parseLong(one(opts, "ledger-id", "-1"));
+                    bk.newDeleteLedgerOp().withLedgerId(id).execute().get(30, TimeUnit.SECONDS);
+                    emit("{\"ledgerId\":" + id + ",\"deleted\":true}");
+                    break;
+                default:
+                    fail("unknown command " + cmd);
+            }
+        } catch (Exception e) {
+            System.out.println("{\"error\":" + str(e.toString()) + "}");
+            System.out.flush();
+            rc = 3;
+        }
+        // The client keeps non-daemon threads; exit explicitly once the result is printed.
+        Runtime.getRuntime().halt(rc);
+    }
+
+    static void create(BookKeeper bk, Map<String, List<String>> opts) throws Exception {
+        int e = Integer.parseInt(one(opts, "ensemble", "3"));
+        int w = Integer.parseInt(one(opts, "write-quorum", "2"));
+        int a = Integer.parseInt(one(opts, "ack-quorum", "2"));
+        DigestType digest = DigestType.valueOf(one(opts, "digest", "CRC32C"));
+        String password = one(opts, "password", "");
+        int entries = Integer.parseInt(one(opts, "entries", "10"));
+        int size = Integer.parseInt(one(opts, "entry-size", "64"));
+        long pauseAfter = Long.parseLong(one(opts, "pause-after", "-1"));
+        String pauseFile = one(opts, "pause-file", null);
+        boolean leaveOpen = opts.containsKey("leave-open");
+        Map<String, byte[]> custom = new LinkedHashMap<>();
+        for (String kv : opts.getOrDefault("custom", Collections.emptyList())) {
+            int i = kv.indexOf('=');
+            if (i < 0) {
+                fail("--custom wants k=v, got " + kv);
+            }
+            custom.put(kv.substring(0, i), kv.substring(i + 1).getBytes(StandardCharsets.UTF_8));
+        }
+        String ledgerIdOpt = one(opts, "ledger-id", null);
+
+        WriteHandle wh = null;
+        WriteAdvHandle wah = null;
+        long ledgerId;
+        if (ledgerIdOpt != null) {
+            wah = bk.newCreateLedgerOp().withEnsembleSize(e).withWriteQuorumSize(w).withAckQuorumSize(a)
+                    .withDigestType(digest).withPassword(password.getBytes(StandardCharsets.UTF_8))
+                    .withCustomMetadata(custom).makeAdv().withLedgerId(Long.parseLong(ledgerIdOpt))
+                    .execute().get(30, TimeUnit.SECONDS);
+            ledgerId = wah.getId();
+        } else {
+            wh = bk.newCreateLedgerOp().withEnsembleSize(e).withWriteQuorumSize(w).withAckQuorumSize(a)
+                    .withDigestType(digest).withPassword(password.getBytes(StandardCharsets.UTF_8))
+                    .withCustomMetadata(custom).execute().get(30, TimeUnit.SECONDS);
+            ledgerId = wh.getId();
+        }
+        List<CompletableFuture<?>> inflight = new ArrayList<>();
+        for (long entry = 0; entry < entries; entry++) {
+            if (entry == pauseAfter) {
+                drain(inflight);
+                LedgerMetadata md = wah != null ? wah.getLedgerMetadata() : wh.getLedgerMetadata();
+                System.out.println("PAUSED " + describe(ledgerId, md, entry - 1, opts, password, entries, size));
+                System.out.flush();
+                Path f = Paths.get(pauseFile);
+                long deadline = System.currentTimeMillis() + 120_000;
+                while (!Files.exists(f)) {
+                    if (System.currentTimeMillis() > deadline) {
+                        fail("pause file " + f + " never appeared");
+                    }
+                    Thread.sleep(50);
+                }
+            }
+            byte[] data = payload(ledgerId, entry, size);
+            inflight.add(wah != null ? wah.writeAsync(entry, data) : wh.appendAsync(data));
+            if (inflight.size() >= 200) {
+                drain(inflight);
+            }
+        }
+        drain(inflight);
+        if (leaveOpen) {
+            LedgerMetadata md = wah != null ? wah.getLedgerMetadata() : wh.getLedgerMetadata();
+            long lac = wah != null ? wah.getLastAddConfirmed() : wh.getLastAddConfirmed();
+            emit(describe(ledgerId, md, lac, opts, password, entries, size));
+            // No close and no client shutdown: the ledger stays OPEN in its metadata.
+            Runtime.getRuntime().halt(0);
+        }
+        if (wah != null) {
+            wah.close();
+        } else {
+            wh.close();
+        }
+        try (ReadHandle rh = bk.newOpenLedgerOp().withLedgerId(ledgerId).withRecovery(false)
+                .withPassword(password.getBytes(StandardCharsets.UTF_8)).withDigestType(digest)
+                .execute().get(30, TimeUnit.SECONDS)) {
+            emit(describe(ledgerId, rh.getLedgerMetadata(), rh.getLastAddConfirmed(), opts, password, entries,
+                    size));
+        }
+    }
+
+    static void recover(BookKeeper bk, Map<String, List<String>> opts, boolean recovery) throws Exception {
+        long id = Long.parseLong(one(opts, "ledger-id", "-1"));
+        String password = one(opts, "password", "");
+        try (ReadHandle rh = bk.newOpenLedgerOp().withLedgerId(id).withRecovery(recovery)
+                .withPassword(password.getBytes(StandardCharsets.UTF_8))
+                .execute().get(60, TimeUnit.SECONDS)) {
+            emit(describe(id, rh.getLedgerMetadata(), rh.getLastAddConfirmed(), opts, password, -1, -1));
+        }
+    }
+
+    static void drain(List<CompletableFuture<?>> inflight) throws Exception {
+        for (CompletableFuture<?> f : inflight) {
+            f.get(60, TimeUnit.SECONDS);
+        }
+        inflight.clear();
+    }
+
+    static byte[] payload(long ledgerId, long entryId, int size) {
+        String unit = "L" + ledgerId + "E" + entryId + "-";
+        StringBuilder sb = new StringBuilder(size + unit.length());
+        while (sb.length() < size) {
+            sb.append(unit);
+        }
+        return sb.substring(0, size).getBytes(StandardCharsets.US_ASCII);
+    }
+
+    static String describe(long id, LedgerMetadata md, long lac, Map<String, List<String>> opts, String password,
+                           int entries, int size) {
+        StringBuilder ens = new StringBuilder("{");
+        boolean first = true;
+        for (Map.Entry<Long, ? extends List<BookieId>> seg : md.getAllEnsembles().entrySet()) {
+            if (!first) {
+                ens.append(',');
+            }
+            first = false;
+            ens.append('"').append(seg.getKey()).append("\":[");
+            List<BookieId> b = seg.getValue();
+            for (int i = 0; i < b.size(); i++) {
+                ens.append(i > 0 ? "," : "").append(str(b.get(i).toString()));
+            }
+            ens.append(']');
+        }
+        ens.append('}');
+        return "{\"ledgerId\":" + id
+                + ",\"lastEntryId\":" + md.getLastEntryId()
+                + ",\"lac\":" + lac
+                + ",\"state\":" + str(md.getState().toString())
+                + ",\"length\":" + md.getLength()
+                + ",\"digest\":" + str(md.getDigestType().toString())
+                + ",\"password\":" + str(password)
+                + ",\"ensembleSize\":" + md.getEnsembleSize()
+                + ",\"writeQuorum\":" + md.getWriteQuorumSize()
+                + ",\"ackQuorum\":" + md.getAckQuorumSize()
+                + ",\"entries\":" + entries
+                + ",\"entrySize\":" + size
+                + ",\"ensembles\":" + ens + "}";
+    }
+
+    static void emit(String json) {
+        System.out.println(json);
+        System.out.flush();
+    }
+
+    static String str(String s) {
+        StringBuilder sb = new StringBuilder("\"");
+        for (char c : s.toCharArray()) {
+            if (c == '"' || c == '\\') {
+                sb.append('\\').append(c);
+            } else if (c < 0x20) {
+                sb.append(String.format("\\u%04x", (int) c));
+            } else {
+                sb.append(c);
+            }
+        }
+        return sb.append('"').toString();
+    }
+
+    static Map<String, List<String>> parse(String[] args) {
+        Map<String, List<String>> out = new HashMap<>();
+        for (int i = 0; i < args.length; i++) {
+            if (!args[i].startsWith("--")) {
+                fail("unexpected argument " + args[i]);
+            }
+            String key = args[i].substring(2);
+            boolean flag = i + 1 >= args.length || args[i + 1].startsWith("--");
+            out.computeIfAbsent(key, k -> new ArrayList<>()).add(flag ? "" : args[++i]);
+        }
+        return out;
+    }
+
+    static String one(Map<String, List<String>> opts, String key, String dflt) {
+        List<String> v = opts.get(key);
+        return v == null || v.isEmpty() ? dflt : v.get(v.size() - 1);
+    }
+
+    static void fail(String msg) {
+        System.out.println("{\"error\":" + str(msg) + "}");
+        System.out.flush();
+        Runtime.getRuntime().halt(2);
+    }
+
+    /** Places ensembles only on the bookies a test names, so every test knows where its entries are. */
+    public static class PinnedPlacementPolicy implements EnsemblePlacementPolicy {
+        private final Set<BookieId> writable = Collections.synchronizedSet(new HashSet<>());
+        private volatile boolean firstUsed = false;
+
+        static List<BookieId> ids(String prop) {
+            String v = System.getProperty(prop);
+            List<BookieId> out = new ArrayList<>();
+            if (v != null && !v.isEmpty()) {
+                for (String s : v.split(",")) {
+                    out.add(BookieId.parse(s.trim()));
+                }
+            }
+            return out;
+        }
+
+        @Override
+        public EnsemblePlacementPolicy initialize(ClientConfiguration conf, Optional<DNSToSwitchMapping> dns,
+                HashedWheelTimer timer, FeatureProvider features, StatsLogger stats,
+                BookieAddressResolver resolver) {
+            return this;
+        }
+
+        @Override
+        public void uninitalize() {
+        }
+
+        @Override
+        public Set<BookieId> onClusterChanged(Set<BookieId> writableBookies, Set<BookieId> readOnlyBookies) {
+            Set<BookieId> gone = new HashSet<>(writable);
+            gone.removeAll(writableBookies);
+            writable.clear();
+            writable.addAll(writableBookies);
+            return gone;
+        }
+
+        private List<BookieId> pool(Set<BookieId> exclude) {
+            List<BookieId> allowed = ids(PROP_ALLOWED);
+            List<BookieId> out = new ArrayList<>();
+            synchronized (writable) {
+                for (BookieId b : allowed.isEmpty() ? new ArrayList<>(writable) : allowed) {
+                    if (writable.contains(b) && !exclude.contains(b)) {
+                        out.add(b);
+                    }
+                }
+            }
+            Collections.shuffle(out);
+            return out;
+        }
+
+        @Override
+        public PlacementResult<List<BookieId>> newEnsemble(int ensembleSize, int writeQuorumSize, int ackQuorumSize,
+                Map<String, byte[]> customMetadata, Set<BookieId> excludeBookies)
+                throws BKNotEnoughBookiesException {
+            List<BookieId> pinned = ids(PROP_FIRST);
+            if (!firstUsed && !pinned.isEmpty()) {
+                firstUsed = true;
+                if (pinned.size() != ensembleSize) {
+                    throw new BKNotEnoughBookiesException();
+                }
+                return PlacementResult.of(pinned, PlacementPolicyAdherence.MEETS_STRICT);
+            }
+            List<BookieId> pool = pool(excludeBookies);
+            if (pool.size() < ensembleSize) {
+                throw new BKNotEnoughBookiesException();
+            }
+            return PlacementResult.of(new ArrayList<>(pool.subList(0, ensembleSize)),
+                    PlacementPolicyAdherence.MEETS_STRICT);
+        }
+
+        @Override
+        public PlacementResult<BookieId> replaceBookie(int ensembleSize, int writeQuorumSize, int ackQuorumSize,
+                Map<String, byte[]> customMetadata, List<BookieId> currentEnsemble, BookieId bookieToReplace,
+                Set<BookieId> excludeBookies) throws BKNotEnoughBookiesException {
+            Set<BookieId> exclude = new HashSet<>(excludeBookies);
+            exclude.addAll(currentEnsemble);
+            List<BookieId> pool = pool(exclude);
+            if (pool.isEmpty()) {
+                throw new BKNotEnoughBookiesException();
+            }
+            return PlacementResult.of(pool.get(0), PlacementPolicyAdherence.MEETS_STRICT);
+        }
+
+        @Override
+        public void registerSlowBookie(BookieId bookieSocketAddress, long entryId) {
+        }
+
+        @Override
+        public DistributionSchedule.WriteSet reorderReadSequence(List<BookieId> ensemble,
+                BookiesHealthInfo health, DistributionSchedule.WriteSet writeSet) {
+            return writeSet;
+        }
+
+        @Override
+        public DistributionSchedule.WriteSet reorderReadLACSequence(List<BookieId> ensemble,
+                BookiesHealthInfo health, DistributionSchedule.WriteSet writeSet) {
+            writeSet.addMissingIndices(ensemble.size());
+            return writeSet;
+        }
+    }
+}
