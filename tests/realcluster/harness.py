@@ -232,6 +232,7 @@ class Cluster:
         self._lock = threading.Lock()
         self._tool: Path | None = None
         self._started = False
+        self._workers: list[Proc] = []
 
     # ------------------------------------------------------------------ lifecycle
     def start(self, timeout: float = 180.0) -> "Cluster":
@@ -279,6 +280,8 @@ class Cluster:
             except Exception:
                 pass
             self._kazoo = None
+        for w in self._workers:
+            w.stop()
         for b in self.bookies:
             b.proc.stop()
         if self.zk is not None:
@@ -606,5 +609,16 @@ class Cluster:
 
     def delete_ledger(self, ledger_id: int) -> dict[str, Any]:
         return self.ledger_tool("delete", "--ledger-id", str(ledger_id))
+
+    def start_replication_worker(self, seconds: int = 600) -> Proc:
+        """A real Java ReplicationWorker alone (no Java auditor, no election), as a background process.
+
+        Stop it with `.stop()` on the returned Proc (by pid). Its log is `logs_dir/replication-worker.log`.
+        """
+        proc = Proc("replication-worker", self._tool_argv("replication-worker", ["--seconds", str(seconds)]),
+                    self.logs_dir / "replication-worker.log")
+        proc.start()
+        self._workers.append(proc)
+        return proc
 
     payload = staticmethod(payload)

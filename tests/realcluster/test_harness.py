@@ -66,3 +66,30 @@ def test_deterministic_payload_matches_what_the_shell_reads(cluster: Cluster) ->
     out = cluster.shell("readledger", "-l", str(result["ledgerId"]), "-fe", "0", "-le", "2", "-m").stdout
     for e in range(3):
         assert cluster.payload(result["ledgerId"], e, 40).decode() in out
+
+
+def test_java_replication_worker_repairs_a_ledger_marked_in_java_format(cluster: Cluster) -> None:
+    """The harness's ReplicationWorker is real: given a marker written the way Java writes it, it moves
+    the lost bookie's fragments to another bookie and deletes the marker."""
+    b1, b2, b3 = (cluster.bookie(n).bookie_id for n in (1, 2, 3))
+    result = cluster.create_ledger(entries=20, bookies=[b1, b2, b3])
+    lid = result["ledgerId"]
+    marker = (f"{cluster.ledgers_root}/underreplication/ledgers/{(lid >> 48) & 0xffff:04x}/"
+              f"{(lid >> 32) & 0xffff:04x}/{(lid >> 16) & 0xffff:04x}/{lid & 0xffff:04x}/urL{lid:010d}")
+    cluster.stop_bookie(1)
+    worker = None
+    try:
+        cluster.wait_unregistered(1)
+        cluster.kazoo.create(marker, f'replica: "{b1}"\nctime: {int(time.time() * 1000)}\n'.encode(),
+                             makepath=True)
+        worker = cluster.start_replication_worker(seconds=120)
+        deadline = time.monotonic() + 60
+        while cluster.kazoo.exists(marker) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert not cluster.kazoo.exists(marker)
+        ensemble = cluster.ledger_info(lid)["ensembles"]["0"]
+        assert b1 not in ensemble and {b2, b3} <= set(ensemble)
+    finally:
+        if worker is not None:
+            worker.stop()
+        cluster.start_bookie(1)

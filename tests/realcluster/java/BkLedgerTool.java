@@ -26,6 +26,8 @@ import org.apache.bookkeeper.client.api.ReadHandle;
 import org.apache.bookkeeper.client.api.WriteAdvHandle;
 import org.apache.bookkeeper.client.api.WriteHandle;
 import org.apache.bookkeeper.conf.ClientConfiguration;
+import org.apache.bookkeeper.conf.ServerConfiguration;
+import org.apache.bookkeeper.replication.ReplicationWorker;
 import org.apache.bookkeeper.feature.FeatureProvider;
 import org.apache.bookkeeper.net.BookieId;
 import org.apache.bookkeeper.net.DNSToSwitchMapping;
@@ -42,6 +44,9 @@ import org.apache.bookkeeper.stats.StatsLogger;
  *   recover --ledger-id ID [--password P]      open with recovery: fences and closes the ledger
  *   delete  --ledger-id ID
  *   info    --ledger-id ID [--password P]      open without recovery, print metadata
+ *   replication-worker --seconds S             run only a Java ReplicationWorker (no auditor, no
+ *                                              election) for S seconds: it acts on under-replication
+ *                                              markers exactly as in AutoRecoveryMain
  *
  * Entry e of ledger L carries the payload ("L" + L + "E" + e + "-") repeated and cut to B bytes, so
  * tests can verify what they read without storing it.
@@ -70,6 +75,10 @@ public class BkLedgerTool {
         }
         if (opts.containsKey("allowed")) {
             System.setProperty(PROP_ALLOWED, one(opts, "allowed", ""));
+        }
+        if (cmd.equals("replication-worker")) {
+            replicationWorker(uri, Integer.parseInt(one(opts, "seconds", "60")));
+            return;
         }
         ClientConfiguration conf = new ClientConfiguration();
         conf.setMetadataServiceUri(uri);
@@ -196,6 +205,23 @@ public class BkLedgerTool {
                 .execute().get(60, TimeUnit.SECONDS)) {
             emit(describe(id, rh.getLedgerMetadata(), rh.getLastAddConfirmed(), opts, password, -1, -1));
         }
+    }
+
+    static void replicationWorker(String uri, int seconds) throws Exception {
+        ServerConfiguration sc = new ServerConfiguration();
+        sc.setMetadataServiceUri(uri);
+        sc.setZkTimeout(6000);
+        sc.setAllowLoopback(true);
+        sc.setRwRereplicateBackoffMs(500);
+        sc.setOpenLedgerRereplicationGracePeriod("1000");
+        sc.setLockReleaseOfFailedLedgerGracePeriod("2000");
+        ReplicationWorker rw = new ReplicationWorker(sc);
+        rw.start();
+        emit("{\"replicationWorker\":\"started\"}");
+        Thread.sleep(seconds * 1000L);
+        rw.shutdown();
+        emit("{\"replicationWorker\":\"stopped\"}");
+        Runtime.getRuntime().halt(0);
     }
 
     static void drain(List<CompletableFuture<?>> inflight) throws Exception {
