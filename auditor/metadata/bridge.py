@@ -1,0 +1,118 @@
+"""Bridge kazoo (thread-based) to asyncio without ever blocking the event loop.
+
+Every request goes through kazoo's `*_async` calls; the completion callback (run on a kazoo thread)
+hops to the loop with `call_soon_threadsafe`. A semaphore bounds the requests in flight. Watches and
+connection-state listeners hop to the loop the same way.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Awaitable, Callable
+
+from kazoo.client import KazooClient
+from kazoo.protocol.states import KazooState, WatchedEvent
+
+log = logging.getLogger(__name__)
+
+StateCallback = Callable[[KazooState], None]
+
+
+class KazooBridge:
+    def __init__(self, client: KazooClient, loop: asyncio.AbstractEventLoop | None = None,
+                 max_in_flight: int = 64, op_timeout: float | None = 30.0) -> None:
+        self.client = client
+        self.loop = loop or asyncio.get_running_loop()
+        self._sem = asyncio.Semaphore(max_in_flight)
+        self.op_timeout = op_timeout
+        self._state_callbacks: list[StateCallback] = []
+        self._listener = self._on_state_thread
+        client.add_listener(self._listener)
+
+    # ------------------------------------------------------------ requests
+    async def call(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run a kazoo `*_async` method (e.g. `client.get_async`) and await its result."""
+        async with self._sem:
+            fut: asyncio.Future[Any] = self.loop.create_future()
+
+            def settle(ok: bool, value: Any) -> None:
+                if not fut.done():
+                    (fut.set_result if ok else fut.set_exception)(value)
+
+            def on_done(result: Any) -> None:  # kazoo thread
+                ok = result.successful()
+                self.loop.call_soon_threadsafe(settle, ok, result.value if ok else result.exception)
+
+            async_result = method(*args, **kwargs)
+            async_result.rawlink(on_done)
+            if self.op_timeout is None:
+                return await fut
+            return await asyncio.wait_for(fut, self.op_timeout)
+
+    async def commit(self, transaction: Any) -> list[Any]:
+        """Commit a kazoo TransactionRequest; the result list holds an exception per failed op."""
+        return await self.call(transaction.commit_async)
+
+    # ------------------------------------------------------------ watches
+    def watcher(self, callback: Callable[[WatchedEvent], None]) -> Callable[[WatchedEvent], None]:
+        """Wrap a loop-side callback as a kazoo watch function (called on a kazoo thread)."""
+        def on_event(event: WatchedEvent) -> None:
+            try:
+                self.loop.call_soon_threadsafe(callback, event)
+            except RuntimeError:  # loop closed: nobody is listening any more
+                pass
+        return on_event
+
+    def event_watch(self) -> tuple[Callable[[WatchedEvent], None], Awaitable[WatchedEvent]]:
+        """A one-shot watch and a future resolved with its event."""
+        fut: asyncio.Future[WatchedEvent] = self.loop.create_future()
+
+        def fire(event: WatchedEvent) -> None:
+            if not fut.done():
+                fut.set_result(event)
+        return self.watcher(fire), fut
+
+    # ------------------------------------------------------------ connection state
+    def add_state_callback(self, callback: StateCallback) -> None:
+        """`callback(state)` runs on the loop for every CONNECTED / SUSPENDED / LOST transition."""
+        self._state_callbacks.append(callback)
+
+    def remove_state_callback(self, callback: StateCallback) -> None:
+        if callback in self._state_callbacks:
+            self._state_callbacks.remove(callback)
+
+    def _on_state_thread(self, state: KazooState) -> None:  # kazoo connection thread: never block
+        try:
+            self.loop.call_soon_threadsafe(self._dispatch_state, state)
+        except RuntimeError:
+            pass
+
+    def _dispatch_state(self, state: KazooState) -> None:
+        for cb in list(self._state_callbacks):
+            try:
+                cb(state)
+            except Exception:  # one bad subscriber must not starve the others
+                log.exception("state callback %r failed", cb)
+
+    def detach(self) -> None:
+        self.client.remove_listener(self._listener)
+        self._state_callbacks.clear()
+
+
+async def start_client(client: KazooClient, timeout: float = 30.0) -> None:
+    """Start a kazoo client without blocking the loop (start_async + an event set from its thread)."""
+    loop = asyncio.get_running_loop()
+    event = client.start_async()
+    # Waiting on kazoo's threading.Event happens in a worker thread, never on the loop.
+    await loop.run_in_executor(None, event.wait, timeout)
+    if not client.connected:
+        client.stop()
+        client.close()
+        raise TimeoutError(f"could not connect to ZooKeeper at {client.hosts} within {timeout}s")
+
+
+async def stop_client(client: KazooClient) -> None:
+    """Stop and close a kazoo client off the loop (stop() joins kazoo's threads)."""
+    loop = asyncio.get_running_loop()
+    await loop.run_in_executor(None, client.stop)
+    await loop.run_in_executor(None, client.close)

@@ -1,0 +1,48 @@
+"""Typed errors of the metadata adapters. Every error names the znode (or file) it is about."""
+from __future__ import annotations
+
+
+class MetadataError(Exception):
+    """Base class of everything the metadata layer raises on purpose."""
+
+
+class MetadataConfigError(MetadataError):
+    """The configuration (service URI, legacy settings, rack file or script) is unusable."""
+
+
+class UnsupportedLayoutError(MetadataError):
+    """The cluster uses a ledger manager this auditor cannot read (e.g. MetaStore, a custom class)."""
+
+
+class LayoutMismatchError(MetadataError):
+    """The configured ledger manager and the cluster's LAYOUT znode disagree (Java refuses too)."""
+
+
+class CorruptZnodeError(MetadataError):
+    """A znode's content cannot be parsed. `path` is the znode, `problem` says what is wrong."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        super().__init__(f"{path}: {problem}")
+        self.path = path
+        self.problem = problem
+
+
+class NotLeaderError(MetadataError):
+    """A guarded write was refused: the writer is not (or no longer) the elected leader."""
+
+
+class ConcurrentUpdateError(MetadataError):
+    """A compare-and-set write lost: the znode changed (or vanished) since it was read."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        super().__init__(f"{path}: {problem}")
+        self.path = path
+        self.problem = problem
+
+
+class NoSuchLedgerError(MetadataError):
+    """The ledger's znode does not exist (never created, or deleted)."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(f"{path}: no such ledger")
+        self.path = path

@@ -1,0 +1,481 @@
+"""Codecs for BookKeeper's znode payloads (spec §3, §4, §5). Pure: bytes in, model out, and back.
+
+Every parse failure is a CorruptZnodeError naming the znode path and the problem; nothing else
+escapes (fuzzed input included).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Iterable, Sequence
+
+from google.protobuf import text_format
+from google.protobuf.message import DecodeError, Message
+
+from auditor._proto import bookkeeper_formats_pb2 as pb
+from auditor.durability.ids import LedgerId
+from auditor.durability.model import DigestType, LedgerMetadata, LedgerState, Segment
+
+from .errors import CorruptZnodeError
+
+HEADER_KEY = b"BookieMetadataFormatVersion\t"
+_MAX_VERSION_DIGITS = 10
+SUPPORTED_FORMAT_VERSIONS = (1, 2, 3)
+V1_IN_RECOVERY = -102
+_BOOKIE_ID = re.compile(r"^[a-zA-Z0-9:-_.\-]+$")
+_LMF = pb.LedgerMetadataFormat
+
+
+def is_valid_bookie_id(text: str) -> bool:
+    """Java's BookieId rule: ASCII letters, digits, ':'..'_', '.', '-'; never 'readonly'."""
+    return bool(_BOOKIE_ID.match(text)) and text.lower() != "readonly"
+
+
+# ---------------------------------------------------------------- varints (Java's writeDelimitedTo)
+
+def _encode_varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def _decode_varint32(data: bytes, pos: int, path: str) -> tuple[int, int]:
+    result = shift = 0
+    for i in range(10):
+        if pos + i >= len(data):
+            raise CorruptZnodeError(path, "truncated length prefix of the metadata message")
+        b = data[pos + i]
+        result |= (b & 0x7F) << shift
+        shift += 7
+        if not b & 0x80:
+            # Like protobuf-java's readRawVarint32, keep the low 32 bits; a "negative" size is corrupt.
+            result &= 0xFFFFFFFF
+            if result >= 2**31:
+                raise CorruptZnodeError(path, f"negative message length {result - 2**32}")
+            return result, pos + i + 1
+    raise CorruptZnodeError(path, "malformed varint length prefix")
+
+
+# ---------------------------------------------------------------- ledger metadata
+
+def read_header(data: bytes, path: str) -> tuple[int, int]:
+    """(format version, offset of the body)."""
+    if not data.startswith(HEADER_KEY):
+        raise CorruptZnodeError(path, "missing 'BookieMetadataFormatVersion<TAB>' header"
+                                if len(data) >= len(HEADER_KEY) or not HEADER_KEY.startswith(data)
+                                else "truncated header")
+    pos = len(HEADER_KEY)
+    end = data.find(b"\n", pos, pos + _MAX_VERSION_DIGITS + 1)
+    if end < 0:
+        raise CorruptZnodeError(path, "cannot find the end of the metadata format version")
+    raw = data[pos:end]
+    try:
+        text = raw.decode("ascii")
+        if not re.fullmatch(r"[+-]?\d+", text):
+            raise ValueError
+        version = int(text)
+    except (UnicodeDecodeError, ValueError):
+        raise CorruptZnodeError(path, f"metadata format version {raw[:12]!r} is not a number") from None
+    if version not in SUPPORTED_FORMAT_VERSIONS:
+        raise CorruptZnodeError(path, f"metadata format version {version} is not supported (1, 2 or 3)")
+    return version, end + 1
+
+
+def parse_ledger_metadata(data: bytes, ledger_id: LedgerId | int, path: str = "<ledger metadata>",
+                          version: int | None = None) -> LedgerMetadata:
+    """Decode a ledger znode's content (format v1, v2 or v3) as Java's LedgerMetadataSerDe reads it.
+
+    As in Java: an absent ack quorum equals the write quorum; digest type and password are set only when
+    the password field is present; last entry id and length are kept only for CLOSED ledgers (-1 and 0
+    otherwise); `ctime` is None when not stored (callers may fall back to the znode's ctime).
+    """
+    lid = ledger_id if isinstance(ledger_id, LedgerId) else LedgerId(0, ledger_id)
+    fmt, body = read_header(data, path)
+    if fmt == 1:
+        md = _parse_v1(data[body:], lid, path, version)
+    else:
+        msg = _LMF()
+        if fmt == 3:
+            size, start = _decode_varint32(data, body, path)
+            if start + size > len(data):
+                raise CorruptZnodeError(path, f"metadata message is truncated: {len(data) - start} of {size} bytes")
+            _parse_binary(msg, data[start:start + size], path)  # Java ignores trailing bytes
+        else:
+            try:
+                text_format.Parse(data[body:].decode("utf-8"), msg)
+            except (text_format.ParseError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+                raise CorruptZnodeError(path, f"bad text metadata (format 2): {exc}") from None
+            _require_initialized(msg, path)
+        md = _from_proto(msg, lid, fmt, path, version)
+    validate(md, path)
+    return md
+
+
+def _parse_binary(msg: Message, raw: bytes, path: str) -> None:
+    try:
+        msg.ParseFromString(raw)
+    except (DecodeError, ValueError, RecursionError) as exc:
+        raise CorruptZnodeError(path, f"bad {type(msg).__name__} protobuf: {exc}") from None
+    _require_initialized(msg, path)
+
+
+def _require_initialized(msg: Message, path: str) -> None:
+    missing = msg.FindInitializationErrors()
+    if missing:
+        raise CorruptZnodeError(path, f"{type(msg).__name__} lacks required field(s) {', '.join(missing)}")
+
+
+def _from_proto(msg: pb.LedgerMetadataFormat, lid: LedgerId, fmt: int, path: str,
+                version: int | None) -> LedgerMetadata:
+    try:
+        state = LedgerState(msg.state)
+    except ValueError:
+        raise CorruptZnodeError(path, f"unknown ledger state {msg.state}") from None
+    closed = state is LedgerState.CLOSED
+    if msg.HasField("password"):
+        digest: DigestType | None = DigestType(msg.digestType)
+        password: bytes | None = bytes(msg.password)
+    else:
+        digest, password = None, None
+    custom = {}
+    for e in msg.customMetadata:
+        custom[e.key] = bytes(e.value)  # like Java's toMap: keys are unique in practice
+    if len({e.key for e in msg.customMetadata}) != len(msg.customMetadata):
+        raise CorruptZnodeError(path, "duplicate custom metadata key")  # Java's toMap would throw too
+    return LedgerMetadata(
+        ledger_id=lid,
+        ensemble_size=msg.ensembleSize,
+        write_quorum=msg.quorumSize,
+        ack_quorum=msg.ackQuorumSize if msg.HasField("ackQuorumSize") else msg.quorumSize,
+        state=state,
+        last_entry_id=msg.lastEntryId if closed else -1,
+        length=msg.length if closed else 0,
+        segments=tuple(Segment(s.firstEntryId, tuple(s.ensembleMember)) for s in msg.segment),
+        digest_type=digest,
+        password=password,
+        custom_metadata=MappingProxyType(custom),
+        ctime=msg.ctime if msg.HasField("ctime") else None,
+        creator_token=msg.cToken if msg.HasField("cToken") else None,
+        format_version=fmt,
+        version=version,
+    )
+
+
+def _parse_v1(body: bytes, lid: LedgerId, path: str, version: int | None) -> LedgerMetadata:
+    try:
+        lines = body.decode("utf-8").split("\n")
+    except UnicodeDecodeError as exc:
+        raise CorruptZnodeError(path, f"format 1 metadata is not UTF-8 ({exc})") from None
+    if lines and lines[-1] == "":
+        lines.pop()
+    try:
+        quorum, ensemble, length = int(lines[0]), int(lines[1]), int(lines[2])
+    except (IndexError, ValueError):
+        raise CorruptZnodeError(path, "format 1 metadata lacks the quorum/ensemble/length lines") from None
+    state, last = LedgerState.OPEN, -1
+    segments = []
+    for line in lines[3:]:
+        parts = line.split("\t")
+        if len(parts) < 2:
+            raise CorruptZnodeError(path, f"format 1 line {line[:80]!r} has no TAB-separated fields")
+        try:
+            first = int(parts[0])
+        except ValueError:
+            raise CorruptZnodeError(path, f"format 1 entry id {parts[0][:20]!r} is not a number") from None
+        if parts[1] == "CLOSED":
+            state, last = (LedgerState.IN_RECOVERY, -1) if first == V1_IN_RECOVERY else (LedgerState.CLOSED, first)
+            break
+        segments.append(Segment(first, tuple(parts[1:])))
+    return LedgerMetadata(
+        ledger_id=lid, ensemble_size=ensemble, write_quorum=quorum, ack_quorum=quorum, state=state,
+        last_entry_id=last, length=length if state is LedgerState.CLOSED else 0, segments=tuple(segments),
+        format_version=1, version=version)
+
+
+def validate(md: LedgerMetadata, path: str = "<ledger metadata>") -> None:
+    """Java's invariants (LedgerMetadataBuilder / LedgerMetadataImpl); CorruptZnodeError if broken."""
+    def bad(problem: str) -> CorruptZnodeError:
+        return CorruptZnodeError(path, problem)
+    if not md.segments:
+        raise bad("no ensemble (segment) at all")
+    if not md.ensemble_size >= md.write_quorum >= md.ack_quorum:
+        raise bad(f"quorums out of order: E={md.ensemble_size} W={md.write_quorum} A={md.ack_quorum}")
+    if md.ack_quorum < 1:
+        raise bad(f"ack quorum {md.ack_quorum} < 1")
+    prev = None
+    for seg in md.segments:
+        if len(seg.ensemble) != md.ensemble_size:
+            raise bad(f"segment at entry {seg.first_entry_id} has {len(seg.ensemble)} bookies, "
+                      f"ensemble size is {md.ensemble_size}")
+        if prev is not None and seg.first_entry_id <= prev:
+            raise bad(f"segment first entry ids do not increase ({prev} then {seg.first_entry_id})")
+        prev = seg.first_entry_id
+        for b in seg.ensemble:
+            if not is_valid_bookie_id(b):
+                raise bad(f"invalid bookie id {b[:80]!r} in segment at entry {seg.first_entry_id}")
+    if (md.digest_type is None) != (md.password is None):
+        raise bad("digest type and password must be set together")
+
+
+def _to_proto(md: LedgerMetadata) -> pb.LedgerMetadataFormat:
+    msg = _LMF(quorumSize=md.write_quorum, ensembleSize=md.ensemble_size, length=md.length,
+               lastEntryId=md.last_entry_id, state=md.state.value, ackQuorumSize=md.ack_quorum)
+    for seg in md.segments:
+        msg.segment.add(ensembleMember=list(seg.ensemble), firstEntryId=seg.first_entry_id)
+    # Java always writes digest type and password (empty when none).
+    msg.digestType = (md.digest_type or DigestType.CRC32).value
+    msg.password = md.password or b""
+    if md.ctime is not None:
+        msg.ctime = md.ctime
+    for key, value in md.custom_metadata.items():
+        msg.customMetadata.add(key=key, value=bytes(value))
+    return msg
+
+
+def serialize_ledger_metadata(md: LedgerMetadata, format_version: int | None = None) -> bytes:
+    """Encode as Java's LedgerMetadataSerDe would (default: the metadata's own format version).
+
+    v3: the header then one length-delimited binary message, fields in number order (protobuf does
+    that), `lastEntryId`/`digestType`/`password`/`cToken` always present, `ctime` only if set.
+    Open ledgers get length 0 and lastEntryId -1, as Java writes them.
+    """
+    fmt = format_version or md.format_version
+    validate(md, f"ledger {md.ledger_id}")
+    if md.digest_type is None and fmt != 1:
+        # Java cannot build such metadata either (a writer always has a digest type and password).
+        raise ValueError(f"ledger {md.ledger_id}: digest type and password are required for format {fmt}")
+    if not md.is_closed:
+        md = _open_view(md)
+    header = HEADER_KEY + str(fmt).encode() + b"\n"
+    if fmt == 3:
+        msg = _to_proto(md)
+        msg.cToken = md.creator_token or 0
+        body = msg.SerializeToString()
+        return header + _encode_varint(len(body)) + body
+    if fmt == 2:
+        # The v2 writer never emits cToken.
+        return header + text_format.MessageToString(_to_proto(md)).encode("utf-8")
+    if fmt == 1:
+        lines = [str(md.write_quorum), str(md.ensemble_size), str(md.length)]
+        lines += ["\t".join([str(s.first_entry_id), *s.ensemble]) for s in md.segments]
+        if md.state is LedgerState.IN_RECOVERY:
+            lines.append(f"{V1_IN_RECOVERY}\tCLOSED")
+        elif md.is_closed:
+            lines.append(f"{md.last_entry_id}\tCLOSED")
+        return header + "\n".join(lines).encode("utf-8")
+    raise ValueError(f"unsupported metadata format version {fmt}")
+
+
+def _open_view(md: LedgerMetadata) -> LedgerMetadata:
+    from dataclasses import replace
+    return replace(md, last_entry_id=-1, length=0)
+
+
+# ---------------------------------------------------------------- text-format helpers
+
+def _parse_text(msg: Message, data: bytes, path: str) -> Message:
+    try:
+        text_format.Parse(data.decode("utf-8"), msg)
+    except (text_format.ParseError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise CorruptZnodeError(path, f"bad {type(msg).__name__} text: {exc}") from None
+    _require_initialized(msg, path)
+    return msg
+
+
+def _text(msg: Message) -> bytes:
+    """Java's Message.toString(): text format, one field per line, trailing newline."""
+    return text_format.MessageToString(msg).encode("utf-8")
+
+
+# ---------------------------------------------------------------- under-replication markers & co.
+
+@dataclass(frozen=True, slots=True)
+class UnderreplicatedLedger:
+    replicas: tuple[str, ...]
+    ctime: int  # ms since the epoch; -1 when the marker has none (as Java reports it)
+
+
+def parse_marker(data: bytes, path: str) -> UnderreplicatedLedger:
+    msg = _parse_text(pb.UnderreplicatedLedgerFormat(), data, path)
+    return UnderreplicatedLedger(tuple(msg.replica), msg.ctime if msg.HasField("ctime") else -1)
+
+
+def serialize_marker(replicas: Iterable[str], ctime: int | None) -> bytes:
+    msg = pb.UnderreplicatedLedgerFormat(replica=list(replicas))
+    if ctime is not None:
+        msg.ctime = ctime
+    return _text(msg)
+
+
+UR_LAYOUT_TYPE = "BASIC"
+UR_LAYOUT_VERSION = 1
+
+
+def serialize_ur_layout() -> bytes:
+    return _text(pb.LedgerRereplicationLayoutFormat(type=UR_LAYOUT_TYPE, version=UR_LAYOUT_VERSION))
+
+
+def check_ur_layout(data: bytes, path: str) -> None:
+    msg = _parse_text(pb.LedgerRereplicationLayoutFormat(), data, path)
+    if msg.type != UR_LAYOUT_TYPE or msg.version != UR_LAYOUT_VERSION:
+        raise CorruptZnodeError(path, f"incompatible under-replication layout {msg.type}/{msg.version} "
+                                f"(expected {UR_LAYOUT_TYPE}/{UR_LAYOUT_VERSION})")
+
+
+def parse_lock(data: bytes, path: str) -> str:
+    """A worker lock's holder (Java writes the worker host name)."""
+    return _parse_text(pb.LockDataFormat(), data, path).bookieId
+
+
+def serialize_vote(bookie_id: str) -> bytes:
+    return _text(pb.AuditorVoteFormat(bookieId=bookie_id))
+
+
+def parse_vote(data: bytes, path: str) -> str:
+    return _parse_text(pb.AuditorVoteFormat(), data, path).bookieId
+
+
+# Check-time znodes: binary protos holding one int64 each.
+CTIME_MESSAGES = {
+    "checkallledgersctime": (pb.CheckAllLedgersFormat, "checkAllLedgersCTime"),
+    "placementpolicycheckctime": (pb.PlacementPolicyCheckFormat, "placementPolicyCheckCTime"),
+    "replicascheckctime": (pb.ReplicasCheckFormat, "replicasCheckCTime"),
+}
+
+
+def parse_check_ctime(name: str, data: bytes, path: str) -> int | None:
+    cls, field = CTIME_MESSAGES[name]
+    msg = cls()
+    _parse_binary(msg, data, path)
+    return getattr(msg, field) if msg.HasField(field) else None
+
+
+def serialize_check_ctime(name: str, ctime_ms: int) -> bytes:
+    cls, field = CTIME_MESSAGES[name]
+    return cls(**{field: ctime_ms}).SerializeToString()
+
+
+def parse_lost_bookie_recovery_delay(data: bytes, path: str) -> int:
+    try:
+        return int(data.decode("ascii").strip())
+    except (UnicodeDecodeError, ValueError):
+        raise CorruptZnodeError(path, f"not a decimal number of seconds: {data[:40]!r}") from None
+
+
+# ---------------------------------------------------------------- bookies
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    id: str
+    host: str
+    port: int
+    protocol: str
+    auth: tuple[str, ...] = ()
+    extensions: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class BookieServiceInfo:
+    endpoints: tuple[Endpoint, ...]
+    properties: MappingProxyType
+
+    @property
+    def rpc_endpoint(self) -> Endpoint | None:
+        return next((e for e in self.endpoints if e.protocol == "bookie-rpc"), None)
+
+
+def parse_bookie_service_info(data: bytes, path: str) -> BookieServiceInfo | None:
+    """None for empty data (bookies before 4.11 register with no data)."""
+    if not data:
+        return None
+    msg = pb.BookieServiceInfoFormat()
+    _parse_binary(msg, data, path)
+    eps = tuple(Endpoint(e.id, e.host, e.port, e.protocol, tuple(e.auth), tuple(e.extensions)) for e in msg.endpoints)
+    return BookieServiceInfo(eps, MappingProxyType(dict(msg.properties)))
+
+
+def serialize_bookie_service_info(info: BookieServiceInfo) -> bytes:
+    msg = pb.BookieServiceInfoFormat(properties=dict(info.properties))
+    for e in info.endpoints:
+        msg.endpoints.add(id=e.id, host=e.host, port=e.port, protocol=e.protocol, auth=list(e.auth),
+                          extensions=list(e.extensions))
+    return msg.SerializeToString()
+
+
+_HOST_PORT = re.compile(r"^(?:\[([0-9A-Fa-f:.]+)\]|([^:\[\]]+)):(\d{1,5})$")
+
+
+def parse_host_port(bookie_id: str) -> tuple[str, int] | None:
+    """`host:port` from a bookie id, or None when the id is not of that shape (a custom id)."""
+    m = _HOST_PORT.match(bookie_id)
+    if not m:
+        return None
+    port = int(m.group(3))
+    if not 0 < port < 65536:
+        return None
+    return (m.group(1) or m.group(2)), port
+
+
+@dataclass(frozen=True, slots=True)
+class Cookie:
+    layout_version: int
+    bookie_id: str
+    journal_dirs: str
+    ledger_dirs: str
+    instance_id: str | None = None
+    index_dirs: str | None = None
+
+    @staticmethod
+    def split_dirs(encoded: str) -> list[str]:
+        """`<count>\\t<dir>\\t<dir>...` -> dirs (ledgerDirs / indexDirs encoding)."""
+        parts = encoded.split("\t")
+        return parts[1:] if parts and parts[0].isdigit() else parts
+
+
+def parse_cookie(data: bytes, path: str) -> Cookie:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CorruptZnodeError(path, f"cookie is not UTF-8 ({exc})") from None
+    first, _, rest = text.partition("\n")
+    try:
+        layout = int(first.strip())
+    except ValueError:
+        raise CorruptZnodeError(path, f"cookie layout version {first[:20]!r} is not a number") from None
+    if layout == 3:
+        lines = rest.split("\n")
+        if len(lines) < 3:
+            raise CorruptZnodeError(path, "layout 3 cookie needs 3 lines after the version")
+        return Cookie(3, lines[0], lines[1], lines[2])
+    if layout < 3:
+        raise CorruptZnodeError(path, f"cookie layout version {layout} is not supported")
+    msg = _parse_text(pb.CookieFormat(), rest.encode("utf-8"), path)
+    return Cookie(layout, msg.bookieHost, msg.journalDir, msg.ledgerDirs, msg.instanceId or None,
+                  msg.indexDirs or None)
+
+
+def serialize_cookie(cookie: Cookie) -> bytes:
+    msg = pb.CookieFormat(bookieHost=cookie.bookie_id, journalDir=cookie.journal_dirs, ledgerDirs=cookie.ledger_dirs)
+    if cookie.instance_id is not None:
+        msg.instanceId = cookie.instance_id
+    if cookie.index_dirs is not None:
+        msg.indexDirs = cookie.index_dirs
+    return f"{cookie.layout_version}\n".encode() + _text(msg)
+
+
+def merge_replicas(existing: Sequence[str], new: Iterable[str]) -> tuple[list[str], bool]:
+    """Java's merge: keep the existing order, append only replicas not yet listed. (list, changed)."""
+    out = list(existing)
+    changed = False
+    for r in new:
+        if r not in out:
+            out.append(r)
+            changed = True
+    return out, changed

@@ -1,0 +1,156 @@
+"""Small interfaces the rest of the auditor codes against, so that another metadata store (Oxia, etcd)
+can be added beside the ZooKeeper one. Records here are store-neutral.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import AsyncIterator, Callable, Iterable, Mapping, Protocol, runtime_checkable
+
+from auditor.durability.ids import LedgerId
+from auditor.durability.model import LedgerMetadata
+
+from .formats import BookieServiceInfo, Cookie
+from .paths import LedgerBatch
+
+
+@dataclass(frozen=True, slots=True)
+class NodeStat:
+    """The parts of a store's per-key version info we use (ZooKeeper: the znode Stat)."""
+
+    version: int
+    czxid: int = 0
+    mzxid: int = 0
+    ctime_ms: int = 0
+    mtime_ms: int = 0
+    ephemeral_owner: int = 0
+
+    @classmethod
+    def from_zk(cls, stat: object) -> "NodeStat":
+        return cls(stat.version, stat.czxid, stat.mzxid, stat.ctime, stat.mtime,  # type: ignore[attr-defined]
+                   stat.ephemeralOwner)  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerRecord:
+    """Ledger metadata as read, with where and at which version."""
+
+    metadata: LedgerMetadata
+    path: str
+    stat: NodeStat
+
+    @property
+    def effective_ctime(self) -> int:
+        """Creation time as Java reports it: the stored ctime, else the znode's creation time."""
+        return self.metadata.ctime if self.metadata.ctime is not None else self.stat.ctime_ms
+
+
+@dataclass(frozen=True, slots=True)
+class CorruptLedger:
+    """A ledger whose metadata could not be parsed: listed, counted, never fatal to a scan."""
+
+    ledger_id: LedgerId
+    path: str
+    problem: str
+
+
+@dataclass(frozen=True, slots=True)
+class BookieRegistration:
+    bookie_id: str
+    read_only: bool
+    info: BookieServiceInfo | None
+    stat: NodeStat
+    info_error: str | None = None  # set when the registration data could not be parsed
+
+
+@dataclass(frozen=True, slots=True)
+class Registrations:
+    writable: Mapping[str, BookieRegistration]
+    read_only: Mapping[str, BookieRegistration]
+
+    @property
+    def available(self) -> frozenset[str]:
+        """Writable or read-only: what the Java auditor calls available."""
+        return frozenset(self.writable) | frozenset(self.read_only)
+
+
+@dataclass(frozen=True, slots=True)
+class CookieRecord:
+    cookie: Cookie | None
+    stat: NodeStat
+    error: str | None = None
+
+    @property
+    def incarnation(self) -> tuple[int, int]:
+        """(czxid, mzxid): changes when the bookie is reformatted or its cookie is re-stamped."""
+        return self.stat.czxid, self.stat.mzxid
+
+
+@dataclass(frozen=True, slots=True)
+class BookieAddress:
+    host: str
+    port: int
+    best_effort: bool  # True when parsed from the id because no registration data said otherwise
+
+
+@dataclass(frozen=True, slots=True)
+class MarkerRecord:
+    ledger_id: LedgerId
+    path: str
+    replicas: tuple[str, ...]
+    ctime: int  # -1 when the marker has none
+    stat: NodeStat
+
+
+@runtime_checkable
+class WriteGuard(Protocol):
+    """What a write needs to prove the writer is the current leader.
+
+    `check()` raises NotLeaderError at once when leadership is known to be lost locally;
+    `guard_path` must still exist for the store to apply the write (checked atomically with it).
+    """
+
+    @property
+    def guard_path(self) -> str: ...
+
+    def check(self) -> None: ...
+
+
+class MetadataStore(Protocol):
+    """The reads (and leader-guarded writes) the auditor needs from a BookKeeper metadata store."""
+
+    async def instance_id(self) -> str | None: ...
+
+    def list_ledgers(self, start: LedgerId | None = None, end: LedgerId | None = None) -> AsyncIterator[LedgerBatch]: ...
+
+    async def read_ledger(self, ledger_id: LedgerId) -> LedgerRecord: ...
+
+    async def read_ledgers(self, ids: Iterable[LedgerId]) -> list[LedgerRecord | CorruptLedger | None]: ...
+
+    async def registrations(self) -> Registrations: ...
+
+    async def cookies(self) -> Mapping[str, CookieRecord]: ...
+
+    async def resolve_bookie(self, bookie_id: str) -> BookieAddress | None: ...
+
+    async def read_marker(self, ledger_id: LedgerId) -> MarkerRecord | None: ...
+
+    def list_markers(self) -> AsyncIterator[MarkerRecord]: ...
+
+    async def mark_underreplicated(self, ledger_id: LedgerId, replicas: Iterable[str], guard: WriteGuard) -> str: ...
+
+    async def is_replication_disabled(self) -> bool: ...
+
+    async def lost_bookie_recovery_delay(self) -> int | None: ...
+
+    def watch_lost_bookie_recovery_delay(self, callback: Callable[[int | None], None]) -> Callable[[], None]: ...
+
+
+@runtime_checkable
+class LeaderElection(Protocol):
+    @property
+    def is_leader(self) -> bool: ...
+
+    @property
+    def guard(self) -> WriteGuard: ...
+
+    async def wait_leader(self) -> None: ...
