@@ -1,0 +1,402 @@
+"""Findings: the one record every check reports, with a stable category vocabulary.
+
+A finding names what is wrong (category, severity, message), where (ledger, segment, entry range,
+ensemble, bookie), how sure we are (unknown bookies, confirmed by a re-check) and how it was found
+(method). `to_log_dict` renders it with BookKeeper-style camelCase keys (`ledgerId`, `bookieId`,
+`entryId`, `segmentIndex`, `firstEntryId`, `lastEntryId`, ...). `dedup_key` identifies the fault so the
+same fault is not reported twice, and `FindingSummary` aggregates counts per category (BP-34: "group all
+the durability violations found in a scrutiny run according to the categories").
+"""
+from __future__ import annotations
+
+import enum
+import json
+import re
+import urllib.parse
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any
+
+from .ids import LedgerId
+from .model import LedgerMetadata, LedgerState
+from .ranges import RangeSet
+from .schedule import StripedSet
+
+__all__ = [
+    "Category", "Severity", "SEVERITY_OF", "Method", "Finding", "FindingSummary", "summarize",
+    "pulsar_context", "DEFAULT_TEXT_LIMIT",
+]
+
+DEFAULT_TEXT_LIMIT = 20  # runs shown in a finding's compressed entry ranges
+
+
+class Category(str, enum.Enum):
+    """Stable names: they appear in logs, metrics labels and the admin API. Never rename."""
+
+    ENTRY_NO_REPLICA = "entry_no_replica"
+    ENTRY_BELOW_ACK_QUORUM = "entry_below_ack_quorum"
+    ENTRY_BELOW_WRITE_QUORUM = "entry_below_write_quorum"
+    PLACEMENT_VIOLATION = "placement_violation"
+    PLACEMENT_SOFT = "placement_soft"
+    UNDERREPLICATED_TOO_LONG = "underreplicated_too_long"
+    BOOKIE_UNREACHABLE = "bookie_unreachable"
+    BOOKIE_REINCARNATED = "bookie_reincarnated"
+    DIGEST_MISMATCH = "digest_mismatch"
+    TRUNCATION_RISK = "truncation_risk"
+    RISKY_QUORUM = "risky_quorum"
+    METADATA_UNREADABLE = "metadata_unreadable"
+    OVERREPLICATED = "overreplicated"  # informational
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Severity(str, enum.Enum):
+    CRITICAL = "critical"
+    MAJOR = "major"
+    MINOR = "minor"
+    INFO = "info"
+
+    @property
+    def rank(self) -> int:
+        """0 is the most severe."""
+        return _SEVERITY_RANK[self]
+
+    def __str__(self) -> str:
+        return self.value
+
+
+_SEVERITY_RANK = {Severity.CRITICAL: 0, Severity.MAJOR: 1, Severity.MINOR: 2, Severity.INFO: 3}
+
+# Why each severity:
+#  critical - data is lost or will be lost by a routine operation (a recovery that truncates; an entry
+#             with no copy; corrupt copies; a bookie that came back empty under the same id).
+#  major    - one more failure away from loss, or the auditor cannot see (unreachable bookie, unreadable
+#             metadata), or repair is not making progress.
+#  minor    - below the configured redundancy or placement, normally repaired by auto-recovery.
+#  info     - nothing is at risk.
+SEVERITY_OF: Mapping[Category, Severity] = MappingProxyType({
+    Category.ENTRY_NO_REPLICA: Severity.CRITICAL,
+    Category.ENTRY_BELOW_ACK_QUORUM: Severity.MAJOR,
+    Category.ENTRY_BELOW_WRITE_QUORUM: Severity.MINOR,
+    Category.PLACEMENT_VIOLATION: Severity.MINOR,
+    Category.PLACEMENT_SOFT: Severity.INFO,
+    Category.UNDERREPLICATED_TOO_LONG: Severity.MAJOR,
+    Category.BOOKIE_UNREACHABLE: Severity.MAJOR,
+    Category.BOOKIE_REINCARNATED: Severity.CRITICAL,
+    Category.DIGEST_MISMATCH: Severity.CRITICAL,
+    Category.TRUNCATION_RISK: Severity.CRITICAL,
+    Category.RISKY_QUORUM: Severity.MINOR,
+    Category.METADATA_UNREADABLE: Severity.MAJOR,
+    Category.OVERREPLICATED: Severity.INFO,
+})
+
+
+class Method(str, enum.Enum):
+    """How a finding was established."""
+
+    ENTRY_LIST = "entry-list"  # GET_LIST_OF_ENTRIES_OF_LEDGER answers
+    READ = "read"  # entry reads (with digest checks)
+    METADATA = "metadata"  # ledger metadata alone (placement, quorum settings)
+    UNDERREPLICATION = "underreplication"  # under-replication markers
+    REGISTRATION = "registration"  # bookie registration / cookies
+
+    def __str__(self) -> str:
+        return self.value
+
+
+# --------------------------------------------------------------------------------------------------
+# Pulsar context from ledger custom metadata
+#
+# Pulsar's managed ledger (org.apache.bookkeeper.mledger.impl.LedgerMetadataUtils) tags ledgers with:
+#   application = "pulsar"
+#   component   = "managed-ledger" | "schema" | "compacted-ledger"   (older docs say "compacted-topic")
+#   pulsar/managed-ledger = managed ledger name  (data ledgers and cursor ledgers)
+#   pulsar/cursor         = cursor name           (cursor ledgers, together with pulsar/managed-ledger)
+#   pulsar/schemaId       = schema id             (schema ledgers)
+#   pulsar/compactedTopic = topic name            (compacted topic ledgers)
+#   pulsar/compactedTo    = MessageIdData protobuf bytes (binary)
+#   EnsemblePlacementPolicyConfig = JSON of a per-namespace placement policy (bookie isolation)
+# A managed ledger name is the topic's persistence naming: "tenant/namespace/persistent/<encoded local
+# name>" (or "property/cluster/namespace/persistent/<local>" for v1 names); the local name is URL-encoded.
+
+_PULSAR_TEXT_KEYS = {
+    "application": "application",
+    "component": "component",
+    "pulsar/managed-ledger": "managedLedger",
+    "pulsar/cursor": "cursor",
+    "pulsar/schemaId": "schemaId",
+    "pulsar/compactedTopic": "compactedTopic",
+}
+_PLACEMENT_KEY = "EnsemblePlacementPolicyConfig"
+_DOMAINS = ("persistent", "non-persistent")
+
+
+def _text(value: bytes | str) -> str:
+    return value if isinstance(value, str) else value.decode("utf-8", errors="replace")
+
+
+def _varint_fields(data: bytes) -> dict[int, int]:
+    """Varint fields of a protobuf message (enough for MessageIdData's ledgerId / entryId)."""
+    out: dict[int, int] = {}
+    i = 0
+    while i < len(data):
+        key, i = _varint(data, i)
+        field_no, wire = key >> 3, key & 7
+        if wire == 0:
+            out[field_no], i = _varint(data, i)
+        elif wire == 2:
+            n, i = _varint(data, i)
+            i += n
+        elif wire == 1:
+            i += 8
+        elif wire == 5:
+            i += 4
+        else:
+            raise ValueError("unsupported wire type")
+    if i != len(data):
+        raise ValueError("truncated")
+    return out
+
+
+def _varint(data: bytes, i: int) -> tuple[int, int]:
+    shift = result = 0
+    while True:
+        if i >= len(data) or shift > 63:
+            raise ValueError("bad varint")
+        b = data[i]
+        i += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, i
+        shift += 7
+
+
+def topic_of_managed_ledger(name: str) -> str | None:
+    """`tenant/ns/persistent/local` -> `persistent://tenant/ns/local` (None when not a topic name)."""
+    parts = name.split("/")
+    for i, part in enumerate(parts):
+        if part in _DOMAINS and 0 < i < len(parts) - 1:
+            local = urllib.parse.unquote("/".join(parts[i + 1:]))
+            return f"{part}://{'/'.join(parts[:i])}/{local}"
+    return None
+
+
+def pulsar_context(custom_metadata: Mapping[str, bytes | str] | None) -> dict[str, str] | None:
+    """Decode Pulsar's custom metadata keys; None for ledgers that Pulsar did not tag."""
+    if not custom_metadata:
+        return None
+    md = dict(custom_metadata)
+    is_pulsar = _text(md.get("application", b"")) == "pulsar" or any(k.startswith("pulsar/") for k in md)
+    if not is_pulsar:
+        return None
+    out: dict[str, str] = {}
+    for key, name in _PULSAR_TEXT_KEYS.items():
+        if key in md:
+            out[name] = _text(md[key])
+    if "managedLedger" in out:
+        topic = topic_of_managed_ledger(out["managedLedger"])
+        if topic:
+            out["topic"] = topic
+    if "compactedTopic" in out:
+        out.setdefault("topic", out["compactedTopic"])
+    if "pulsar/compactedTo" in md:
+        raw = md["pulsar/compactedTo"]
+        raw_b = raw.encode() if isinstance(raw, str) else bytes(raw)
+        try:
+            f = _varint_fields(raw_b)
+            out["compactedTo"] = f"{f[1]}:{f[2]}"
+        except (ValueError, KeyError):
+            out["compactedTo"] = raw_b.hex()
+    if _PLACEMENT_KEY in md:
+        out["placementPolicyConfig"] = _text(md[_PLACEMENT_KEY])[:512]
+    component = out.get("component", "")
+    if component == "managed-ledger":
+        out["kind"] = "cursor" if "cursor" in out else "topic"
+    elif component == "schema":
+        out["kind"] = "schema"
+    elif component in ("compacted-ledger", "compacted-topic"):
+        out["kind"] = "compacted-topic"
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+
+_CAMEL = re.compile(r"_([a-z0-9])")
+
+
+def camel(name: str) -> str:
+    return _CAMEL.sub(lambda m: m.group(1).upper(), name)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, LedgerId):
+        return value.qualified_name
+    if isinstance(value, (StripedSet, RangeSet)):
+        return value.to_text(DEFAULT_TEXT_LIMIT)
+    if isinstance(value, Mapping):
+        return {camel(str(k)): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = sorted(value) if isinstance(value, (set, frozenset)) else value
+        return [_jsonable(v) for v in items]
+    if isinstance(value, bytes):
+        return value.hex()
+    return value
+
+
+def _freeze(d: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    return MappingProxyType(dict(d or {}))
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One fault. Construct with `Finding.of` (fills severity, ledger fields and Pulsar context)."""
+
+    category: Category
+    severity: Severity
+    message: str
+    ledger: LedgerId | None = None
+    ledger_state: LedgerState | None = None
+    segment_index: int | None = None
+    first_entry_id: int | None = None  # of the segment, or of the affected range when no segment
+    last_entry_id: int | None = None
+    ensemble: tuple[str, ...] = ()
+    bookie: str | None = None
+    entry_id: int | None = None  # a single entry (e.g. a digest mismatch)
+    affected_count: int = 0
+    affected_ranges: str = ""  # compressed `0-9,12,...(+N runs)`
+    unknown_bookies: tuple[str, ...] = ()
+    confirmed: bool = False  # confirmed by a re-check
+    method: str = Method.ENTRY_LIST.value
+    detail: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}), compare=False, hash=False)
+    pulsar: Mapping[str, str] | None = field(default=None, compare=False, hash=False)
+
+    @classmethod
+    def of(cls, category: Category, message: str, *, metadata: LedgerMetadata | None = None,
+           ledger: LedgerId | None = None, severity: Severity | None = None,
+           affected: StripedSet | RangeSet | None = None, text_limit: int = DEFAULT_TEXT_LIMIT,
+           detail: Mapping[str, Any] | None = None, method: str | Method = Method.ENTRY_LIST,
+           unknown_bookies: Iterable[str] = (), **fields: Any) -> "Finding":
+        category = Category(category)
+        if metadata is not None:
+            ledger = ledger or metadata.ledger_id
+            fields.setdefault("ledger_state", metadata.state)
+            fields.setdefault("pulsar", pulsar_context(metadata.custom_metadata))
+        if affected is not None:
+            fields["affected_count"] = affected.count() if isinstance(affected, StripedSet) else len(affected)
+            fields["affected_ranges"] = affected.to_text(text_limit)
+        if "ensemble" in fields:
+            fields["ensemble"] = tuple(fields["ensemble"])
+        pulsar = fields.pop("pulsar", None)
+        return cls(category=category, severity=severity or SEVERITY_OF[category], message=message,
+                   ledger=ledger, detail=_freeze(detail),
+                   method=method.value if isinstance(method, Method) else str(method),
+                   unknown_bookies=tuple(sorted(set(unknown_bookies))),
+                   pulsar=MappingProxyType(dict(pulsar)) if pulsar else None, **fields)
+
+    def dedup_key(self) -> tuple[Any, ...]:
+        """Identity of the fault: the same category at the same place. Counts and methods may differ
+        between two sightings of one fault, so they are not part of the key."""
+        return (self.category.value, self.ledger.qualified_name if self.ledger else None, self.segment_index,
+                self.bookie, self.entry_id)
+
+    def confirm(self) -> "Finding":
+        return replace(self, confirmed=True)
+
+    def to_log_dict(self) -> dict[str, Any]:
+        """camelCase, JSON-ready; fields that are not set are left out."""
+        out: dict[str, Any] = {
+            "category": self.category.value,
+            "severity": self.severity.value,
+            "message": self.message,
+        }
+        if self.ledger is not None:
+            out["ledgerId"] = self.ledger.ledger
+            if self.ledger.scope:
+                out["scopeId"] = self.ledger.scope
+            out["qualifiedName"] = self.ledger.qualified_name
+        optional = {
+            "ledgerState": self.ledger_state.name if self.ledger_state else None,
+            "segmentIndex": self.segment_index,
+            "firstEntryId": self.first_entry_id,
+            "lastEntryId": self.last_entry_id,
+            "ensemble": list(self.ensemble) or None,
+            "bookieId": self.bookie,
+            "entryId": self.entry_id,
+        }
+        out.update({k: v for k, v in optional.items() if v is not None})
+        out["affectedEntries"] = self.affected_count
+        if self.affected_ranges:
+            out["affectedEntryRanges"] = self.affected_ranges
+        if self.unknown_bookies:
+            out["unknownBookies"] = list(self.unknown_bookies)
+        out["confirmed"] = self.confirmed
+        out["method"] = self.method
+        if self.detail:
+            out["detail"] = _jsonable(self.detail)
+        if self.pulsar:
+            out["pulsar"] = dict(self.pulsar)
+        return out
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_log_dict(), sort_keys=True)
+
+
+class FindingSummary:
+    """Aggregates findings of one run: counts per category and severity, distinct ledgers per category
+    (the Java auditor's gauges count ledgers), duplicates dropped by `dedup_key`."""
+
+    def __init__(self) -> None:
+        self._seen: set[tuple[Any, ...]] = set()
+        self.findings: list[Finding] = []
+        self.by_category: dict[Category, int] = {c: 0 for c in Category}
+        self.by_severity: dict[Severity, int] = {s: 0 for s in Severity}
+        self._ledgers: dict[Category, set[str]] = {c: set() for c in Category}
+        self.duplicates = 0
+
+    def add(self, finding: Finding) -> bool:
+        """Add unless the same fault is already in; True when added."""
+        key = finding.dedup_key()
+        if key in self._seen:
+            self.duplicates += 1
+            return False
+        self._seen.add(key)
+        self.findings.append(finding)
+        self.by_category[finding.category] += 1
+        self.by_severity[finding.severity] += 1
+        if finding.ledger is not None:
+            self._ledgers[finding.category].add(finding.ledger.qualified_name)
+        return True
+
+    def extend(self, findings: Iterable[Finding]) -> int:
+        return sum(self.add(f) for f in findings)
+
+    def ledgers(self, category: Category) -> int:
+        return len(self._ledgers[category])
+
+    @property
+    def total(self) -> int:
+        return len(self.findings)
+
+    @property
+    def worst_severity(self) -> Severity | None:
+        present = [s for s, n in self.by_severity.items() if n]
+        return min(present, key=lambda s: s.rank) if present else None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "findings": self.total,
+            "duplicates": self.duplicates,
+            "byCategory": {c.value: n for c, n in self.by_category.items()},
+            "ledgersByCategory": {c.value: len(s) for c, s in self._ledgers.items()},
+            "bySeverity": {s.value: n for s, n in self.by_severity.items()},
+        }
+
+
+def summarize(findings: Iterable[Finding]) -> FindingSummary:
+    s = FindingSummary()
+    s.extend(findings)
+    return s
