@@ -1,0 +1,30 @@
+"""Async, read-only client for BookKeeper bookies (the v3 protocol).
+
+    async with BookiePool(resolver) as pool:
+        r = await pool.client("127.0.0.1:3181").read_entry(ledger_id, entry_id)
+        if r.present: r.verify(digest_type, password)
+
+Outcomes are `results.Outcome` PRESENT / ABSENT / UNKNOWN values, never exceptions. The encoder
+refuses every operation except READ_ENTRY, READ_LAC, GET_BOOKIE_INFO, GET_LIST_OF_ENTRIES_OF_LEDGER
+and the AUTH probe (`protocol.UnsafeRequestError`).
+"""
+from .client import BookieClient, BookieClientConfig, ClientStats, TokenBucket, parse_bookie_id_address
+from .pool import BookieClients, BookiePool, legacy_resolver
+from .protocol import Op, ProtocolError, Status, UnsafeRequestError
+from .results import (
+    AuthProbeResult,
+    BookieInfoResult,
+    BookieResult,
+    Capability,
+    EntryListResult,
+    Outcome,
+    ReadEntryResult,
+    ReadLacResult,
+)
+
+__all__ = [
+    "AuthProbeResult", "BookieClient", "BookieClientConfig", "BookieClients", "BookieInfoResult", "BookiePool",
+    "BookieResult", "Capability", "ClientStats", "EntryListResult", "Op", "Outcome", "ProtocolError",
+    "ReadEntryResult", "ReadLacResult", "Status", "TokenBucket", "UnsafeRequestError", "legacy_resolver",
+    "parse_bookie_id_address",
+]

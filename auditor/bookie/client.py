@@ -1,0 +1,561 @@
+"""An asyncio client for one bookie: one TCP connection carrying many pipelined read-only requests.
+
+* Requests are matched to replies on (txnId, operation); txn ids come from one counter per client and
+  never repeat, so a reply for a txn id sent earlier on the same connection whose request is no longer
+  waiting (it timed out) is a late reply and is dropped quietly. A reply naming a txn id this
+  connection never sent is hostile: the connection is closed.
+* At most `max_in_flight` requests are on the wire at once, and at most `rate_limit` per second
+  (token bucket), so an audit can never overload a bookie.
+* Each request has its own timeout. Timeouts do not close the connection (a bookie answers late, or
+  never — DbLedgerStorage and GET_LIST — without being broken). Only when several requests in a row
+  time out with nothing at all received does the client assume the connection is dead and reconnect.
+* Anything that is not the protocol (bad length, garbage, missing required fields, an unknown txn)
+  closes the connection with an error naming the bookie; every request in flight on it ends UNKNOWN.
+* Connecting is retried with exponential backoff; while backing off, requests fail fast as UNKNOWN.
+"""
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import random
+import socket
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+from auditor.durability.entrylist import EntryList, EntryListError
+from auditor.durability.ids import LedgerId
+
+from . import protocol as P
+from .protocol import Op, Reply, Status
+from .results import (
+    ABSENT_STATUSES,
+    AuthProbeResult,
+    BookieInfoResult,
+    Capability,
+    EntryListResult,
+    Outcome,
+    ReadEntryResult,
+    ReadLacResult,
+)
+
+log = logging.getLogger(__name__)
+
+Address = tuple[str, int]
+Resolver = Callable[[str], Union[Address, Awaitable[Address]]]
+
+
+@dataclass(frozen=True, slots=True)
+class BookieClientConfig:
+    request_timeout: float = 5.0          # per request, from write to reply (Java default read timeout: 5 s)
+    connect_timeout: float = 5.0
+    max_in_flight: int = 128              # concurrency limit: requests on the wire at once
+    rate_limit: float | None = None       # requests per second; None = only the concurrency limit
+    rate_burst: float | None = None       # token bucket size; default max(1, rate_limit)
+    max_frame_size: int = P.DEFAULT_MAX_FRAME_SIZE
+    backoff_initial: float = 0.1
+    backoff_max: float = 10.0
+    backoff_multiplier: float = 2.0
+    liveness_timeout: float = 2.0         # for the GET_BOOKIE_INFO ping that tells "alive" from "silent"
+    entry_list_probe_timeout: float = 1.0  # for probe_entry_list_support
+    dead_after_timeouts: int = 3          # consecutive timeouts with nothing received -> reconnect
+    keepalive: bool = True
+
+    def __post_init__(self) -> None:
+        if self.max_in_flight < 1:
+            raise ValueError("max_in_flight must be >= 1")
+        if self.rate_limit is not None and self.rate_limit <= 0:
+            raise ValueError("rate_limit must be > 0 or None")
+        if self.max_frame_size < 64:
+            raise ValueError("max_frame_size is unreasonably small")
+
+
+@dataclass(slots=True)
+class ClientStats:
+    sent: int = 0
+    replies: int = 0
+    late_replies: int = 0       # replies for requests that had already timed out: dropped
+    mismatched_replies: int = 0  # right txn, wrong operation: dropped
+    timeouts: int = 0
+    connects: int = 0
+    connect_failures: int = 0
+    protocol_errors: int = 0
+    connection_losses: int = 0
+    last_error: str | None = None
+
+
+class TokenBucket:
+    """Requests-per-second limiter. Reservations may drive the level negative; each caller sleeps
+    for its share of the deficit, so waiters are served in arrival order at the configured rate."""
+
+    def __init__(self, rate: float, burst: float | None = None) -> None:
+        self.rate = rate
+        self.capacity = max(1.0, burst if burst is not None else rate)
+        self._tokens = self.capacity
+        self._stamp = time.monotonic()
+
+    def reserve(self) -> float:
+        """Take one token; return how long to wait before using it."""
+        now = time.monotonic()
+        self._tokens = min(self.capacity, self._tokens + (now - self._stamp) * self.rate)
+        self._stamp = now
+        self._tokens -= 1.0
+        return 0.0 if self._tokens >= 0 else -self._tokens / self.rate
+
+    async def acquire(self) -> None:
+        wait = self.reserve()
+        if wait > 0:
+            await asyncio.sleep(wait)
+
+
+@dataclass(slots=True)
+class _Pending:
+    op: Op
+    future: asyncio.Future[Reply | str]
+    sent_at: float
+
+
+class _Connection(asyncio.Protocol):
+    def __init__(self, client: "BookieClient", first_txn: int) -> None:
+        self.client = client
+        self.first_txn = first_txn
+        self.transport: asyncio.Transport | None = None
+        self.decoder = P.FrameDecoder(client.config.max_frame_size)
+        self.pending: dict[int, _Pending] = {}
+        self.closing = False
+        self.last_rx = 0.0
+        self.valid_replies = 0
+        self.silent_timeouts = 0
+        self._can_write = asyncio.Event()
+        self._can_write.set()
+
+    # asyncio.Protocol ---------------------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                if self.client.config.keepalive:
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+            except OSError:  # not fatal: only latency / dead-peer detection suffer
+                pass
+
+    def data_received(self, data: bytes) -> None:
+        if self.closing:
+            return
+        self.last_rx = time.monotonic()
+        self.silent_timeouts = 0
+        try:
+            bodies = self.decoder.feed(data)
+            for body in bodies:
+                self.client._on_reply(self, P.decode_response(body))
+                if self.closing:
+                    return
+        except P.ProtocolError as exc:
+            self.client.stats.protocol_errors += 1
+            self.fail(f"protocol error: {exc}")
+        except Exception as exc:  # never let hostile bytes crash the event loop's callback
+            self.client.stats.protocol_errors += 1
+            self.fail(f"unexpected error decoding reply: {exc!r}")
+
+    def eof_received(self) -> bool | None:
+        self.fail("connection closed by the bookie")
+        return None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.fail(f"connection lost ({exc})" if exc else "connection closed by the bookie")
+
+    def pause_writing(self) -> None:
+        self._can_write.clear()
+
+    def resume_writing(self) -> None:
+        self._can_write.set()
+
+    # ours -----------------------------------------------------------------------------------------
+    def fail(self, reason: str) -> None:
+        """Close the connection; every request in flight on it ends UNKNOWN with the reason."""
+        if self.closing:
+            return
+        self.closing = True
+        self._can_write.set()
+        message = f"bookie {self.client.bookie_id}: {reason}"
+        self.client._on_connection_failed(self, message)
+        pending, self.pending = self.pending, {}
+        for p in pending.values():
+            if not p.future.done():
+                p.future.set_result(message)
+        if self.transport is not None:
+            self.transport.abort()
+
+    async def wait_writable(self) -> None:
+        if not self._can_write.is_set():
+            await self._can_write.wait()
+
+
+class BookieClient:
+    """Read-only client for one bookie. Safe to share between many concurrent tasks."""
+
+    def __init__(self, bookie_id: str, address: Address | Resolver | None = None,
+                 config: BookieClientConfig | None = None) -> None:
+        self.bookie_id = bookie_id
+        self.config = config or BookieClientConfig()
+        if address is None:
+            address = parse_bookie_id_address(bookie_id)
+        self._resolver: Resolver = (lambda _id: address) if isinstance(address, tuple) else address
+        self.stats = ClientStats()
+        self.entry_list_support = Capability.UNKNOWN
+        self._conn: _Connection | None = None
+        self._connecting: asyncio.Future[_Connection | str] | None = None
+        self._failures = 0
+        self._retry_at = 0.0
+        self._next_txn = 1
+        self._window = asyncio.Semaphore(self.config.max_in_flight)
+        self._bucket = TokenBucket(self.config.rate_limit, self.config.rate_burst) if self.config.rate_limit else None
+        self._closed = False
+        self._liveness_check: asyncio.Future[bool] | None = None
+
+    def __repr__(self) -> str:
+        return f"BookieClient({self.bookie_id!r}, connected={self.connected})"
+
+    @property
+    def connected(self) -> bool:
+        return self._conn is not None and not self._conn.closing
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._conn.pending) if self._conn else 0
+
+    # ----- public operations ------------------------------------------------------------------------
+    async def read_entry(self, ledger_id: int | LedgerId, entry_id: int, *,
+                         timeout: float | None = None) -> ReadEntryResult:
+        """READ_ENTRY without fence or long poll. entry_id -1 reads the bookie's highest entry."""
+        lid = _wire_ledger_id(ledger_id)
+        P.read_entry_request(0, lid, entry_id)  # validate arguments before queueing
+        reply, elapsed = await self._call(Op.READ_ENTRY, lambda t: P.read_entry_request(t, lid, entry_id), timeout)
+        base = dict(bookie_id=self.bookie_id, elapsed=elapsed, ledger_id=lid, entry_id=entry_id)
+        if isinstance(reply, str):
+            return ReadEntryResult(outcome=Outcome.UNKNOWN, status=None, error=reply, **base)
+        if reply.status is None:
+            return ReadEntryResult(outcome=Outcome.UNKNOWN, status=None, error=self._explain(reply), **base)
+        sub = reply.sub
+        if sub is None:  # only top-level error paths (EUA, EBADREQ, ...) omit the sub-response
+            return ReadEntryResult(outcome=Outcome.UNKNOWN, status=reply.status, error=self._explain(reply), **base)
+        if sub.ledgerId != lid or sub.entryId != entry_id:
+            return ReadEntryResult(outcome=Outcome.UNKNOWN, status=reply.status,
+                                   error=(f"bookie {self.bookie_id} answered for ledger {sub.ledgerId} entry "
+                                          f"{sub.entryId}, asked {lid}/{entry_id}"), **base)
+        if reply.status in ABSENT_STATUSES:
+            return ReadEntryResult(outcome=Outcome.ABSENT, status=reply.status, error=None, **base)
+        if reply.status is not Status.EOK:
+            return ReadEntryResult(outcome=Outcome.UNKNOWN, status=reply.status, error=self._explain(reply), **base)
+        if not sub.HasField("body"):
+            return ReadEntryResult(outcome=Outcome.UNKNOWN, status=reply.status,
+                                   error=f"bookie {self.bookie_id} answered EOK without a body", **base)
+        return ReadEntryResult(outcome=Outcome.PRESENT, status=reply.status, error=None, body=sub.body,
+                               max_lac=sub.maxLAC if sub.HasField("maxLAC") else None, **base)
+
+    async def read_last_entry(self, ledger_id: int | LedgerId, *, timeout: float | None = None) -> ReadEntryResult:
+        return await self.read_entry(ledger_id, -1, timeout=timeout)
+
+    async def read_entries(self, ledger_id: int | LedgerId, entry_ids: list[int], *,
+                           timeout: float | None = None) -> list[ReadEntryResult]:
+        """Many READ_ENTRYs pipelined on the one connection (bounded by the window and rate limit)."""
+        return list(await asyncio.gather(*(self.read_entry(ledger_id, e, timeout=timeout) for e in entry_ids)))
+
+    async def read_lac(self, ledger_id: int | LedgerId, *, timeout: float | None = None) -> ReadLacResult:
+        lid = _wire_ledger_id(ledger_id)
+        reply, elapsed = await self._call(Op.READ_LAC, lambda t: P.read_lac_request(t, lid), timeout)
+        base = dict(bookie_id=self.bookie_id, elapsed=elapsed, ledger_id=lid)
+        if isinstance(reply, str):
+            return ReadLacResult(outcome=Outcome.UNKNOWN, status=None, error=reply, **base)
+        sub = reply.sub
+        lac_body = sub.lacBody if sub is not None and sub.HasField("lacBody") else None
+        last = sub.lastEntryBody if sub is not None and sub.HasField("lastEntryBody") else None
+        if sub is not None and sub.ledgerId != lid:
+            return ReadLacResult(outcome=Outcome.UNKNOWN, status=reply.status,
+                                 error=f"bookie {self.bookie_id} answered READ_LAC for ledger {sub.ledgerId}, asked {lid}",
+                                 **base)
+        if lac_body is not None or last is not None:
+            # Bodies are the bookie's data whatever the status says (one of its two reads may have failed).
+            note = None if reply.status is Status.EOK else f"status {self._status_name(reply)} with data"
+            return ReadLacResult(outcome=Outcome.PRESENT, status=reply.status, error=note,
+                                 lac_body=lac_body, last_entry_body=last, **base)
+        if reply.status in ABSENT_STATUSES and sub is not None:
+            # READ_LAC says ENOENTRY for unknown ledgers and also when its reads failed (spec §3.5).
+            return ReadLacResult(outcome=Outcome.ABSENT, status=reply.status, error=None,
+                                 conclusive=reply.status is Status.ENOLEDGER, **base)
+        return ReadLacResult(outcome=Outcome.UNKNOWN, status=reply.status, error=self._explain(reply), **base)
+
+    async def get_bookie_info(self, requested: int = int(P.BookieInfoFlags.TOTAL_DISK_CAPACITY
+                                                         | P.BookieInfoFlags.FREE_DISK_SPACE), *,
+                              timeout: float | None = None) -> BookieInfoResult:
+        reply, elapsed = await self._call(Op.GET_BOOKIE_INFO, lambda t: P.bookie_info_request(t, requested), timeout)
+        if isinstance(reply, str):
+            return BookieInfoResult(self.bookie_id, Outcome.UNKNOWN, None, reply, elapsed)
+        if reply.status is not Status.EOK:
+            return BookieInfoResult(self.bookie_id, Outcome.UNKNOWN, reply.status, self._explain(reply), elapsed)
+        sub = reply.sub
+        return BookieInfoResult(self.bookie_id, Outcome.PRESENT, reply.status, None, elapsed,
+                                sub.totalDiskCapacity if sub.HasField("totalDiskCapacity") else None,
+                                sub.freeDiskSpace if sub.HasField("freeDiskSpace") else None)
+
+    async def ping(self, *, timeout: float | None = None) -> BookieInfoResult:
+        """GET_BOOKIE_INFO asking for nothing: the cheapest request that proves the bookie answers."""
+        return await self.get_bookie_info(0, timeout=timeout)
+
+    async def get_entry_list(self, ledger_id: int | LedgerId, *, timeout: float | None = None) -> EntryListResult:
+        """GET_LIST_OF_ENTRIES_OF_LEDGER. On a bookie known not to answer it (DbLedgerStorage) this
+        returns UNKNOWN with `unsupported=True` at once, without sending anything."""
+        lid = _wire_ledger_id(ledger_id)
+        if self.entry_list_support is Capability.UNSUPPORTED:
+            return EntryListResult(self.bookie_id, Outcome.UNKNOWN, None, self._unsupported_message(), 0.0,
+                                   lid, None, True)
+        reply, elapsed = await self._call(Op.GET_LIST_OF_ENTRIES_OF_LEDGER,
+                                          lambda t: P.entry_list_request(t, lid), timeout)
+        if isinstance(reply, str):
+            unsupported = await self._maybe_unsupported(reply)
+            error = f"{reply}; {self._unsupported_message()}" if unsupported else reply
+            return EntryListResult(self.bookie_id, Outcome.UNKNOWN, None, error, elapsed, lid, None, unsupported)
+        sub = reply.sub
+        if reply.status is None or sub is None:
+            return EntryListResult(self.bookie_id, Outcome.UNKNOWN, reply.status, self._explain(reply), elapsed, lid)
+        if sub.ledgerId != lid:
+            return EntryListResult(self.bookie_id, Outcome.UNKNOWN, reply.status,
+                                   f"bookie {self.bookie_id} listed ledger {sub.ledgerId}, asked {lid}", elapsed, lid)
+        if reply.status is Status.ENOLEDGER:
+            return EntryListResult(self.bookie_id, Outcome.ABSENT, reply.status, None, elapsed, lid, EntryList())
+        if reply.status is not Status.EOK:
+            return EntryListResult(self.bookie_id, Outcome.UNKNOWN, reply.status, self._explain(reply), elapsed, lid)
+        self.entry_list_support = Capability.SUPPORTED
+        if not sub.HasField("availabilityOfEntriesOfLedger"):
+            return EntryListResult(self.bookie_id, Outcome.UNKNOWN, reply.status,
+                                   f"bookie {self.bookie_id} answered EOK without the entry list", elapsed, lid)
+        try:
+            entries = EntryList.decode(sub.availabilityOfEntriesOfLedger)
+        except EntryListError as exc:
+            return EntryListResult(self.bookie_id, Outcome.UNKNOWN, reply.status,
+                                   f"bookie {self.bookie_id} sent an invalid entry list: {exc}", elapsed, lid)
+        return EntryListResult(self.bookie_id, Outcome.PRESENT, reply.status, None, elapsed, lid, entries)
+
+    async def probe_entry_list_support(self, ledger_id: int | LedgerId, *,
+                                       timeout: float | None = None) -> Capability:
+        """Find out quickly whether this bookie answers GET_LIST for a ledger it is KNOWN to hold.
+
+        A short GET_LIST; an answer means SUPPORTED; silence while a GET_BOOKIE_INFO ping is answered
+        means UNSUPPORTED (DbLedgerStorage). ENOLEDGER says nothing (the bookie does not hold that
+        ledger), nor does an unreachable bookie: the capability then stays UNKNOWN.
+        """
+        if self.entry_list_support is not Capability.UNKNOWN:
+            return self.entry_list_support
+        await self.get_entry_list(ledger_id, timeout=timeout or self.config.entry_list_probe_timeout)
+        return self.entry_list_support
+
+    async def auth_probe(self, *, timeout: float | None = None) -> AuthProbeResult:
+        """AUTH naming AuthDisabledPlugin: harmless; tells whether the bookie runs without auth."""
+        reply, elapsed = await self._call(Op.AUTH, lambda t: P.auth_probe_request(t), timeout)
+        if isinstance(reply, str):
+            return AuthProbeResult(self.bookie_id, Outcome.UNKNOWN, None, reply, elapsed)
+        if reply.status is not Status.EOK:
+            return AuthProbeResult(self.bookie_id, Outcome.UNKNOWN, reply.status, self._explain(reply), elapsed)
+        return AuthProbeResult(self.bookie_id, Outcome.PRESENT, reply.status, None, elapsed, reply.sub.authPluginName)
+
+    def reset_capabilities(self) -> None:
+        """Forget what was learnt about the bookie (e.g. after it was reconfigured and restarted)."""
+        self.entry_list_support = Capability.UNKNOWN
+
+    async def close(self) -> None:
+        self._closed = True
+        if self._conn is not None:
+            self._conn.fail("client closed")
+            self._conn = None
+
+    async def __aenter__(self) -> "BookieClient":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    # ----- machinery -------------------------------------------------------------------------------
+    async def _call(self, op: Op, build: Callable[[int], Any], timeout: float | None) -> tuple[Reply | str, float]:
+        """Send one request; return the Reply, or a string saying why there is none, and the elapsed time."""
+        if self._closed:
+            return f"bookie {self.bookie_id}: client closed", 0.0
+        if self._bucket is not None:
+            await self._bucket.acquire()
+        async with self._window:
+            started = time.monotonic()
+            conn = await self._connection()
+            if isinstance(conn, str):
+                return conn, time.monotonic() - started
+            txn = self._next_txn
+            self._next_txn += 1
+            frame = P.encode_request(build(txn))  # raises UnsafeRequestError before anything is written
+            await conn.wait_writable()
+            if conn.closing or conn.transport is None:
+                return f"bookie {self.bookie_id}: connection closed before sending", time.monotonic() - started
+            loop = asyncio.get_running_loop()
+            fut: asyncio.Future[Reply | str] = loop.create_future()
+            sent_at = time.monotonic()
+            conn.pending[txn] = _Pending(op, fut, sent_at)
+            limit = self.config.request_timeout if timeout is None else timeout
+            timer = loop.call_later(limit, self._expire, conn, txn, limit)
+            conn.transport.write(frame)
+            self.stats.sent += 1
+            try:
+                result = await fut
+            finally:
+                timer.cancel()
+                conn.pending.pop(txn, None)
+            return result, time.monotonic() - started
+
+    def _expire(self, conn: _Connection, txn: int, limit: float) -> None:
+        p = conn.pending.pop(txn, None)
+        if p is None or p.future.done():
+            return
+        self.stats.timeouts += 1
+        p.future.set_result(f"bookie {self.bookie_id}: no reply to {p.op.name} within {limit:g} s")
+        # Nothing at all received since this request went out: count towards "the connection is dead".
+        # GET_LIST timeouts are excluded: DbLedgerStorage bookies never answer them on a healthy link.
+        if p.op is not Op.GET_LIST_OF_ENTRIES_OF_LEDGER and conn.last_rx < p.sent_at:
+            conn.silent_timeouts += 1
+            if conn.silent_timeouts >= self.config.dead_after_timeouts:
+                conn.fail(f"{conn.silent_timeouts} requests timed out with nothing received; reconnecting")
+
+    def _on_reply(self, conn: _Connection, reply: Reply) -> None:
+        p = conn.pending.get(reply.txn_id)
+        if p is None:
+            if conn.first_txn <= reply.txn_id < self._next_txn:
+                self.stats.late_replies += 1  # its request timed out or was cancelled: drop quietly
+                return
+            raise P.ProtocolError(f"reply for txn id {reply.txn_id}, which was never sent on this connection")
+        if p.op is not reply.op:
+            self.stats.mismatched_replies += 1  # (txnId, operation) does not match: not our reply
+            log.debug("bookie %s: reply txn %d is %s, expected %s; dropped", self.bookie_id, reply.txn_id,
+                      reply.op.name, p.op.name)
+            return
+        del conn.pending[reply.txn_id]
+        self.stats.replies += 1
+        conn.valid_replies += 1
+        if conn.valid_replies == 1:
+            self._failures = 0
+        if not p.future.done():
+            p.future.set_result(reply)
+
+    def _on_connection_failed(self, conn: _Connection, message: str) -> None:
+        self.stats.last_error = message
+        if conn.valid_replies == 0 and not self._closed:
+            # The link never worked: treat like a failed connect so reconnects back off.
+            self._schedule_retry(message)
+        if self._conn is conn:
+            self._conn = None
+            self.stats.connection_losses += 1
+        log.info("%s", message)
+
+    def _schedule_retry(self, message: str) -> None:
+        self._failures += 1
+        c = self.config
+        delay = min(c.backoff_max, c.backoff_initial * c.backoff_multiplier ** (self._failures - 1))
+        self._retry_at = time.monotonic() + delay * random.uniform(0.8, 1.2)
+        self.stats.last_error = message
+
+    async def _connection(self) -> _Connection | str:
+        if self._conn is not None and not self._conn.closing:
+            return self._conn
+        if self._connecting is not None and self._connecting.done():
+            self._connecting = None  # a finished attempt whose waiters were all cancelled
+        if self._connecting is None:
+            wait = self._retry_at - time.monotonic()
+            if wait > 0:
+                return (f"bookie {self.bookie_id}: not connected ({self.stats.last_error}); "
+                        f"next attempt in {wait:.2f} s")
+            self._connecting = asyncio.ensure_future(self._connect())
+        connecting = self._connecting
+        try:
+            conn = await asyncio.shield(connecting)
+        finally:
+            if connecting.done() and self._connecting is connecting:
+                self._connecting = None
+        if isinstance(conn, _Connection) and conn.closing:
+            return f"bookie {self.bookie_id}: connection closed right after connecting ({self.stats.last_error})"
+        return conn
+
+    async def _connect(self) -> _Connection | str:
+        loop = asyncio.get_running_loop()
+        try:
+            async with asyncio.timeout(self.config.connect_timeout):
+                resolved = self._resolver(self.bookie_id)
+                host, port = await resolved if inspect.isawaitable(resolved) else resolved
+                conn = _Connection(self, self._next_txn)
+                await loop.create_connection(lambda: conn, host, port)
+        except TimeoutError:
+            return self._connect_failed(f"connect timed out after {self.config.connect_timeout:g} s")
+        except (OSError, ValueError, LookupError) as exc:
+            return self._connect_failed(f"cannot connect: {exc}")
+        except Exception as exc:  # a resolver may raise anything; it is still "cannot reach"
+            return self._connect_failed(f"cannot resolve or connect: {exc!r}")
+        if self._closed:
+            conn.fail("client closed")
+            return f"bookie {self.bookie_id}: client closed"
+        self.stats.connects += 1
+        self._conn = conn
+        return conn
+
+    def _connect_failed(self, reason: str) -> str:
+        message = f"bookie {self.bookie_id}: {reason}"
+        self.stats.connect_failures += 1
+        self._schedule_retry(message)
+        return message
+
+    async def _maybe_unsupported(self, failure: str) -> bool:
+        """After a GET_LIST got no reply: if the bookie still answers a ping, it is one that never
+        answers GET_LIST (DbLedgerStorage). Returns True when that is now known."""
+        if self.entry_list_support is Capability.UNSUPPORTED:
+            return True
+        if self.entry_list_support is Capability.SUPPORTED:
+            return False
+        if self._liveness_check is None or self._liveness_check.done():
+            self._liveness_check = asyncio.ensure_future(self._alive())
+        alive = await asyncio.shield(self._liveness_check)
+        if alive and self.entry_list_support is Capability.UNKNOWN:
+            self.entry_list_support = Capability.UNSUPPORTED
+            log.warning("bookie %s does not answer GET_LIST_OF_ENTRIES_OF_LEDGER (%s); callers must read entries",
+                        self.bookie_id, failure)
+        return self.entry_list_support is Capability.UNSUPPORTED
+
+    async def _alive(self) -> bool:
+        return (await self.ping(timeout=self.config.liveness_timeout)).present
+
+    def _unsupported_message(self) -> str:
+        return (f"bookie {self.bookie_id} does not answer GET_LIST_OF_ENTRIES_OF_LEDGER for ledgers it holds "
+                "(DbLedgerStorage); read the entries instead")
+
+    def _status_name(self, reply: Reply) -> str:
+        return reply.status.name if reply.status is not None else f"unknown({reply.raw_status})"
+
+    def _explain(self, reply: Reply) -> str:
+        if reply.problem:
+            return f"bookie {self.bookie_id}: {reply.problem}"
+        return f"bookie {self.bookie_id} answered {self._status_name(reply)}"
+
+
+def _wire_ledger_id(ledger_id: int | LedgerId) -> int:
+    if isinstance(ledger_id, LedgerId):
+        if ledger_id.scope != 0:
+            raise ValueError(f"ledger {ledger_id} has a scope id; the bookie v3 protocol carries 64-bit ids only")
+        return ledger_id.ledger
+    if isinstance(ledger_id, bool) or not isinstance(ledger_id, int) or not 0 <= ledger_id <= P.MAX_LONG:
+        raise ValueError(f"ledger id {ledger_id!r} is not in 0..2^63-1")
+    return ledger_id
+
+
+def parse_bookie_id_address(bookie_id: str) -> Address:
+    """The legacy reading of a bookie id as `host:port` (spec §7). Only a fallback: since BookKeeper
+    4.12 ids can be arbitrary names and must be resolved through ZooKeeper registrations."""
+    host, sep, port = bookie_id.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"bookie id {bookie_id!r} is not host:port; it needs a resolver")
+    return host, int(port)

@@ -1,0 +1,335 @@
+"""Bookie v3 wire protocol: framing, the read-only request builders, the safety gate, reply decoding.
+
+Pure (no sockets, no asyncio) so the fuzz and vector tests can drive it directly.
+
+Framing (spec bookie-protocol.md §1.2): a 4-byte big-endian signed length N, then N bytes of one
+protobuf message (`Request` one way, `Response` the other). `N + 4` may not exceed the frame limit
+(5 MiB by default on bookies; configurable here because bookies can be configured larger).
+"""
+from __future__ import annotations
+
+import enum
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from google.protobuf.message import DecodeError, Message
+from google.protobuf.unknown_fields import UnknownFieldSet
+
+from auditor._proto import bookkeeper_protocol_pb2 as pb
+
+LENGTH = struct.Struct(">i")
+DEFAULT_MAX_FRAME_SIZE = 5 * 1024 * 1024  # bookie default nettyMaxFrameSizeBytes; counts the 4 length bytes
+MAX_TXN_ID = 2**64 - 1
+MAX_LONG = 2**63 - 1
+AUTH_DISABLED_PLUGIN = "AuthDisabledPlugin"
+
+
+class Op(enum.IntEnum):
+    READ_ENTRY = 1
+    ADD_ENTRY = 2
+    RANGE_READ_ENTRY = 3
+    RANGE_ADD_ENTRY = 4
+    AUTH = 5
+    WRITE_LAC = 6
+    READ_LAC = 7
+    GET_BOOKIE_INFO = 8
+    START_TLS = 9
+    FORCE_LEDGER = 10
+    GET_LIST_OF_ENTRIES_OF_LEDGER = 11
+    BATCH_READ_ENTRY = 12
+
+
+class Status(enum.IntEnum):
+    EOK = 0
+    ENOLEDGER = 402
+    ENOENTRY = 403
+    EBADREQ = 404
+    EIO = 501
+    EUA = 502
+    EBADVERSION = 503
+    EFENCED = 504
+    EREADONLY = 505
+    ETOOMANYREQUESTS = 506
+    EUNKNOWNLEDGERSTATE = 507
+
+
+class BookieInfoFlags(enum.IntFlag):
+    TOTAL_DISK_CAPACITY = 0x01
+    FREE_DISK_SPACE = 0x02
+
+
+# The only operations the auditor may put on the wire, and the sub-message each one carries.
+# Everything else (adds, write-LAC, force, TLS, batch reads) is refused by `check_request_is_safe`.
+SAFE_OPERATIONS: dict[Op, str] = {
+    Op.READ_ENTRY: "readRequest",
+    Op.READ_LAC: "readLacRequest",
+    Op.GET_BOOKIE_INFO: "getBookieInfoRequest",
+    Op.GET_LIST_OF_ENTRIES_OF_LEDGER: "getListOfEntriesOfLedgerRequest",
+    Op.AUTH: "authRequest",
+}
+_RESPONSE_FIELD: dict[Op, str] = {
+    Op.READ_ENTRY: "readResponse",
+    Op.READ_LAC: "readLacResponse",
+    Op.GET_BOOKIE_INFO: "getBookieInfoResponse",
+    Op.GET_LIST_OF_ENTRIES_OF_LEDGER: "getListOfEntriesOfLedgerResponse",
+    Op.AUTH: "authResponse",
+}
+# Required fields (besides `status`) each reply sub-message must carry.
+_RESPONSE_REQUIRED: dict[Op, tuple[str, ...]] = {
+    Op.READ_ENTRY: ("ledgerId", "entryId"),
+    Op.READ_LAC: ("ledgerId",),
+    Op.GET_BOOKIE_INFO: (),
+    Op.GET_LIST_OF_ENTRIES_OF_LEDGER: ("ledgerId",),
+    Op.AUTH: ("authPluginName", "payload"),
+}
+
+
+class ProtocolError(Exception):
+    """The peer sent something that is not the bookie v3 protocol; the connection must be dropped."""
+
+
+class FrameError(ProtocolError):
+    """A bad length prefix: negative, or over the frame limit."""
+
+
+class UnsafeRequestError(AssertionError):
+    """Someone tried to send a request the auditor must never send (a write, a fence, a long poll...).
+
+    An AssertionError subclass raised explicitly (not with `assert`), so it survives `python -O`.
+    """
+
+
+# ----- requests ------------------------------------------------------------------------------------
+def _header(req: Any, op: Op, txn_id: int) -> None:
+    if not 0 <= txn_id <= MAX_TXN_ID:
+        raise ValueError(f"txn id {txn_id} is not a uint64")
+    req.header.version = pb.VERSION_THREE
+    req.header.operation = int(op)
+    req.header.txnId = txn_id
+
+
+def _check_ledger(ledger_id: int) -> None:
+    if isinstance(ledger_id, bool) or not isinstance(ledger_id, int) or not 0 <= ledger_id <= MAX_LONG:
+        raise ValueError(f"ledger id {ledger_id!r} is not in 0..2^63-1")
+
+
+def read_entry_request(txn_id: int, ledger_id: int, entry_id: int) -> Any:
+    """A plain READ_ENTRY (entry -1 = the bookie's highest entry). No fence, no long poll: the message
+    type cannot express them."""
+    _check_ledger(ledger_id)
+    if isinstance(entry_id, bool) or not isinstance(entry_id, int) or not -1 <= entry_id <= MAX_LONG:
+        raise ValueError(f"entry id {entry_id!r} is not in -1..2^63-1")
+    req = pb.Request()
+    _header(req, Op.READ_ENTRY, txn_id)
+    req.readRequest.ledgerId = ledger_id
+    req.readRequest.entryId = entry_id
+    return req
+
+
+def read_lac_request(txn_id: int, ledger_id: int) -> Any:
+    _check_ledger(ledger_id)
+    req = pb.Request()
+    _header(req, Op.READ_LAC, txn_id)
+    req.readLacRequest.ledgerId = ledger_id
+    return req
+
+
+def bookie_info_request(txn_id: int, requested: int = int(BookieInfoFlags.TOTAL_DISK_CAPACITY
+                                                          | BookieInfoFlags.FREE_DISK_SPACE)) -> Any:
+    """GET_BOOKIE_INFO; `requested=0` is a cheap liveness ping."""
+    req = pb.Request()
+    _header(req, Op.GET_BOOKIE_INFO, txn_id)
+    req.getBookieInfoRequest.requested = requested
+    return req
+
+
+def entry_list_request(txn_id: int, ledger_id: int) -> Any:
+    _check_ledger(ledger_id)
+    req = pb.Request()
+    _header(req, Op.GET_LIST_OF_ENTRIES_OF_LEDGER, txn_id)
+    req.getListOfEntriesOfLedgerRequest.ledgerId = ledger_id
+    return req
+
+
+def auth_probe_request(txn_id: int, plugin: str = AUTH_DISABLED_PLUGIN, payload: bytes = b"") -> Any:
+    """The harmless AUTH probe (spec §1.4): a bookie without auth answers EOK naming its plugin."""
+    req = pb.Request()
+    _header(req, Op.AUTH, txn_id)
+    req.authRequest.authPluginName = plugin
+    req.authRequest.payload = payload
+    return req
+
+
+def _unknown_fields(msg: Message) -> int:
+    return len(UnknownFieldSet(msg))
+
+
+def check_request_is_safe(req: Any) -> None:
+    """Refuse anything but a well-formed READ_ENTRY / READ_LAC / GET_BOOKIE_INFO / GET_LIST / AUTH.
+
+    Called on every frame before it is written. Besides the operation it checks that exactly the
+    matching sub-message is set, nothing unknown hides in the message (a fence flag or masterKey parsed
+    in from foreign bytes would be kept as unknown fields and re-serialised), and priority is unset
+    (the auditor must not compete with recovery reads).
+    """
+    if not isinstance(req, pb.Request):
+        raise UnsafeRequestError(f"not a bookie Request: {type(req).__name__}")
+    if not req.IsInitialized():
+        raise UnsafeRequestError(f"request misses required fields: {req.FindInitializationErrors()}")
+    header = req.header
+    if header.version != pb.VERSION_THREE:
+        raise UnsafeRequestError(f"protocol version {header.version} (only 3 may be sent)")
+    try:
+        op = Op(header.operation)
+    except ValueError:
+        raise UnsafeRequestError(f"unknown operation {header.operation}") from None
+    sub = SAFE_OPERATIONS.get(op)
+    if sub is None:
+        raise UnsafeRequestError(f"operation {op.name} may never be sent by the auditor")
+    if header.HasField("priority") and header.priority != 0:
+        raise UnsafeRequestError("requests must not carry a priority")
+    present = [fd.name for fd, _ in req.ListFields() if fd.name != "header"]
+    if present != [sub]:
+        raise UnsafeRequestError(f"{op.name} must carry exactly {sub}, has {present}")
+    for part in (req, header, getattr(req, sub)):
+        if _unknown_fields(part):
+            raise UnsafeRequestError(f"{op.name} request carries unknown fields (e.g. a fence flag)")
+
+
+def encode_request(req: Any) -> bytes:
+    """The framed bytes of a request, after `check_request_is_safe`."""
+    check_request_is_safe(req)
+    body = req.SerializeToString()
+    return LENGTH.pack(len(body)) + body
+
+
+# ----- frames -------------------------------------------------------------------------------------
+class FrameDecoder:
+    """Splits a byte stream into frame bodies. Raises FrameError on a bad length; the stream is then
+    unusable (there is no way to resynchronise)."""
+
+    __slots__ = ("_buf", "_max_body", "_failed")
+
+    def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
+        if max_frame_size < 5:
+            raise ValueError("max_frame_size must leave room for the length prefix and a body")
+        self._buf = bytearray()
+        self._max_body = max_frame_size - 4
+        self._failed: FrameError | None = None
+
+    def feed(self, data: bytes | bytearray | memoryview) -> list[bytes]:
+        if self._failed:
+            raise self._failed
+        buf = self._buf
+        buf += data
+        out: list[bytes] = []
+        pos = 0
+        end = len(buf)
+        while end - pos >= 4:
+            (n,) = LENGTH.unpack_from(buf, pos)
+            if n < 0 or n > self._max_body:
+                what = "negative" if n < 0 else f"over the {self._max_body + 4}-byte frame limit"
+                self._failed = FrameError(f"frame length {n} is {what}")
+                raise self._failed
+            if end - pos - 4 < n:
+                break
+            out.append(bytes(buf[pos + 4:pos + 4 + n]))
+            pos += 4 + n
+        if pos:
+            del buf[:pos]
+        return out
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buf)
+
+
+def frame(body: bytes) -> bytes:
+    return LENGTH.pack(len(body)) + body
+
+
+# ----- replies ------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """A decoded Response: header fields, the effective status and the operation's sub-message.
+
+    `status` is the effective status (spec §3.2: the top-level one unless it is EOK, then the
+    sub-response's). It is None when the bookie sent a status value this client does not know (kept
+    in `raw_status`) or when EOK came without the sub-response.
+    """
+
+    txn_id: int
+    op: Op
+    status: Status | None
+    raw_status: int | None
+    sub: Any  # the op's response sub-message, or None
+    problem: str | None = None  # why the reply cannot be trusted for its request (not fatal)
+
+
+def _status_of(msg: Message, field_number: int) -> tuple[Status | None, int | None, bool]:
+    """(known status, raw value, present). An unknown enum value is kept by protobuf as an unknown
+    field rather than raising; that is 'present but unknown', distinct from 'missing'."""
+    if msg.HasField("status"):
+        value = msg.status
+        return Status(value), value, True
+    for f in UnknownFieldSet(msg):
+        if f.field_number == field_number and f.wire_type == 0:
+            raw = f.data
+            return None, raw, True
+    return None, None, False
+
+
+def decode_response(body: bytes) -> Reply:
+    """Parse one frame body as a v3 Response.
+
+    Raises ProtocolError for anything that makes the connection untrustworthy: bytes that are not a
+    Response, a header missing a field (we could not even tell which request it answers), a version
+    other than 3, a missing status, or a sub-response missing required fields. Returns a Reply with
+    `status=None` and a `problem` for replies that are well-formed but unusable (unknown status value,
+    EOK without the sub-response).
+    """
+    resp = pb.Response()
+    try:
+        resp.ParseFromString(body)
+    except (DecodeError, RuntimeError, ValueError) as exc:
+        raise ProtocolError(f"reply is not a v3 Response ({exc.__class__.__name__}: {exc})") from None
+    if not resp.HasField("header"):
+        raise ProtocolError("reply has no header")
+    h = resp.header
+    if not (h.HasField("version") and h.HasField("operation") and h.HasField("txnId")):
+        raise ProtocolError("reply header misses version, operation or txnId (or has unknown values)")
+    if h.version != pb.VERSION_THREE:
+        raise ProtocolError(f"reply has protocol version {h.version}, not 3")
+    op = Op(h.operation)
+    top, top_raw, top_present = _status_of(resp, 2)
+    if not top_present:
+        raise ProtocolError(f"reply to txn {h.txnId} ({op.name}) has no status")
+
+    field = _RESPONSE_FIELD.get(op)
+    sub = getattr(resp, field) if field and resp.HasField(field) else None
+    sub_status: Status | None = None
+    sub_raw: int | None = None
+    if sub is not None:
+        sub_status, sub_raw, sub_present = _status_of(sub, 1) if op is not Op.AUTH else (None, None, True)
+        if not sub_present:
+            raise ProtocolError(f"{op.name} reply to txn {h.txnId} has a {field} without status")
+        missing = [name for name in _RESPONSE_REQUIRED[op] if not sub.HasField(name)]
+        if missing:
+            raise ProtocolError(f"{op.name} reply to txn {h.txnId} misses required {field} fields {missing}")
+
+    if top is None:
+        return Reply(h.txnId, op, None, top_raw, sub, f"unknown status value {top_raw}")
+    if top is not Status.EOK:
+        if sub is not None and op is not Op.AUTH and sub_raw != top_raw:
+            # Bookies set both to the same value on every error path that has a sub-response.
+            return Reply(h.txnId, op, None, top_raw, sub,
+                         f"status {top.name} but {field} status {sub_raw}: contradictory reply")
+        return Reply(h.txnId, op, top, top_raw, sub)
+    if sub is None:
+        return Reply(h.txnId, op, None, top_raw, None, f"EOK without {field}")
+    if op is Op.AUTH:
+        return Reply(h.txnId, op, Status.EOK, top_raw, sub)
+    if sub_status is None:
+        return Reply(h.txnId, op, None, sub_raw, sub, f"unknown {field} status value {sub_raw}")
+    return Reply(h.txnId, op, sub_status, sub_raw, sub)
