@@ -132,6 +132,12 @@ def _require_initialized(msg: Message, path: str) -> None:
         raise CorruptZnodeError(path, f"{type(msg).__name__} lacks required field(s) {', '.join(missing)}")
 
 
+def _str(value: str | bytes) -> str:
+    # protobuf hands back bytes for a proto2 string that is not valid UTF-8; Java decodes it with
+    # replacement characters, which we do too (a bookie id then fails validation, as in Java).
+    return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else value
+
+
 def _from_proto(msg: pb.LedgerMetadataFormat, lid: LedgerId, fmt: int, path: str,
                 version: int | None) -> LedgerMetadata:
     try:
@@ -146,8 +152,8 @@ def _from_proto(msg: pb.LedgerMetadataFormat, lid: LedgerId, fmt: int, path: str
         digest, password = None, None
     custom = {}
     for e in msg.customMetadata:
-        custom[e.key] = bytes(e.value)  # like Java's toMap: keys are unique in practice
-    if len({e.key for e in msg.customMetadata}) != len(msg.customMetadata):
+        custom[_str(e.key)] = bytes(e.value)  # like Java's toMap: keys are unique in practice
+    if len(custom) != len(msg.customMetadata):
         raise CorruptZnodeError(path, "duplicate custom metadata key")  # Java's toMap would throw too
     return LedgerMetadata(
         ledger_id=lid,
@@ -157,7 +163,7 @@ def _from_proto(msg: pb.LedgerMetadataFormat, lid: LedgerId, fmt: int, path: str
         state=state,
         last_entry_id=msg.lastEntryId if closed else -1,
         length=msg.length if closed else 0,
-        segments=tuple(Segment(s.firstEntryId, tuple(s.ensembleMember)) for s in msg.segment),
+        segments=tuple(Segment(s.firstEntryId, tuple(_str(b) for b in s.ensembleMember)) for s in msg.segment),
         digest_type=digest,
         password=password,
         custom_metadata=MappingProxyType(custom),
@@ -304,7 +310,7 @@ class UnderreplicatedLedger:
 
 def parse_marker(data: bytes, path: str) -> UnderreplicatedLedger:
     msg = _parse_text(pb.UnderreplicatedLedgerFormat(), data, path)
-    return UnderreplicatedLedger(tuple(msg.replica), msg.ctime if msg.HasField("ctime") else -1)
+    return UnderreplicatedLedger(tuple(_str(r) for r in msg.replica), msg.ctime if msg.HasField("ctime") else -1)
 
 
 def serialize_marker(replicas: Iterable[str], ctime: int | None) -> bytes:
@@ -397,8 +403,9 @@ def parse_bookie_service_info(data: bytes, path: str) -> BookieServiceInfo | Non
         return None
     msg = pb.BookieServiceInfoFormat()
     _parse_binary(msg, data, path)
-    eps = tuple(Endpoint(e.id, e.host, e.port, e.protocol, tuple(e.auth), tuple(e.extensions)) for e in msg.endpoints)
-    return BookieServiceInfo(eps, MappingProxyType(dict(msg.properties)))
+    eps = tuple(Endpoint(_str(e.id), _str(e.host), e.port, _str(e.protocol), tuple(map(_str, e.auth)),
+                         tuple(map(_str, e.extensions))) for e in msg.endpoints)
+    return BookieServiceInfo(eps, MappingProxyType({_str(k): _str(v) for k, v in msg.properties.items()}))
 
 
 def serialize_bookie_service_info(info: BookieServiceInfo) -> bytes:

@@ -1,0 +1,264 @@
+"""Znode payload codecs: ledger metadata v1/v2/v3, markers, cookies, registrations, check times."""
+from __future__ import annotations
+
+from dataclasses import replace
+from types import MappingProxyType
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from auditor._proto import bookkeeper_formats_pb2 as pb
+from auditor.durability.ids import MAX_ID, LedgerId
+from auditor.durability.model import DigestType, LedgerMetadata, LedgerState, Segment
+from auditor.metadata import formats as f
+from auditor.metadata.errors import CorruptZnodeError
+
+PATH = "/ledgers/00/0000/L0007"
+B = ["127.0.0.1:3181", "127.0.0.2:3182", "127.0.0.3:3183", "127.0.0.4:3184"]
+
+
+def _md(**kw) -> LedgerMetadata:
+    base = dict(ledger_id=LedgerId(0, 7), ensemble_size=3, write_quorum=2, ack_quorum=2,
+                state=LedgerState.CLOSED, last_entry_id=19, length=1280,
+                segments=(Segment(0, tuple(B[:3])), Segment(10, (B[0], B[3], B[2]))),
+                digest_type=DigestType.CRC32C, password=b"pw", creator_token=0)
+    base.update(kw)
+    return LedgerMetadata(**base)
+
+
+def test_v3_bytes_match_java_layout() -> None:
+    md = _md(custom_metadata=MappingProxyType({"k": b"v"}), ctime=1700000000000, creator_token=42)
+    data = f.serialize_ledger_metadata(md)
+    assert data.startswith(b"BookieMetadataFormatVersion\t3\n")
+    size, start = f._decode_varint32(data, len(b"BookieMetadataFormatVersion\t3\n"), PATH)
+    body = data[start:]
+    assert size == len(body) == 140 and start - len(f.HEADER_KEY) - 2 == 2
+    # Fields in number order, as protobuf-java writes them: 1,2,3,4,5,6,6,7,8,9,10,11,12.
+    msg = pb.LedgerMetadataFormat.FromString(body)
+    assert [fd.number for fd, _ in msg.ListFields()] == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]
+    assert body[:2] == b"\x08\x02" and body[2:4] == b"\x10\x03"
+
+
+def test_open_ledger_written_like_java() -> None:
+    md = _md(state=LedgerState.OPEN, last_entry_id=-1, length=0, segments=(Segment(0, tuple(B[:3])),))
+    data = f.serialize_ledger_metadata(md)
+    size, start = f._decode_varint32(data, len(f.HEADER_KEY) + 2, PATH)
+    msg = pb.LedgerMetadataFormat.FromString(data[start:])
+    assert msg.lastEntryId == -1 and msg.length == 0 and msg.HasField("cToken") and not msg.HasField("ctime")
+    assert b"\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01" in data  # -1 as a 10-byte varint
+
+
+def test_v2_text_read() -> None:
+    text = (b"BookieMetadataFormatVersion\t2\nquorumSize: 2\nensembleSize: 3\nlength: 1280\nlastEntryId: 19\n"
+            b"state: CLOSED\nsegment {\n  ensembleMember: \"127.0.0.1:3181\"\n  ensembleMember: \"127.0.0.2:3182\"\n"
+            b"  ensembleMember: \"127.0.0.3:3183\"\n  firstEntryId: 0\n}\ndigestType: HMAC\npassword: \"pw\"\n"
+            b"ackQuorumSize: 2\nctime: 1600000000000\ncustomMetadata {\n  key: \"app\"\n  value: \"x\\001\"\n}\n")
+    md = f.parse_ledger_metadata(text, 7, PATH, version=4)
+    assert md.format_version == 2 and md.version == 4
+    assert md.digest_type is DigestType.HMAC and md.password == b"pw" and md.ctime == 1600000000000
+    assert dict(md.custom_metadata) == {"app": b"x\x01"} and md.creator_token is None
+    assert md.segments == (Segment(0, tuple(B[:3])),) and md.last_entry_id == 19 and md.length == 1280
+
+
+def test_v2_without_ack_quorum_or_password() -> None:
+    text = (b"BookieMetadataFormatVersion\t2\nquorumSize: 2\nensembleSize: 2\nlength: 0\nlastEntryId: 5\n"
+            b"state: OPEN\nsegment {\n  ensembleMember: \"a:1\"\n  ensembleMember: \"b:2\"\n  firstEntryId: 0\n}\n")
+    md = f.parse_ledger_metadata(text, 9, PATH)
+    assert md.ack_quorum == 2 and md.digest_type is None and md.password is None
+    assert md.state is LedgerState.OPEN and md.last_entry_id == -1  # not meaningful while open (as Java)
+
+
+def test_v1_read() -> None:
+    text = b"BookieMetadataFormatVersion\t1\n2\n3\n1280\n0\ta:1\tb:2\tc:3\n10\ta:1\td:4\tc:3\n19\tCLOSED"
+    md = f.parse_ledger_metadata(text, 7, PATH)
+    assert (md.write_quorum, md.ensemble_size, md.ack_quorum, md.length) == (2, 3, 2, 1280)
+    assert md.state is LedgerState.CLOSED and md.last_entry_id == 19 and md.format_version == 1
+    assert md.segments[1] == Segment(10, ("a:1", "d:4", "c:3")) and md.digest_type is None
+    rec = f.parse_ledger_metadata(b"BookieMetadataFormatVersion\t1\n2\n3\n0\n0\ta:1\tb:2\tc:3\n-102\tCLOSED", 7, PATH)
+    assert rec.state is LedgerState.IN_RECOVERY
+    opened = f.parse_ledger_metadata(b"BookieMetadataFormatVersion\t1\n2\n3\n0\n0\ta:1\tb:2\tc:3\n", 7, PATH)
+    assert opened.state is LedgerState.OPEN
+
+
+@pytest.mark.parametrize("fmt", [1, 2, 3])
+def test_every_format_round_trips(fmt: int) -> None:
+    md = _md(format_version=fmt)
+    if fmt == 1:
+        md = replace(md, digest_type=None, password=None, creator_token=None)
+    if fmt == 2:
+        md = replace(md, creator_token=None)
+    assert f.parse_ledger_metadata(f.serialize_ledger_metadata(md), 7, PATH) == md
+
+
+@pytest.mark.parametrize("data, problem", [
+    (b"", "truncated header"),
+    (b"BookieMetadataFormatVersion\t4\n", "not supported"),
+    (b"BookieMetadataFormatVersion 3\n", "header"),
+    (b"BookieMetadataFormatVersion\tx\n", "not a number"),
+    (b"BookieMetadataFormatVersion\t3", "end of the metadata format version"),
+    (b"BookieMetadataFormatVersion\t3\n\x10\x08\x02", "truncated"),
+    (b"BookieMetadataFormatVersion\t3\n\x02\x08\x02", "required"),
+    (b"BookieMetadataFormatVersion\t2\nquorumSize: 2\n", "required"),
+    (b"BookieMetadataFormatVersion\t2\nbogus: 1\n", "bad text"),
+])
+def test_corrupt_is_a_typed_error_naming_the_znode(data: bytes, problem: str) -> None:
+    with pytest.raises(CorruptZnodeError) as err:
+        f.parse_ledger_metadata(data, 7, PATH)
+    assert err.value.path == PATH and problem in err.value.problem
+
+
+def test_invariants_checked() -> None:
+    for bad in (_md(segments=()), _md(write_quorum=4), _md(ack_quorum=3),
+                _md(segments=(Segment(0, tuple(B[:2])),)),
+                _md(segments=(Segment(5, tuple(B[:3])), Segment(5, tuple(B[:3])))),
+                _md(segments=(Segment(0, ("readonly", B[1], B[2])),))):
+        raw = f._to_proto(bad)
+        raw.cToken = 0
+        body = raw.SerializePartialToString()
+        data = f.HEADER_KEY + b"3\n" + f._encode_varint(len(body)) + body
+        with pytest.raises(CorruptZnodeError):
+            f.parse_ledger_metadata(data, 7, PATH)
+
+
+bookie_ids = st.builds(lambda h, p: f"{h}:{p}", st.text("abcxyz0189.-", min_size=1, max_size=10),
+                       st.integers(1, 65535))
+
+
+@st.composite
+def metadata(draw) -> LedgerMetadata:
+    e = draw(st.integers(1, 6))
+    w = draw(st.integers(1, e))
+    a = draw(st.integers(1, w))
+    firsts = sorted(draw(st.sets(st.integers(0, 10**12), min_size=1, max_size=4)))
+    segs = tuple(Segment(x, tuple(draw(st.lists(bookie_ids, min_size=e, max_size=e)))) for x in firsts)
+    state = draw(st.sampled_from(list(LedgerState)))
+    closed = state is LedgerState.CLOSED
+    return LedgerMetadata(
+        ledger_id=LedgerId(0, draw(st.integers(0, MAX_ID))), ensemble_size=e, write_quorum=w, ack_quorum=a,
+        state=state, last_entry_id=draw(st.integers(-1, 10**15)) if closed else -1,
+        length=draw(st.integers(0, 2**62)) if closed else 0, segments=segs,
+        digest_type=draw(st.sampled_from(list(DigestType))), password=draw(st.binary(max_size=20)),
+        custom_metadata=MappingProxyType(draw(st.dictionaries(st.text(max_size=8), st.binary(max_size=8), max_size=3))),
+        ctime=draw(st.none() | st.integers(0, 2**62)), creator_token=draw(st.integers(0, MAX_ID)), format_version=3)
+
+
+@settings(max_examples=100, deadline=None)
+@given(metadata())
+def test_v3_round_trip_property(md: LedgerMetadata) -> None:
+    assert f.parse_ledger_metadata(f.serialize_ledger_metadata(md), md.ledger_id, PATH) == md
+
+
+@settings(max_examples=100, deadline=None)
+@given(metadata())
+def test_v2_round_trip_property(md: LedgerMetadata) -> None:
+    md = replace(md, format_version=2, creator_token=None)
+    assert f.parse_ledger_metadata(f.serialize_ledger_metadata(md), md.ledger_id, PATH) == md
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.binary(max_size=300), st.sampled_from([b"", b"BookieMetadataFormatVersion\t3\n",
+                                                 b"BookieMetadataFormatVersion\t2\n",
+                                                 b"BookieMetadataFormatVersion\t1\n"]))
+def test_fuzzed_bytes_only_raise_typed_errors(tail: bytes, head: bytes) -> None:
+    try:
+        f.parse_ledger_metadata(head + tail, 7, PATH)
+    except CorruptZnodeError as exc:
+        assert exc.path == PATH
+
+
+@settings(max_examples=200, deadline=None)
+@given(metadata(), st.data())
+def test_mutated_v3_blobs_only_raise_typed_errors(md: LedgerMetadata, data) -> None:
+    blob = bytearray(f.serialize_ledger_metadata(md))
+    for _ in range(data.draw(st.integers(1, 4))):
+        i = data.draw(st.integers(0, len(blob) - 1))
+        blob[i] = data.draw(st.integers(0, 255))
+    try:
+        f.parse_ledger_metadata(bytes(blob), 7, PATH)
+    except CorruptZnodeError:
+        pass
+
+
+def test_marker_text_matches_java() -> None:
+    assert f.serialize_marker(["10.0.0.7:3181"], 1700000000000) == b'replica: "10.0.0.7:3181"\nctime: 1700000000000\n'
+    assert f.parse_marker(b'replica: "a:1"\nreplica: "b:2"\n', "/m") == f.UnderreplicatedLedger(("a:1", "b:2"), -1)
+    assert f.serialize_marker([], None) == b""
+    with pytest.raises(CorruptZnodeError):
+        f.parse_marker(b"replica: 5 5", "/m")
+
+
+def test_merge_replicas_like_java() -> None:
+    assert f.merge_replicas(["a", "b"], ["b", "c"]) == (["a", "b", "c"], True)
+    assert f.merge_replicas(["a"], ["a"]) == (["a"], False)
+    assert f.merge_replicas([], []) == ([], False)
+
+
+def test_check_ctime_binary() -> None:
+    assert f.serialize_check_ctime("checkallledgersctime", 1700000000000).hex() == "0880d095ffbc31"
+    for name in f.CTIME_MESSAGES:
+        assert f.parse_check_ctime(name, f.serialize_check_ctime(name, 123), "/x") == 123
+    with pytest.raises(CorruptZnodeError):
+        f.parse_check_ctime("replicascheckctime", b"\xff", "/x")
+
+
+def test_ur_layout_and_lock_and_vote() -> None:
+    assert f.serialize_ur_layout() == b'type: "BASIC"\nversion: 1\n'
+    f.check_ur_layout(b'type: "BASIC"\nversion: 1\n', "/U/LAYOUT")
+    with pytest.raises(CorruptZnodeError):
+        f.check_ur_layout(b'type: "FANCY"\nversion: 1\n', "/U/LAYOUT")
+    assert f.parse_lock(b'bookieId: "host-1"\n', "/l") == "host-1"
+    assert f.serialize_vote("10.0.0.5:3181") == b'bookieId: "10.0.0.5:3181"\n'
+    assert f.parse_vote(f.serialize_vote("x:1"), "/v") == "x:1"
+
+
+def test_cookie_versions() -> None:
+    v5 = (b'5\nbookieHost: "127.0.0.1:3181"\njournalDir: "/j"\nledgerDirs: "1\\t/l"\n'
+          b'instanceId: "0f8e"\n')
+    c = f.parse_cookie(v5, "/c")
+    assert (c.layout_version, c.bookie_id, c.journal_dirs, c.ledger_dirs, c.instance_id) == (5, "127.0.0.1:3181", "/j", "1\t/l", "0f8e")
+    assert f.Cookie.split_dirs(c.ledger_dirs) == ["/l"]
+    assert f.serialize_cookie(c) == v5
+    c3 = f.parse_cookie(b"3\nhost:1\n/j\n/l\n", "/c")
+    assert (c3.bookie_id, c3.journal_dirs, c3.ledger_dirs) == ("host:1", "/j", "/l")
+    with pytest.raises(CorruptZnodeError):
+        f.parse_cookie(b"x\n", "/c")
+    with pytest.raises(CorruptZnodeError):
+        f.parse_cookie(b'4\nbookieHost: "a"\n', "/c")
+
+
+def test_bookie_service_info() -> None:
+    info = f.BookieServiceInfo((f.Endpoint("httpserver", "h", 8080, "http"),
+                                f.Endpoint("bookie", "10.0.0.1", 3181, "bookie-rpc", (), ("tls",))),
+                               MappingProxyType({"k": "v"}))
+    data = f.serialize_bookie_service_info(info)
+    back = f.parse_bookie_service_info(data, "/r")
+    assert back == info and back.rpc_endpoint.port == 3181
+    assert f.parse_bookie_service_info(b"", "/r") is None
+    with pytest.raises(CorruptZnodeError):
+        f.parse_bookie_service_info(b"\x32\x05\x0a", "/r")
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("127.0.0.1:3181", ("127.0.0.1", 3181)), ("bk-1.example:3181", ("bk-1.example", 3181)),
+    ("[::1]:3181", ("::1", 3181)), ("custom-id", None), ("h:0", None), ("h:99999", None), ("a:b:1", None),
+])
+def test_host_port(text: str, expected) -> None:
+    assert f.parse_host_port(text) == expected
+
+
+def test_bookie_id_rule() -> None:
+    assert f.is_valid_bookie_id("127.0.0.1:3181") and f.is_valid_bookie_id("auditor-py-h:1")
+    assert not f.is_valid_bookie_id("ReadOnly") and not f.is_valid_bookie_id("a b") and not f.is_valid_bookie_id("")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=120))
+def test_fuzzed_binary_payloads_only_raise_typed_errors(data: bytes) -> None:
+    for parse in (lambda d: f.parse_bookie_service_info(d, "/r"),
+                  lambda d: f.parse_check_ctime("checkallledgersctime", d, "/r"),
+                  lambda d: f.parse_marker(d, "/r"), lambda d: f.parse_cookie(d, "/r"),
+                  lambda d: f.parse_lock(d, "/r"), lambda d: f.parse_vote(d, "/r")):
+        try:
+            parse(data)
+        except CorruptZnodeError as exc:
+            assert exc.path == "/r"
