@@ -1,0 +1,265 @@
+"""Prometheus metrics of the daemon, `bk_auditor_*`, in a registry of their own (not the process-global
+default, so tests and the one-shot CLI can build several). docs/metrics.md maps each one to the Java
+Auditor's metric.
+
+Served by prometheus-client's own HTTP server thread (`serve`): it keeps answering while the event loop is
+busy, which is what you want when debugging a stuck daemon.
+"""
+from __future__ import annotations
+
+import os
+
+# Before prometheus_client is imported anywhere: no `*_created` series (the Pulsar chart drops them too).
+os.environ.setdefault("PROMETHEUS_DISABLE_CREATED_SERIES", "True")
+
+import time  # noqa: E402
+from collections.abc import Iterable, Iterator, Mapping  # noqa: E402
+from contextlib import contextmanager  # noqa: E402
+from dataclasses import dataclass, field  # noqa: E402
+from typing import Any  # noqa: E402
+
+import prometheus_client  # noqa: E402
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, generate_latest  # noqa: E402
+
+from auditor.config import parse_bind  # noqa: E402
+
+from .state import DaemonState, FindingStore, TaskBoard, TaskState, category_of, severity_of  # noqa: E402
+
+prometheus_client.disable_created_metrics()  # in case prometheus_client was imported before us
+
+PREFIX = "bk_auditor_"
+# Check durations run from milliseconds (one ledger) to days (a full sweep of a big cluster).
+DURATION_BUCKETS = (0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 86400,
+                    3 * 86400, 7 * 86400, float("inf"))
+
+
+def _categories() -> list[str]:
+    from auditor.durability.findings import Category
+    return [c.value for c in Category]
+
+
+@dataclass(frozen=True, slots=True)
+class RunSummary:
+    """The outcome of one run of a check."""
+
+    check: str
+    started: float               # epoch seconds
+    finished: float
+    ok: bool
+    ledgers: int = 0             # ledgers covered
+    findings: Mapping[str, int] = field(default_factory=dict)  # per category, found by this run
+    complete: bool = True        # covered everything it meant to (a stopped/partial run is False)
+
+    @property
+    def duration(self) -> float:
+        return max(0.0, self.finished - self.started)
+
+
+class MetricsServer:
+    """The running exposition endpoint."""
+
+    def __init__(self, server: Any, thread: Any) -> None:
+        self._server = server
+        self._thread = thread
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+
+class AuditorMetrics:
+    """All daemon metrics. Attributes are the prometheus-client objects; methods are the update paths."""
+
+    def __init__(self, registry: CollectorRegistry | None = None, *, checks: Iterable[str] = (),
+                 categories: Iterable[str] | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
+        r = self.registry
+        p = PREFIX
+        self.info = Info(p[:-1], "bk-auditor build and identity", registry=r)
+        self.is_leader = Gauge(p + "is_leader", "1 while this process is the elected auditor", registry=r)
+        self.leadership_changes = Counter(p + "leadership_changes", "Times this process gained or lost leadership",
+                                          registry=r)
+        self.paused = Gauge(p + "paused", "1 while checks are paused by an operator", registry=r)
+        # findings
+        self.findings = Gauge(p + "findings", "Active (unresolved) confirmed findings", ["category"], registry=r)
+        self.ledgers_with_findings = Gauge(p + "ledgers_with_findings",
+                                           "Distinct ledgers with an active finding", ["category"], registry=r)
+        self.findings_reported = Counter(p + "findings_reported", "New findings reported (one per distinct fault)",
+                                         ["category", "severity"], registry=r)
+        self.findings_resolved = Counter(p + "findings_resolved",
+                                         "Findings resolved because a later complete run no longer saw them",
+                                         ["category"], registry=r)
+        # checks
+        self.check_duration = Histogram(p + "check_duration_seconds", "Duration of check runs",
+                                        ["check", "outcome"], buckets=DURATION_BUCKETS, registry=r)
+        self.check_runs = Counter(p + "check_runs", "Check runs by outcome (success, failure)",
+                                  ["check", "outcome"], registry=r)
+        self.check_skipped = Counter(p + "check_skipped", "Scheduled runs skipped, by reason", ["check", "reason"],
+                                     registry=r)
+        self.check_last_success = Gauge(p + "check_last_success_timestamp_seconds",
+                                        "End time of the last successful run", ["check"], registry=r)
+        self.check_running = Gauge(p + "check_running", "1 while the check runs", ["check"], registry=r)
+        self.check_progress = Gauge(p + "check_progress_ratio", "Progress of the current run (0..1)", ["check"],
+                                    registry=r)
+        self.check_eta = Gauge(p + "check_eta_seconds", "Estimated seconds left in the current run (-1 unknown)",
+                               ["check"], registry=r)
+        self.ledgers_checked = Counter(p + "ledgers_checked", "Ledgers checked", ["check"], registry=r)
+        self.last_run_ledgers = Gauge(p + "last_run_ledgers", "Ledgers covered by the last complete run",
+                                      ["check"], registry=r)
+        self.last_run_findings = Gauge(p + "last_run_findings",
+                                       "Findings of the last complete run, per category (whole run, never per range)",
+                                       ["check", "category"], registry=r)
+        # bookies
+        self.bookie_requests = Counter(p + "bookie_requests", "Requests sent to bookies", ["bookie", "operation"],
+                                       registry=r)
+        self.bookie_request_errors = Counter(p + "bookie_request_errors", "Bookie requests that failed",
+                                             ["bookie", "operation", "error"], registry=r)
+        self.lost_bookies = Gauge(p + "lost_bookies",
+                                  "Bookies named in ledger metadata but not registered (writable or read-only)",
+                                  registry=r)
+        self.bookie_audits_delayed = Counter(p + "bookie_audits_delayed",
+                                             "Bookie audits delayed by lost_bookie_delay_seconds", registry=r)
+        self.delayed_bookie_audits_cancelled = Counter(p + "delayed_bookie_audits_cancelled",
+                                                       "Delayed bookie audits cancelled (bookie back, or overridden)",
+                                                       registry=r)
+        # under-replication
+        self.underreplicated_ledgers = Gauge(p + "underreplicated_ledgers",
+                                             "Ledgers currently marked under-replicated", registry=r)
+        self.underreplicated_oldest_age = Gauge(p + "underreplicated_oldest_marker_age_seconds",
+                                                "Age of the oldest under-replication marker (0 when none)",
+                                                registry=r)
+        self.underreplicated_past_grace = Gauge(p + "underreplicated_past_grace_ledgers",
+                                                "Marked ledgers older than the recovery grace period", registry=r)
+        self.ledgers_marked = Counter(p + "ledgers_marked_underreplicated",
+                                      "Ledgers this daemon marked under-replicated", registry=r)
+        # re-check queue
+        self.recheck_queue_depth = Gauge(p + "recheck_queue_depth", "Ledgers waiting for a re-check", registry=r)
+        self.recheck_outcomes = Counter(p + "recheck_outcomes",
+                                        "Re-check results (confirmed, cleared, gave_up)", ["outcome"], registry=r)
+
+        self._leader: bool | None = None
+        self._categories = list(categories) if categories is not None else _categories()
+        self._known_categories: set[str] = set(self._categories)
+        for c in self._categories:
+            self.findings.labels(c).set(0)
+            self.ledgers_with_findings.labels(c).set(0)
+        for check in checks:
+            self.register_check(check)
+
+    # ------------------------------------------------------------------------------- identity
+    def set_info(self, **labels: str) -> None:
+        self.info.info({k: str(v) for k, v in labels.items()})
+
+    def set_leader(self, leader: bool) -> None:
+        if self._leader is not None and self._leader != leader:
+            self.leadership_changes.inc()
+        self._leader = leader
+        self.is_leader.set(1 if leader else 0)
+
+    def set_paused(self, paused: bool) -> None:
+        self.paused.set(1 if paused else 0)
+
+    # ------------------------------------------------------------------------------- checks
+    def register_check(self, check: str) -> None:
+        """Create every per-check series at zero so dashboards and alerts see them before a first run."""
+        for outcome in ("success", "failure"):
+            self.check_runs.labels(check, outcome)
+            self.check_duration.labels(check, outcome)
+        self.ledgers_checked.labels(check)
+        self.check_running.labels(check).set(0)
+        self.check_progress.labels(check).set(0)
+        self.check_eta.labels(check).set(-1)
+
+    def observe_run(self, run: RunSummary) -> None:
+        outcome = "success" if run.ok else "failure"
+        self.check_duration.labels(run.check, outcome).observe(run.duration)
+        self.check_runs.labels(run.check, outcome).inc()
+        if run.ok:
+            self.check_last_success.labels(run.check).set(run.finished)
+        if run.ok and run.complete:
+            self.last_run_ledgers.labels(run.check).set(run.ledgers)
+            for c in set(self._categories) | set(run.findings):
+                self.last_run_findings.labels(run.check, c).set(run.findings.get(c, 0))
+
+    @contextmanager
+    def time_check(self, check: str) -> Iterator[None]:
+        """Times a block as one run (failure if it raises); use observe_run for the full summary."""
+        started = time.time()
+        ok = False
+        try:
+            yield
+            ok = True
+        finally:
+            finished = time.time()
+            outcome = "success" if ok else "failure"
+            self.check_duration.labels(check, outcome).observe(max(0.0, finished - started))
+            self.check_runs.labels(check, outcome).inc()
+            if ok:
+                self.check_last_success.labels(check).set(finished)
+
+    def check_skipped_run(self, check: str, reason: str) -> None:
+        self.check_skipped.labels(check, reason).inc()
+
+    def ledger_checked(self, check: str, n: int = 1) -> None:
+        self.ledgers_checked.labels(check).inc(n)
+
+    # ------------------------------------------------------------------------------- bookies
+    def bookie_request(self, bookie: str, operation: str, error: str | None = None) -> None:
+        self.bookie_requests.labels(bookie, operation).inc()
+        if error is not None:
+            self.bookie_request_errors.labels(bookie, operation, error).inc()
+
+    def set_lost_bookies(self, n: int) -> None:
+        self.lost_bookies.set(n)
+
+    # ------------------------------------------------------------------------------- under-replication
+    def set_under_replication(self, ledgers: int, oldest_age_seconds: float | None, past_grace: int) -> None:
+        self.underreplicated_ledgers.set(ledgers)
+        self.underreplicated_oldest_age.set(oldest_age_seconds or 0)
+        self.underreplicated_past_grace.set(past_grace)
+
+    # ------------------------------------------------------------------------------- findings
+    def finding_reported(self, finding: Any) -> None:
+        self.findings_reported.labels(category_of(finding), severity_of(finding)).inc()
+
+    def finding_resolved(self, category: str) -> None:
+        self.findings_resolved.labels(category).inc()
+
+    def sync_findings(self, store: FindingStore) -> None:
+        counts, ledgers = store.counts(), store.ledger_counts()
+        self._known_categories |= set(counts)
+        for c in self._known_categories:
+            self.findings.labels(c).set(counts.get(c, 0))
+            self.ledgers_with_findings.labels(c).set(ledgers.get(c, 0))
+
+    # ------------------------------------------------------------------------------- state
+    def sync_tasks(self, board: TaskBoard) -> None:
+        for t in board.snapshot():
+            self.check_running.labels(t.name).set(1 if t.state is TaskState.RUNNING else 0)
+            frac = t.fraction
+            self.check_progress.labels(t.name).set(frac if frac is not None else 0)
+            self.check_eta.labels(t.name).set(t.eta_seconds if t.eta_seconds is not None else -1)
+
+    def sync_state(self, state: DaemonState) -> None:
+        """Refresh every gauge that mirrors DaemonState (call after changes or on a timer)."""
+        assert state.leadership is not None
+        self.set_leader(state.leadership.is_leader)
+        self.set_paused(state.pause.paused)
+        self.recheck_queue_depth.set(state.recheck_depth())
+        self.sync_findings(state.findings)
+        self.sync_tasks(state.tasks)
+
+    # ------------------------------------------------------------------------------- exposition
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
+
+    def serve(self, bind: str) -> MetricsServer:
+        """Start the HTTP endpoint (`/metrics`, any path) on `host:port` in a daemon thread."""
+        host, port = parse_bind(bind)
+        server, thread = prometheus_client.start_http_server(port, addr=host, registry=self.registry)
+        return MetricsServer(server, thread)

@@ -1,0 +1,422 @@
+"""What the daemon knows right now, kept in memory and served by the admin API and the metrics.
+
+* `FindingStore`: confirmed findings, deduplicated by `Finding.dedup_key()`, with first/last seen and a
+  sighting count; a later full run of the same check that no longer sees a finding resolves it.
+* `TaskBoard`: per check task its state, last start / success / error, progress, rate-based ETA and cursor.
+* `PauseControl`: the operator's pause switch (with reason) that tasks await between units of work.
+* `Leadership`: whether this process leads, and who does.
+
+No I/O here; the clock is injectable so tests control time.
+"""
+from __future__ import annotations
+
+import asyncio
+import enum
+import time
+from collections.abc import Callable, Container, Hashable, Iterable
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+from auditor.durability.ids import LedgerId
+
+Clock = Callable[[], float]
+
+
+class FindingLike(Protocol):
+    """What the store needs of a finding (auditor.durability.findings.Finding satisfies it)."""
+
+    @property
+    def category(self) -> Any: ...
+    @property
+    def severity(self) -> Any: ...
+    @property
+    def ledger(self) -> LedgerId | None: ...
+    @property
+    def bookie(self) -> str | None: ...
+    @property
+    def confirmed(self) -> bool: ...
+    def to_log_dict(self) -> dict[str, Any]: ...
+
+
+def dedup_key_of(finding: Any) -> Hashable:
+    key = finding.dedup_key
+    return key() if callable(key) else key
+
+
+def category_of(finding: Any) -> str:
+    c = finding.category
+    return str(c.value if isinstance(c, enum.Enum) else c)
+
+
+def severity_of(finding: Any) -> str:
+    s = finding.severity
+    return str(s.value if isinstance(s, enum.Enum) else s)
+
+
+# ------------------------------------------------------------------------------------------ findings
+
+@dataclass(frozen=True, slots=True)
+class FindingRecord:
+    """A finding as the store tracks it. `finding` is the latest sighting."""
+
+    key: Hashable
+    finding: Any
+    check: str | None
+    first_seen: float
+    last_seen: float
+    times_seen: int
+    resolved_at: float | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.resolved_at is None
+
+    @property
+    def category(self) -> str:
+        return category_of(self.finding)
+
+    @property
+    def severity(self) -> str:
+        return severity_of(self.finding)
+
+
+class FindingStore:
+    """Deduplicating finding store. Active findings are kept until resolved; the newest `keep_resolved`
+    resolved ones are kept for the API, the rest dropped."""
+
+    def __init__(self, clock: Clock = time.time, keep_resolved: int = 1000) -> None:
+        self._clock = clock
+        self._keep_resolved = keep_resolved
+        self._active: dict[Hashable, FindingRecord] = {}
+        self._resolved: dict[Hashable, FindingRecord] = {}
+
+    def __len__(self) -> int:
+        return len(self._active)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._active
+
+    def add(self, finding: Any, check: str | None = None, now: float | None = None) -> FindingRecord:
+        """Record a sighting. A new key starts at times_seen 1; a known one keeps first_seen. A finding
+        seen again after it was resolved becomes active again (first_seen restarts)."""
+        now = self._clock() if now is None else now
+        key = dedup_key_of(finding)
+        old = self._active.get(key)
+        if old is None:
+            self._resolved.pop(key, None)
+            rec = FindingRecord(key, finding, check, now, now, 1)
+        else:
+            rec = replace(old, finding=finding, check=check or old.check, last_seen=now,
+                          times_seen=old.times_seen + 1)
+        self._active[key] = rec
+        return rec
+
+    def get(self, key: Hashable) -> FindingRecord | None:
+        return self._active.get(key) or self._resolved.get(key)
+
+    def resolve(self, key: Hashable, now: float | None = None) -> FindingRecord | None:
+        rec = self._active.pop(key, None)
+        if rec is None:
+            return None
+        done = replace(rec, resolved_at=self._clock() if now is None else now)
+        self._resolved[key] = done
+        while len(self._resolved) > self._keep_resolved:
+            self._resolved.pop(next(iter(self._resolved)))
+        return done
+
+    def resolve_absent(self, check: str, seen: Iterable[Hashable], *,
+                       ledgers: Container[LedgerId] | None = None,
+                       categories: Container[str] | None = None,
+                       now: float | None = None) -> list[FindingRecord]:
+        """After a complete run of `check`: resolve its active findings whose key was not `seen`.
+        `ledgers` / `categories` limit the sweep to what the run covered (a partial run passes the
+        ledgers it did check, so nothing outside them is resolved). Returns the resolved records."""
+        seen_keys = set(seen)
+        out: list[FindingRecord] = []
+        for key, rec in list(self._active.items()):
+            if rec.check != check or key in seen_keys:
+                continue
+            if ledgers is not None and (rec.finding.ledger is None or rec.finding.ledger not in ledgers):
+                continue
+            if categories is not None and rec.category not in categories:
+                continue
+            done = self.resolve(key, now)
+            if done is not None:
+                out.append(done)
+        return out
+
+    def query(self, *, category: str | None = None, ledger: LedgerId | None = None, bookie: str | None = None,
+              check: str | None = None, include_resolved: bool = False,
+              limit: int | None = None) -> list[FindingRecord]:
+        """Filtered records, most severe first, then oldest first (stable for paging by eye)."""
+        pools = [self._active.values()] + ([self._resolved.values()] if include_resolved else [])
+        out = []
+        for pool in pools:
+            for rec in pool:
+                f = rec.finding
+                if category is not None and rec.category != category:
+                    continue
+                if ledger is not None and f.ledger != ledger:
+                    continue
+                if bookie is not None and f.bookie != bookie and bookie not in (getattr(f, "ensemble", ()) or ()):
+                    continue
+                if check is not None and rec.check != check:
+                    continue
+                out.append(rec)
+        out.sort(key=lambda r: (r.resolved_at is not None, _severity_rank(r.finding), r.first_seen, str(r.key)))
+        return out[:limit] if limit else out
+
+    def counts(self) -> dict[str, int]:
+        """Active findings per category."""
+        out: dict[str, int] = {}
+        for rec in self._active.values():
+            out[rec.category] = out.get(rec.category, 0) + 1
+        return out
+
+    def ledger_counts(self) -> dict[str, int]:
+        """Distinct ledgers with an active finding, per category (what the Java gauges count)."""
+        seen: dict[str, set[LedgerId]] = {}
+        for rec in self._active.values():
+            if rec.finding.ledger is not None:
+                seen.setdefault(rec.category, set()).add(rec.finding.ledger)
+        return {c: len(s) for c, s in seen.items()}
+
+
+def _severity_rank(finding: Any) -> int:
+    rank = getattr(finding.severity, "rank", None)
+    if isinstance(rank, int):
+        return rank
+    return {"critical": 0, "major": 1, "minor": 2, "info": 3}.get(severity_of(finding), 4)
+
+
+# ------------------------------------------------------------------------------------------ tasks
+
+class TaskState(str, enum.Enum):
+    IDLE = "idle"
+    RUNNING = "running"
+    PAUSED = "paused"
+    DISABLED = "disabled"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True, slots=True)
+class TaskInfo:
+    """A snapshot of one task. Times are epoch seconds (None = never)."""
+
+    name: str
+    state: TaskState = TaskState.IDLE
+    interval_seconds: float | None = None
+    last_start: float | None = None
+    last_finish: float | None = None
+    last_success: float | None = None
+    last_error: str | None = None
+    last_error_at: float | None = None
+    done: int = 0
+    total: int | None = None
+    cursor: str | None = None
+    next_run: float | None = None
+    runs: int = 0
+    failures: int = 0
+    eta_seconds: float | None = None
+    rate_per_second: float | None = None
+
+    @property
+    def fraction(self) -> float | None:
+        if not self.total:
+            return None
+        return min(1.0, self.done / self.total)
+
+
+@dataclass
+class _Task:
+    info: TaskInfo
+    state_before_pause: TaskState | None = None
+
+
+class TaskBoard:
+    """Per-task status for the scheduler to update and the API/metrics to read."""
+
+    def __init__(self, clock: Clock = time.time) -> None:
+        self._clock = clock
+        self._tasks: dict[str, _Task] = {}
+
+    def register(self, name: str, *, enabled: bool = True, interval_seconds: float | None = None) -> TaskInfo:
+        """Add a task (idempotent: an existing task only gets its enabled state and interval updated)."""
+        t = self._tasks.get(name)
+        state = TaskState.IDLE if enabled else TaskState.DISABLED
+        if t is None:
+            t = self._tasks[name] = _Task(TaskInfo(name, state, interval_seconds))
+        else:
+            new_state = state if t.info.state in (TaskState.IDLE, TaskState.DISABLED) else t.info.state
+            t.info = replace(t.info, state=new_state, interval_seconds=interval_seconds)
+        return self.get(name)
+
+    def names(self) -> list[str]:
+        return list(self._tasks)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tasks
+
+    def _task(self, name: str) -> _Task:
+        try:
+            return self._tasks[name]
+        except KeyError:
+            raise KeyError(f"unknown task {name!r}; known: {', '.join(self._tasks) or 'none'}") from None
+
+    def _set(self, name: str, **changes: Any) -> TaskInfo:
+        t = self._task(name)
+        t.info = replace(t.info, **changes)
+        return t.info
+
+    def start(self, name: str, *, total: int | None = None, cursor: str | None = None) -> TaskInfo:
+        return self._set(name, state=TaskState.RUNNING, last_start=self._clock(), done=0, total=total,
+                         cursor=cursor, runs=self._task(name).info.runs + 1)
+
+    def progress(self, name: str, done: int, *, total: int | None = None, cursor: str | None = None) -> TaskInfo:
+        """Set absolute progress (units done so far in this run)."""
+        info = self._task(name).info
+        return self._set(name, done=done, total=info.total if total is None else total,
+                         cursor=info.cursor if cursor is None else cursor)
+
+    def advance(self, name: str, n: int = 1, *, cursor: str | None = None) -> TaskInfo:
+        info = self._task(name).info
+        return self.progress(name, info.done + n, cursor=cursor)
+
+    def succeed(self, name: str) -> TaskInfo:
+        now = self._clock()
+        info = self._task(name).info
+        return self._set(name, state=self._idle_state(info), last_finish=now, last_success=now)
+
+    def fail(self, name: str, error: BaseException | str) -> TaskInfo:
+        now = self._clock()
+        text = error if isinstance(error, str) else (f"{type(error).__name__}: {error}" if str(error)
+                                                     else type(error).__name__)
+        info = self._task(name).info
+        return self._set(name, state=self._idle_state(info), last_finish=now, last_error=text,
+                         last_error_at=now, failures=info.failures + 1)
+
+    def _idle_state(self, info: TaskInfo) -> TaskState:
+        return TaskState.PAUSED if info.state is TaskState.PAUSED else TaskState.IDLE
+
+    def schedule(self, name: str, next_run: float | None) -> TaskInfo:
+        return self._set(name, next_run=next_run)
+
+    def set_state(self, name: str, state: TaskState) -> TaskInfo:
+        return self._set(name, state=TaskState(state))
+
+    def pause_all(self) -> None:
+        """Mark every enabled task paused (remembering what it was doing)."""
+        for t in self._tasks.values():
+            if t.info.state is not TaskState.DISABLED and t.info.state is not TaskState.PAUSED:
+                t.state_before_pause = t.info.state
+                t.info = replace(t.info, state=TaskState.PAUSED)
+
+    def resume_all(self) -> None:
+        for t in self._tasks.values():
+            if t.info.state is TaskState.PAUSED:
+                t.info = replace(t.info, state=t.state_before_pause or TaskState.IDLE)
+                t.state_before_pause = None
+
+    def get(self, name: str) -> TaskInfo:
+        """A snapshot with the rate and ETA computed at the current time."""
+        info = self._task(name).info
+        now = self._clock()
+        rate = eta = None
+        if info.state in (TaskState.RUNNING, TaskState.PAUSED) and info.last_start is not None and \
+                (info.last_finish is None or info.last_finish < info.last_start):
+            elapsed = now - info.last_start
+            if elapsed > 0 and info.done > 0:
+                rate = info.done / elapsed
+                if info.total is not None:
+                    eta = max(0, info.total - info.done) / rate
+        return replace(info, rate_per_second=rate, eta_seconds=eta)
+
+    def snapshot(self) -> list[TaskInfo]:
+        return [self.get(n) for n in self._tasks]
+
+
+# ------------------------------------------------------------------------------------------ pause
+
+class PauseControl:
+    """The operator's pause switch. Tasks `await wait_resumed()` between units of work."""
+
+    def __init__(self, clock: Clock = time.time) -> None:
+        self._clock = clock
+        self._running = asyncio.Event()
+        self._running.set()
+        self.reason: str = ""
+        self.since: float | None = None
+
+    @property
+    def paused(self) -> bool:
+        return not self._running.is_set()
+
+    def pause(self, reason: str = "") -> bool:
+        """Pause; True if this changed the state (a repeated pause only updates the reason)."""
+        changed = not self.paused
+        self._running.clear()
+        self.reason = reason
+        if changed:
+            self.since = self._clock()
+        return changed
+
+    def resume(self) -> bool:
+        changed = self.paused
+        self._running.set()
+        self.reason = ""
+        self.since = None
+        return changed
+
+    async def wait_resumed(self) -> None:
+        await self._running.wait()
+
+
+# ------------------------------------------------------------------------------------------ leadership
+
+class Leadership:
+    """Whether we lead, who leads (identity, when known) and since when; listeners hear every change."""
+
+    def __init__(self, identity: str, clock: Clock = time.time) -> None:
+        self.identity = identity
+        self._clock = clock
+        self.is_leader = False
+        self.leader: str | None = None
+        self.since: float | None = None
+        self.changes = 0
+        self._listeners: list[Callable[[bool], Any]] = []
+
+    def add_listener(self, callback: Callable[[bool], Any]) -> None:
+        self._listeners.append(callback)
+
+    def set(self, is_leader: bool, leader: str | None = None) -> bool:
+        """Record the current state; True if our own leadership flipped."""
+        flipped = is_leader != self.is_leader
+        self.is_leader = is_leader
+        self.leader = self.identity if is_leader else leader
+        if flipped:
+            self.since = self._clock()
+            self.changes += 1
+            for cb in list(self._listeners):
+                cb(is_leader)
+        return flipped
+
+
+# ------------------------------------------------------------------------------------------ all of it
+
+@dataclass
+class DaemonState:
+    """Everything above, for one daemon process."""
+
+    identity: str
+    findings: FindingStore = field(default_factory=FindingStore)
+    tasks: TaskBoard = field(default_factory=TaskBoard)
+    pause: PauseControl = field(default_factory=PauseControl)
+    leadership: Leadership | None = None
+    started_at: float = field(default_factory=time.time)
+    recheck_depth: Callable[[], int] = lambda: 0
+
+    def __post_init__(self) -> None:
+        if self.leadership is None:
+            self.leadership = Leadership(self.identity)

@@ -1,0 +1,126 @@
+"""Logging, configured in one place: structlog for our code, and the stdlib loggers of libraries (kazoo,
+grpc, asyncio) routed through the same processors, so every line has the same shape.
+
+* `json` (default): one JSON object per line: `timestamp` (ISO 8601, UTC), `level`, `logger`, `event`,
+  then the event's keys.
+* `console`: structlog's console renderer (colours only on a TTY), for people at a terminal.
+
+Key convention, shared with BookKeeper's own structured logs: camelCase `ledgerId`, `bookieId`,
+`entryId`. Snake-case spellings of those (`ledger_id=...`) are renamed on the way out, so a call site
+cannot break the convention by accident.
+"""
+from __future__ import annotations
+
+import enum
+import json
+import logging
+import sys
+from collections.abc import Mapping
+from typing import IO, Any
+
+import structlog
+from structlog.typing import EventDict, WrappedLogger
+
+_HANDLER_FLAG = "_bk_auditor_handler"
+LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
+
+# snake_case spelling -> the camelCase key every line must use
+CAMEL_KEYS = {
+    "ledger_id": "ledgerId", "bookie_id": "bookieId", "entry_id": "entryId", "scope_id": "scopeId",
+    "segment_index": "segmentIndex", "first_entry_id": "firstEntryId", "last_entry_id": "lastEntryId",
+}
+# Keys structlog itself owns; a finding field with one of these names is prefixed instead of clobbering it.
+_RESERVED = {"event", "level", "timestamp", "logger", "exception", "stack"}
+# Finding severity -> log level.
+_SEVERITY_LEVEL = {"critical": logging.ERROR, "major": logging.WARNING, "minor": logging.WARNING,
+                   "info": logging.INFO}
+
+
+def _camel_keys(_: WrappedLogger, __: str, event: EventDict) -> EventDict:
+    for snake, camel in CAMEL_KEYS.items():
+        if snake in event:
+            event.setdefault(camel, event.pop(snake))
+    return event
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, (set, frozenset)):
+        return sorted(value, key=str)
+    if isinstance(value, bytes):
+        return value.hex()
+    if isinstance(value, Mapping):
+        return dict(value)
+    return str(value)  # LedgerId -> its decimal / qualified text, Path, datetime ...
+
+
+def _dumps(obj: Any, **kw: Any) -> str:
+    return json.dumps(obj, default=_json_default, ensure_ascii=False, separators=(",", ":"))
+
+
+def _shared_processors() -> list[Any]:
+    return [
+        structlog.contextvars.merge_contextvars,
+        structlog.stdlib.add_log_level,
+        structlog.stdlib.add_logger_name,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        _camel_keys,
+        structlog.processors.StackInfoRenderer(),
+    ]
+
+
+def configure_logging(level: str = "info", fmt: str = "json", stream: IO[str] | None = None) -> None:
+    """(Re)configure all logging. Safe to call again (tests do): the previous handler is replaced."""
+    if level.lower() not in LEVELS:
+        raise ValueError(f"log level must be one of {', '.join(LEVELS)}, got {level!r}")
+    if fmt not in ("json", "console"):
+        raise ValueError(f"log format must be json or console, got {fmt!r}")
+    out = stream if stream is not None else sys.stderr
+    shared = _shared_processors()
+    if fmt == "json":
+        renderer: Any = structlog.processors.JSONRenderer(serializer=_dumps)
+        final = [structlog.processors.format_exc_info, renderer]
+    else:
+        isatty = getattr(out, "isatty", None)
+        renderer = structlog.dev.ConsoleRenderer(colors=bool(isatty and isatty()))
+        final = [renderer]
+    formatter = structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=shared,
+        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *final],
+    )
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(formatter)
+    setattr(handler, _HANDLER_FLAG, True)
+    root = logging.getLogger()
+    for h in list(root.handlers):
+        if getattr(h, _HANDLER_FLAG, False):
+            root.removeHandler(h)
+    root.addHandler(handler)
+    root.setLevel(LEVELS[level.lower()])
+    logging.captureWarnings(True)
+    structlog.configure(
+        processors=[structlog.stdlib.filter_by_level, *shared,
+                    structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        wrapper_class=structlog.stdlib.BoundLogger,
+        cache_logger_on_first_use=False,  # reconfiguration (level, stream) must reach existing loggers
+    )
+
+
+def get_logger(name: str | None = None, **initial: Any) -> Any:
+    """A structlog logger named like a stdlib one (`auditor.daemon...`)."""
+    return structlog.stdlib.get_logger(name, **initial)
+
+
+def log_finding(finding: Any, *, logger: Any = None, check: str | None = None, event: str = "finding") -> None:
+    """Exactly one line per finding carrying every field of `finding.to_log_dict()` at the top level.
+    The level follows the severity: critical -> error, major/minor -> warning, info -> info."""
+    fields = dict(finding.to_log_dict())
+    for key in _RESERVED & set(fields):
+        fields["finding" + key[0].upper() + key[1:]] = fields.pop(key)
+    if check is not None:
+        fields.setdefault("check", check)
+    severity = str(fields.get("severity", "")).lower()
+    level = _SEVERITY_LEVEL.get(severity, logging.WARNING)
+    (logger or get_logger("auditor.findings")).log(level, event, **fields)
