@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Callable, Iterable, Mapping
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError, RolledBackError
 from kazoo.protocol.states import EventType, KazooState, WatchedEvent
 
 from auditor.durability.ids import LedgerId
@@ -172,7 +172,8 @@ class ZooKeeperMetadataStore:
         txn.check(guard.guard_path, -1)  # -1: any version; the vote must simply still exist
         add_ops(txn)
         results = await self.bridge.commit(txn)
-        if isinstance(results[0], Exception):
+        # When another op fails, ZooKeeper reports the (passed) check as RolledBackError.
+        if isinstance(results[0], Exception) and not isinstance(results[0], RolledBackError):
             raise NotLeaderError(f"write refused: guard {guard.guard_path} is gone "
                                  f"({type(results[0]).__name__}); this process is not the leader")
         return results[1:]

@@ -1,0 +1,46 @@
+"""Shared helpers of the metadata real-cluster tests (store + leader fixtures, Java's toString)."""
+from __future__ import annotations
+
+import base64
+import uuid
+from typing import AsyncIterator
+
+from auditor.durability.model import DigestType, LedgerMetadata, LedgerState
+from auditor.metadata.election import LeaderElection
+from auditor.metadata.zkstore import ZooKeeperMetadataStore
+
+JAVA_DIGEST = {"CRC32": DigestType.CRC32, "CRC32C": DigestType.CRC32C, "MAC": DigestType.HMAC,
+               "DUMMY": DigestType.DUMMY}
+
+
+async def open_store(uri: str, **kw) -> ZooKeeperMetadataStore:
+    return await ZooKeeperMetadataStore.connect(uri, **kw)
+
+
+async def leader_of(store: ZooKeeperMetadataStore, name: str | None = None) -> LeaderElection:
+    """A won election on a private test path (never Java's auditorelection)."""
+    path = f"{store.root}/bk-auditor/test-election-{name or uuid.uuid4().hex[:8]}"
+    e = LeaderElection(store.bridge, path, "auditor-py-test:1", ledgers_root=store.root)
+    await e.start()
+    await e.wait_leader(30)
+    return e
+
+
+def java_to_string(md: LedgerMetadata) -> str:
+    """What Java's LedgerMetadataImpl.toString() prints (the `ledgermetadata` shell output)."""
+    parts = [f"formatVersion={md.format_version}", f"ensembleSize={md.ensemble_size}",
+             f"writeQuorumSize={md.write_quorum}", f"ackQuorumSize={md.ack_quorum}", f"state={md.state.name}"]
+    if md.state is LedgerState.CLOSED:
+        parts += [f"length={md.length}", f"lastEntryId={md.last_entry_id}"]
+    if md.password is not None:
+        digest = "MAC" if md.digest_type is DigestType.HMAC else md.digest_type.name
+        parts += [f"digestType={digest}", "password=base64:" + base64.b64encode(md.password).decode()]
+    ens = ", ".join(f"{s.first_entry_id}=[{', '.join(s.ensemble)}]" for s in md.segments)
+    parts.append("ensembles={" + ens + "}")
+    custom = ", ".join(f"{k}=base64:{base64.b64encode(v).decode()}" for k, v in md.custom_metadata.items())
+    parts.append("customMetadata={" + custom + "}")
+    return "LedgerMetadata{" + ", ".join(parts) + "}"
+
+
+async def collect(it: AsyncIterator) -> list:
+    return [x async for x in it]

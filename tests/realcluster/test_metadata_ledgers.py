@@ -1,0 +1,203 @@
+"""Ledger metadata written by the real Java client, read (and written back) by our ZooKeeper adapter."""
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+from types import MappingProxyType
+
+import pytest
+
+from auditor.durability.ids import LedgerId
+from auditor.durability.model import LedgerState, Segment
+from auditor.metadata import formats
+from auditor.metadata.errors import ConcurrentUpdateError, LayoutMismatchError, NoSuchLedgerError, NotLeaderError
+from auditor.metadata.location import LedgerManager
+from auditor.metadata.zkstore import ScanStats
+from tests.realcluster.harness import Cluster
+from tests.realcluster.metadata_helpers import JAVA_DIGEST, collect, java_to_string, leader_of, open_store
+
+pytestmark = pytest.mark.realcluster
+# A private id region per run so that other tests' ledgers never interfere.
+BASE = 1_600_000_000 + random.randrange(0, 9_000) * 10_000
+
+
+def check_against_tool(md, tool: dict) -> None:
+    assert md.ledger_id == LedgerId(0, tool["ledgerId"])
+    assert md.state.name == tool["state"]
+    assert md.last_entry_id == tool["lastEntryId"]
+    assert md.length == tool["length"]
+    assert md.digest_type is JAVA_DIGEST[tool["digest"]]
+    assert md.password == tool["password"].encode()
+    assert (md.ensemble_size, md.write_quorum, md.ack_quorum) == (tool["ensembleSize"], tool["writeQuorum"], tool["ackQuorum"])
+    assert md.segments == tuple(Segment(int(k), tuple(v)) for k, v in sorted(tool["ensembles"].items(), key=lambda kv: int(kv[0])))
+
+
+async def test_every_digest_type_open_closed_custom_read_like_java(cluster: Cluster) -> None:
+    tools = [cluster.create_ledger(digest=d, entries=5 + i, entry_size=10 * (i + 1), password=f"pw{i}",
+                                   ensemble=3, write_quorum=3 - (i % 2), ack_quorum=2 - (i % 2))
+             for i, d in enumerate(["CRC32", "CRC32C", "MAC", "DUMMY"])]
+    tools.append(cluster.create_ledger(digest="CRC32C", custom={"app": "pulsar", "k2": "v2"}, entries=3))
+    tools.append(cluster.create_ledger(digest="MAC", close=False, entries=4))
+    tools.append(cluster.ledger_tool("create", "--ensemble", "2", "--write-quorum", "2", "--ack-quorum", "2",
+                                     "--digest", "CRC32", "--password", "x", "--entries", "2", "--entry-size", "8",
+                                     "--allowed", ",".join(cluster.sorted_bookie_ids), "--store-ctime"))
+    store = await open_store(cluster.metadata_service_uri)
+    try:
+        assert store.manager is LedgerManager.HIERARCHICAL and store.layout is not None
+        for t in tools:
+            rec = await store.read_ledger(t["ledgerId"])
+            check_against_tool(rec.metadata, t)
+            # Created (version 0), then closed by the writer (version 1).
+            assert rec.metadata.format_version == 3
+            assert rec.metadata.version == rec.stat.version == (1 if t["state"] == "CLOSED" else 0)
+            data, _ = cluster.kazoo.get(rec.path)
+            # Byte-compatible writer: re-encoding what Java wrote gives Java's bytes back.
+            assert formats.serialize_ledger_metadata(rec.metadata) == data
+        custom = (await store.read_ledger(tools[4]["ledgerId"])).metadata.custom_metadata
+        assert dict(custom) == {"app": b"pulsar", "k2": b"v2"}
+        opened = (await store.read_ledger(tools[5]["ledgerId"])).metadata
+        assert opened.state is LedgerState.OPEN and opened.last_entry_id == -1 and opened.length == 0
+        with_ctime = await store.read_ledger(tools[6]["ledgerId"])
+        assert with_ctime.metadata.ctime is not None and abs(with_ctime.metadata.ctime - with_ctime.stat.ctime_ms) < 60_000
+        no_ctime = await store.read_ledger(tools[0]["ledgerId"])
+        assert no_ctime.metadata.ctime is None and no_ctime.effective_ctime == no_ctime.stat.ctime_ms
+        # The shell prints exactly what our model says (Java's toString), for each of them.
+        for t in tools[:2] + tools[4:6]:
+            out = cluster.shell("ledgermetadata", "-l", str(t["ledgerId"])).stdout
+            md = (await store.read_ledger(t["ledgerId"])).metadata
+            assert f"ledgerID: {t['ledgerId']}" in out
+            assert java_to_string(md) in out, out
+    finally:
+        await store.close()
+
+
+async def test_ensemble_changes_and_recovery(cluster: Cluster) -> None:
+    t = cluster.write_with_ensemble_change(ensemble=3, write_quorum=2, ack_quorum=2, entries=20, change_after=8)
+    store = await open_store(cluster.metadata_service_uri)
+    try:
+        md = (await store.read_ledger(t["ledgerId"])).metadata
+        check_against_tool(md, t)
+        assert len(md.segments) >= 2 and t["victim"] in md.segments[0].ensemble
+        assert t["victim"] not in md.segments[-1].ensemble
+        opened = cluster.create_ledger(entries=6, close=False)
+        before = await store.read_ledger(opened["ledgerId"])
+        recovered = cluster.recover_ledger(opened["ledgerId"])
+        after = await store.read_ledger(opened["ledgerId"])
+        assert after.metadata.state is LedgerState.CLOSED and after.metadata.last_entry_id == recovered["lastEntryId"] == 5
+        assert after.stat.version > before.stat.version and after.metadata.version == after.stat.version
+    finally:
+        await store.close()
+
+
+async def test_ids_above_2_pow_31_and_range_listing(cluster: Cluster) -> None:
+    big = [2**31 + 777_001, 2**40 + random.randrange(10**6), 2**62 + random.randrange(10**9)]
+    small = [BASE + 5, BASE + 20_005, BASE + 40_005]  # three different leaf directories
+    for i in big + small:
+        cluster.create_ledger(ledger_id=i, entries=2)
+    store = await open_store(cluster.metadata_service_uri)
+    try:
+        for i in big:
+            rec = await store.read_ledger(i)
+            assert rec.path == store.paths.path(i) and len(rec.path.split("/")) == 7  # long form
+        for i in small:
+            assert len((await store.read_ledger(i)).path.split("/")) == 5  # legacy form
+        everything = [lid for b in await collect(store.list_ledgers()) for lid in b.ledger_ids]
+        assert everything == sorted(everything) and len(everything) == len(set(everything))
+        assert {LedgerId(0, i) for i in big + small} <= set(everything)
+        # The shell lists the same ledgers.
+        shell_ids = {int(line.split(":")[1]) for line in cluster.shell("listledgers").stdout.splitlines()
+                     if line.startswith("ledgerID:")}
+        assert {x.ledger for x in everything} == shell_ids
+        # Restricted range: [BASE, BASE+40_000) -> two of ours, one leaf directory per batch.
+        batches = await collect(store.list_ledgers(LedgerId(0, BASE), LedgerId(0, BASE + 40_000)))
+        assert [b.ledger_ids for b in batches] == [[LedgerId(0, BASE + 5)], [LedgerId(0, BASE + 20_005)]]
+        # Resume from a cursor: everything from the second one on, in the long tree included.
+        stats = ScanStats()
+        recs = [r for b in await collect(store.scan_ledgers(LedgerId(0, BASE + 20_005), stats=stats)) for r in b]
+        ids = [r.metadata.ledger_id.ledger for r in recs]
+        assert ids == sorted(ids) and ids[0] == BASE + 20_005 and set(big) <= set(ids)
+        assert stats.read == len(recs) and stats.corrupt == 0 and stats.last_ledger == LedgerId(0, max(ids))
+    finally:
+        await store.close()
+
+
+async def test_deleted_mid_listing_and_corrupt_blob_do_not_stop_a_scan(cluster: Cluster) -> None:
+    ids = [BASE + 100_007, BASE + 110_007, BASE + 120_007]
+    for i in ids:
+        cluster.create_ledger(ledger_id=i, entries=1)
+    store = await open_store(cluster.metadata_service_uri)
+    corrupt_id = BASE + 130_007
+    corrupt_path = store.paths.path(corrupt_id)
+    cluster.kazoo.create(corrupt_path, b"BookieMetadataFormatVersion\t3\n\x05\x08", makepath=True)
+    try:
+        stats = ScanStats()
+        seen = []
+        async for batch in store.scan_ledgers(LedgerId(0, BASE + 100_000), LedgerId(0, BASE + 140_000), stats=stats):
+            seen += batch
+            if len(seen) == 1:
+                cluster.delete_ledger(ids[1])  # gone before the walk reaches its directory
+        assert [getattr(r, "metadata", None) and r.metadata.ledger_id.ledger for r in seen[:2]] == [ids[0], ids[2]]
+        bad = seen[2]
+        assert isinstance(bad, type(seen[2])) and bad.ledger_id == LedgerId(0, corrupt_id)
+        assert bad.path == corrupt_path and "truncated" in bad.problem
+        assert (stats.read, stats.corrupt) == (2, 1)
+        with pytest.raises(NoSuchLedgerError):
+            await store.read_ledger(ids[1])
+        # Listed, then deleted before its metadata is read: dropped and counted as vanished.
+        res = await store.read_ledgers([LedgerId(0, ids[0]), LedgerId(0, ids[1])])
+        assert res[1] is None and res[0] is not None
+    finally:
+        cluster.kazoo.delete(corrupt_path)
+        await store.close()
+
+
+async def test_our_v3_blob_is_read_by_the_java_shell_and_client(cluster: Cluster) -> None:
+    t = cluster.create_ledger(entries=4, custom={"owner": "java"})
+    store = await open_store(cluster.metadata_service_uri)
+    election = await leader_of(store)
+    try:
+        rec = await store.read_ledger(t["ledgerId"])
+        # 1. Compare-and-set rewrite of a Java ledger, adding custom metadata.
+        changed = replace(rec.metadata, custom_metadata=MappingProxyType({"owner": b"java", "audited": b"\x00\x01yes"}))
+        new_version = await store.write_ledger_metadata(changed, election.guard, expected_version=rec.stat.version)
+        assert new_version == rec.stat.version + 1
+        with pytest.raises(ConcurrentUpdateError):
+            await store.write_ledger_metadata(changed, election.guard, expected_version=rec.stat.version)
+        out = cluster.shell("ledgermetadata", "-l", str(t["ledgerId"])).stdout
+        assert java_to_string(changed) in out or java_to_string(replace(changed, custom_metadata=MappingProxyType(
+            dict(reversed(list(changed.custom_metadata.items())))))) in out, out
+        info = cluster.ledger_info(t["ledgerId"])  # the Java client opens it and reads our metadata
+        assert info["lastEntryId"] == 3 and info["ensembles"] == t["ensembles"]
+        # 2. A brand-new ledger znode created by us (a copy of that metadata under a new id, long path).
+        new_id = 2**50 + random.randrange(10**6)
+        copy = replace(changed, ledger_id=LedgerId(0, new_id), ctime=1_700_000_000_000, creator_token=12345)
+        assert await store.write_ledger_metadata(copy, election.guard, expected_version=None) == 0
+        out = cluster.shell("ledgermetadata", "-l", str(new_id)).stdout
+        assert f"ledgerID: {new_id}" in out and "state=CLOSED" in out and "lastEntryId=3" in out
+        assert "customMetadata={" in out and "owner=base64:amF2YQ==" in out
+        assert (await store.read_ledger(new_id)).metadata == replace(copy, version=0)
+        cluster.delete_ledger(new_id)
+        # 3. A deposed leader cannot write.
+        guard = election.guard
+        await election.close()
+        with pytest.raises(NotLeaderError):
+            await store.write_ledger_metadata(changed, guard, expected_version=new_version)
+    finally:
+        await election.close()
+        await store.close()
+
+
+async def test_layout_mismatch_is_refused(cluster: Cluster) -> None:
+    with pytest.raises(LayoutMismatchError):
+        await open_store(cluster.metadata_service_uri.replace("zk+hierarchical", "zk+longhierarchical"))
+    with pytest.raises(LayoutMismatchError):
+        await open_store(cluster.metadata_service_uri.replace("zk+hierarchical", "zk+flat"))
+    for uri in (cluster.metadata_service_uri.replace("zk+hierarchical", "zk"),
+                cluster.metadata_service_uri.replace("zk+hierarchical", "zk+null"),
+                f"zk+hierarchical://{cluster.zk_hosts};{cluster.zk_hosts}{cluster.ledgers_root}"):
+        store = await open_store(uri)
+        try:
+            assert store.manager is LedgerManager.HIERARCHICAL
+            assert await store.instance_id() == cluster.kazoo.get(f"{cluster.ledgers_root}/INSTANCEID")[0].decode()
+        finally:
+            await store.close()
