@@ -76,9 +76,13 @@ class AuditorMetrics:
     """All daemon metrics. Attributes are the prometheus-client objects; methods are the update paths."""
 
     def __init__(self, registry: CollectorRegistry | None = None, *, checks: Iterable[str] = (),
-                 categories: Iterable[str] | None = None) -> None:
+                 categories: Iterable[str] | None = None, process_metrics: bool = False) -> None:
         self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
         r = self.registry
+        if process_metrics:  # the daemon's own CPU, memory, fds, GC (process_*, python_*)
+            prometheus_client.ProcessCollector(registry=r)
+            prometheus_client.PlatformCollector(registry=r)
+            prometheus_client.GCCollector(registry=r)
         p = PREFIX
         self.info = Info(p[:-1], "bk-auditor build and identity", registry=r)
         self.is_leader = Gauge(p + "is_leader", "1 while this process is the elected auditor", registry=r)

@@ -286,19 +286,23 @@ class TaskBoard:
 
     def succeed(self, name: str) -> TaskInfo:
         now = self._clock()
-        info = self._task(name).info
-        return self._set(name, state=self._idle_state(info), last_finish=now, last_success=now)
+        return self._set(name, state=self._finished_state(name), last_finish=now, last_success=now)
 
     def fail(self, name: str, error: BaseException | str) -> TaskInfo:
         now = self._clock()
         text = error if isinstance(error, str) else (f"{type(error).__name__}: {error}" if str(error)
                                                      else type(error).__name__)
         info = self._task(name).info
-        return self._set(name, state=self._idle_state(info), last_finish=now, last_error=text,
+        return self._set(name, state=self._finished_state(name), last_finish=now, last_error=text,
                          last_error_at=now, failures=info.failures + 1)
 
-    def _idle_state(self, info: TaskInfo) -> TaskState:
-        return TaskState.PAUSED if info.state is TaskState.PAUSED else TaskState.IDLE
+    def _finished_state(self, name: str) -> TaskState:
+        """A run that ends while paused stays paused, and goes back to idle (not running) on resume."""
+        t = self._task(name)
+        if t.info.state is TaskState.PAUSED:
+            t.state_before_pause = TaskState.IDLE
+            return TaskState.PAUSED
+        return TaskState.IDLE
 
     def schedule(self, name: str, next_run: float | None) -> TaskInfo:
         return self._set(name, next_run=next_run)

@@ -1,0 +1,153 @@
+"""The daemon's metrics: names, values after updates, separate registries, and the real HTTP exposition
+parsed with prometheus_client's own parser."""
+from __future__ import annotations
+
+import urllib.request
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from auditor.daemon.metrics import AuditorMetrics, RunSummary
+from auditor.daemon.state import DaemonState, FindingStore, TaskBoard
+from auditor.durability.findings import Category, Finding
+from auditor.durability.ids import LedgerId
+
+
+def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def value(text: str, name: str, **labels: str) -> float:
+    return samples(text)[(name, tuple(sorted(labels.items())))]
+
+
+def test_every_series_is_prefixed_and_no_created_series() -> None:
+    m = AuditorMetrics(checks=["scrutiny", "ledger_check"])
+    text = m.exposition().decode()
+    names = {name for name, _ in samples(text)}
+    assert names and all(n.startswith("bk_auditor_") for n in names)
+    assert not any(n.endswith("_created") for n in names)
+    # series exist at zero before anything happened, per category and per check
+    for c in Category:
+        assert value(text, "bk_auditor_findings", category=c.value) == 0
+    assert value(text, "bk_auditor_check_runs_total", check="scrutiny", outcome="failure") == 0
+    assert value(text, "bk_auditor_ledgers_checked_total", check="ledger_check") == 0
+    assert value(text, "bk_auditor_check_eta_seconds", check="scrutiny") == -1
+    assert value(text, "bk_auditor_is_leader") == 0
+
+
+def test_registries_are_independent() -> None:
+    a, b = AuditorMetrics(), AuditorMetrics()
+    a.set_lost_bookies(3)
+    assert value(a.exposition().decode(), "bk_auditor_lost_bookies") == 3
+    assert value(b.exposition().decode(), "bk_auditor_lost_bookies") == 0
+
+
+def test_updates_are_exposed() -> None:
+    m = AuditorMetrics(checks=["scrutiny"])
+    m.set_info(version="0.1.0", identity="pod-0")
+    m.set_leader(True)
+    m.set_leader(True)
+    m.set_leader(False)
+    m.set_leader(True)
+    m.set_paused(True)
+    m.observe_run(RunSummary("scrutiny", started=100.0, finished=160.0, ok=True, ledgers=1234,
+                             findings={"entry_no_replica": 2, "entry_below_write_quorum": 5}))
+    m.observe_run(RunSummary("scrutiny", started=200.0, finished=201.0, ok=False))
+    m.ledger_checked("scrutiny", 1234)
+    m.bookie_request("b1:3181", "get_list_of_entries")
+    m.bookie_request("b1:3181", "get_list_of_entries", error="timeout")
+    m.bookie_request("b2:3181", "read_entry")
+    m.set_under_replication(4, 7200.5, 1)
+    m.set_lost_bookies(1)
+    m.bookie_audits_delayed.inc()
+    m.check_skipped_run("scrutiny", "paused")
+    m.recheck_outcomes.labels("confirmed").inc()
+    with m.time_check("bookie_check"):
+        pass
+    t = m.exposition().decode()
+    assert value(t, "bk_auditor_info", version="0.1.0", identity="pod-0") == 1
+    assert value(t, "bk_auditor_is_leader") == 1
+    assert value(t, "bk_auditor_leadership_changes_total") == 2
+    assert value(t, "bk_auditor_paused") == 1
+    assert value(t, "bk_auditor_check_runs_total", check="scrutiny", outcome="success") == 1
+    assert value(t, "bk_auditor_check_runs_total", check="scrutiny", outcome="failure") == 1
+    assert value(t, "bk_auditor_check_duration_seconds_sum", check="scrutiny", outcome="success") == 60
+    assert value(t, "bk_auditor_check_duration_seconds_count", check="scrutiny", outcome="failure") == 1
+    assert value(t, "bk_auditor_check_last_success_timestamp_seconds", check="scrutiny") == 160
+    assert value(t, "bk_auditor_last_run_ledgers", check="scrutiny") == 1234
+    # run summaries count the whole run, and name every category (zeros included)
+    assert value(t, "bk_auditor_last_run_findings", check="scrutiny", category="entry_below_write_quorum") == 5
+    assert value(t, "bk_auditor_last_run_findings", check="scrutiny", category="entry_below_ack_quorum") == 0
+    assert value(t, "bk_auditor_ledgers_checked_total", check="scrutiny") == 1234
+    assert value(t, "bk_auditor_bookie_requests_total", bookie="b1:3181", operation="get_list_of_entries") == 2
+    assert value(t, "bk_auditor_bookie_request_errors_total", bookie="b1:3181", operation="get_list_of_entries",
+                 error="timeout") == 1
+    assert value(t, "bk_auditor_underreplicated_ledgers") == 4
+    assert value(t, "bk_auditor_underreplicated_oldest_marker_age_seconds") == 7200.5
+    assert value(t, "bk_auditor_underreplicated_past_grace_ledgers") == 1
+    assert value(t, "bk_auditor_lost_bookies") == 1
+    assert value(t, "bk_auditor_bookie_audits_delayed_total") == 1
+    assert value(t, "bk_auditor_check_skipped_total", check="scrutiny", reason="paused") == 1
+    assert value(t, "bk_auditor_recheck_outcomes_total", outcome="confirmed") == 1
+    assert value(t, "bk_auditor_check_runs_total", check="bookie_check", outcome="success") == 1
+
+
+def test_sync_from_daemon_state() -> None:
+    st = DaemonState("pod-0", findings=FindingStore(), tasks=TaskBoard(), recheck_depth=lambda: 7)
+    st.tasks.register("scrutiny")
+    st.tasks.start("scrutiny", total=10)
+    st.tasks.progress("scrutiny", 4)
+    for ledger in (1, 2):
+        f = Finding.of(Category.ENTRY_NO_REPLICA, "x", ledger=LedgerId.of(ledger), bookie="b1:3181", segment_index=0)
+        st.findings.add(f)
+    st.findings.add(Finding.of(Category.ENTRY_NO_REPLICA, "x", ledger=LedgerId.of(2), bookie="b1:3181",
+                               segment_index=1))
+    st.leadership.set(True)
+    st.pause.pause("test")
+    m = AuditorMetrics()
+    m.sync_state(st)
+    for f in st.findings.query():
+        m.finding_reported(f.finding)
+    t = m.exposition().decode()
+    assert value(t, "bk_auditor_findings", category="entry_no_replica") == 3
+    assert value(t, "bk_auditor_ledgers_with_findings", category="entry_no_replica") == 2
+    assert value(t, "bk_auditor_findings_reported_total", category="entry_no_replica", severity="critical") == 3
+    assert value(t, "bk_auditor_recheck_queue_depth") == 7
+    assert value(t, "bk_auditor_is_leader") == 1 and value(t, "bk_auditor_paused") == 1
+    assert value(t, "bk_auditor_check_running", check="scrutiny") == 1
+    assert value(t, "bk_auditor_check_progress_ratio", check="scrutiny") == 0.4
+    # a category that goes back to zero is exported as 0, not left stale
+    for rec in st.findings.query():
+        st.findings.resolve(rec.key)
+        m.finding_resolved(rec.category)
+    m.sync_findings(st.findings)
+    t = m.exposition().decode()
+    assert value(t, "bk_auditor_findings", category="entry_no_replica") == 0
+    assert value(t, "bk_auditor_findings_resolved_total", category="entry_no_replica") == 3
+
+
+def test_http_exposition() -> None:
+    m = AuditorMetrics(checks=["scrutiny"])
+    m.set_lost_bookies(2)
+    server = m.serve("127.0.0.1:0")
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/metrics", timeout=5) as resp:
+            assert resp.status == 200
+            body = resp.read().decode()
+    finally:
+        server.close()
+    assert value(body, "bk_auditor_lost_bookies") == 2
+    assert value(body, "bk_auditor_check_runs_total", check="scrutiny", outcome="success") == 0
+    # only our registry: no process_* / python_* collectors of the global default registry
+    assert all(name.startswith("bk_auditor_") for name, _ in samples(body))
+
+
+def test_process_metrics_on_request() -> None:
+    names = {n for n, _ in samples(AuditorMetrics(process_metrics=True).exposition().decode())}
+    assert "python_info" in names and any(n.startswith("python_gc_") for n in names)
+    assert {n for n in names if not n.startswith(("process_", "python_"))} <= \
+        {n for n, _ in samples(AuditorMetrics().exposition().decode())}
