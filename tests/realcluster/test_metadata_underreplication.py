@@ -1,0 +1,165 @@
+"""Under-replication markers, flags and check-time znodes: written by us (guarded), seen by Java."""
+from __future__ import annotations
+
+import asyncio
+import random
+from dataclasses import dataclass
+
+import pytest
+
+from auditor.durability.ids import LedgerId
+from auditor.metadata import formats
+from auditor.metadata.errors import CorruptZnodeError, NotLeaderError
+from auditor.metadata.zkstore import MarkResult
+from tests.realcluster.harness import Cluster
+from tests.realcluster.metadata_helpers import collect, leader_of, open_store
+
+pytestmark = pytest.mark.realcluster
+
+
+@dataclass
+class StaleGuard:
+    """A guard that skips the local check: proves the server-side check alone refuses the write."""
+
+    guard_path: str
+
+    def check(self) -> None:
+        pass
+
+
+def listunderreplicated(cluster: Cluster) -> dict[int, dict]:
+    """Parse `listunderreplicated -printmissingreplica` output: {ledger: {"ctime": int, "replicas": [...]}}."""
+    out = cluster.shell("listunderreplicated", "-printmissingreplica").stdout
+    found: dict[int, dict] = {}
+    current = None
+    for line in out.splitlines():
+        if line.strip().isdigit() and not line.startswith("\t"):
+            current = found.setdefault(int(line.strip()), {"ctime": None, "replicas": []})
+        elif line.startswith("\tCtime : ") and current is not None:
+            current["ctime"] = int(line.split(":", 1)[1])
+        elif line.startswith("\tMissingReplica : ") and current is not None:
+            current["replicas"].append(line.split(":", 1)[1].strip())
+    return found
+
+
+async def test_markers_written_like_java_and_seen_by_the_shell(cluster: Cluster) -> None:
+    store = await open_store(cluster.metadata_service_uri)
+    election = await leader_of(store)
+    ids = [random.randrange(10**6, 2**31 - 1), 2**40 + random.randrange(10**6)]
+    try:
+        guard = election.guard
+        await store.ensure_underreplication_layout(guard)
+        assert cluster.kazoo.get(store.markers.layout)[0] == b'type: "BASIC"\nversion: 1\n'
+        assert await store.mark_underreplicated(ids[0], ["127.0.0.9:3189"], guard) is MarkResult.CREATED
+        assert await store.mark_underreplicated(ids[1], ["127.0.0.8:3188", "127.0.0.9:3189"], guard) is MarkResult.CREATED
+        first = await store.read_marker(ids[0])
+        assert first.path == f"{cluster.ledgers_root}/underreplication/ledgers/" + "/".join(
+            f"{(ids[0] >> s) & 0xFFFF:04x}" for s in (48, 32, 16, 0)) + f"/urL{ids[0]:010d}"
+        assert first.replicas == ("127.0.0.9:3189",) and first.ctime > 0 and first.stat.version == 0
+        # Merge: same replica -> no write; a new one -> appended, ctime refreshed, version bumped.
+        assert await store.mark_underreplicated(ids[0], ["127.0.0.9:3189"], guard) is MarkResult.UNCHANGED
+        assert (await store.read_marker(ids[0])).stat.version == 0
+        await asyncio.sleep(0.01)
+        assert await store.mark_underreplicated(ids[0], ["127.0.0.9:3189", "127.0.0.7:3187"], guard) is MarkResult.MERGED
+        merged = await store.read_marker(ids[0])
+        assert merged.replicas == ("127.0.0.9:3189", "127.0.0.7:3187") and merged.stat.version == 1
+        assert merged.ctime >= first.ctime
+        # The real shell sees both, with our ctime and replicas.
+        shell = listunderreplicated(cluster)
+        assert shell[ids[0]] == {"ctime": merged.ctime, "replicas": ["127.0.0.9:3189", "127.0.0.7:3187"]}
+        assert shell[ids[1]]["replicas"] == ["127.0.0.8:3188", "127.0.0.9:3189"]
+        listed = {m.ledger_id: m for m in await collect(store.list_markers())}
+        assert {LedgerId(0, i) for i in ids} <= set(listed)
+        # A scoped ledger's marker lives in its own tree: Java never sees it.
+        scoped = LedgerId(7, ids[0])
+        assert await store.mark_underreplicated(scoped, ["127.0.0.9:3189"], guard) is MarkResult.CREATED
+        assert (await store.read_marker(scoped)).path.startswith(f"{cluster.ledgers_root}/underreplication/scopedledgers/")
+        assert set(listunderreplicated(cluster)) == set(shell)
+        assert scoped in {m.ledger_id for m in await collect(store.list_markers())}
+        # A corrupt marker: a typed error naming it, and the merge refuses to overwrite it.
+        bad = random.randrange(10**6, 2**31 - 1)
+        bad_path = store.markers.marker(bad)
+        cluster.kazoo.create(bad_path, b"replica: ???", makepath=True)
+        with pytest.raises(CorruptZnodeError) as err:
+            await store.mark_underreplicated(bad, ["a:1"], guard)
+        assert err.value.path == bad_path
+        cluster.kazoo.delete(bad_path)
+        # Locks are only read: none is held.
+        assert await store.lock_holder(ids[0]) is None
+    finally:
+        for lid in [*ids, LedgerId(7, ids[0])]:
+            if election.is_leader:
+                await store.delete_marker(lid, election.guard)
+        await election.close()
+        await store.close()
+    for i in ids:
+        assert cluster.kazoo.exists(store.markers.marker(i)) is None
+    # Empty parents were removed with the markers, as Java's workers do.
+    assert cluster.kazoo.exists(store.markers.marker(ids[1]).rsplit("/", 1)[0]) is None
+
+
+async def test_deposed_leader_cannot_write(cluster: Cluster) -> None:
+    store = await open_store(cluster.metadata_service_uri)
+    election = await leader_of(store)
+    lid = random.randrange(10**6, 2**31 - 1)
+    try:
+        guard = election.guard
+        vote = guard.guard_path
+        await election.close()  # deletes our vote
+        with pytest.raises(NotLeaderError):
+            await store.mark_underreplicated(lid, ["a:1"], guard)
+        # Even a guard that skips the local check is refused by ZooKeeper: the vote is gone.
+        with pytest.raises(NotLeaderError):
+            await store.mark_underreplicated(lid, ["a:1"], StaleGuard(vote))
+        with pytest.raises(NotLeaderError):
+            await store.set_check_ctime("replicascheckctime", 1, StaleGuard(vote))
+        assert cluster.kazoo.exists(store.markers.marker(lid)) is None
+    finally:
+        await store.close()
+
+
+async def test_flags_delay_watch_and_check_times(cluster: Cluster) -> None:
+    store = await open_store(cluster.metadata_service_uri)
+    election = await leader_of(store)
+    seen: list[int | None] = []
+    changed = asyncio.Event()
+
+    def on_delay(value: int | None) -> None:
+        seen.append(value)
+        changed.set()
+    cancel = store.watch_lost_bookie_recovery_delay(on_delay)
+    try:
+        await asyncio.sleep(0.5)
+        assert await store.is_replication_disabled() is False
+        cluster.shell("autorecovery", "-disable")
+        assert await store.is_replication_disabled() is True
+        cluster.shell("autorecovery", "-enable")
+        assert await store.is_replication_disabled() is False
+        # The real shell sets the delay; then writes the same value again (what triggeraudit does).
+        for expected in (7, 7):
+            changed.clear()
+            cluster.shell("lostbookierecoverydelay", "-set", str(expected))
+            await asyncio.wait_for(changed.wait(), 30)
+            assert seen[-1] == expected
+        assert await store.lost_bookie_recovery_delay() == 7
+        changed.clear()
+        cluster.kazoo.set(store.markers.lost_bookie_recovery_delay, b"7")  # same value, raw rewrite
+        await asyncio.wait_for(changed.wait(), 30)
+        assert seen == [7, 7, 7]
+        # Check-time znodes: binary protos, guarded writes, read back by us.
+        guard = election.guard
+        for name in formats.CTIME_MESSAGES:
+            await store.set_check_ctime(name, 1_700_000_000_000, guard)
+            assert await store.check_ctime(name) == 1_700_000_000_000
+        assert cluster.kazoo.get(f"{store.markers.base}/checkallledgersctime")[0].hex() == "0880d095ffbc31"
+        # Java's forceauditchecks resets them; we read what Java wrote.
+        cluster.shell("forceauditchecks", "-calc", "-ppc", "-rc")
+        for name in formats.CTIME_MESSAGES:
+            assert (await store.check_ctime(name)) != 1_700_000_000_000
+    finally:
+        cancel()
+        # The shell refuses "-set 0" (it treats 0 as "not given"), so restore the default directly.
+        if cluster.kazoo.exists(store.markers.lost_bookie_recovery_delay):
+            cluster.kazoo.set(store.markers.lost_bookie_recovery_delay, b"0")
+        await election.close()
+        await store.close()
