@@ -1,0 +1,190 @@
+"""Leader election and session handling against the real ZooKeeper."""
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+from kazoo.client import KazooClient
+from kazoo.protocol.states import KazooState
+
+from auditor.metadata.bridge import KazooBridge, start_client, stop_client
+from auditor.metadata.election import LeaderElection, sort_votes
+from auditor.metadata.errors import MetadataConfigError, NotLeaderError
+from auditor.metadata.zkstore import ZooKeeperMetadataStore
+from tests.realcluster.harness import Cluster
+
+pytestmark = pytest.mark.realcluster
+
+
+async def _client(cluster: Cluster) -> tuple[KazooClient, KazooBridge]:
+    client = KazooClient(hosts=cluster.zk_hosts, timeout=4.0)
+    await start_client(client)
+    return client, KazooBridge(client)
+
+
+async def _expire_session(cluster: Cluster, client: KazooClient) -> None:
+    """The known trick: a second client with the same session id and password, then closed."""
+    session_id, password = client.client_id
+    twin = KazooClient(hosts=cluster.zk_hosts, client_id=(session_id, password), timeout=4.0)
+    await start_client(twin)
+    await stop_client(twin)
+
+
+async def test_votes_order_and_failover(cluster: Cluster) -> None:
+    path = f"{cluster.ledgers_root}/bk-auditor/election-{uuid.uuid4().hex[:8]}"
+    clients = [await _client(cluster) for _ in range(3)]
+    elections = [LeaderElection(b, path, f"auditor-py-{i}:1", ledgers_root=cluster.ledgers_root)
+                 for i, (_, b) in enumerate(clients)]
+    try:
+        for e in elections:
+            await e.start()
+            await asyncio.sleep(0.2)
+        await elections[0].wait_leader(10)
+        assert [e.is_leader for e in elections] == [True, False, False]
+        children = cluster.kazoo.get_children(path)
+        assert sort_votes(children) == sorted(children, key=lambda c: int(c[2:]))
+        assert all(c.startswith("V_") for c in children) and len(children) == 3
+        data, stat = cluster.kazoo.get(f"{path}/{sort_votes(children)[0]}")
+        assert data == b'bookieId: "auditor-py-0:1"\n' and stat.ephemeralOwner == clients[0][0].client_id[0]
+        assert await elections[1].current_leader() == (sort_votes(children)[0], "auditor-py-0:1")
+        deposed = []
+        elections[0].on_deposed(lambda: deposed.append(True))
+        old_guard = elections[0].guard
+        await elections[0].close()  # deletes its vote: the next one takes over at once
+        await elections[1].wait_leader(10)
+        assert deposed == [True] and not elections[2].is_leader
+        assert len(cluster.kazoo.get_children(path)) == 2
+        with pytest.raises(NotLeaderError):
+            old_guard.check()
+        # Only the predecessor is watched: deleting the last vote's predecessor's predecessor changes nothing.
+        assert elections[2].follower_event.is_set()
+    finally:
+        for e in elections:
+            await e.close()
+        for c, b in clients:
+            b.detach()
+            await stop_client(c)
+    assert cluster.kazoo.get_children(path) == []
+
+
+async def test_java_election_path_needs_opt_in(cluster: Cluster) -> None:
+    client, bridge = await _client(cluster)
+    try:
+        with pytest.raises(MetadataConfigError):
+            LeaderElection(bridge, f"{cluster.ledgers_root}/underreplication/auditorelection", "x:1",
+                           ledgers_root=cluster.ledgers_root)
+        with pytest.raises(MetadataConfigError):
+            LeaderElection(bridge, "/x", "not a bookie id", java_compatible=True)
+    finally:
+        bridge.detach()
+        await stop_client(client)
+
+
+async def test_session_expiry_steps_down_and_reenters_with_a_new_vote(cluster: Cluster) -> None:
+    client = KazooClient(hosts=cluster.zk_hosts, timeout=4.0)
+    await start_client(client)
+    store = await ZooKeeperMetadataStore.connect(cluster.metadata_service_uri, client=client)
+    path = f"{cluster.ledgers_root}/bk-auditor/election-{uuid.uuid4().hex[:8]}"
+    e = LeaderElection(store.bridge, path, "auditor-py-a:1", ledgers_root=cluster.ledgers_root)
+    states: list[KazooState] = []
+    store.bridge.add_state_callback(states.append)
+    delay_events: list[int | None] = []
+    cancel = store.watch_lost_bookie_recovery_delay(delay_events.append)
+    try:
+        await e.start()
+        await e.wait_leader(10)
+        first_vote, guard = e.vote_path, e.guard
+        await asyncio.sleep(0.3)
+        await _expire_session(cluster, client)
+        await e.wait_follower(20)  # SUSPENDED first: stepped down at once
+        for _ in range(200):
+            if KazooState.LOST in states:
+                break
+            await asyncio.sleep(0.1)
+        assert KazooState.LOST in states and not e.is_leader
+        # A write with the old guard fails: locally, and on the server (the old vote died with the session).
+        with pytest.raises(NotLeaderError):
+            await store.mark_underreplicated(123, ["a:1"], guard)
+        await e.wait_leader(30)  # re-entered with a new vote after the new session connected
+        assert e.vote_path != first_vote and e.elections == 2
+        assert cluster.kazoo.exists(first_vote) is None and cluster.kazoo.exists(e.vote_path) is not None
+        # Watches were re-armed on the new session: a same-value rewrite is still reported.
+        if not cluster.kazoo.exists(store.markers.lost_bookie_recovery_delay):
+            cluster.kazoo.create(store.markers.lost_bookie_recovery_delay, b"0", makepath=True)
+        before = len(delay_events)
+        await asyncio.sleep(1.0)
+        cluster.kazoo.set(store.markers.lost_bookie_recovery_delay, b"0")
+        for _ in range(100):
+            if len(delay_events) > before:
+                break
+            await asyncio.sleep(0.1)
+        assert delay_events[-1] == 0 and len(delay_events) > before
+    finally:
+        cancel()
+        await e.close()
+        await store.close()
+        await stop_client(client)
+
+
+async def test_zookeeper_restart_suspends_then_resumes_leadership(cluster: Cluster) -> None:
+    client = KazooClient(hosts=cluster.zk_hosts, timeout=10.0)
+    await start_client(client)
+    bridge = KazooBridge(client)
+    path = f"{cluster.ledgers_root}/bk-auditor/election-{uuid.uuid4().hex[:8]}"
+    e = LeaderElection(bridge, path, "auditor-py-b:1", ledgers_root=cluster.ledgers_root)
+    states: list[KazooState] = []
+    bridge.add_state_callback(states.append)
+    try:
+        await e.start()
+        await e.wait_leader(10)
+        vote = e.vote_path
+        loop = asyncio.get_running_loop()
+        # Restart ZooKeeper (down ~2 s, well inside every session timeout), off the loop.
+        restart = loop.run_in_executor(None, cluster.restart_zookeeper, 2.0)
+        await e.wait_follower(20)  # stepped down at once on SUSPENDED
+        assert KazooState.SUSPENDED in states
+        await restart
+        await e.wait_leader(60)  # same session, same vote: leader again
+        assert e.vote_path == vote and KazooState.LOST not in states
+        for n in range(1, len(cluster.bookies) + 1):
+            cluster.wait_registered(n, timeout=60)
+    finally:
+        await e.close()
+        bridge.detach()
+        await stop_client(client)
+
+
+async def test_many_reads_in_flight_without_blocking_the_loop(cluster: Cluster) -> None:
+    store = await ZooKeeperMetadataStore.connect(cluster.metadata_service_uri, max_in_flight=8)
+    in_flight = peak = 0
+    real = store.client.get_children_async
+
+    def counting(path, *args):  # what kazoo sees: requests between submission and completion
+        nonlocal in_flight, peak
+        in_flight += 1
+        peak = max(peak, in_flight)
+        result = real(path, *args)
+
+        def done(_):
+            nonlocal in_flight
+            in_flight -= 1
+        result.rawlink(done)
+        return result
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0)
+    t = asyncio.ensure_future(ticker())
+    try:
+        results = await asyncio.gather(*(store.bridge.call(counting, f"{cluster.ledgers_root}/available")
+                                         for _ in range(300)))
+        assert all(results) and len(results) == 300
+        assert 1 < peak <= 8  # several in flight at once, never more than the bound
+        assert ticks > 50  # the loop kept running while kazoo worked
+    finally:
+        t.cancel()
+        await store.close()
