@@ -20,6 +20,8 @@ Differences from Java's `isEnsembleAdheringToPlacementPolicy`, on purpose:
     (minRegions - 1) regions together hold an ack quorum of it (Java's RackOrRegionDurabilityCoverageSet:
     an acknowledged entry must live in at least minRegions regions);
   - MEETS_SOFT when a write quorum spans fewer regions than it could (min(WQ, regions available)).
+  - a member with no known location is in an unknown region: it adds no region and, for the ack-quorum
+    rule, is assumed to share the most crowded region (Java's writer would not know its region either).
 * Zone-aware follows Java exactly while enforceStrictZoneawarePlacement is true (the default). With it
   false, the writer places bookies randomly and Java never rejects "E not a multiple of WQ" nor
   "WQ <= minNumZonesPerWriteQuorum" for such ledgers, so those two are MEETS_SOFT instead of FAIL; the
@@ -324,15 +326,19 @@ def _check_region_quorum(locs: Sequence[str], wq: int, aq: int, policy: Placemen
                          resolved: Mapping[str, str],
                          locations: Mapping[str, str | None]) -> tuple[Adherence, list[str]]:
     why = _rack_reasons(locs, wq, policy, default)
-    regions = Counter(_region(loc) for loc in locs)
+    # A member without a known location may sit in any region: it never counts as a region of its own,
+    # and for the ack-quorum rule it is assumed to share the most crowded ones (the worst case).
+    unknown_region = _region(default)
+    regions = Counter(r for r in map(_region, locs) if r != unknown_region)
+    unresolved = sum(1 for loc in locs if _region(loc) == unknown_region)
     min_regions = policy.minimum_regions_for_durability
     if policy.regions_to_write and min_regions > 1:
         need = min(wq, min_regions)
         if len(regions) < need:
-            why.append(f"{len(regions)} distinct regions, need {need} (reppMinimumRegionsForDurability)")
-        top = sum(n for _, n in regions.most_common(min_regions - 1))
+            why.append(f"{len(regions)} known distinct regions, need {need} (reppMinimumRegionsForDurability)")
+        top = sum(n for _, n in regions.most_common(min_regions - 1)) + unresolved
         if top >= aq:
-            why.append(f"{top} members, an ack quorum of {aq}, sit in {min_regions - 1} region(s): an "
+            why.append(f"{top} members, an ack quorum of {aq}, may sit in {min_regions - 1} region(s): an "
                        f"acknowledged entry may not reach {min_regions} regions")
     if why:
         return Adherence.FAIL, why
@@ -340,10 +346,10 @@ def _check_region_quorum(locs: Sequence[str], wq: int, aq: int, policy: Placemen
         available = len(set(policy.regions_to_write))
     else:
         known = {normalize_location(v) for v in locations.values()} | set(resolved.values())
-        available = len({_region(v) for v in known if v})
+        available = len({_region(v) for v in known if v} - {unknown_region})
     want = min(wq, available)
     if len(regions) < want:
-        return Adherence.MEETS_SOFT, [f"{len(regions)} distinct regions, {want} possible"]
+        return Adherence.MEETS_SOFT, [f"{len(regions)} known distinct regions, {want} possible"]
     return Adherence.MEETS_STRICT, []
 
 
