@@ -412,19 +412,28 @@ class AdminServer:
         """Start serving; returns the bound port (useful with port 0)."""
         host, port = parse_bind(self.bind)
         self._loop = asyncio.get_running_loop()
-        server = aio.server()
+        # No SO_REUSEPORT: a second daemon on the same address must fail, not silently share the port.
+        server = aio.server(options=[("grpc.so_reuseport", 0)])
         pb_grpc.add_AdminServiceServicer_to_server(AdminServicer(self.backend), server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         if self._want_reflection:
             self.reflection_enabled = _enable_reflection(server)
         address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-        if self.tls_cert is not None and self.tls_key is not None:
-            creds = grpc.ssl_server_credentials([(Path(self.tls_key).read_bytes(), Path(self.tls_cert).read_bytes())])
-            self.port = server.add_secure_port(address, creds)
+        try:
+            if self.tls_cert is not None and self.tls_key is not None:
+                creds = grpc.ssl_server_credentials([(Path(self.tls_key).read_bytes(),
+                                                      Path(self.tls_cert).read_bytes())])
+                self.port = server.add_secure_port(address, creds)
+            else:
+                self.port = server.add_insecure_port(address)
+        except RuntimeError as exc:
+            self.port = 0
+            reason = f": {exc}"
         else:
-            self.port = server.add_insecure_port(address)
+            reason = ""
         if self.port == 0:
-            raise OSError(f"admin API: cannot bind {self.bind}")
+            await server.stop(None)
+            raise OSError(f"admin API: cannot bind {self.bind} (address in use or not local){reason}")
         await self.health.set(SERVICE_NAME, SERVING)
         await self.health.set(HEALTH_LIVENESS, SERVING)
         await self.health.set(HEALTH_READINESS, NOT_SERVING)
