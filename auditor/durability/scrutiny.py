@@ -72,7 +72,9 @@ def assess_quorum(ensemble_size: int, write_quorum: int, ack_quorum: int, *,
     e, wq, aq = ensemble_size, write_quorum, ack_quorum
     codes: list[str] = []
     reasons: list[str] = []
-    severity = Severity.MINOR
+    # WQ == AQ alone is informational: it is the Pulsar default (2/2/2) and a deliberate trade-off, so
+    # reporting it as a fault would make every default cluster look broken. AQ 1 / WQ 1 are real faults.
+    severity = Severity.INFO
     if not 1 <= aq <= wq <= e:
         codes.append("invalid")
         reasons.append(f"settings E={e} WQ={wq} AQ={aq} break 1 <= AQ <= WQ <= E")

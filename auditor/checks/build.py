@@ -1,0 +1,121 @@
+"""Build an AuditContext from Settings: the one place that wires adapters to checks.
+
+Used by the one-shot command, the daemon and each Spark partition alike.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator
+
+from auditor.bookie.client import BookieClientConfig
+from auditor.bookie.pool import BookiePool
+from auditor.config import Settings
+from auditor.durability.placement import PlacementPolicy, PolicyKind
+from auditor.metadata.racks import RackResolver, ScriptRackResolver, load_rack_file
+from auditor.metadata.zkstore import ZooKeeperMetadataStore, pulsar_racks
+
+from .context import AuditContext, CheckOptions
+
+log = logging.getLogger("auditor.checks")
+
+_POLICY_KINDS = {"rackaware": "RackawareEnsemblePlacementPolicy", "regionaware": "RegionAwareEnsemblePlacementPolicy",
+                 "zoneaware": "ZoneawareEnsemblePlacementPolicy", "default": "DefaultEnsemblePlacementPolicy"}
+
+
+def placement_policy(settings: Settings) -> PlacementPolicy | None:
+    p = settings.placement
+    kind = PolicyKind.parse(_POLICY_KINDS[p.policy])
+    if p.policy == "default":
+        return None  # the default (random) policy promises nothing to check
+    return PlacementPolicy(kind=kind, min_num_racks_per_write_quorum=p.min_racks_per_write_quorum,
+                           enforce_min_num_racks_per_write_quorum=p.enforce_min_racks_per_write_quorum,
+                           minimum_regions_for_durability=p.min_regions_for_durability,
+                           min_num_zones_per_write_quorum=p.min_zones_per_write_quorum,
+                           desired_num_zones_per_write_quorum=p.desired_zones_per_write_quorum,
+                           enforce_strict_zoneaware_placement=p.enforce_strict_zoneaware_placement,
+                           default_location=None if kind is PolicyKind.RACK_AWARE and
+                           settings.racks.default_rack == "/default-rack" else settings.racks.default_rack)
+
+
+def check_options(settings: Settings, *, one_shot: bool = False) -> CheckOptions:
+    delays = tuple(settings.recheck.delays_seconds[: settings.recheck.attempts])
+    if one_shot:
+        # A one-shot run should finish in seconds, not wait out the daemon's minutes-long delays.
+        delays = tuple(min(d, 3.0) for d in delays) or (2.0,)
+    return CheckOptions(max_concurrent_ledgers=settings.max_concurrent_ledgers, recheck_delays=delays,
+                        underreplicated_grace_period=settings.under_replication.grace_seconds,
+                        verification_percentage=settings.ledger_check.verification_percentage,
+                        placement=placement_policy(settings))
+
+
+def bookie_config(settings: Settings) -> BookieClientConfig:
+    b = settings.bookie_client
+    return BookieClientConfig(request_timeout=b.timeout_seconds, connect_timeout=b.connect_timeout_seconds,
+                              max_in_flight=b.max_in_flight, rate_limit=b.requests_per_second or None,
+                              max_frame_size=b.max_frame_bytes)
+
+
+class Locations:
+    """bookie id -> network location (rack), cached per run; the default location when unknown."""
+
+    def __init__(self, resolver: RackResolver | None) -> None:
+        self._resolver = resolver
+        self._cache: dict[str, str | None] = {}
+
+    @property
+    def available(self) -> bool:
+        """False when the cluster has no rack information at all: placement cannot be judged, and
+        judging it against "everything in the default rack" would flag every ledger."""
+        return self._resolver is not None
+
+    async def __call__(self, bookie_ids: Iterable[str]) -> Mapping[str, str | None]:
+        ids = set(bookie_ids)
+        missing = [b for b in ids if b not in self._cache]
+        if missing and self._resolver is not None:
+            self._cache.update(await self._resolver.racks(missing))
+        return {b: self._cache.get(b) for b in ids}
+
+    def clear(self) -> None:
+        self._cache.clear()
+
+
+async def rack_resolver(settings: Settings, store: ZooKeeperMetadataStore) -> RackResolver | None:
+    r = settings.racks
+
+    async def host_of(bookie_id: str) -> str | None:
+        addr = await store.resolve_bookie(bookie_id)
+        return addr.host if addr else None
+
+    if r.source == "none":
+        return None
+    if r.source == "file":
+        assert r.file is not None
+        return load_rack_file(r.file, default_rack=r.default_rack, host_of=host_of)
+    if r.source == "script":
+        assert r.script is not None
+        return ScriptRackResolver(r.script, default_rack=r.default_rack, host_of=host_of,
+                                  max_args=r.script_max_args)
+    return await pulsar_racks(store, path=r.pulsar_path, default_rack=r.default_rack)
+
+
+@asynccontextmanager
+async def audit_context(settings: Settings, *, one_shot: bool = False, **overrides: Any
+                        ) -> AsyncIterator[tuple[AuditContext, Locations]]:
+    store = await ZooKeeperMetadataStore.connect(settings.metadata_location(),
+                                                 max_in_flight=settings.zookeeper.max_concurrent_reads)
+    pool = BookiePool(store.address_resolver(), bookie_config(settings))
+    try:
+        options = check_options(settings, one_shot=one_shot)
+        if overrides:
+            from dataclasses import replace
+            options = replace(options, **overrides)
+        locations = Locations(await rack_resolver(settings, store))
+        if not locations.available and options.placement is not None:
+            log.warning("no rack information (racks.source=%s found nothing): placement is not checked",
+                        settings.racks.source)
+        yield AuditContext(store, pool, options), locations
+    finally:
+        await pool.close()
+        await store.close()

@@ -1,0 +1,71 @@
+"""What a check needs to run: the metadata store, the bookie clients, the options, and run counters."""
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from auditor.bookie.pool import BookiePool
+from auditor.metadata.zkstore import ZooKeeperMetadataStore
+
+
+@dataclass(frozen=True)
+class CheckOptions:
+    """Knobs shared by the checks. Defaults suit a one-shot run; the daemon fills them from Settings."""
+
+    max_concurrent_ledgers: int = 32
+    # Re-check delays (seconds) for ledgers whose check could not finish (a bookie did not answer).
+    recheck_delays: tuple[float, ...] = (2.0, 5.0)
+    # A marker older than this (seconds) is `underreplicated_too_long` (Java:
+    # underreplicatedLedgerRecoveryGracePeriod; 0 = never).
+    underreplicated_grace_period: float = 0.0
+    # Periodic ledger check: percentage of each fragment's other entries read besides first and last
+    # (Java: auditorLedgerVerificationPercentage).
+    verification_percentage: float = 0.0
+    # Reads per bookie per ledger when a bookie cannot list its entries (DbLedgerStorage).
+    fallback_read_budget: int = 2000
+    # How many times metadata may change under one ledger's analysis before we give up on it this run.
+    max_reanalysis: int = 3
+    report_overreplicated: bool = False
+    text_limit: int = 20
+    placement: Any | None = None  # auditor.durability.placement policy, or None to skip placement
+    racks: Mapping[str, str] | Callable[[str], str | None] | None = None
+
+
+@dataclass
+class RunStats:
+    """Counters of one run of one check (exported as metrics and in the run summary)."""
+
+    check: str
+    started: float = field(default_factory=time.time)
+    finished: float | None = None
+    ledgers_seen: int = 0
+    ledgers_checked: int = 0
+    ledgers_skipped: Counter[str] = field(default_factory=Counter)
+    ledgers_rechecked: int = 0
+    metadata_unreadable: int = 0
+    bookie_requests: Counter[str] = field(default_factory=Counter)
+    bookie_unknown: Counter[str] = field(default_factory=Counter)
+    reanalysed: int = 0
+
+    @property
+    def duration(self) -> float:
+        return (self.finished or time.time()) - self.started
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"check": self.check, "durationSeconds": round(self.duration, 3),
+                "ledgersSeen": self.ledgers_seen, "ledgersChecked": self.ledgers_checked,
+                "ledgersSkipped": dict(self.ledgers_skipped), "ledgersRechecked": self.ledgers_rechecked,
+                "metadataUnreadable": self.metadata_unreadable,
+                "bookieRequests": sum(self.bookie_requests.values()),
+                "bookieRequestsByBookie": dict(self.bookie_requests),
+                "bookieUnknownByBookie": dict(self.bookie_unknown), "reanalysed": self.reanalysed}
+
+
+@dataclass
+class AuditContext:
+    store: ZooKeeperMetadataStore
+    bookies: BookiePool
+    options: CheckOptions = field(default_factory=CheckOptions)

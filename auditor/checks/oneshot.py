@@ -1,0 +1,158 @@
+"""`bk-auditor check`: run the checks once against a cluster, print findings, exit 0 / 1 / 2.
+
+Findings go to stdout (a table, or JSON: one object per finding, then a summary object); logs go to
+stderr. A progress bar is shown on a terminal and nothing on a pipe.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable
+from typing import Any, TextIO
+
+from auditor.config import Settings
+from auditor.durability.findings import Finding, FindingSummary, Severity
+from auditor.logging import get_logger, log_finding
+
+from .build import Locations, audit_context
+from .context import AuditContext
+from .runner import CheckRun, LedgerCheck, Progress
+
+log = get_logger("auditor.check")
+
+
+def _scrutiny(ctx: AuditContext, loc: Locations) -> LedgerCheck:
+    from .scrutiny import ScrutinyCheck
+    return ScrutinyCheck(ctx, loc)
+
+
+def _ledger(ctx: AuditContext, loc: Locations) -> LedgerCheck:
+    from .scrutiny import LedgerReadCheck
+    return LedgerReadCheck(ctx)
+
+
+def _open(ctx: AuditContext, loc: Locations) -> LedgerCheck:
+    from .scrutiny import OpenLedgerCheck
+    return OpenLedgerCheck(ctx)
+
+
+CHECKS: dict[str, Callable[[AuditContext, Locations], LedgerCheck]] = {
+    "scrutiny": _scrutiny,   # closed ledgers: placement, every entry on its WQ bookies, markers
+    "ledger": _ledger,       # all ledgers: read first/last (+ a sample) of each fragment, verify digests
+    "open": _open,           # open ledgers: would a recovery now truncate acknowledged entries?
+}
+ALIASES = {"replicas": "scrutiny", "placement": "scrutiny", "ledgers": "ledger", "checkallledgers": "ledger",
+           "open-ledgers": "open", "truncation": "open"}
+
+
+def resolve_checks(names: list[str]) -> list[str]:
+    if not names or names == ["all"]:
+        return list(CHECKS)
+    out = []
+    for n in names:
+        key = ALIASES.get(n.lower(), n.lower())
+        if key not in CHECKS:
+            raise ValueError(f"unknown check {n!r}; choose from {', '.join(CHECKS)} (or all)")
+        if key not in out:
+            out.append(key)
+    return out
+
+
+class _Bar:
+    """A rich progress bar on a terminal; nothing at all otherwise."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.enabled = stream.isatty()
+        self._progress: Any = None
+        self._tasks: dict[str, Any] = {}
+        if self.enabled:
+            from rich.console import Console
+            from rich.progress import BarColumn, Progress as RichProgress, TextColumn, TimeElapsedColumn
+            self._progress = RichProgress(TextColumn("{task.description}"), BarColumn(),
+                                          TextColumn("{task.completed} ledgers"), TimeElapsedColumn(),
+                                          console=Console(file=stream), transient=True)
+
+    def __enter__(self) -> "_Bar":
+        if self._progress:
+            self._progress.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._progress:
+            self._progress.stop()
+
+    def update(self, p: Progress) -> None:
+        if not self._progress:
+            return
+        if p.check not in self._tasks:
+            self._tasks[p.check] = self._progress.add_task(p.check, total=p.ledgers_total)
+        self._progress.update(self._tasks[p.check], completed=p.ledgers_done, total=p.ledgers_total)
+
+
+def print_table(findings: list[Finding], summary: FindingSummary, runs: list[dict[str, Any]], out: TextIO) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(file=out, width=max(120, Console(file=out).width))
+    if findings:
+        table = Table(title=f"{len(findings)} finding(s)", show_lines=False)
+        for col in ("severity", "category", "ledger", "bookie", "entries", "detail"):
+            table.add_column(col, overflow="fold")
+        for f in sorted(findings, key=lambda f: (f.severity.rank, f.category.value,
+                                                 f.ledger.qualified_name if f.ledger else "")):
+            entries = f"{f.affected_count} [{f.affected_ranges}]" if f.affected_count else (
+                str(f.entry_id) if f.entry_id is not None else "")
+            table.add_row(f.severity.value, f.category.value, str(f.ledger) if f.ledger else "",
+                          f.bookie or "", entries, f.message)
+        console.print(table)
+    else:
+        console.print("no findings: every checked ledger is healthy")
+    for r in runs:
+        console.print(f"{r['check']}: {r['ledgersChecked']} ledgers checked "
+                      f"({r['ledgersSeen']} seen, skipped {r['ledgersSkipped'] or 'none'}), "
+                      f"{r['ledgersRechecked']} re-checked, {r['bookieRequests']} bookie requests, "
+                      f"{r['durationSeconds']}s")
+
+
+async def main(settings: Settings, checks: list[str], fmt: str, *, out: TextIO | None = None,
+               err: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    err = err or sys.stderr
+    try:
+        names = resolve_checks(checks)
+    except ValueError as exc:
+        print(f"bk-auditor check: {exc}", file=err)
+        return 2
+    summary = FindingSummary()
+    runs: list[dict[str, Any]] = []
+    started = time.time()
+    try:
+        async with audit_context(settings, one_shot=True) as (ctx, locations):
+            with _Bar(err) as bar:
+                for name in names:
+                    check = CHECKS[name](ctx, locations)
+
+                    def sink(f: Finding, _name: str = name) -> None:
+                        if summary.add(f):
+                            log_finding(f, logger=log, check=_name)
+
+                    run = CheckRun(ctx, check, sink, progress=bar.update)
+                    stats = await run.run()
+                    runs.append(stats.as_dict())
+                    log.info("check finished", **stats.as_dict())
+    except Exception as exc:  # connection refused, bad layout, ...: one clear line, exit 2
+        print(f"bk-auditor check: {type(exc).__name__}: {exc}", file=err)
+        log.debug("check failed", exc_info=True)
+        return 2
+    findings = summary.findings
+    if fmt == "json":
+        for f in findings:
+            out.write(f.to_json() + "\n")
+        out.write(json.dumps({"summary": {**summary.as_dict(), "checks": runs,
+                                          "durationSeconds": round(time.time() - started, 3)}}) + "\n")
+    else:
+        print_table(findings, summary, runs, out)
+    out.flush()
+    actionable = [f for f in findings if f.severity is not Severity.INFO]
+    return 1 if actionable else 0

@@ -1,0 +1,183 @@
+"""Run a per-ledger check over every ledger: streaming, bounded concurrency, progress, re-checks.
+
+The scan streams ledger metadata one leaf directory at a time and keeps at most
+`max_concurrent_ledgers` ledgers in flight. A ledger whose check could not finish (a bookie did not
+answer) goes to the delayed re-check queue; the scan never waits for it. `drain_rechecks` then works
+the queue until every suspect ledger was either settled or ran out of attempts.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import structlog
+
+from auditor.daemon.recheck import RecheckQueue
+from auditor.durability.findings import Category, Finding, Method
+from auditor.durability.ids import LedgerId
+from auditor.metadata.errors import CorruptZnodeError, NoSuchLedgerError
+from auditor.metadata.interfaces import CorruptLedger, LedgerRecord
+from auditor.metadata.zkstore import ScanStats
+
+from .context import AuditContext, RunStats
+
+log = structlog.get_logger("auditor.checks")
+
+
+@dataclass
+class LedgerOutcome:
+    """What checking one ledger produced. `findings` are confirmed and ready to report."""
+
+    findings: list[Finding] = field(default_factory=list)
+    suspect: bool = False  # the check could not finish: re-check later
+    skipped: str | None = None  # why the ledger was not checked (e.g. "open", "underreplicated")
+    unknown_bookies: dict[str, str] = field(default_factory=dict)  # bookie -> error, when suspect
+
+
+class LedgerCheck(Protocol):
+    name: str
+
+    async def check(self, record: LedgerRecord, stats: RunStats, attempt: int, last_attempt: bool
+                    ) -> LedgerOutcome: ...
+
+
+FindingSink = Callable[[Finding], Awaitable[None] | None]
+
+
+@dataclass
+class Progress:
+    """Where a scan is: for progress bars, ETA and a resume cursor."""
+
+    check: str
+    ledgers_done: int = 0
+    ledgers_total: int | None = None  # unknown while streaming
+    cursor: LedgerId | None = None
+    started: float = field(default_factory=time.monotonic)
+
+    @property
+    def rate(self) -> float:
+        elapsed = time.monotonic() - self.started
+        return self.ledgers_done / elapsed if elapsed > 0 else 0.0
+
+    @property
+    def eta_seconds(self) -> float | None:
+        if self.ledgers_total is None or self.rate <= 0:
+            return None
+        return max(0.0, (self.ledgers_total - self.ledgers_done) / self.rate)
+
+
+ProgressSink = Callable[[Progress], None]
+
+
+def unreadable_finding(corrupt: CorruptLedger) -> Finding:
+    return Finding.of(Category.METADATA_UNREADABLE,
+                      f"ledger metadata at {corrupt.path} cannot be parsed: {corrupt.problem}",
+                      ledger=corrupt.ledger_id, method=Method.METADATA, confirmed=True,
+                      detail={"path": corrupt.path, "problem": corrupt.problem})
+
+
+async def _emit(sink: FindingSink, finding: Finding) -> None:
+    got = sink(finding)
+    if asyncio.iscoroutine(got):
+        await got
+
+
+class CheckRun:
+    """One pass of one check over a set of ledgers."""
+
+    def __init__(self, ctx: AuditContext, check: LedgerCheck, sink: FindingSink,
+                 queue: RecheckQueue[LedgerId] | None = None, progress: ProgressSink | None = None) -> None:
+        self.ctx = ctx
+        self.check = check
+        self.sink = sink
+        self.queue = queue if queue is not None else RecheckQueue(ctx.options.recheck_delays)
+        self.stats = RunStats(check.name)
+        self.progress = Progress(check.name)
+        self._progress_sink = progress
+        self.scan_stats = ScanStats()
+
+    async def _one(self, record: LedgerRecord | CorruptLedger, attempt: int = 0, last: bool = False) -> None:
+        lid = record.ledger_id if isinstance(record, CorruptLedger) else record.metadata.ledger_id
+        try:
+            if isinstance(record, CorruptLedger):
+                # Confirm: read it again (a writer may have been mid-update) before reporting.
+                try:
+                    record = await self.ctx.store.read_ledger(lid)
+                except CorruptZnodeError as exc:
+                    self.stats.metadata_unreadable += 1
+                    await _emit(self.sink, unreadable_finding(CorruptLedger(lid, exc.path, exc.problem)))
+                    return
+            outcome = await self.check.check(record, self.stats, attempt, last)
+        except NoSuchLedgerError:
+            self.stats.ledgers_skipped["deleted"] += 1
+            return
+        if outcome.skipped:
+            self.stats.ledgers_skipped[outcome.skipped] += 1
+        else:
+            self.stats.ledgers_checked += 1
+        for f in outcome.findings:
+            await _emit(self.sink, f)
+        if outcome.suspect:
+            if not self.queue.submit(lid, lid, attempt + 1):
+                log.warning("re-check attempts exhausted", ledgerId=lid.ledger, check=self.check.name)
+            else:
+                log.info("ledger suspect, re-check queued", ledgerId=lid.ledger, check=self.check.name,
+                         attempt=attempt + 1, unknownBookies=outcome.unknown_bookies)
+
+    async def scan(self, start: LedgerId | None = None, end: LedgerId | None = None,
+                   records: AsyncIterator[list[LedgerRecord | CorruptLedger]] | None = None) -> RunStats:
+        """Check every ledger in [start, end) once (re-checks are queued, not awaited)."""
+        limit = asyncio.Semaphore(self.ctx.options.max_concurrent_ledgers)
+        tasks: set[asyncio.Task[None]] = set()
+        source = records if records is not None else self.ctx.store.scan_ledgers(start, end, stats=self.scan_stats)
+
+        async def guarded(r: LedgerRecord | CorruptLedger) -> None:
+            try:
+                await self._one(r)
+            finally:
+                limit.release()
+                self.progress.ledgers_done += 1
+                if self._progress_sink:
+                    self._progress_sink(self.progress)
+
+        try:
+            async for batch in source:
+                for r in batch:
+                    self.stats.ledgers_seen += 1
+                    await limit.acquire()
+                    t = asyncio.create_task(guarded(r))
+                    tasks.add(t)
+                    t.add_done_callback(tasks.discard)
+                if batch:
+                    last = batch[-1]
+                    self.progress.cursor = last.ledger_id if isinstance(last, CorruptLedger) else last.metadata.ledger_id
+            if tasks:
+                await asyncio.gather(*tasks)
+        finally:
+            for t in tasks:
+                t.cancel()
+        return self.stats
+
+    async def recheck(self, lid: LedgerId, attempt: int, last: bool) -> None:
+        self.stats.ledgers_rechecked += 1
+        try:
+            record = await self.ctx.store.read_ledger(lid)
+        except NoSuchLedgerError:
+            self.stats.ledgers_skipped["deleted"] += 1
+            return
+        await self._one(record, attempt, last)
+
+    async def drain_rechecks(self) -> None:
+        """Work the re-check queue until it is empty (one-shot runs; the daemon runs its own loop)."""
+        while len(self.queue):
+            due = await self.queue.get()
+            await self.recheck(due.item, due.attempt, due.is_last)
+
+    async def run(self, start: LedgerId | None = None, end: LedgerId | None = None) -> RunStats:
+        await self.scan(start, end)
+        await self.drain_rechecks()
+        self.stats.finished = time.time()
+        return self.stats

@@ -1,0 +1,201 @@
+"""The per-ledger checks: adapters fetch, `auditor.durability.scrutiny` decides.
+
+One flow serves all three checks; they differ in which ledgers they take, where a ledger ends, and how
+the bookies are asked:
+
+| check | ledgers | end | how bookies are asked |
+|---|---|---|---|
+| `scrutiny` (BP-34) | closed | last entry id | entry lists (reads for bookies that cannot list), placement, markers |
+| `ledger` (Java's checkAllLedgers) | all | closed: last entry; open: highest LAC | reads of the first and last entry of each fragment plus a sample, digests verified |
+| `open` (beyond Java) | open, in recovery | highest LAC | entry lists: would a recovery now truncate acknowledged entries? |
+
+Unknown answers send the ledger to the delayed re-check queue. Before anything is reported the marker
+and the metadata are read again (a changed ledger is analysed again instead of reported) and the
+bookies with gaps are asked again, so only a fault seen twice is reported.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+
+from auditor.durability import scrutiny as verdicts
+from auditor.durability.findings import Category, Finding, Method
+from auditor.durability.model import LedgerMetadata, LedgerState
+from auditor.metadata.errors import NoSuchLedgerError
+from auditor.metadata.interfaces import LedgerRecord, MarkerRecord
+
+from .answers import LedgerAnswers, gather_answers, gather_read_answers, highest_lac
+from .context import AuditContext, RunStats
+from .runner import LedgerOutcome
+
+Locations = Callable[[Iterable[str]], Awaitable[Mapping[str, str | None]]]
+Marker = Callable[[LedgerMetadata, list[Finding]], Awaitable[None]]
+
+
+def method_of(answers: LedgerAnswers) -> str:
+    used = sorted(set(answers.methods.values())) or [Method.METADATA.value]
+    return "+".join(used)
+
+
+def corrupt_findings(md: LedgerMetadata, answers: LedgerAnswers) -> list[Finding]:
+    out = []
+    for c in answers.corrupt:
+        problems = ", ".join(p.value for p in c.verification.problems)
+        out.append(Finding.of(
+            Category.DIGEST_MISMATCH,
+            f"ledger {md.ledger_id}: entry {c.entry_id} on bookie {c.bookie} fails verification ({problems})",
+            metadata=md, bookie=c.bookie, entry_id=c.entry_id, method=Method.READ,
+            detail={"problems": [p.value for p in c.verification.problems],
+                    "notes": list(c.verification.notes)}))
+    return out
+
+
+class CoverageCheck:
+    """The shared flow; subclasses choose ledgers, end and how to ask (see the module docstring)."""
+
+    name = "coverage"
+    use_placement = False
+    skip_marked = False  # skip ledgers marked under-replicated (reporting those marked for too long)
+
+    def __init__(self, ctx: AuditContext, locations: Locations | None = None, marker: Marker | None = None) -> None:
+        self.ctx = ctx
+        self._locations = locations
+        self._marker = marker  # called with confirmed entry findings (the daemon's optional marking)
+
+    def wants(self, md: LedgerMetadata) -> bool:
+        return md.is_closed
+
+    async def end_of(self, md: LedgerMetadata, stats: RunStats) -> int | None:
+        """The last entry to check; None when it cannot be known yet (re-check later)."""
+        return md.last_entry_id
+
+    async def ask(self, md: LedgerMetadata, end: int, stats: RunStats, only: Iterable[str] | None) -> LedgerAnswers:
+        return await gather_answers(self.ctx, md, end, stats, only=only)
+
+    async def _scrutinize(self, md: LedgerMetadata, end: int, marker: MarkerRecord | None, stats: RunStats,
+                          only: Iterable[str] | None = None, previous: LedgerAnswers | None = None
+                          ) -> tuple[verdicts.LedgerScrutiny, LedgerAnswers]:
+        opts = self.ctx.options
+        answers = LedgerAnswers()
+        if marker is None:
+            answers = await self.ask(md, end, stats, only)
+            if previous is not None:  # a targeted re-ask: keep the other bookies' first answers
+                for b, a in previous.answers.items():
+                    answers.answers.setdefault(b, a)
+                    answers.methods.setdefault(b, previous.methods.get(b, ""))
+        policy = (opts.placement if self.use_placement and self._locations is not None
+                  and getattr(self._locations, "available", True) else None)
+        locations = await self._locations(md.bookies) if policy is not None and self._locations else {}
+        result = verdicts.scrutinize_ledger(
+            md, answers.answers if marker is None else None, end=end, policy=policy, locations=locations,
+            marked_underreplicated=marker is not None, marker_ctime_ms=marker.ctime if marker else None,
+            missing_replicas=marker.replicas if marker else (),
+            grace_period_s=int(opts.underreplicated_grace_period), now_ms=int(time.time() * 1000),
+            method=method_of(answers), text_limit=opts.text_limit)
+        return result, answers
+
+    def _reportable(self, result: verdicts.LedgerScrutiny, answers: LedgerAnswers, md: LedgerMetadata,
+                    include_pending: bool) -> list[Finding]:
+        found = list(result.findings) + (list(result.pending) if include_pending else [])
+        found += corrupt_findings(md, answers)
+        list_only = all(m == Method.ENTRY_LIST.value for m in answers.methods.values())
+        if not (self.ctx.options.report_overreplicated and list_only):
+            # A read-based answer says nothing about entries outside the schedule.
+            found = [f for f in found if f.category is not Category.OVERREPLICATED]
+        return found
+
+    async def check(self, record: LedgerRecord, stats: RunStats, attempt: int, last_attempt: bool) -> LedgerOutcome:
+        store = self.ctx.store
+        md = record.metadata
+        for _ in range(self.ctx.options.max_reanalysis):
+            if not self.wants(md):
+                return LedgerOutcome(skipped=md.state.name.lower())
+            marker = await store.read_marker(md.ledger_id) if self.skip_marked else None
+            end = await self.end_of(md, stats) if marker is None else md.last_entry_id
+            if end is None:
+                if last_attempt:
+                    return LedgerOutcome(skipped="lac_unknown")
+                return LedgerOutcome(suspect=True, unknown_bookies={"*": "no bookie answered READ_LAC"})
+            result, answers = await self._scrutinize(md, end, marker, stats)
+            if result.disposition is verdicts.Disposition.SKIP:
+                return LedgerOutcome(skipped="underreplicated")
+            if result.disposition is verdicts.Disposition.RECHECK and not last_attempt:
+                # Report nothing yet, not even metadata-only findings: the re-check reports them all.
+                return LedgerOutcome(suspect=True, unknown_bookies={b: answers.errors.get(b, "no answer")
+                                                                    for b in result.recheck_bookies})
+            first = self._reportable(result, answers, md, include_pending=last_attempt)
+            unreachable = await self._unreachable(result, answers, md, attempt) if last_attempt else []
+            if not first and not unreachable:
+                return LedgerOutcome()
+            # Confirmation: the marker and the metadata again, then the bookies with gaps again.
+            if self.skip_marked and marker is None and await store.read_marker(md.ledger_id) is not None:
+                return LedgerOutcome(skipped="underreplicated")
+            try:
+                reread = (await store.read_ledger(md.ledger_id)).metadata
+            except NoSuchLedgerError:
+                return LedgerOutcome(skipped="deleted")
+            if verdicts.compare_metadata(md, reread).action == "redo":
+                stats.reanalysed += 1
+                md = reread
+                continue
+            second_result, second_answers = result, answers
+            gaps = {g.bookie for g in result.coverage.gaps} if result.coverage else set()
+            gaps |= {c.bookie for c in answers.corrupt}
+            if gaps:
+                second_result, second_answers = await self._scrutinize(md, end, marker, stats, only=gaps,
+                                                                       previous=answers)
+            second = self._reportable(second_result, second_answers, md, include_pending=last_attempt)
+            confirmed = verdicts.confirm(first, second)
+            if self._marker is not None and confirmed:
+                await self._marker(md, confirmed)
+            return LedgerOutcome(findings=confirmed + unreachable)
+        return LedgerOutcome(skipped="metadata_changing")
+
+    async def _unreachable(self, result: verdicts.LedgerScrutiny, answers: LedgerAnswers, md: LedgerMetadata,
+                           attempt: int) -> list[Finding]:
+        if not result.recheck_bookies:
+            return []
+        regs = await self.ctx.store.registrations()
+        out = []
+        for b in result.recheck_bookies:
+            f = verdicts.unreachable_bookie_finding(b, registered=b in regs.available, attempts=attempt + 1,
+                                                    ledgers=[md.ledger_id], error=answers.errors.get(b, ""))
+            if f is not None:
+                out.append(f.confirm())
+        return out
+
+
+class ScrutinyCheck(CoverageCheck):
+    """BP-34: closed ledgers; placement; every entry on its write-quorum bookies; stale markers."""
+
+    name = "scrutiny"
+    use_placement = True
+    skip_marked = True
+
+
+class LedgerReadCheck(CoverageCheck):
+    """Java's periodic checkAllLedgers, with digests: read fragment ends (and a sample) from each bookie."""
+
+    name = "ledger"
+
+    def wants(self, md: LedgerMetadata) -> bool:
+        return True
+
+    async def end_of(self, md: LedgerMetadata, stats: RunStats) -> int | None:
+        return md.last_entry_id if md.is_closed else await highest_lac(self.ctx, md, stats)
+
+    async def ask(self, md: LedgerMetadata, end: int, stats: RunStats, only: Iterable[str] | None) -> LedgerAnswers:
+        return await gather_read_answers(self.ctx, md, end, stats, only=only,
+                                         percentage=self.ctx.options.verification_percentage)
+
+
+class OpenLedgerCheck(CoverageCheck):
+    """Open ledgers: entries up to the highest LAC that a recovery now would cut off (truncation_risk)."""
+
+    name = "open"
+
+    def wants(self, md: LedgerMetadata) -> bool:
+        return md.state in (LedgerState.OPEN, LedgerState.IN_RECOVERY)
+
+    async def end_of(self, md: LedgerMetadata, stats: RunStats) -> int | None:
+        return await highest_lac(self.ctx, md, stats)
