@@ -383,21 +383,27 @@ class StripedSet:
 
     def equals_rangeset(self, available: RangeSet) -> bool:
         """Exact equality with `available`, cheap for the healthy case (a bookie holding exactly what
-        it should). May answer False for equal sets whose pieces touch (the RangeSet merges the runs);
-        callers use it only to skip work, never to decide."""
+        it should), also when pieces touch and the RangeSet merged their runs. May answer False for some
+        equal sets with unusual patterns; callers use it only to skip work, never to decide."""
         runs = available.ranges
+        n = len(runs)
         i = 0
+        spill = False  # the last run checked reaches past the previous piece
+        prev_last = _NEG
         for piece in self.pieces:
-            if i >= len(runs) or runs[i][0] != piece.first:
-                return False
+            if spill and piece.first != prev_last + 1:
+                return False  # that run covers ids between two pieces
+            if i >= n or runs[i][1] < piece.first:
+                return False  # a run lies between pieces, or nothing covers this piece
             j = bisect.bisect_right(runs, piece.last, lo=i, key=lambda r: r[0])
-            if piece.period == 1:
-                if j != i + 1 or runs[i][1] != piece.last:
-                    return False
-            elif not _runs_equal(piece, runs, i, j):
+            if not _runs_equal(piece, runs, i, j):
                 return False
-            i = j
-        return i == len(runs)
+            if runs[i][0] < piece.first and not spill:
+                return False
+            spill = runs[j - 1][1] > piece.last
+            i = j - 1 if spill else j
+            prev_last = piece.last
+        return not spill and i == n
 
     def count_present(self, available: RangeSet) -> int:
         return self.count() - self.difference(available).count()
@@ -420,19 +426,25 @@ class StripedSet:
 
 
 def _runs_equal(piece: Stripe, runs: tuple[Range, ...], i: int, j: int) -> bool:
-    """True when runs[i:j] are exactly the runs of `piece` (the usual answer of a healthy bookie).
+    """True when the runs[i:j], clipped to the piece's range, are exactly the runs of `piece` (the usual
+    answer of a healthy bookie). `i` is the first run ending at or after piece.first, `j` the first run
+    starting after piece.last; the outer runs may reach beyond the piece (a neighbouring segment's runs
+    merged into them).
 
     Checked column-wise against arithmetic progressions so that a healthy bookie with millions of runs
-    costs C-speed list work, not a Python loop. Only for the common one-run-per-period pattern.
+    costs C-speed work, not a Python loop. Only for plain ranges and one-run-per-period patterns (what a
+    bookie at one index holds); anything else answers False and takes the general walk.
     """
-    p = piece.period
-    if p == 1 or j <= i:
-        return False
-    pat = piece.pattern
-    if len(pat.runs) != 1:
+    if j <= i:
         return False
     first, last = piece.first, piece.last
-    if runs[i][0] != first or runs[j - 1][1] != last:
+    if runs[i][0] > first or runs[j - 1][1] < last:
+        return False
+    p = piece.period
+    if p == 1:
+        return j == i + 1
+    pat = piece.pattern
+    if len(pat.runs) != 1:
         return False
     s, length = pat.runs[0]
     e_res = (s + length - 1) % p
@@ -443,7 +455,7 @@ def _runs_equal(piece: Stripe, runs: tuple[Range, ...], i: int, j: int) -> bool:
     if j - i != len(starts) + 1 or len(ends) != len(starts):
         return False
     window = runs[i:j]
-    # map/all run at C speed; no per-run Python bytecode and no intermediate lists
+    # map/all run at C speed: no per-run Python bytecode and no intermediate lists
     if not all(map(operator.eq, map(_first_of, itertools.islice(window, 1, None)), starts)):
         return False
     return all(map(operator.eq, map(_last_of, itertools.islice(window, 0, len(window) - 1)), ends))
@@ -458,7 +470,7 @@ def _difference_piece(piece: Stripe, runs: tuple[Range, ...], out: list[Stripe])
     n = len(runs)
     i = bisect.bisect_left(runs, first, key=lambda r: r[1])
     # Fast path for the healthy case: the answer's runs inside the piece are exactly the expected runs.
-    if p > 1 and i < n:
+    if i < n:
         j = bisect.bisect_right(runs, last, lo=i, key=lambda r: r[0])
         if _runs_equal(piece, runs, i, j):
             return
@@ -528,7 +540,7 @@ def _excess_inside(piece: Stripe, runs: tuple[Range, ...], i: int, out: list[Str
     j = bisect.bisect_right(runs, last, lo=i, key=lambda r: r[0])
     # Fast path for the healthy case: the runs inside the piece are exactly its own runs.
     if _runs_equal(piece, runs, i, j):
-        return j
+        return j - 1 if runs[j - 1][1] > last else j
     comp = piece.pattern.complement
     nd = _pattern(p, comp).next_dist
     make = Stripe.make

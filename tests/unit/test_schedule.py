@@ -299,3 +299,17 @@ def test_equals_rangeset_recognises_the_exact_answer(params: tuple[int, int, int
     assert ss.equals_rangeset(ss.to_rangeset())
     assert not ss.difference(ss.to_rangeset())
     assert not ss.subtract_from(ss.to_rangeset())
+
+
+def test_equals_rangeset_with_touching_segments() -> None:
+    # A bookie at different indexes in consecutive segments: its runs merge across the boundary in the
+    # RangeSet; the healthy-answer shortcut must still recognise the answer.
+    pool = [f"b{i}" for i in range(8)]
+    md = ledger(5, 3, 2, 9_999, [(k * 200, pool[k % 4:k % 4 + 5]) for k in range(50)])
+    for bookie, exp in expected_by_bookie(md).items():
+        answer = exp.to_rangeset()
+        assert exp.equals_rangeset(answer), bookie
+        assert not exp.difference(answer) and not exp.subtract_from(answer)
+        damaged = answer.difference(RangeSet.span(5_000, 5_010))
+        assert exp.equals_rangeset(damaged) == (damaged == answer)
+        assert exp.difference(damaged).count() == len(answer) - len(damaged)
