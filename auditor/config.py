@@ -695,7 +695,12 @@ def _describe(err: Mapping[str, Any], raw: Any) -> str:
     kind = err.get("type", "")
     ctx = {k: _num(v) for k, v in (err.get("ctx") or {}).items()}
     got = raw if raw is not None else err.get("input")
-    shown = got if isinstance(got, (int, float)) and not isinstance(got, bool) else repr(got)
+    if isinstance(got, (int, float)) and not isinstance(got, bool):
+        shown: Any = _num(got)
+    elif isinstance(got, str) and re.fullmatch(r"-?\d+(\.\d+)?", got.strip()):
+        shown = got.strip()  # a number as written in a file or variable: show it as a number
+    else:
+        shown = repr(got)
     if kind == "greater_than_equal":
         return f"must be >= {ctx.get('ge')}, got {shown}"
     if kind == "greater_than":

@@ -529,15 +529,18 @@ class AdminClient:
     async def close(self) -> None:
         await self._channel.close()
 
+    def _error(self, exc: aio.AioRpcError, what: str) -> AdminClientError:
+        code = exc.code()
+        if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+            return AdminClientError(f"cannot reach the bk-auditor admin API at {self.target}: "
+                                    f"{exc.details() or code.name}", code)
+        return AdminClientError(f"{what} failed: {exc.details() or code.name} ({code.name})", code)
+
     async def _call(self, method: Callable[..., Any], request: Any, what: str) -> Any:
         try:
             return await method(request, timeout=self.timeout)
         except aio.AioRpcError as exc:
-            code = exc.code()
-            if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
-                raise AdminClientError(f"cannot reach the bk-auditor admin API at {self.target}: "
-                                       f"{exc.details() or code.name}", code) from None
-            raise AdminClientError(f"{what} failed: {exc.details() or code.name} ({code.name})", code) from None
+            raise self._error(exc, what) from None
 
     async def status(self) -> pb.StatusResponse:
         return await self._call(self._stub.Status, pb.StatusRequest(), "status")
@@ -568,6 +571,5 @@ class AdminClient:
         except aio.AioRpcError as exc:
             if exc.code() is grpc.StatusCode.NOT_FOUND:
                 return "NOT_FOUND"
-            raise AdminClientError(f"health check of {service!r} at {self.target} failed: "
-                                   f"{exc.details() or exc.code().name}", exc.code()) from None
+            raise self._error(exc, f"health check of {service!r}") from None
         return health_pb2.HealthCheckResponse.ServingStatus.Name(resp.status)

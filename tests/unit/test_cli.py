@@ -1,0 +1,268 @@
+"""The CLI through typer's CliRunner, against a real admin server (grpc.aio on 127.0.0.1, ephemeral port).
+
+The server runs on the test's event loop; each CLI call runs in a worker thread (it starts its own loop),
+so both sides really talk gRPC."""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from auditor import __version__
+from auditor.cli import _run_with_loop, app
+from auditor.daemon.admin import AdminServer, BookieCopies, LedgerExplanation, SegmentCopies, StateBackend
+from auditor.daemon.state import DaemonState
+from auditor.durability.findings import Category, Finding
+from auditor.durability.ids import LedgerId
+from auditor.durability.model import DigestType, LedgerMetadata, LedgerState, Segment
+
+BIG = LedgerId(1, 42)
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for key in list(os.environ):
+        if key.upper().startswith("BKAUDIT_"):
+            monkeypatch.delenv(key)
+
+
+@dataclass
+class Daemon:
+    state: DaemonState
+    server: AdminServer
+    addr: str
+    triggered: list[str]
+
+
+def run_cli(*args: str):  # noqa: ANN201 - typer's Result
+    return CliRunner().invoke(app, list(args))
+
+
+async def cli(*args: str):  # noqa: ANN201
+    return await asyncio.to_thread(run_cli, *args)
+
+
+@pytest.fixture
+async def daemon() -> AsyncIterator[Daemon]:
+    state = DaemonState("auditor-0", recheck_depth=lambda: 4)
+    state.tasks.register("scrutiny", interval_seconds=86400)
+    state.tasks.register("ledger_check", interval_seconds=604800)
+    state.findings.add(Finding.of(Category.ENTRY_NO_REPLICA, "entries 3-4 have no copy", ledger=LedgerId.of(7),
+                                  bookie="127.0.0.2:3182", segment_index=0, confirmed=True), check="scrutiny")
+    state.findings.add(Finding.of(Category.PLACEMENT_VIOLATION, "write set in one rack", ledger=BIG,
+                                  segment_index=0, confirmed=True), check="scrutiny")
+    triggered: list[str] = []
+
+    async def trigger(check: str) -> bool:
+        triggered.append(check)
+        return True
+
+    async def explain(ledger: LedgerId) -> LedgerExplanation:
+        md = LedgerMetadata(ledger_id=ledger, ensemble_size=2, write_quorum=2, ack_quorum=2,
+                            state=LedgerState.CLOSED, last_entry_id=4, length=320, digest_type=DigestType.CRC32,
+                            segments=(Segment(0, ("127.0.0.1:3181", "127.0.0.2:3182")),))
+        seg = SegmentCopies(0, 0, 4, md.segments[0].ensemble, [
+            BookieCopies("127.0.0.1:3181", 0, "ok", 5, 5),
+            BookieCopies("127.0.0.2:3182", 1, "missing", 5, 3, missing=[(3, 4)])], min_copies=1)
+        return LedgerExplanation(md, [seg], under_replicated=False, notes=["checked just now"])
+
+    server = AdminServer(StateBackend(state, trigger=trigger, explain=explain), "127.0.0.1:0")
+    port = await server.start()
+    server.follow_leadership(state.leadership)
+    try:
+        yield Daemon(state, server, f"127.0.0.1:{port}", triggered)
+    finally:
+        await server.stop(0)
+
+
+def one_error_line(result) -> str:  # noqa: ANN001
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: ")
+    return lines[0]
+
+
+# ------------------------------------------------------------------------------------------ basics
+
+def test_version() -> None:
+    r = run_cli("--version")
+    assert r.exit_code == 0 and r.stdout.strip() == f"bk-auditor {__version__}"
+
+
+def test_help_lists_commands() -> None:
+    r = run_cli("--help")
+    assert r.exit_code == 0
+    for cmd in ("run", "check", "status", "findings", "explain", "trigger", "pause", "resume", "health"):
+        assert cmd in r.stdout
+
+
+# ------------------------------------------------------------------------------------------ admin clients
+
+async def test_status_table_and_json(daemon: Daemon) -> None:
+    daemon.state.tasks.start("scrutiny", total=200)
+    daemon.state.tasks.progress("scrutiny", 50)
+    r = await cli("status", "--admin", daemon.addr)
+    assert r.exit_code == 0, r.output
+    out = r.stdout
+    assert "auditor-0" in out and "leader          no (leader: unknown)" in out
+    assert "re-check queue  4" in out
+    assert "entry_no_replica=1" in out and "placement_violation=1" in out
+    row = next(line for line in out.splitlines() if line.startswith("scrutiny"))
+    assert "running" in row and "50/200" in row
+
+    daemon.state.leadership.set(True)
+    r = await cli("status", "--admin", daemon.addr, "--format", "json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["identity"] == "auditor-0" and doc["leader"] is True
+    assert doc["findingCounts"] == {"entry_no_replica": "1", "placement_violation": "1"}
+    assert [t["name"] for t in doc["tasks"]] == ["scrutiny", "ledger_check"]
+
+
+async def test_findings_filters_and_formats(daemon: Daemon) -> None:
+    r = await cli("findings", "--admin", daemon.addr)
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.splitlines()
+    assert lines[0].split()[:4] == ["SEVERITY", "CATEGORY", "LEDGER", "BOOKIE"]
+    assert lines[1].split()[:4] == ["critical", "entry_no_replica", "7", "127.0.0.2:3182"]
+    assert BIG.qualified_name in lines[2]
+
+    r = await cli("findings", "--admin", daemon.addr, "--ledger", BIG.qualified_name, "--format", "json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["totalMatching"] == 1
+    [f] = doc["findings"]
+    assert f["category"] == "placement_violation" and f["qualifiedName"] == BIG.qualified_name
+    assert f["check"] == "scrutiny" and f["timesSeen"] == 1 and f["confirmed"] is True
+
+    r = await cli("findings", "--admin", daemon.addr, "--category", "entry_no_replica", "--bookie", "127.0.0.2:3182",
+                  "--format", "json")
+    assert [f["ledgerId"] for f in json.loads(r.stdout)["findings"]] == [7]
+    r = await cli("findings", "--admin", daemon.addr, "--limit", "1")
+    assert "(1 of 2 shown; use --limit)" in r.stdout
+    r = await cli("findings", "--admin", daemon.addr, "--category", "digest_mismatch")
+    assert r.exit_code == 0 and r.stdout.strip() == "no findings"
+
+
+async def test_explain(daemon: Daemon) -> None:
+    r = await cli("explain", "7", "--admin", daemon.addr)
+    assert r.exit_code == 0, r.output
+    out = r.stdout
+    assert "ledger 7 (00000000000000000000000000000007)  state CLOSED  E/WQ/AQ 2/2/2" in out
+    assert "segment 0: entries 0..4  ensemble 127.0.0.1:3181, 127.0.0.2:3182  min copies 1" in out
+    missing_row = next(line for line in out.splitlines() if "127.0.0.2:3182" in line and "missing" in line)
+    assert missing_row.split()[2:6] == ["missing", "5", "3", "3-4"]
+    assert "entry_no_replica" in out and "note: checked just now" in out
+
+    r = await cli("explain", BIG.qualified_name, "--admin", daemon.addr, "--format", "json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["metadata"]["qualifiedName"] == BIG.qualified_name
+    assert doc["segments"][0]["bookies"][1]["missing"] == [{"first": "3", "last": "4"}]
+    assert [f["category"] for f in doc["findings"]] == ["placement_violation"]
+
+
+async def test_bad_ledger_id_fails_before_calling(daemon: Daemon) -> None:
+    for cmd in (["explain", "seven"], ["findings", "--ledger", "0xnope"]):
+        r = await cli(*cmd, "--admin", daemon.addr)
+        assert r.exit_code == 2
+        assert "cannot parse ledger id" in one_error_line(r)
+
+
+async def test_trigger_pause_resume(daemon: Daemon) -> None:
+    r = await cli("trigger", "scrutiny", "--admin", daemon.addr)
+    assert r.exit_code == 2
+    assert "this replica is a standby" in one_error_line(r)
+    assert daemon.triggered == []
+    daemon.state.leadership.set(True)
+    r = await cli("trigger", "scrutiny", "--admin", daemon.addr)
+    assert r.exit_code == 0 and r.stdout.strip() == "scrutiny triggered"
+    assert daemon.triggered == ["scrutiny"]
+    r = await cli("trigger", "nope", "--admin", daemon.addr)
+    assert r.exit_code == 2 and "unknown check 'nope'" in one_error_line(r)
+
+    r = await cli("pause", "--admin", daemon.addr, "--reason", "upgrading bookies")
+    assert r.exit_code == 0 and r.stdout.strip() == "paused"
+    assert daemon.state.pause.paused and daemon.state.pause.reason == "upgrading bookies"
+    r = await cli("status", "--admin", daemon.addr)
+    assert "paused          yes: upgrading bookies" in r.stdout
+    r = await cli("resume", "--admin", daemon.addr)
+    assert r.exit_code == 0 and r.stdout.strip() == "resumed" and not daemon.state.pause.paused
+    r = await cli("resume", "--admin", daemon.addr)
+    assert r.stdout.strip() == "was not paused"
+
+
+async def test_health_probe_exit_codes(daemon: Daemon) -> None:
+    r = await cli("health", "--admin", daemon.addr, "--service", "leader")
+    assert (r.exit_code, r.stdout.strip()) == (1, "NOT_SERVING")
+    daemon.state.leadership.set(True)
+    for _ in range(100):
+        r = await cli("health", "--admin", daemon.addr, "--service", "leader")
+        if r.exit_code == 0:
+            break
+    assert (r.exit_code, r.stdout.strip()) == (0, "SERVING")
+    r = await cli("health", "--admin", daemon.addr, "--service", "liveness")
+    assert r.exit_code == 0
+    await daemon.server.stop(1)
+    r = await cli("health", "--admin", daemon.addr, "--service", "liveness", "--timeout", "2")
+    assert r.exit_code == 2 and "cannot reach the bk-auditor admin API" in one_error_line(r)
+
+
+async def test_unreachable_daemon(daemon: Daemon) -> None:
+    await daemon.server.stop(0)
+    for cmd in (["status"], ["findings"], ["explain", "7"], ["trigger", "scrutiny"], ["pause"], ["resume"]):
+        r = await cli(*cmd, "--admin", daemon.addr, "--timeout", "2")
+        assert r.exit_code == 2, (cmd, r.output)
+        assert one_error_line(r).startswith(f"error: cannot reach the bk-auditor admin API at {daemon.addr}")
+
+
+async def test_admin_address_from_environment(daemon: Daemon, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BKAUDIT_ADMIN", daemon.addr)
+    r = await cli("status", "--format", "json")
+    assert r.exit_code == 0 and json.loads(r.stdout)["identity"] == "auditor-0"
+
+
+# ------------------------------------------------------------------------------------------ run / check
+
+def test_run_and_check_reject_bad_config(tmp_path: Path) -> None:
+    conf = tmp_path / "bk_server.conf"
+    conf.write_text("metadataServiceUri=zk+hierarchical://127.0.0.1:2181/ledgers\nauditorPeriodicCheckInterval=-5\n")
+    for cmd in ("run", "check"):
+        r = run_cli(cmd, "--config", str(conf))
+        assert r.exit_code == 2
+        assert one_error_line(r) == f"error: config file {conf}: auditorPeriodicCheckInterval: must be >= 0, got -5"
+
+
+def test_run_needs_a_metadata_location(tmp_path: Path) -> None:
+    r = run_cli("run")
+    assert r.exit_code == 2 and "metadata_service_uri: not set" in one_error_line(r)
+    r = run_cli("check", "--metadata-service-uri", "etcd://h:2379/ledgers")
+    assert r.exit_code == 2
+    line = one_error_line(r)
+    assert line.startswith("error: command line: --metadata-service-uri: ") and "not ZooKeeper" in line
+
+
+def test_flag_errors_name_the_flag() -> None:
+    r = run_cli("run", "--metadata-service-uri", "zk+hierarchical://127.0.0.1:2181/ledgers", "--admin-bind", "x",
+                "--loop", "trio")
+    assert r.exit_code == 2
+    line = one_error_line(r)
+    assert "command line: --admin-bind: must be host:port" in line
+    assert "command line: --loop: must be one of 'asyncio' or 'uvloop', got 'trio'" in line
+    r = run_cli("check", "--metadata-service-uri", "zk+hierarchical://127.0.0.1:2181/ledgers", "--format", "xml")
+    assert r.exit_code == 2 and "--format must be table or json" in one_error_line(r)
+
+
+def test_event_loop_choice() -> None:
+    async def loop_module() -> str:
+        return type(asyncio.get_running_loop()).__module__
+
+    assert _run_with_loop(loop_module, loop="uvloop").startswith("uvloop")
+    assert _run_with_loop(loop_module, loop="asyncio").startswith("asyncio")
+    assert _run_with_loop(lambda x: x + 1, 41) == 42   # plain functions are just called
