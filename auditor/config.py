@@ -19,7 +19,7 @@ import json
 import os
 import re
 import socket
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, time, timezone
 from pathlib import Path
@@ -32,6 +32,12 @@ from pydantic_settings import (BaseSettings, NoDecode, PydanticBaseSettingsSourc
                                SettingsError)
 
 from .java_config_keys import is_known_java_key
+from .javaconf import JAVA_KEYS, JAVA_PRECEDENCE, SCRUTINY_KEYS, JavaKey, parse_properties
+
+__all__ = [
+    "ConfigError", "Settings", "TimeWindow", "JAVA_KEYS", "JavaKey", "load_settings", "parse_bind",
+    "parse_properties", "java_key_table",
+]
 
 ENV_PREFIX = "BKAUDIT_"
 ENV_CONFIG_FILE = "BKAUDIT_CONFIG_FILE"
@@ -354,110 +360,6 @@ class Settings(BaseSettings):
                               "BKAUDIT_METADATA_SERVICE_URI, or metadataServiceUri / zkServers in the config file)")
 
 
-# ---------------------------------------------------------------------------------------- Java names
-
-def _ms_to_s(value: Any) -> Any:
-    return _scaled(value, 1000, "milliseconds")
-
-
-def _scaled(value: Any, divisor: int, unit: str) -> Any:
-    try:
-        n = int(str(value).strip())
-    except ValueError:
-        raise ValueError(f"must be an integer ({unit}), got {value!r}") from None
-    return n / divisor
-
-
-def _placement_kind(value: Any) -> str:
-    name = str(value).strip()
-    short = name.rsplit(".", 1)[-1]
-    table = {
-        "RackawareEnsemblePlacementPolicy": "rackaware",
-        # Pulsar's isolation policy extends the rack-aware one; isolation groups are not audited.
-        "IsolatedBookieEnsemblePlacementPolicy": "rackaware",
-        "ZoneawareEnsemblePlacementPolicy": "zoneaware",
-        "RegionAwareEnsemblePlacementPolicy": "regionaware",
-        "DefaultEnsemblePlacementPolicy": "default",
-    }
-    if short in table:
-        return table[short]
-    if name.lower() in ("rackaware", "zoneaware", "regionaware", "default"):
-        return name.lower()
-    raise ValueError(f"unsupported placement policy {name!r}; supported: {', '.join(sorted(table))}")
-
-
-def _rack_source(value: Any) -> str:
-    name = str(value).strip()
-    short = name.rsplit(".", 1)[-1]
-    if short == "ScriptBasedMapping":
-        return "script"  # becomes "none" when no script is configured, as Java's default-rack answer
-    if short in ("ZkBookieRackAffinityMapping", "BookieRackAffinityMapping"):
-        return "pulsar"
-    raise ValueError(f"unsupported DNS resolver {name!r}; supported: ScriptBasedMapping, "
-                     "(Zk)BookieRackAffinityMapping (Pulsar's /bookies rack map)")
-
-
-def _ledger_manager(value: Any) -> str:
-    name = str(value).strip()
-    short = name.rsplit(".", 1)[-1]
-    table = {"HierarchicalLedgerManagerFactory": "hierarchical",
-             "LongHierarchicalLedgerManagerFactory": "longhierarchical",
-             "FlatLedgerManagerFactory": "flat"}
-    if short in table:
-        return table[short]
-    if name.lower() in table.values():
-        return name.lower()
-    raise ValueError(f"unsupported ledger manager {name!r}; supported: {', '.join(sorted(table))}")
-
-
-@dataclass(frozen=True, slots=True)
-class JavaKey:
-    """A Java auditor setting we accept: where it goes and how its value converts."""
-
-    java: str
-    path: str                       # our dotted name
-    unit: str                       # the Java unit, for the docs and messages
-    convert: Callable[[Any], Any] | None = None
-
-
-JAVA_KEYS: dict[str, JavaKey] = {k.java: k for k in (
-    JavaKey("metadataServiceUri", "metadata_service_uri", "URI"),
-    JavaKey("zkServers", "zookeeper.servers", "host:port list"),
-    JavaKey("zkLedgersRootPath", "zookeeper.ledgers_root", "path"),
-    JavaKey("ledgerManagerFactoryClass", "zookeeper.ledger_manager", "class", _ledger_manager),
-    JavaKey("ledgerManagerType", "zookeeper.ledger_manager", "name", _ledger_manager),
-    JavaKey("zkTimeout", "zookeeper.session_timeout_seconds", "ms", _ms_to_s),
-    JavaKey("zkRequestRateLimit", "zookeeper.reads_per_second", "requests/s"),
-    JavaKey("auditorPeriodicBookieCheckInterval", "schedule.bookie_check_seconds", "s"),
-    JavaKey("auditorPeriodicCheckInterval", "schedule.ledger_check_seconds", "s"),
-    JavaKey("auditorPeriodicPlacementPolicyCheckInterval", "schedule.scrutiny_seconds", "s"),
-    JavaKey("auditorReplicasCheckInterval", "schedule.scrutiny_seconds", "s"),
-    JavaKey("lostBookieRecoveryDelay", "schedule.lost_bookie_delay_seconds", "s"),
-    JavaKey("auditorLedgerVerificationPercentage", "ledger_check.verification_percentage", "%"),
-    JavaKey("underreplicatedLedgerRecoveryGracePeriod", "under_replication.grace_seconds", "s"),
-    JavaKey("auditorMaxNumberOfConcurrentOpenLedgerOperations", "max_concurrent_ledgers", "count"),
-    JavaKey("readEntryTimeoutSec", "bookie_client.timeout_seconds", "s"),
-    JavaKey("readTimeout", "bookie_client.timeout_seconds", "s"),
-    JavaKey("clientConnectTimeoutMillis", "bookie_client.connect_timeout_seconds", "ms", _ms_to_s),
-    JavaKey("nettyMaxFrameSizeBytes", "bookie_client.max_frame_bytes", "bytes"),
-    JavaKey("ensemblePlacementPolicy", "placement.policy", "class", _placement_kind),
-    JavaKey("minNumRacksPerWriteQuorum", "placement.min_racks_per_write_quorum", "count"),
-    JavaKey("enforceMinNumRacksPerWriteQuorum", "placement.enforce_min_racks_per_write_quorum", "bool"),
-    JavaKey("reppMinimumRegionsForDurability", "placement.min_regions_for_durability", "count"),
-    JavaKey("minNumZonesPerWriteQuorum", "placement.min_zones_per_write_quorum", "count"),
-    JavaKey("desiredNumZonesPerWriteQuorum", "placement.desired_zones_per_write_quorum", "count"),
-    JavaKey("enforceStrictZoneawarePlacement", "placement.enforce_strict_zoneaware_placement", "bool"),
-    JavaKey("networkTopologyScriptFileName", "racks.script", "path"),
-    JavaKey("networkTopologyScriptNumberArgs", "racks.script_max_args", "count"),
-    JavaKey("reppDnsResolverClass", "racks.source", "class", _rack_source),
-)}
-
-# When two Java keys feed one setting: the first listed wins (Java's own fallback order).
-_JAVA_PRECEDENCE = {"bookie_client.timeout_seconds": ("readEntryTimeoutSec", "readTimeout"),
-                    "zookeeper.ledger_manager": ("ledgerManagerFactoryClass", "ledgerManagerType")}
-_SCRUTINY_KEYS = ("auditorReplicasCheckInterval", "auditorPeriodicPlacementPolicyCheckInterval")
-
-
 # ---------------------------------------------------------------------------------------- loading
 
 @dataclass
@@ -523,41 +425,6 @@ def _flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def parse_properties(text: str) -> dict[str, str]:
-    """Java `.properties` / bk_server.conf: `key=value`, `key: value` or `key value`; `#`/`!` comments;
-    a trailing backslash continues a line; common escapes. A repeated key keeps its last value."""
-    out: dict[str, str] = {}
-    logical: list[str] = []
-    buf = ""
-    for raw in text.splitlines():
-        line = raw.lstrip() if not buf else raw.lstrip()
-        if not buf and (not line or line[0] in "#!"):
-            continue
-        trailing = len(line) - len(line.rstrip("\\"))
-        if trailing % 2 == 1:
-            buf += line[:-1]
-            continue
-        logical.append(buf + line)
-        buf = ""
-    if buf:
-        logical.append(buf)
-    for line in logical:
-        m = re.match(r"((?:\\.|[^=:\s\\])+)\s*(?:[=:]\s*|\s+|$)(.*)$", line)
-        if not m:
-            continue
-        out[_unescape(m.group(1))] = _unescape(m.group(2).rstrip())
-    return out
-
-
-def _unescape(s: str) -> str:
-    def rep(m: re.Match[str]) -> str:
-        c = m.group(1)
-        if c.startswith("u"):
-            return chr(int(c[1:], 16))
-        return {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}.get(c, c)
-    return re.sub(r"\\(u[0-9a-fA-F]{4}|.)", rep, s)
-
-
 def _read_file(path: Path) -> dict[str, Any]:
     """The file's keys as a flat {key: value} dict (our sections flattened to dotted names)."""
     try:
@@ -600,7 +467,7 @@ def _translate_file(path: Path, origins: dict[str, _Origin]) -> tuple[dict[str, 
     java_present = {k: v for k, v in flat.items()
                     if k in JAVA_KEYS and v is not None and not (isinstance(v, str) and not v.strip())}
     # Java keys whose fallback partner is present are skipped (the preferred one wins, as in Java).
-    shadowed = {lower for keys in _JAVA_PRECEDENCE.values() for i, lower in enumerate(keys)
+    shadowed = {lower for keys in JAVA_PRECEDENCE.values() for i, lower in enumerate(keys)
                 if any(k in java_present for k in keys[:i])}
     for key, value in flat.items():
         if value is None or (isinstance(value, str) and not value.strip()):
@@ -611,7 +478,7 @@ def _translate_file(path: Path, origins: dict[str, _Origin]) -> tuple[dict[str, 
                 ignored.append(key)
             continue
         if key in JAVA_KEYS:
-            if key in shadowed or key in _SCRUTINY_KEYS:
+            if key in shadowed or key in SCRUTINY_KEYS:
                 continue
             jk = JAVA_KEYS[key]
             try:
@@ -628,7 +495,7 @@ def _translate_file(path: Path, origins: dict[str, _Origin]) -> tuple[dict[str, 
             problems.append(f"{where}: {key}: unknown setting{_suggest(key)}")
     # Both Java scrutiny keys feed our one scrutiny interval: the more frequent non-zero one wins;
     # zero only when every given one is zero (Java's "disabled").
-    scrutiny = [(k, java_present[k]) for k in _SCRUTINY_KEYS if k in java_present]
+    scrutiny = [(k, java_present[k]) for k in SCRUTINY_KEYS if k in java_present]
     if scrutiny:
         parsed: list[tuple[str, Any, float | None]] = []
         for k, v in scrutiny:
