@@ -1,7 +1,7 @@
 """Logging, configured in one place: structlog for our code, and the stdlib loggers of libraries (kazoo,
 grpc, asyncio) routed through the same processors, so every line has the same shape.
 
-* `json` (default): one JSON object per line: `timestamp` (ISO 8601, UTC), `level`, `logger`, `event`,
+* `json` (default): one JSON object per line on stderr: `timestamp` (ISO 8601, UTC), `level`, `logger`, `event`,
   then the event's keys.
 * `console`: structlog's console renderer (colours only on a TTY), for people at a terminal.
 
@@ -20,6 +20,8 @@ from typing import IO, Any
 
 import structlog
 from structlog.typing import EventDict, WrappedLogger
+
+from auditor.durability.ids import LedgerId
 
 _HANDLER_FLAG = "_bk_auditor_handler"
 LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
@@ -40,6 +42,13 @@ def _camel_keys(_: WrappedLogger, __: str, event: EventDict) -> EventDict:
     for snake, camel in CAMEL_KEYS.items():
         if snake in event:
             event.setdefault(camel, event.pop(snake))
+    ledger = event.get("ledgerId")
+    if isinstance(ledger, LedgerId):
+        # Same shape as Finding.to_log_dict: ledgerId is always a number, scopeId only when not 0, so a
+        # log store never sees ledgerId as a number in one line and a string in the next.
+        event["ledgerId"] = ledger.ledger
+        if ledger.scope:
+            event.setdefault("scopeId", ledger.scope)
     return event
 
 
