@@ -132,7 +132,8 @@ async def test_long_hierarchical_cluster_and_cookie_incarnation(long_cluster: Cl
         assert store.layout.factory_class == "org.apache.bookkeeper.meta.LongHierarchicalLedgerManagerFactory"
         for t in (t1, t2):
             rec = await store.read_ledger(t["ledgerId"])
-            assert len(rec.path.split("/")) == 7 and rec.metadata.last_entry_id == t["lastEntryId"]
+            assert len(rec.path.split("/")) == 7  # R/AAA/BBBB/CCCC/DDDD/LEEEE
+            assert rec.metadata.last_entry_id == t["lastEntryId"]
         ids = [i for b in await collect(store.list_ledgers()) for i in b.ledger_ids]
         assert ids == sorted([LedgerId(0, t1["ledgerId"]), LedgerId(0, t2["ledgerId"])])
         # A reformatted bookie gets a new cookie: same content, new czxid.

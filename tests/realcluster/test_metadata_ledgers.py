@@ -201,3 +201,23 @@ async def test_layout_mismatch_is_refused(cluster: Cluster) -> None:
             assert await store.instance_id() == cluster.kazoo.get(f"{cluster.ledgers_root}/INSTANCEID")[0].decode()
         finally:
             await store.close()
+
+
+async def test_pulsar_metadata_store_uri_and_missing_layout(cluster: Cluster) -> None:
+    store = await open_store(f"metadata-store:zk:{cluster.zk_hosts}")
+    try:
+        assert store.location.ledgers_root == "/ledgers" and store.manager is LedgerManager.HIERARCHICAL
+        assert store.layout is not None
+        assert (await store.registrations()).available == frozenset(b.bookie_id for b in cluster.bookies)
+    finally:
+        await store.close()
+    # A chroot with no BookKeeper metadata at all: no LAYOUT -> assume hybrid hierarchical, create nothing.
+    chroot = f"/empty-{random.randrange(10**9)}"
+    store = await open_store(f"metadata-store:zk:{cluster.zk_hosts}{chroot}")
+    try:
+        assert store.layout is None and store.manager is LedgerManager.HIERARCHICAL
+        assert await collect(store.list_ledgers()) == []
+        assert await store.instance_id() is None and (await store.registrations()).available == frozenset()
+    finally:
+        await store.close()
+    assert cluster.kazoo.exists(chroot) is None
