@@ -193,3 +193,24 @@ async def test_many_reads_in_flight_without_blocking_the_loop(cluster: Cluster) 
     finally:
         t.cancel()
         await store.close()
+
+
+async def test_opt_in_java_election_is_read_by_whoisauditor(cluster: Cluster) -> None:
+    """Only when asked: a vote in Java's own election, in Java's exact format, understood by Java's tools."""
+    client, bridge = await _client(cluster)
+    path = f"{cluster.ledgers_root}/underreplication/auditorelection"
+    e = LeaderElection(bridge, path, "127.0.0.1:3199", java_compatible=True, ledgers_root=cluster.ledgers_root)
+    try:
+        await e.start()
+        await e.wait_leader(20)
+        name = e.vote_path.rsplit("/", 1)[1]
+        assert name.startswith("V_") and name[2:].isdigit() and len(name) == 12
+        assert cluster.kazoo.get(e.vote_path)[0] == b'bookieId: "127.0.0.1:3199"\n'
+        assert cluster.kazoo.get(path)[0] == b'bookieId: "127.0.0.1:3199"\n'  # the leader's announcement
+        out = cluster.shell("whoisauditor").stdout
+        assert "Auditor: 127.0.0.1:3199" in out, out
+    finally:
+        await e.close()
+        bridge.detach()
+        await stop_client(client)
+    assert cluster.kazoo.get_children(path) == []  # our vote is gone: nothing left in Java's election

@@ -221,3 +221,31 @@ async def test_pulsar_metadata_store_uri_and_missing_layout(cluster: Cluster) ->
     finally:
         await store.close()
     assert cluster.kazoo.exists(chroot) is None
+
+
+async def test_scoped_ledgers_live_outside_javas_view(cluster: Cluster) -> None:
+    t = cluster.create_ledger(entries=2)
+    store = await open_store(cluster.metadata_service_uri)
+    election = await leader_of(store)
+    scoped = [LedgerId(5, t["ledgerId"]), LedgerId(2**62 + 1, 2**40 + 9), LedgerId(5, 2**31 + 1)]
+    try:
+        md = (await store.read_ledger(t["ledgerId"])).metadata
+        for lid in scoped:
+            await store.write_ledger_metadata(replace(md, ledger_id=lid), election.guard, expected_version=None)
+        for lid in scoped:
+            rec = await store.read_ledger(lid)
+            assert rec.path.startswith(f"{cluster.ledgers_root}/scoped/") and rec.metadata.ledger_id == lid
+        listed = [i for b in await collect(store.list_ledgers()) for i in b.ledger_ids]
+        assert listed == sorted(listed) and listed[-3:] == sorted(scoped)
+        only_scope_5 = [i for b in await collect(store.list_ledgers(LedgerId(5, 0), LedgerId(6, 0))) for i in b.ledger_ids]
+        assert only_scope_5 == sorted(scoped[::2])
+        # Java's listing (and so its auditor and GC) never sees them.
+        shell_ids = {int(line.split(":")[1]) for line in cluster.shell("listledgers").stdout.splitlines()
+                     if line.startswith("ledgerID:")}
+        assert 2**40 + 9 not in shell_ids and 2**31 + 1 not in shell_ids
+        assert shell_ids == {i.ledger for i in listed if i.scope == 0}
+    finally:
+        # Test clean-up of our extension's tree (not a production write path).
+        cluster.kazoo.delete(f"{cluster.ledgers_root}/scoped", recursive=True)
+        await election.close()
+        await store.close()
