@@ -1,8 +1,8 @@
 """Logging, configured in one place: structlog for our code, and the stdlib loggers of libraries (kazoo,
 grpc, asyncio) routed through the same processors, so every line has the same shape.
 
-* `json` (default): one JSON object per line on stderr: `timestamp` (ISO 8601, UTC), `level`, `logger`, `event`,
-  then the event's keys.
+* `json` (default): one JSON object per line on stderr: `timestamp` (ISO 8601, UTC), `level`,
+  `logger`, `event`, then the event's keys.
 * `console`: structlog's console renderer (colours only on a TTY), for people at a terminal.
 
 Key convention, shared with BookKeeper's own structured logs: camelCase `ledgerId`, `bookieId`,

@@ -374,3 +374,25 @@ async def test_bind_failure_is_clear() -> None:
             await second.start()
     finally:
         await first.stop(0)
+
+
+def test_server_and_client_on_uvloop() -> None:
+    """The daemon may run on uvloop (`event_loop: uvloop`): the same round trip on a uvloop loop."""
+    import uvloop
+
+    async def round_trip() -> tuple[str, str, str]:
+        state = DaemonState("uv-pod")
+        state.tasks.register("scrutiny")
+        server = AdminServer(StateBackend(state), "127.0.0.1:0")
+        port = await server.start()
+        try:
+            async with AdminClient(f"127.0.0.1:{port}", timeout=5) as client:
+                status = await client.status()
+                return (type(asyncio.get_running_loop()).__module__, status.identity,
+                        await client.health("liveness"))
+        finally:
+            await server.stop(0)
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        module, identity, live = runner.run(round_trip())
+    assert module.startswith("uvloop") and identity == "uv-pod" and live == "SERVING"
