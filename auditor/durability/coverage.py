@@ -12,7 +12,8 @@ sides:
 
 * `at most` (unknown copies counted as present): the best the ledger can be. A violation here is
   certain whatever the unknown bookies answer -> the *confirmed* view. For answers without unknowns it
-  equals Java's replicas check (`least = WQ - max missing`).
+  is Java's replicas-check classification (`least = WQ - max missing`), without Java's gap bug below
+  and counting a bookie listed twice in one write set once.
 * `at least` (unknown copies counted as missing): the worst it can be -> the *possible* view.
 The verdict "could change once they answer" exactly when the two views disagree.
 

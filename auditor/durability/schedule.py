@@ -15,7 +15,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import operator
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -24,7 +24,7 @@ from .ranges import Range, RangeSet
 
 __all__ = [
     "write_set", "holds", "index_residues", "write_set_bookies", "Stripe", "StripedSet",
-    "expected_for_index", "expected_by_bookie", "check_quorum_sizes", "clip_rangeset",
+    "expected_for_index", "expected_by_bookie", "segment_bookie_residues", "check_quorum_sizes", "clip_rangeset",
 ]
 
 
@@ -612,7 +612,3 @@ def expected_by_bookie(metadata: LedgerMetadata, end: int | None = None) -> dict
             if s is not None:
                 acc.setdefault(bookie, []).append(s)
     return {b: StripedSet.of(pieces) for b, pieces in acc.items()}
-
-
-def expected_counts(expected: Mapping[str, StripedSet]) -> dict[str, int]:
-    return {b: s.count() for b, s in expected.items()}
