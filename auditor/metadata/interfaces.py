@@ -3,6 +3,7 @@ can be added beside the ZooKeeper one. Records here are store-neutral.
 """
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 from typing import AsyncIterator, Callable, Iterable, Mapping, Protocol, runtime_checkable
 
@@ -101,6 +102,25 @@ class MarkerRecord:
     stat: NodeStat
 
 
+class MarkResult(enum.Enum):
+    CREATED = "created"
+    MERGED = "merged"        # existing marker, new replicas added (ctime refreshed)
+    UNCHANGED = "unchanged"  # existing marker already listed every replica: nothing written
+
+
+@dataclass(slots=True)
+class ScanStats:
+    """Counters of one ledger scan; `last_ledger` is the cursor to resume from."""
+
+    directories: int = 0
+    listed: int = 0
+    read: int = 0
+    vanished: int = 0        # listed, then gone before we read it (deleted mid-scan)
+    corrupt: int = 0
+    skipped_names: int = 0   # non-ledger znodes met in ledger directories
+    last_ledger: LedgerId | None = None  # resume cursor: scan again from last_ledger + 1
+
+
 @runtime_checkable
 class WriteGuard(Protocol):
     """What a write needs to prove the writer is the current leader.
@@ -136,7 +156,7 @@ class MetadataStore(Protocol):
 
     def list_markers(self) -> AsyncIterator[MarkerRecord]: ...
 
-    async def mark_underreplicated(self, ledger_id: LedgerId, replicas: Iterable[str], guard: WriteGuard) -> str: ...
+    async def mark_underreplicated(self, ledger_id: LedgerId, replicas: Iterable[str], guard: WriteGuard) -> MarkResult: ...
 
     async def is_replication_disabled(self) -> bool: ...
 

@@ -6,11 +6,9 @@ leader's guard znode (its election vote) still exists, so a deposed leader's wri
 from __future__ import annotations
 
 import asyncio
-import enum
 import logging
 import time
-from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Callable, Iterable, Mapping
+from typing import Any, AsyncIterator, Callable, Iterable
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError, RolledBackError
@@ -24,7 +22,7 @@ from .bridge import KazooBridge, start_client, stop_client
 from .errors import (ConcurrentUpdateError, CorruptZnodeError, MetadataError, NoSuchLedgerError,
                      NotLeaderError)
 from .interfaces import (BookieAddress, BookieRegistration, CookieRecord, CorruptLedger, LedgerRecord,
-                         MarkerRecord, NodeStat, Registrations, WriteGuard)
+                         MarkerRecord, MarkResult, NodeStat, Registrations, ScanStats, WriteGuard)
 from .layout import LedgerLayout, parse_layout, resolve_manager
 from .location import LedgerManager, MetadataLocation, join, parse_service_uri
 from .racks import StaticRackMap
@@ -33,23 +31,6 @@ from .paths import LedgerBatch, LedgerPaths, MarkerPaths, walk_ledgers
 log = logging.getLogger(__name__)
 
 READONLY = "readonly"
-
-
-class MarkResult(enum.Enum):
-    CREATED = "created"
-    MERGED = "merged"        # existing marker, new replicas added (ctime refreshed)
-    UNCHANGED = "unchanged"  # existing marker already listed every replica: nothing written
-
-
-@dataclass(slots=True)
-class ScanStats:
-    directories: int = 0
-    listed: int = 0
-    read: int = 0
-    vanished: int = 0        # listed, then gone before we read it (deleted mid-scan)
-    corrupt: int = 0
-    skipped_names: int = 0   # non-ledger znodes met in ledger directories
-    last_ledger: LedgerId | None = None  # resume cursor: scan again from last_ledger + 1
 
 
 class ZooKeeperMetadataStore:
