@@ -234,7 +234,7 @@ class BookieClient:
                          timeout: float | None = None) -> ReadEntryResult:
         """READ_ENTRY without fence or long poll. entry_id -1 reads the bookie's highest entry."""
         lid = _wire_ledger_id(ledger_id)
-        P.read_entry_request(0, lid, entry_id)  # validate arguments before queueing
+        P.check_entry_id(entry_id)  # a bad argument raises here, before anything is queued
         reply, elapsed = await self._call(Op.READ_ENTRY, lambda t: P.read_entry_request(t, lid, entry_id), timeout)
         base = dict(bookie_id=self.bookie_id, elapsed=elapsed, ledger_id=lid, entry_id=entry_id)
         if isinstance(reply, str):

@@ -114,12 +114,16 @@ def _check_ledger(ledger_id: int) -> None:
         raise ValueError(f"ledger id {ledger_id!r} is not in 0..2^63-1")
 
 
+def check_entry_id(entry_id: int) -> None:
+    if isinstance(entry_id, bool) or not isinstance(entry_id, int) or not -1 <= entry_id <= MAX_LONG:
+        raise ValueError(f"entry id {entry_id!r} is not in -1..2^63-1")
+
+
 def read_entry_request(txn_id: int, ledger_id: int, entry_id: int) -> Any:
     """A plain READ_ENTRY (entry -1 = the bookie's highest entry). No fence, no long poll: the message
     type cannot express them."""
     _check_ledger(ledger_id)
-    if isinstance(entry_id, bool) or not isinstance(entry_id, int) or not -1 <= entry_id <= MAX_LONG:
-        raise ValueError(f"entry id {entry_id!r} is not in -1..2^63-1")
+    check_entry_id(entry_id)
     req = pb.Request()
     _header(req, Op.READ_ENTRY, txn_id)
     req.readRequest.ledgerId = ledger_id

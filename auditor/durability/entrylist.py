@@ -112,13 +112,22 @@ class EntryList:
     bookies send. Equality is structural (same records); compare `to_rangeset()` for set equality.
     """
 
-    __slots__ = ("_records", "_firsts", "_total")
+    __slots__ = ("_records", "_firsts", "_total", "_simple", "_rangeset")
 
     def __init__(self, records: Iterable[Record] = ()) -> None:
-        recs = tuple(tuple(r) for r in records)
+        recs = tuple(records)
         total = 0
         prev_end = -1
-        for i, (first, last, size, period) in enumerate(recs):
+        simple = True  # every group is period 0 and none touches the next: ranges map 1:1 to records
+        for i, rec in enumerate(recs):
+            first, last, size, period = rec
+            # Fast path: the only shape real bookies send (and first > prev_end >= -1 implies first >= 0).
+            if period == 0 and last == first and size >= 1 and first > prev_end and first + size - 1 <= MAX_ENTRY_ID:
+                if first == prev_end + 1 and i:
+                    simple = False
+                prev_end = first + size - 1
+                total += size
+                continue
             problem = _check_record(i, first, last, size, period)
             if problem:
                 raise EntryListError(problem)
@@ -126,11 +135,16 @@ class EntryList:
                 raise EntryListError(
                     f"group {i}: starts at {first}, not after the previous group's last entry {prev_end}"
                     " (groups must be ascending and disjoint)")
+            simple = False
             prev_end = last + size - 1
             total += _count(first, last, size, period)
+        if recs and not isinstance(recs[0], tuple):
+            recs = tuple(tuple(r) for r in recs)
         self._records: tuple[Record, ...] = recs  # type: ignore[assignment]
         self._firsts = [r[0] for r in recs]
         self._total = total
+        self._simple = simple
+        self._rangeset: RangeSet | None = None
 
     # ----- construction -------------------------------------------------------------------------
     @classmethod
@@ -198,7 +212,17 @@ class EntryList:
                 yield from range(s, s + size)
 
     def to_rangeset(self, max_runs: int = DEFAULT_MAX_EXPANDED_RUNS) -> RangeSet:
-        """The same ids as a RangeSet. O(groups) unless periodic groups must be expanded."""
+        """The same ids as a RangeSet (computed once). O(groups) unless periodic groups must be expanded."""
+        if self._rangeset is not None:
+            return self._rangeset
+        if self._simple:
+            rs = RangeSet(tuple([(f, f + s - 1) for f, _, s, _ in self._records]))
+        else:
+            rs = self._merged_rangeset(max_runs)
+        self._rangeset = rs
+        return rs
+
+    def _merged_rangeset(self, max_runs: int) -> RangeSet:
         out: list[tuple[int, int]] = []
         runs = 0
         for first, last, size, period in self._records:
@@ -226,7 +250,10 @@ class EntryList:
         """
         if not expected:
             return expected
-        return expected.difference(self.to_rangeset())
+        available = self.to_rangeset()
+        if expected.ranges == available.ranges:  # the common healthy case, at C speed
+            return RangeSet()
+        return expected.difference(available)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, EntryList) and self._records == other._records
