@@ -105,9 +105,6 @@ async def _list_answer(ctx: AuditContext, md: LedgerMetadata, bookie: str, expec
     timeout = client.config.entry_list_probe_timeout if probing else None
     result = await client.get_entry_list(md.ledger_id, timeout=timeout)
     stats.bookie_requests[bookie] += 1
-    if result.unknown and not result.unsupported and probing:
-        result = await client.get_entry_list(md.ledger_id)
-        stats.bookie_requests[bookie] += 1
     if result.unsupported:
         await _read_answer(ctx, md, bookie, expected, out, stats)
         return

@@ -52,9 +52,12 @@ def check_options(settings: Settings, *, one_shot: bool = False) -> CheckOptions
 
 def bookie_config(settings: Settings) -> BookieClientConfig:
     b = settings.bookie_client
-    return BookieClientConfig(request_timeout=b.timeout_seconds, connect_timeout=b.connect_timeout_seconds,
+    t = b.timeout_seconds
+    # The probes must never outlast the operator's timeout: a silent bookie costs at most ~2 timeouts.
+    return BookieClientConfig(request_timeout=t, connect_timeout=b.connect_timeout_seconds,
                               max_in_flight=b.max_in_flight, rate_limit=b.requests_per_second or None,
-                              max_frame_size=b.max_frame_bytes)
+                              max_frame_size=b.max_frame_bytes, liveness_timeout=min(2.0, t),
+                              entry_list_probe_timeout=min(1.0, t))
 
 
 class Locations:

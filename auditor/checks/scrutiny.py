@@ -45,8 +45,9 @@ def corrupt_findings(md: LedgerMetadata, answers: LedgerAnswers) -> list[Finding
             Category.DIGEST_MISMATCH,
             f"ledger {md.ledger_id}: entry {c.entry_id} on bookie {c.bookie} fails verification ({problems})",
             metadata=md, bookie=c.bookie, entry_id=c.entry_id, method=Method.READ,
-            detail={"problems": [p.value for p in c.verification.problems],
-                    "notes": list(c.verification.notes)}))
+            detail={"problems": [p.value for p in c.verification.problems], "why": c.verification.detail,
+                    "storedDigest": (c.verification.stored_digest or b"").hex(),
+                    "computedDigest": (c.verification.computed_digest or b"").hex()}))
     return out
 
 

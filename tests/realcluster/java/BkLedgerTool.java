@@ -155,6 +155,10 @@ public class BkLedgerTool {
             ledgerId = wh.getId();
         }
         List<CompletableFuture<?>> inflight = new ArrayList<>();
+        // An OPEN ledger is written one entry at a time, so that each entry carries the previous LAC and
+        // the bookies know LAC = N-2, as with a steady writer. Pipelined writes (200 in flight) would
+        // all carry LAC -1.
+        int window = leaveOpen ? 1 : 200;
         for (long entry = 0; entry < entries; entry++) {
             if (entry == pauseAfter) {
                 drain(inflight);
@@ -172,7 +176,7 @@ public class BkLedgerTool {
             }
             byte[] data = payload(ledgerId, entry, size);
             inflight.add(wah != null ? wah.writeAsync(entry, data) : wh.appendAsync(data));
-            if (inflight.size() >= 200) {
+            if (inflight.size() >= window) {
                 drain(inflight);
             }
         }
