@@ -18,7 +18,11 @@ SESSION_STORAGE = {6: "db"}  # bookies 1-5 SortedLedgerStorage, bookie 6 DbLedge
 @pytest.fixture(scope="session")
 def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
     workdir = Path(tempfile.mkdtemp(prefix="bk-auditor-cluster-"))
-    c = Cluster(workdir, num_bookies=SESSION_BOOKIES, storage=SESSION_STORAGE)
+    # Ports can be moved so that several suites can run side by side on one machine.
+    c = Cluster(workdir, num_bookies=SESSION_BOOKIES, storage=SESSION_STORAGE,
+                zk_port=int(os.environ.get("BK_TEST_ZK_PORT", "21810")),
+                port_base=int(os.environ.get("BK_TEST_PORT_BASE", "3180")),
+                http_base=int(os.environ.get("BK_TEST_HTTP_BASE", "8180")))
     try:
         c.start()
         yield c

@@ -294,7 +294,19 @@ class Cluster:
         self.stop()
 
     # ------------------------------------------------------------------ ZooKeeper
+    def _check_ports_free(self) -> None:
+        """Refuse to start over another cluster: a busy port would silently join us to it."""
+        wanted = [("127.0.0.1", self.zk_port)] + [(f"127.0.0.{n}", self.port_base + n)
+                                                  for n in range(1, self.num_bookies + 1)]
+        for host, port in wanted:
+            with socket.socket() as s:
+                s.settimeout(0.5)
+                if s.connect_ex((host, port)) == 0:
+                    raise HarnessError(f"{host}:{port} is already in use (another cluster?): choose other ports, "
+                                       "e.g. BK_TEST_ZK_PORT / BK_TEST_PORT_BASE / BK_TEST_HTTP_BASE")
+
     def _start_zookeeper(self, deadline: float) -> None:
+        self._check_ports_free()
         zk_dir = self.workdir / "zk"
         (zk_dir / "data").mkdir(parents=True, exist_ok=True)
         cfg = zk_dir / "zoo.cfg"
