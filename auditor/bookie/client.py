@@ -110,6 +110,10 @@ class TokenBucket:
             await asyncio.sleep(wait)
 
 
+class _TimedOut(str):
+    """The failure message of a request that got no reply in time (as opposed to a broken link)."""
+
+
 @dataclass(slots=True)
 class _Pending:
     op: Op
@@ -133,8 +137,8 @@ class _Connection(asyncio.Protocol):
 
     # asyncio.Protocol ---------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # Not an isinstance check: uvloop's transports do not derive from asyncio.Transport.
+        self.transport = transport  # type: ignore[assignment]
         sock = transport.get_extra_info("socket")
         if sock is not None:
             try:
@@ -317,7 +321,9 @@ class BookieClient:
         reply, elapsed = await self._call(Op.GET_LIST_OF_ENTRIES_OF_LEDGER,
                                           lambda t: P.entry_list_request(t, lid), timeout)
         if isinstance(reply, str):
-            unsupported = await self._maybe_unsupported(reply)
+            # Only silence is evidence; a broken link (e.g. a restart) says nothing about the capability.
+            unsupported = (self.entry_list_support is Capability.UNSUPPORTED
+                           or (isinstance(reply, _TimedOut) and await self._maybe_unsupported(reply)))
             error = f"{reply}; {self._unsupported_message()}" if unsupported else reply
             return EntryListResult(self.bookie_id, Outcome.UNKNOWN, None, error, elapsed, lid, None, unsupported)
         sub = reply.sub
@@ -417,7 +423,7 @@ class BookieClient:
         if p is None or p.future.done():
             return
         self.stats.timeouts += 1
-        p.future.set_result(f"bookie {self.bookie_id}: no reply to {p.op.name} within {limit:g} s")
+        p.future.set_result(_TimedOut(f"bookie {self.bookie_id}: no reply to {p.op.name} within {limit:g} s"))
         # Nothing at all received since this request went out: count towards "the connection is dead".
         # GET_LIST timeouts are excluded: DbLedgerStorage bookies never answer them on a healthy link.
         if p.op is not Op.GET_LIST_OF_ENTRIES_OF_LEDGER and conn.last_rx < p.sent_at:
@@ -430,6 +436,9 @@ class BookieClient:
         if p is None:
             if conn.first_txn <= reply.txn_id < self._next_txn:
                 self.stats.late_replies += 1  # its request timed out or was cancelled: drop quietly
+                if reply.op is Op.GET_LIST_OF_ENTRIES_OF_LEDGER and reply.status is Status.EOK:
+                    # Slow, not unable: undo an UNSUPPORTED concluded from that timeout.
+                    self.entry_list_support = Capability.SUPPORTED
                 return
             raise P.ProtocolError(f"reply for txn id {reply.txn_id}, which was never sent on this connection")
         if p.op is not reply.op:

@@ -643,6 +643,44 @@ async def test_entry_list_unsupported_is_detected_without_poisoning() -> None:
     await peer.stop()
 
 
+async def test_slow_entry_list_answer_restores_the_capability() -> None:
+    async def handler(peer: Peer, req: pb.Request, writer: asyncio.StreamWriter) -> None:
+        if req.header.operation == Op.GET_LIST_OF_ENTRIES_OF_LEDGER:
+            async def late() -> None:
+                await asyncio.sleep(0.4)
+                await answer_ok(peer, req, writer)
+            asyncio.ensure_future(late())
+        else:
+            await answer_ok(peer, req, writer)
+
+    peer = await Peer(handler).start()
+    async with await _client(peer) as c:
+        assert await c.probe_entry_list_support(1, timeout=0.1) is Capability.UNSUPPORTED
+        await asyncio.sleep(0.5)
+        assert c.stats.late_replies == 1
+        assert c.entry_list_support is Capability.SUPPORTED
+        assert (await c.get_entry_list(1)).present
+    await peer.stop()
+
+
+async def test_entry_list_lost_connection_is_not_evidence() -> None:
+    async def handler(peer: Peer, req: pb.Request, writer: asyncio.StreamWriter) -> None:
+        if req.header.operation == Op.GET_LIST_OF_ENTRIES_OF_LEDGER and peer.connections == 1:
+            writer.transport.abort()  # e.g. the bookie restarted
+            return
+        await answer_ok(peer, req, writer)
+
+    peer = await Peer(handler).start()
+    async with await _client(peer) as c:
+        assert (await c.ping()).present
+        r = await c.get_entry_list(1)
+        assert r.unknown and not r.unsupported
+        assert c.entry_list_support is Capability.UNKNOWN
+        assert (await _eventually(lambda: c.get_entry_list(1))).present
+        assert c.entry_list_support is Capability.SUPPORTED
+    await peer.stop()
+
+
 async def test_entry_list_capability_stays_unknown_when_bookie_is_silent() -> None:
     async def handler(peer: Peer, req: pb.Request, writer: asyncio.StreamWriter) -> None:
         return  # answers nothing (a SIGSTOPped bookie)
@@ -780,3 +818,25 @@ def test_fuzz_plausible_but_wrong_responses(frames: list[bytes], then_close: boo
     for r in results:
         if r.outcome is Outcome.ABSENT:
             assert r.status in (Status.ENOENTRY, Status.ENOLEDGER)
+
+
+# ----- the same scenarios on uvloop (the daemon's event loop) --------------------------------------
+UVLOOP_SCENARIOS: dict[str, Callable[[], Awaitable[None]]] = {
+    "basic": test_basic_operations_and_outcomes,
+    "pipelined": test_pipelined_out_of_order_replies_are_matched,
+    "window": test_in_flight_window_is_bounded,
+    "late reply": test_timeout_is_unknown_and_late_reply_is_dropped,
+    "hostile": lambda: test_hostile_reply_closes_the_connection("unknown txn"),
+    "garbage": lambda: test_hostile_reply_closes_the_connection("garbage"),
+    "silent": test_silent_connection_is_replaced,
+    "db-like": test_entry_list_unsupported_is_detected_without_poisoning,
+    "refused": test_connect_refused_backs_off_then_recovers,
+}
+
+
+@pytest.mark.parametrize("name", list(UVLOOP_SCENARIOS))
+def test_scenarios_on_uvloop(name: str) -> None:
+    import uvloop  # a dependency of the daemon, which runs on it
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(UVLOOP_SCENARIOS[name]())
