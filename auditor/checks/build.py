@@ -40,7 +40,7 @@ def placement_policy(settings: Settings) -> PlacementPolicy | None:
 
 
 def check_options(settings: Settings, *, one_shot: bool = False) -> CheckOptions:
-    delays = tuple(settings.recheck.delays_seconds[: settings.recheck.attempts])
+    delays = tuple(settings.recheck.schedule())  # one delay per attempt
     if one_shot:
         # A one-shot run should finish in seconds, not wait out the daemon's minutes-long delays.
         delays = tuple(min(d, 3.0) for d in delays) or (2.0,)

@@ -89,8 +89,13 @@ class CheckRun:
     """One pass of one check over a set of ledgers."""
 
     def __init__(self, ctx: AuditContext, check: LedgerCheck, sink: FindingSink,
-                 queue: RecheckQueue[LedgerId] | None = None, progress: ProgressSink | None = None) -> None:
+                 queue: RecheckQueue[LedgerId] | None = None, progress: ProgressSink | None = None,
+                 gate: Callable[[], Awaitable[None]] | None = None) -> None:
         self.ctx = ctx
+        self._gate = gate  # awaited before each ledger: pause, time-of-day windows
+        # Highest ledger id such that it and every ledger before it in this scan are finished: a new
+        # leader resumes after it without skipping anything still in flight.
+        self.completed_cursor: LedgerId | None = None
         self.check = check
         self.sink = sink
         self.queue = queue if queue is not None else RecheckQueue(ctx.options.recheck_delays)
@@ -133,29 +138,45 @@ class CheckRun:
         limit = asyncio.Semaphore(self.ctx.options.max_concurrent_ledgers)
         tasks: set[asyncio.Task[None]] = set()
         source = records if records is not None else self.ctx.store.scan_ledgers(start, end, stats=self.scan_stats)
+        batches: list[list] = []  # [last id of the batch, ledgers still in flight]
 
-        async def guarded(r: LedgerRecord | CorruptLedger) -> None:
+        def advance() -> None:
+            while batches and batches[0][1] == 0 and (len(batches) > 1 or batches[0][2]):
+                self.completed_cursor = batches.pop(0)[0]
+
+        async def guarded(r: LedgerRecord | CorruptLedger, slot: list) -> None:
             try:
                 await self._one(r)
             finally:
                 limit.release()
+                slot[1] -= 1
+                advance()
                 self.progress.ledgers_done += 1
+                self.progress.cursor = self.completed_cursor
                 if self._progress_sink:
                     self._progress_sink(self.progress)
 
         try:
             async for batch in source:
+                if not batch:
+                    continue
+                last = batch[-1]
+                slot = [last.ledger_id if isinstance(last, CorruptLedger) else last.metadata.ledger_id,
+                        len(batch), False]
+                batches.append(slot)
                 for r in batch:
                     self.stats.ledgers_seen += 1
+                    if self._gate is not None:
+                        await self._gate()
                     await limit.acquire()
-                    t = asyncio.create_task(guarded(r))
+                    t = asyncio.create_task(guarded(r, slot))
                     tasks.add(t)
                     t.add_done_callback(tasks.discard)
-                if batch:
-                    last = batch[-1]
-                    self.progress.cursor = last.ledger_id if isinstance(last, CorruptLedger) else last.metadata.ledger_id
+                slot[2] = True  # every ledger of the batch is dispatched
+                advance()
             if tasks:
                 await asyncio.gather(*tasks)
+            advance()
         finally:
             for t in tasks:
                 t.cancel()

@@ -1,0 +1,289 @@
+"""The bookie watch: lost bookies, their ledgers marked under-replicated in Java's format, reincarnations.
+
+Java's semantics (java-auditor.md §1.5): a bookie that disappears from the registrations is lost; its
+ledgers are marked after `lostBookieRecoveryDelay` (read from its znode, as Java does), the wait is
+cancelled if the bookie returns, and there is no wait when more than one bookie is lost. A rewrite of
+the delay znode (Java's `triggeraudit`) audits at once. Marking honours the cluster's disable flag;
+detection and reporting go on while it is set.
+
+Which ledgers a bookie holds comes from `LedgerIndex`, built once per leadership and then kept up to
+date incrementally (new ledger ids are read as they appear; every ledger is re-read before it is
+marked), never by rescanning all metadata on every event.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from posixpath import join
+
+from auditor.durability.findings import Category, Finding, Method
+from auditor.durability.ids import LedgerId
+from auditor.logging import get_logger
+from auditor.metadata.errors import NoSuchLedgerError
+from auditor.metadata.interfaces import CorruptLedger, WriteGuard
+from auditor.metadata.zkstore import ZooKeeperMetadataStore
+
+log = get_logger("auditor.bookies")
+
+
+class LedgerIndex:
+    """bookie id -> ledger ids naming it in any segment."""
+
+    def __init__(self, store: ZooKeeperMetadataStore) -> None:
+        self.store = store
+        self._by_bookie: dict[str, set[LedgerId]] = {}
+        self._bookies_of: dict[LedgerId, frozenset[str]] = {}
+        self.high: LedgerId | None = None  # highest scope-0 ledger id indexed
+        self.built_at: float | None = None
+
+    def __len__(self) -> int:
+        return len(self._bookies_of)
+
+    @property
+    def bookies(self) -> set[str]:
+        return {b for b, ids in self._by_bookie.items() if ids}
+
+    def ledgers_on(self, bookie: str) -> set[LedgerId]:
+        return set(self._by_bookie.get(bookie, ()))
+
+    def update(self, lid: LedgerId, bookies: Iterable[str] | None) -> None:
+        for b in self._bookies_of.pop(lid, frozenset()):
+            self._by_bookie.get(b, set()).discard(lid)
+        if bookies is not None:
+            bs = frozenset(bookies)
+            self._bookies_of[lid] = bs
+            for b in bs:
+                self._by_bookie.setdefault(b, set()).add(lid)
+            if lid.scope == 0 and (self.high is None or lid > self.high):
+                self.high = lid
+
+    async def _scan(self, start: LedgerId | None) -> int:
+        n = 0
+        async for batch in self.store.scan_ledgers(start):
+            for r in batch:
+                if not isinstance(r, CorruptLedger):
+                    self.update(r.metadata.ledger_id, r.metadata.bookies)
+                    n += 1
+        return n
+
+    async def rebuild(self) -> int:
+        self._by_bookie.clear()
+        self._bookies_of.clear()
+        self.high = None
+        n = await self._scan(None)
+        self.built_at = time.time()
+        return n
+
+    async def refresh_new(self) -> int:
+        """Index ledgers created since the last scan (ids above the highest one seen)."""
+        start = LedgerId(0, self.high.ledger + 1) if self.high is not None else None
+        return await self._scan(start)
+
+
+Guard = Callable[[], WriteGuard]
+Report = Callable[[Finding], Awaitable[None] | None]
+Priority = Callable[[set[LedgerId], str], Awaitable[None]]
+
+
+class BookieWatch:
+    def __init__(self, store: ZooKeeperMetadataStore, index: LedgerIndex, guard: Guard, report: Report,
+                 priority: Priority, *, metrics: object | None = None, default_delay: float = 0.0,
+                 periodic_seconds: float = 0.0, state_path: str | None = None) -> None:
+        self.store = store
+        self.index = index
+        self._guard = guard
+        self._report = report
+        self._priority = priority
+        self._metrics = metrics
+        self.default_delay = default_delay
+        self.periodic_seconds = periodic_seconds
+        self.state_path = state_path or join(store.root, "bk-auditor", "bookies")
+        self.lost: set[str] = set()
+        self.pending: dict[str, asyncio.TimerHandle] = {}
+        self.marked: dict[str, int] = {}  # bookie -> ledgers marked for it (this leadership)
+        self._changed = asyncio.Event()
+        self._audit_now = asyncio.Event()
+        self._last_delay: int | None = None
+        self._incarnations: dict[str, tuple[int, int]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # ----------------------------------------------------------------------------- lifecycle
+    async def run(self) -> None:
+        await self.index.rebuild()
+        log.info("ledger index built", ledgers=len(self.index), bookies=len(self.index.bookies))
+        self._incarnations = await self._load_incarnations()
+        cancel_regs = self.store.watch_registrations(self._changed.set)
+        self._last_delay = await self.store.lost_bookie_recovery_delay()
+        cancel_delay = self.store.watch_lost_bookie_recovery_delay(self._on_delay_written)
+        try:
+            await self._check_reincarnations(initial=True)
+            await self._evaluate(reason="start")
+            periodic = self.periodic_seconds if self.periodic_seconds > 0 else None
+            while True:
+                waits = [asyncio.ensure_future(self._changed.wait()), asyncio.ensure_future(self._audit_now.wait())]
+                done, pending = await asyncio.wait(waits, timeout=periodic, return_when=asyncio.FIRST_COMPLETED)
+                for p in pending:
+                    p.cancel()
+                if self._audit_now.is_set():
+                    self._audit_now.clear()
+                    await self._audit(set(self.lost) | set(self.pending), reason="trigger")
+                    continue
+                reason = "registration change" if self._changed.is_set() else "periodic"
+                self._changed.clear()
+                if reason == "periodic":
+                    await self.index.rebuild()
+                await self._check_reincarnations()
+                await self._evaluate(reason=reason)
+        finally:
+            cancel_regs()
+            cancel_delay()
+            for h in self.pending.values():
+                h.cancel()
+            self.pending.clear()
+            for t in self._tasks:
+                t.cancel()
+
+    # ----------------------------------------------------------------------------- lost bookies
+    async def _delay(self) -> float:
+        got = await self.store.lost_bookie_recovery_delay()
+        return float(got) if got is not None else self.default_delay
+
+    async def _evaluate(self, reason: str) -> None:
+        regs = await self.store.registrations()
+        available = regs.available
+        known = self.index.bookies | set(await self.store.cookies())
+        lost = known - available
+        returned = (self.lost | set(self.pending)) - lost
+        for b in returned:
+            h = self.pending.pop(b, None)
+            if h is not None:
+                h.cancel()
+                self._count("delayed_bookie_audits_cancelled")
+                log.info("lost bookie came back: delayed audit cancelled", bookieId=b)
+        new = lost - self.lost - set(self.pending)
+        self.lost = {b for b in self.lost if b in lost}
+        if self._metrics is not None:
+            self._metrics.set_lost_bookies(len(lost))  # type: ignore[attr-defined]
+        if not new:
+            return
+        delay = await self._delay()
+        log.warning("bookies lost", bookieIds=sorted(new), reason=reason, delaySeconds=delay)
+        if delay <= 0 or len(lost) > 1:
+            # Java: no waiting when more than one bookie is lost; audit everything lost now.
+            for h in self.pending.values():
+                h.cancel()
+            self.pending.clear()
+            await self._audit(lost, reason=reason)
+            return
+        for b in new:
+            self._count("bookie_audits_delayed")
+            self.pending[b] = asyncio.get_running_loop().call_later(delay, self._spawn_audit, b)
+
+    def _spawn_audit(self, bookie: str) -> None:
+        self.pending.pop(bookie, None)
+        t = asyncio.ensure_future(self._audit({bookie}, reason="delay elapsed"))
+        self._tasks.add(t)
+        t.add_done_callback(self._tasks.discard)
+
+    def _on_delay_written(self, value: int | None) -> None:
+        """Java semantics: 0 or the same value again = audit now; a new value reschedules pending audits."""
+        previous, self._last_delay = self._last_delay, value
+        if value is None:
+            return
+        if value == 0 or value == previous:
+            self._audit_now.set()
+            return
+        loop = asyncio.get_running_loop()
+        for b, h in list(self.pending.items()):
+            h.cancel()
+            self.pending[b] = loop.call_later(value, self._spawn_audit, b)
+
+    async def _audit(self, bookies: set[str], reason: str) -> None:
+        """Mark every ledger with a segment on a lost bookie (re-reading each one first)."""
+        if not bookies:
+            return
+        still_lost = bookies - (await self.store.registrations()).available
+        self.lost |= still_lost
+        if not still_lost:
+            return
+        await self.index.refresh_new()
+        disabled = await self.store.is_replication_disabled()
+        for bookie in sorted(still_lost):
+            ledgers = self.index.ledgers_on(bookie)
+            if disabled:
+                log.warning("lost bookie not marked: auto-recovery is disabled (U/disable exists)",
+                            bookieId=bookie, ledgers=len(ledgers), reason=reason)
+                continue
+            marked = 0
+            for lid in sorted(ledgers):
+                try:
+                    md = (await self.store.read_ledger(lid)).metadata
+                except NoSuchLedgerError:
+                    self.index.update(lid, None)
+                    continue
+                self.index.update(lid, md.bookies)
+                if bookie not in md.bookies:
+                    continue
+                await self.store.mark_underreplicated(lid, [bookie], self._guard())
+                marked += 1
+            self.marked[bookie] = self.marked.get(bookie, 0) + marked
+            self._count("ledgers_marked", marked)
+            log.warning("lost bookie's ledgers marked under-replicated", bookieId=bookie, ledgers=marked,
+                        reason=reason)
+
+    # ----------------------------------------------------------------------------- reincarnation
+    async def _load_incarnations(self) -> dict[str, tuple[int, int]]:
+        got = await self.store._get(self.state_path)
+        if got is None or not got[0]:
+            return {}
+        try:
+            return {b: (int(v[0]), int(v[1])) for b, v in json.loads(got[0]).items()}
+        except (ValueError, TypeError, AttributeError, IndexError):
+            log.warning("bk-auditor bookie state unreadable; starting afresh", path=self.state_path)
+            return {}
+
+    async def _save_incarnations(self) -> None:
+        data = json.dumps({b: list(v) for b, v in sorted(self._incarnations.items())}).encode()
+        guard = self._guard()
+        path = self.state_path
+        try:
+            await self.store._guarded_one(guard, lambda t: t.set_data(path, data))
+        except Exception:
+            await self.store._create_parents(path, guard, self.store.root)
+            try:
+                await self.store._guarded_one(guard, lambda t: t.create(path, data))
+            except Exception:
+                await self.store._guarded_one(guard, lambda t: t.set_data(path, data))
+
+    async def _check_reincarnations(self, initial: bool = False) -> None:
+        cookies = await self.store.cookies()
+        changed = False
+        for bookie, rec in cookies.items():
+            inc = rec.incarnation
+            before = self._incarnations.get(bookie)
+            if before is not None and before != inc and before[0] != inc[0]:
+                ledgers = self.index.ledgers_on(bookie)
+                if ledgers:
+                    f = Finding.of(
+                        Category.BOOKIE_REINCARNATED,
+                        f"bookie {bookie} was reformatted (new cookie, czxid {before[0]} -> {inc[0]}) while "
+                        f"{len(ledgers)} ledger(s) still name it: their copies on it may be gone",
+                        bookie=bookie, method=Method.REGISTRATION, confirmed=True,
+                        detail={"oldCookieCzxid": before[0], "newCookieCzxid": inc[0], "ledgers": len(ledgers),
+                                "sampleLedgers": [lid.qualified_name for lid in sorted(ledgers)[:20]]})
+                    got = self._report(f)
+                    if asyncio.iscoroutine(got):
+                        await got
+                    await self._priority(ledgers, f"bookie {bookie} reincarnated")
+            if before != inc:
+                self._incarnations[bookie] = inc
+                changed = True
+        if changed or initial:
+            await self._save_incarnations()
+
+    def _count(self, name: str, n: int = 1) -> None:
+        metric = getattr(self._metrics, name, None) if self._metrics is not None else None
+        if metric is not None and n:
+            metric.inc(n)

@@ -1,0 +1,400 @@
+"""`bk-auditor run`: the long-running, leader-elected service.
+
+Every replica serves the admin API, health and metrics and takes part in the election. Only the leader
+runs checks and writes: the bookie watch, scrutiny, the periodic ledger check and the open-ledger check
+run as independent asyncio tasks (a long scan never delays the reaction to a lost bookie). On losing
+leadership or the ZooKeeper session every leader task is cancelled at once; writes are guarded by the
+leader's vote in any case. ZooKeeper blinking never ends the process: it steps down and rejoins.
+"""
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from typing import Any
+
+from auditor.checks.answers import gather_answers, highest_lac
+from auditor.checks.build import Locations, audit_context
+from auditor.checks.context import AuditContext, RunStats
+from auditor.checks.runner import CheckRun, LedgerCheck, Progress
+from auditor.checks.scrutiny import LedgerReadCheck, OpenLedgerCheck, ScrutinyCheck
+from auditor.config import Settings
+from auditor.durability.coverage import UNKNOWN, analyze_coverage
+from auditor.durability.findings import Category, Finding
+from auditor.durability.ids import LedgerId
+from auditor.durability.model import LedgerMetadata
+from auditor.durability.schedule import expected_by_bookie
+from auditor.logging import get_logger, log_finding
+from auditor.metadata.checkstate import CheckState, CheckStateStore
+from auditor.metadata.election import LeaderElection
+from auditor.metadata.errors import NoSuchLedgerError
+
+from .admin import AdminServer, BookieCopies, LedgerExplanation, LedgerNotFoundError, SegmentCopies, StateBackend
+from .bookie_watch import BookieWatch, LedgerIndex
+from .metrics import AuditorMetrics, RunSummary
+from .state import DaemonState, TaskState
+
+log = get_logger("auditor.daemon")
+
+CHECK_CLASSES: dict[str, type[Any]] = {"scrutiny": ScrutinyCheck, "ledger": LedgerReadCheck, "open": OpenLedgerCheck}
+BOOKIE_WATCH = "bookies"
+CURSOR_SAVE_SECONDS = 5.0
+
+
+def intervals(settings: Settings) -> dict[str, float]:
+    s = settings.schedule
+    return {"scrutiny": s.scrutiny_seconds, "ledger": s.ledger_check_seconds, "open": s.open_ledger_check_seconds}
+
+
+class Auditor:
+    """One replica: the leader runs the checks; every replica serves state."""
+
+    def __init__(self, settings: Settings, state: DaemonState, metrics: AuditorMetrics) -> None:
+        self.settings = settings
+        self.state = state
+        self.metrics = metrics
+        self.ctx: AuditContext | None = None
+        self.locations: Locations | None = None
+        self.election: LeaderElection | None = None
+        self.index: LedgerIndex | None = None
+        self.checkstate: CheckStateStore | None = None
+        self._triggers: dict[str, asyncio.Event] = {n: asyncio.Event() for n in CHECK_CLASSES}
+        self._runs: dict[str, CheckRun] = {}
+        self._ready = asyncio.Event()
+        for name, every in intervals(settings).items():
+            state.tasks.register(name, enabled=every > 0, interval_seconds=every or None)
+            metrics.register_check(name)
+        state.tasks.register(BOOKIE_WATCH, interval_seconds=settings.schedule.bookie_check_seconds or None)
+        state.recheck_depth = lambda: sum(len(r.queue) for r in self._runs.values())
+
+    # ----------------------------------------------------------------------------- reporting
+    def report(self, check: str, finding: Finding, seen: set[Any] | None = None) -> None:
+        rec = self.state.findings.add(finding, check)
+        if seen is not None:
+            seen.add(rec.key)
+        if rec.times_seen == 1:
+            log_finding(finding, logger=log, check=check)
+            self.metrics.finding_reported(finding)
+        self.metrics.sync_findings(self.state.findings)
+
+    # ----------------------------------------------------------------------------- leader tasks
+    def _guard(self) -> Any:
+        assert self.election is not None
+        return self.election.guard
+
+    async def _gate(self) -> None:
+        """Before each ledger: wait while paused or outside the time-of-day windows."""
+        while True:
+            await self.state.pause.wait_resumed()
+            if self.settings.schedule.in_window(None):
+                return
+            await asyncio.sleep(30)
+
+    async def _run_check(self, name: str, start: LedgerId | None, records: list[Any] | None = None,
+                         full: bool = True) -> CheckRun:
+        assert self.ctx is not None and self.checkstate is not None
+        check: LedgerCheck = CHECK_CLASSES[name](self.ctx, self.locations, marker=self._marker if name == "ledger" else None)
+        seen: set[Any] = set()
+        board = self.state.tasks
+        last_save = [time.monotonic()]
+
+        def progress(p: Progress) -> None:
+            board.progress(name, p.ledgers_done, cursor=p.cursor.qualified_name if p.cursor else None)
+            self.metrics.ledger_checked(name)
+            if full and p.cursor is not None and time.monotonic() - last_save[0] > CURSOR_SAVE_SECONDS:
+                last_save[0] = time.monotonic()
+                asyncio.ensure_future(self._save_state(name, CheckState(run_started_ms=started_ms, cursor=p.cursor)))
+
+        run = CheckRun(self.ctx, check, lambda f: self.report(name, f, seen), progress=progress, gate=self._gate,
+                       queue=None)
+        self._runs[name] = run
+        started_ms = int(time.time() * 1000)
+        board.start(name, cursor=start.qualified_name if start else None)
+        ok = False
+        try:
+            if records is not None:
+                async def source() -> Any:
+                    yield records
+                await run.scan(records=source())
+            else:
+                await run.scan(start)
+            await run.drain_rechecks()
+            run.stats.finished = time.time()
+            ok = True
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            board.fail(name, exc)
+            log.error("check failed", check=name, error=str(exc), exc_info=True)
+        finally:
+            self._runs.pop(name, None)
+        if ok:
+            board.succeed(name)
+            if full and start is None:
+                # A complete pass: what it no longer sees is resolved.
+                for rec in self.state.findings.resolve_absent(name, seen):
+                    self.metrics.finding_resolved(rec.category)
+            self.metrics.observe_run(RunSummary(name, run.stats.started, run.stats.finished or time.time(), True,
+                                                run.stats.ledgers_checked, dict(self._category_counts(seen)),
+                                                full and start is None))
+            self.metrics.sync_findings(self.state.findings)
+            log.info("check finished", **run.stats.as_dict())
+        return run
+
+    def _category_counts(self, keys: set[Any]) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for k in keys:
+            rec = self.state.findings.get(k)
+            if rec is not None:
+                out[rec.category] = out.get(rec.category, 0) + 1
+        return out
+
+    async def _save_state(self, name: str, st: CheckState) -> None:
+        assert self.checkstate is not None
+        try:
+            await self.checkstate.write(name, st, self._guard())
+        except Exception as exc:  # not leader any more, or ZooKeeper trouble: the next save retries
+            log.info("check state not saved", check=name, error=str(exc))
+
+    async def _check_loop(self, name: str, every: float) -> None:
+        assert self.checkstate is not None
+        board = self.state.tasks
+        trigger = self._triggers[name]
+        while True:
+            st = await self.checkstate.read(name)
+            resume = st.cursor if st.run_started_ms is not None else None
+            due_at = (st.last_success_ms or 0) / 1000 + every
+            wait = 0.0 if resume is not None else max(0.0, due_at - time.time())
+            if wait > 0:
+                board.schedule(name, time.time() + wait)
+                board.set_state(name, TaskState.IDLE)
+                try:
+                    await asyncio.wait_for(trigger.wait(), timeout=wait)
+                except asyncio.TimeoutError:
+                    pass
+            trigger.clear()
+            start = LedgerId(resume.scope, resume.ledger + 1) if resume is not None else None
+            if resume is not None:
+                log.info("resuming an interrupted scan", check=name, after=resume.qualified_name)
+            await self._save_state(name, CheckState(st.last_success_ms, int(time.time() * 1000), resume))
+            run = await self._run_check(name, start)
+            if run.stats.finished is not None:
+                await self._save_state(name, CheckState(int(time.time() * 1000), None, None))
+            else:
+                await asyncio.sleep(min(60.0, every))
+
+    async def _marker(self, md: LedgerMetadata, findings: list[Finding]) -> None:
+        """Optional (ledger_check.mark_under_replicated): mark confirmed losses for Java workers."""
+        if not self.settings.ledger_check.mark_under_replicated:
+            return
+        assert self.ctx is not None
+        bookies = set()
+        for f in findings:
+            if f.category in (Category.ENTRY_NO_REPLICA, Category.ENTRY_BELOW_ACK_QUORUM,
+                              Category.ENTRY_BELOW_WRITE_QUORUM, Category.DIGEST_MISMATCH):
+                bookies |= {m["bookie"] for m in f.detail.get("missing", []) if m.get("missing")}
+                if f.bookie:
+                    bookies.add(f.bookie)
+        if bookies and not await self.ctx.store.is_replication_disabled():
+            await self.ctx.store.mark_underreplicated(md.ledger_id, sorted(bookies), self._guard())
+
+    async def _priority(self, ledgers: set[LedgerId], why: str) -> None:
+        """Scrutinise these ledgers now (e.g. a reincarnated bookie's), outside the schedule."""
+        assert self.ctx is not None
+        records = [r for r in await self.ctx.store.read_ledgers(sorted(ledgers)) if r is not None]
+        log.warning("priority scrutiny", reason=why, ledgers=len(records))
+        await self._run_check("scrutiny", None, records=records, full=False)
+
+    async def _underreplication_loop(self) -> None:
+        assert self.ctx is not None
+        grace = self.settings.under_replication.grace_seconds
+        while True:
+            n, oldest, past = 0, None, 0
+            now = time.time() * 1000
+            async for m in self.ctx.store.list_markers():
+                n += 1
+                if m.ctime > 0:
+                    age = (now - m.ctime) / 1000
+                    oldest = age if oldest is None else max(oldest, age)
+                    past += 1 if grace > 0 and age > grace else 0
+            self.metrics.set_under_replication(n, oldest, past)
+            await asyncio.sleep(60)
+
+    async def _lead(self) -> None:
+        """Everything the leader does, as independent tasks; cancelled as a whole on losing leadership."""
+        assert self.ctx is not None
+        self.index = LedgerIndex(self.ctx.store)
+        watch = BookieWatch(self.ctx.store, self.index, self._guard, lambda f: self.report(BOOKIE_WATCH, f),
+                            self._priority, metrics=self.metrics,
+                            default_delay=self.settings.schedule.lost_bookie_delay_seconds,
+                            periodic_seconds=self.settings.schedule.bookie_check_seconds)
+        self.bookie_watch = watch
+        async with asyncio.TaskGroup() as tg:
+            self.state.tasks.start(BOOKIE_WATCH)
+            tg.create_task(watch.run(), name="bookie-watch")
+            tg.create_task(self._underreplication_loop(), name="underreplication-metrics")
+            for name, every in intervals(self.settings).items():
+                if every > 0:
+                    tg.create_task(self._check_loop(name, every), name=f"check-{name}")
+
+    # ----------------------------------------------------------------------------- admin backend
+    async def trigger(self, check: str) -> bool:
+        if check not in self._triggers:
+            return False
+        if check in self._runs:
+            return False
+        self._triggers[check].set()
+        return True
+
+    async def explain(self, ledger: LedgerId) -> LedgerExplanation:
+        if self.ctx is None:
+            raise LedgerNotFoundError("not connected to ZooKeeper yet")
+        try:
+            md = (await self.ctx.store.read_ledger(ledger)).metadata
+        except NoSuchLedgerError:
+            raise LedgerNotFoundError(f"ledger {ledger} does not exist") from None
+        stats = RunStats("explain")
+        end = md.last_entry_id if md.is_closed else await highest_lac(self.ctx, md, stats)
+        notes = [] if md.is_closed else [f"open ledger: checked up to the highest LAC the bookies know ({end})"]
+        if end is None:
+            end = -1
+            notes.append("no bookie answered READ_LAC")
+        answers = await gather_answers(self.ctx, md, end, stats)
+        regs = (await self.ctx.store.registrations()).available
+        cov = analyze_coverage(md, answers.answers, end)
+        expected = expected_by_bookie(md, end)
+        segments = []
+        for span in md.spans(end):
+            first, last = span.first_entry_id, span.entries.last if span.entries else span.first_entry_id - 1
+            rows = []
+            for i, b in enumerate(span.ensemble):
+                exp = expected.get(b)
+                exp_here = exp.clip(first, last) if exp is not None and last >= first else None
+                n_exp = exp_here.count() if exp_here is not None else 0
+                gaps = [g for g in cov.gaps if g.segment_index == span.index and g.bookie == b]
+                a = answers.answers.get(b, UNKNOWN)
+                if a is UNKNOWN:
+                    status = "unreachable" if n_exp else "not_checked"
+                    rows.append(BookieCopies(b, i, status, n_exp, None, (), answers.errors.get(b, ""), b in regs))
+                    continue
+                n_missing = sum(g.missing.count() for g in gaps)
+                rows.append(BookieCopies(b, i, "missing" if n_missing else "ok", n_exp, n_exp - n_missing,
+                                         ",".join(g.missing.to_text(10) for g in gaps), "", b in regs))
+            segments.append(SegmentCopies(span.index, first, last, span.ensemble, rows, cov.least_copies_at_least))
+        marker = await self.ctx.store.read_marker(ledger)
+        methods = sorted(set(answers.methods.values()))
+        notes.append(f"bookies asked by: {', '.join(methods) or 'nothing (no entries)'}")
+        return LedgerExplanation(md, segments, marker is not None, notes)
+
+    # ----------------------------------------------------------------------------- main loop
+    async def run(self, stop: asyncio.Event, admin: AdminServer) -> None:
+        backoff = 1.0
+        while not stop.is_set():
+            try:
+                async with audit_context(self.settings) as (ctx, locations):
+                    self.ctx, self.locations = ctx, locations
+                    self.checkstate = CheckStateStore(ctx.store)
+                    await admin.set_health(ready=True)
+                    backoff = 1.0
+                    await self._elect_and_lead(stop)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.error("cannot reach the metadata store; retrying", error=str(exc), retryInSeconds=backoff)
+                await admin.set_health(ready=False)
+                try:
+                    await asyncio.wait_for(stop.wait(), timeout=backoff)
+                except asyncio.TimeoutError:
+                    pass
+                backoff = min(backoff * 2, 30.0)
+            finally:
+                self.ctx = None
+
+    async def _elect_and_lead(self, stop: asyncio.Event) -> None:
+        assert self.ctx is not None
+        s = self.settings
+        election = LeaderElection(self.ctx.store.bridge, s.election_path, s.election.identity,
+                                  java_compatible=s.election.join_java_election, ledgers_root=s.ledgers_root)
+        self.election = election
+        lead = self.state.leadership
+        assert lead is not None
+        await election.start()
+        try:
+            while not stop.is_set():
+                stop_wait = asyncio.ensure_future(stop.wait())
+                became = asyncio.ensure_future(election.wait_leader())
+                await asyncio.wait([stop_wait, became], return_when=asyncio.FIRST_COMPLETED)
+                stop_wait.cancel()
+                became.cancel()
+                if stop.is_set():
+                    break
+                lead.set(True, s.election.identity)
+                self.metrics.set_leader(True)
+                log.warning("became the leader: starting checks", identity=s.election.identity)
+                leading = asyncio.ensure_future(self._lead())
+                deposed = asyncio.ensure_future(election.wait_follower())
+                stop_wait = asyncio.ensure_future(stop.wait())
+                done, _ = await asyncio.wait([leading, deposed, stop_wait], return_when=asyncio.FIRST_COMPLETED)
+                for t in (leading, deposed, stop_wait):
+                    t.cancel()
+                try:
+                    await leading
+                except BaseException as exc:  # cancelled, or a leader task failed
+                    if not isinstance(exc, asyncio.CancelledError):
+                        log.error("leader tasks failed; stepping down", error=repr(exc))
+                lead.set(False, None)
+                self.metrics.set_leader(False)
+                log.warning("not the leader any more: checks stopped", identity=s.election.identity)
+                if leading in done and not stop.is_set():
+                    # A leader task crashed: give another replica the chance, then rejoin.
+                    await election.close()
+                    await asyncio.sleep(1.0)
+                    election = LeaderElection(self.ctx.store.bridge, s.election_path, s.election.identity,
+                                              java_compatible=s.election.join_java_election,
+                                              ledgers_root=s.ledgers_root)
+                    self.election = election
+                    await election.start()
+        finally:
+            await election.close()
+
+
+async def serve(settings: Settings) -> int:
+    """Run until SIGTERM/SIGINT; exit 0 after releasing the election node."""
+    state = DaemonState(settings.election.identity)
+    metrics = AuditorMetrics(checks=list(CHECK_CLASSES))
+    metrics.set_info(version=__import__("auditor").__version__, identity=settings.election.identity)
+    server = metrics.serve(settings.metrics.bind) if settings.metrics.enabled else None
+    auditor = Auditor(settings, state, metrics)
+    backend = StateBackend(state, trigger=auditor.trigger, explain=auditor.explain)
+    admin = AdminServer(backend, settings.admin.bind, tls_cert=settings.admin.tls_cert, tls_key=settings.admin.tls_key)
+    port = await admin.start()
+    admin.follow_leadership(state.leadership)
+    await admin.set_health(live=True, ready=False, leader=False)
+    log.info("bk-auditor started", identity=settings.election.identity, adminPort=port,
+             metrics=settings.metrics.bind if server else None, election=settings.election_path)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    runner = asyncio.ensure_future(auditor.run(stop, admin))
+    sync = asyncio.ensure_future(_sync_metrics(metrics, state))
+    await stop.wait()
+    log.warning("stopping: health NOT_SERVING, checks stopped, election node released")
+    await admin.set_health(live=False, ready=False, leader=False)
+    try:
+        await asyncio.wait_for(runner, timeout=10)
+    except (asyncio.TimeoutError, asyncio.CancelledError):
+        runner.cancel()
+    sync.cancel()
+    await admin.stop(grace=1.0)
+    if server is not None:
+        server.close()
+    return 0
+
+
+async def _sync_metrics(metrics: AuditorMetrics, state: DaemonState) -> None:
+    while True:
+        metrics.sync_state(state)
+        await asyncio.sleep(5)
