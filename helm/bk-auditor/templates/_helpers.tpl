@@ -1,0 +1,113 @@
+{{/* Names. StatefulSet names stay <= 52 characters so pod names and revision labels fit in 63. */}}
+{{- define "bk-auditor.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 52 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "bk-auditor.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 52 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 52 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 52 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "bk-auditor.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "bk-auditor.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "bk-auditor.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/* app.kubernetes.io labels (https://kubernetes.io/docs/concepts/overview/working-with-objects/common-labels/). */}}
+{{- define "bk-auditor.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "bk-auditor.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: {{ .Values.component }}
+{{- end -}}
+
+{{- define "bk-auditor.labels" -}}
+{{ include "bk-auditor.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Values.image.tag | default .Chart.AppVersion | quote }}
+app.kubernetes.io/part-of: {{ .Values.partOf }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ include "bk-auditor.chart" . }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{- define "bk-auditor.image" -}}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- end -}}
+
+{{/* The daemon's config file: .Values.config plus the binds the ports and probes need. */}}
+{{- define "bk-auditor.config" -}}
+{{- $cfg := deepCopy (.Values.config | default dict) -}}
+{{- $admin := get $cfg "admin" | default dict -}}
+{{- $metrics := get $cfg "metrics" | default dict -}}
+{{- if hasKey $admin "bind" -}}
+{{- fail "config.admin.bind is set by the chart (0.0.0.0:<ports.admin>); set ports.admin instead" -}}
+{{- end -}}
+{{- if hasKey $metrics "bind" -}}
+{{- fail "config.metrics.bind is set by the chart (0.0.0.0:<ports.metrics>); set ports.metrics instead" -}}
+{{- end -}}
+{{- if and (eq .Values.probes.type "grpc") (or (get $admin "tls_cert") (get $admin "tls_key")) -}}
+{{- fail "the kubelet's gRPC probes cannot use TLS: with config.admin.tls_cert set use probes.type=exec" -}}
+{{- end -}}
+{{- $_ := set $admin "bind" (printf "0.0.0.0:%d" (int .Values.ports.admin)) -}}
+{{- $_ := set $metrics "bind" (printf "0.0.0.0:%d" (int .Values.ports.metrics)) -}}
+{{- $_ := set $cfg "admin" $admin -}}
+{{- $_ := set $cfg "metrics" $metrics -}}
+{{- toYaml $cfg -}}
+{{- end -}}
+
+{{/* A probe: (list $ <health service name> <probe settings>). */}}
+{{- define "bk-auditor.probe" -}}
+{{- $root := index . 0 -}}
+{{- $service := index . 1 -}}
+{{- $p := index . 2 -}}
+{{- if eq $root.Values.probes.type "grpc" -}}
+grpc:
+  port: {{ $root.Values.ports.admin }}
+  service: {{ $service | quote }}
+{{- else -}}
+exec:
+  command:
+    - bk-auditor
+    - health
+    - --service
+    - {{ $service | quote }}
+    - --admin
+    - {{ printf "127.0.0.1:%d" (int $root.Values.ports.admin) | quote }}
+    - --timeout
+    - {{ max 1 (sub (int $p.timeoutSeconds) 1) | quote }}
+{{- end }}
+{{ omit $p "enabled" | toYaml }}
+{{- end -}}
+
+{{/* PromQL label matchers: (list $ "<matchers>") -> {<matchers>,<prometheusRule.selector>} or "". */}}
+{{- define "bk-auditor.sel" -}}
+{{- $root := index . 0 -}}
+{{- $parts := list -}}
+{{- range (list (index . 1) $root.Values.prometheusRule.selector) -}}
+{{- if . -}}{{- $parts = append $parts . -}}{{- end -}}
+{{- end -}}
+{{- if $parts -}}{{- printf "{%s}" (join "," $parts) -}}{{- end -}}
+{{- end -}}
+
+{{/* The leader's value of a gauge, per namespace: (list $ "<metric>" "<matchers>"). Every replica
+     serves metrics but only the leader audits, so the standbys' values are ignored. */}}
+{{- define "bk-auditor.leaderMax" -}}
+{{- $root := index . 0 -}}
+{{- printf "max by (namespace) (%s%s and on (instance) (bk_auditor_is_leader%s == 1))" (index . 1) (include "bk-auditor.sel" (list $root (index . 2))) (include "bk-auditor.sel" (list $root "")) -}}
+{{- end -}}

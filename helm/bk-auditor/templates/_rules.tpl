@@ -1,0 +1,301 @@
+{{/*
+The alert rules (docs/deploy.md has the runbook of each, under a heading that is the alert's name).
+Metric names are the daemon's (auditor/daemon/metrics.py); tests/unit/test_deploy.py checks them.
+
+"bk-auditor.alertRules.raw" writes them as YAML; "bk-auditor.alertRules" drops the disabled ones and adds
+prometheusRule.alertLabels and runbook_url. Findings, under-replication, lost bookies, the re-check queue and
+the pause flag are read from the leader only (bk-auditor.leaderMax): standbys do not audit.
+*/}}
+
+{{- define "bk-auditor.checkInterval" -}}
+{{- /* (list $ <check> <schedule key> <daemon default>) -> seconds, from config.schedule, then
+       prometheusRule.checkIntervals, then the daemon's default. */ -}}
+{{- $root := index . 0 -}}
+{{- $sched := (get ($root.Values.config | default dict) "schedule") | default dict -}}
+{{- $over := $root.Values.prometheusRule.checkIntervals | default dict -}}
+{{- if hasKey $sched (index . 2) -}}
+{{- index $sched (index . 2) | float64 -}}
+{{- else if hasKey $over (index . 1) -}}
+{{- index $over (index . 1) | float64 -}}
+{{- else -}}
+{{- index . 3 | float64 -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "bk-auditor.alertRules.raw" -}}
+{{- $t := .Values.prometheusRule.thresholds -}}
+{{- $value := "{{ $value }}" -}}
+{{- $inNs := "{{ with $labels.namespace }} in namespace {{ . }}{{ end }}" -}}
+{{- $bookie := "{{ $labels.bookie }}" -}}
+{{- $check := "{{ $labels.check }}" -}}
+{{- $sel := include "bk-auditor.sel" (list . "") -}}
+- alert: BkAuditorEntryNoReplica
+  expr: {{ include "bk-auditor.leaderMax" (list . "bk_auditor_ledgers_with_findings" `category="entry_no_replica"`) }} > 0
+  for: {{ $t.criticalFor }}
+  labels:
+    severity: critical
+  annotations:
+    summary: Ledger entries with no copy on any bookie (data loss)
+    description: >-
+      {{ $value }} ledger(s){{ $inNs }} have acknowledged entries that no bookie of their ensemble holds.
+      bk-auditor confirmed this with a re-check before reporting it.
+    runbook: >-
+      Stop anything that deletes or rewrites bookie data (decommissions, disk wipes, auto-recovery's
+      destructive steps). List the ledgers with `bk-auditor findings --category entry_no_replica`,
+      explain one with `bk-auditor explain <ledger>`, and look for the lost bookie's disks before
+      anything else. Map ledgers to topics via the Pulsar metadata shown by `explain`.
+- alert: BkAuditorEntryBelowAckQuorum
+  expr: {{ include "bk-auditor.leaderMax" (list . "bk_auditor_ledgers_with_findings" `category="entry_below_ack_quorum"`) }} > 0
+  for: {{ $t.criticalFor }}
+  labels:
+    severity: critical
+  annotations:
+    summary: Ledger entries with fewer copies than the ack quorum
+    description: >-
+      {{ $value }} ledger(s){{ $inNs }} have entries stored on fewer bookies than their ack quorum:
+      one more lost bookie can lose data.
+    runbook: >-
+      Keep every bookie up (no restarts, no decommission) until repair catches up. Check that
+      auto-recovery runs (`bk-auditor status`, `bin/bookkeeper shell listunderreplicated`) and is not
+      disabled; list the ledgers with `bk-auditor findings --category entry_below_ack_quorum`.
+- alert: BkAuditorEntryBelowWriteQuorum
+  expr: {{ include "bk-auditor.leaderMax" (list . "bk_auditor_ledgers_with_findings" `category="entry_below_write_quorum"`) }} > 0
+  for: {{ $t.belowWriteQuorumFor }}
+  labels:
+    severity: warning
+  annotations:
+    summary: Ledger entries below the write quorum for {{ $t.belowWriteQuorumFor }}
+    description: >-
+      {{ $value }} ledger(s){{ $inNs }} have had entries on fewer bookies than their write quorum for
+      more than {{ $t.belowWriteQuorumFor }}; auto-recovery normally repairs this sooner.
+    runbook: >-
+      Check that auto-recovery (replication workers) runs and that under-replication is not disabled;
+      look at BkAuditorUnderReplicatedTooLong and bookie disk space. `bk-auditor findings --category
+      entry_below_write_quorum` lists the ledgers.
+- alert: BkAuditorTruncationRisk
+  expr: {{ include "bk-auditor.leaderMax" (list . "bk_auditor_ledgers_with_findings" `category="truncation_risk"`) }} > 0
+  for: {{ $t.criticalFor }}
+  labels:
+    severity: critical
+  annotations:
+    summary: A recovery of an open ledger would cut off acknowledged entries
+    description: >-
+      {{ $value }} open ledger(s){{ $inNs }} have acknowledged entries missing on enough bookies that
+      a ledger recovery now would truncate them.
+    runbook: >-
+      Do not fence or recover these ledgers (no topic unload/failover of their owners) until the
+      missing bookies are back. `bk-auditor findings --category truncation_risk` names the ledgers and
+      entries; bring back the bookies named there.
+- alert: BkAuditorDigestMismatch
+  expr: {{ include "bk-auditor.leaderMax" (list . "bk_auditor_ledgers_with_findings" `category="digest_mismatch"`) }} > 0
+  for: {{ $t.criticalFor }}
+  labels:
+    severity: critical
+  annotations:
+    summary: A bookie returned entries whose digest does not match (corrupt replica)
+    description: >-
+      {{ $value }} ledger(s){{ $inNs }} have an entry copy whose checksum does not match its data.
+    runbook: >-
+      `bk-auditor findings --category digest_mismatch` names the bookie; check its disks (SMART, fs
+      errors). Take the bookie out of the write set (read-only), let auto-recovery re-replicate from
+      the good copies, then replace the disk.
+- alert: BkAuditorBookieReincarnated
+  expr: {{ include "bk-auditor.leaderMax" (list . "bk_auditor_ledgers_with_findings" `category="bookie_reincarnated"`) }} > 0
+  for: {{ $t.criticalFor }}
+  labels:
+    severity: critical
+  annotations:
+    summary: A bookie came back empty under the same id
+    description: >-
+      {{ $value }} ledger(s){{ $inNs }} list a bookie that re-registered with new storage: the copies
+      it held are gone although metadata still names it.
+    runbook: >-
+      Find the bookie with `bk-auditor findings --category bookie_reincarnated`; run a recover of its
+      old data (`bin/bookkeeper shell recover <bookie>`) so its ledgers are re-replicated, and find
+      out why its disks were wiped.
+- alert: BkAuditorUnderReplicatedTooLong
+  expr: {{ include "bk-auditor.leaderMax" (list . "bk_auditor_underreplicated_past_grace_ledgers" "") }} > 0
+  for: {{ $t.underReplicatedFor }}
+  labels:
+    severity: warning
+  annotations:
+    summary: Under-replicated ledgers are not being repaired
+    description: >-
+      {{ $value }} ledger(s){{ $inNs }} have been marked under-replicated for longer than the recovery
+      grace period (under_replication.grace_seconds).
+    runbook: >-
+      Auto-recovery is stuck or off: check the replication workers' logs and that
+      `<ledgersRoot>/underreplication/disable` does not exist; look for ledgers that cannot be
+      re-replicated (no source copy, no eligible bookie for the placement policy).
+- alert: BkAuditorBookieUnreachable
+  expr: {{ include "bk-auditor.leaderMax" (list . "bk_auditor_ledgers_with_findings" `category="bookie_unreachable"`) }} > 0
+  for: {{ $t.bookieUnreachableFor }}
+  labels:
+    severity: warning
+  annotations:
+    summary: Registered bookies do not answer the auditor
+    description: >-
+      {{ $value }} ledger(s){{ $inNs }} could not be audited because a registered bookie of their
+      ensemble did not answer.
+    runbook: >-
+      `bk-auditor findings --category bookie_unreachable` names the bookies. Check them (pod status,
+      `/api/v1/bookie/state`), and the network path from the auditor pod (NetworkPolicies) to the
+      bookie port.
+- alert: BkAuditorBookieRequestErrors
+  expr: >-
+    sum by (namespace, bookie) (rate(bk_auditor_bookie_request_errors_total{{ $sel }}[15m]))
+    / sum by (namespace, bookie) (rate(bk_auditor_bookie_requests_total{{ $sel }}[15m]))
+    > {{ $t.bookieErrorRatio }}
+  for: {{ $t.bookieErrorsFor }}
+  labels:
+    severity: warning
+  annotations:
+    summary: Most of the auditor's requests to bookie {{ $bookie }} fail
+    description: >-
+      {{ printf "{{ $value | humanizePercentage }}" }} of bk-auditor's requests to bookie {{ $bookie }}{{ $inNs }}
+      failed over the last 15 minutes.
+    runbook: >-
+      Look at `bk_auditor_bookie_request_errors_total` by `error` for this bookie: timeouts point at
+      an overloaded bookie (lower bookie_client.requests_per_second), connection errors at the network
+      or a restarting bookie.
+- alert: BkAuditorLostBookies
+  expr: {{ include "bk-auditor.leaderMax" (list . "bk_auditor_lost_bookies" "") }} > 0
+  for: {{ $t.lostBookiesFor }}
+  labels:
+    severity: warning
+  annotations:
+    summary: Ledger metadata names bookies that are not registered
+    description: >-
+      {{ $value }} bookie(s){{ $inNs }} are in ledger ensembles but registered neither writable nor
+      read-only, for more than {{ $t.lostBookiesFor }}.
+    runbook: >-
+      If the bookie is coming back, wait; if it is gone for good, make sure its ledgers are
+      re-replicated (auto-recovery, or `bin/bookkeeper shell recover <bookie>`) and watch
+      BkAuditorUnderReplicatedTooLong.
+- alert: BkAuditorMetadataUnreadable
+  expr: {{ include "bk-auditor.leaderMax" (list . "bk_auditor_ledgers_with_findings" `category="metadata_unreadable"`) }} > 0
+  for: {{ $t.metadataUnreadableFor }}
+  labels:
+    severity: warning
+  annotations:
+    summary: Ledger metadata that the auditor cannot parse
+    description: >-
+      {{ $value }} ledger(s){{ $inNs }} have metadata znodes bk-auditor cannot read, so they are not
+      audited.
+    runbook: >-
+      `bk-auditor findings --category metadata_unreadable` lists them with the parse error. Compare
+      with `bin/bookkeeper shell ledgermetadata -ledgerid <id>`; report a bk-auditor bug if BookKeeper
+      reads it.
+- alert: BkAuditorNoLeader
+  expr: >-
+    (sum by (namespace) (bk_auditor_is_leader{{ $sel }}) < 1)
+    or absent(bk_auditor_is_leader{{ $sel }})
+  for: {{ $t.noLeaderFor }}
+  labels:
+    severity: warning
+  annotations:
+    summary: No bk-auditor replica is the leader; nothing is being audited
+    description: >-
+      For {{ $t.noLeaderFor }} no bk-auditor replica{{ $inNs }} has been the elected leader (or none is
+      scraped at all).
+    runbook: >-
+      `kubectl get pods -l app.kubernetes.io/name=bk-auditor`; if they run, check readiness (ZooKeeper
+      session) and the logs for election errors. The leader holds an ephemeral znode under
+      `<ledgersRoot>/bk-auditor/election`.
+- alert: BkAuditorMultipleLeaders
+  expr: sum by (namespace) (bk_auditor_is_leader{{ $sel }}) > 1
+  for: {{ $t.multipleLeadersFor }}
+  labels:
+    severity: warning
+  annotations:
+    summary: More than one bk-auditor replica believes it is the leader
+    description: >-
+      {{ $value }} replicas{{ $inNs }} report bk_auditor_is_leader=1 for {{ $t.multipleLeadersFor }}.
+    runbook: >-
+      Check that all replicas use the same election path (`election.path`, ledgers root) and the same
+      ZooKeeper ensemble; restart the replica whose ZooKeeper session has expired.
+{{- $checks := list (list "bookie_check" "bookie_check_seconds" 86400) (list "ledger_check" "ledger_check_seconds" 604800) (list "scrutiny" "scrutiny_seconds" 86400) (list "open_ledger_check" "open_ledger_check_seconds" 3600) }}
+{{- range $checks }}
+{{- $interval := include "bk-auditor.checkInterval" (list $ (index . 0) (index . 1) (index . 2)) | float64 }}
+{{- if gt $interval 0.0 }}
+{{- $stale := mulf $interval (float64 $t.checkStaleFactor) | int64 }}
+{{- $cm := printf "check=%q" (index . 0) }}
+- alert: BkAuditorCheckStale
+  expr: >-
+    time() - max by (namespace, check) (bk_auditor_check_last_success_timestamp_seconds{{ include "bk-auditor.sel" (list $ $cm) }})
+    > {{ $stale }}
+  for: 10m
+  labels:
+    severity: warning
+  annotations:
+    summary: The {{ index . 0 }} check has not succeeded for {{ $t.checkStaleFactor }} intervals
+    description: >-
+      The last successful {{ $check }} run{{ $inNs }} ended {{ printf "{{ $value | humanizeDuration }}" }} ago;
+      it runs every {{ $interval | int64 }} s.
+    runbook: >-
+      `bk-auditor status` shows the check's state, progress, ETA and last error. A check that never
+      finishes is too slow for its interval (raise the interval or bookie_client.requests_per_second),
+      one that fails names the error; `paused` or schedule windows can also hold it back.
+- alert: BkAuditorCheckNeverSucceeded
+  expr: >-
+    max by (namespace) (bk_auditor_is_leader{{ $sel }}) == 1
+    unless on (namespace) max by (namespace) (bk_auditor_check_last_success_timestamp_seconds{{ include "bk-auditor.sel" (list $ $cm) }})
+  for: {{ $stale }}s
+  labels:
+    severity: warning
+    check: {{ index . 0 }}
+  annotations:
+    summary: The {{ index . 0 }} check has had no success since the leader started
+    description: >-
+      A leader{{ $inNs }} has been elected for {{ $t.checkStaleFactor }} intervals of {{ index . 0 }}
+      ({{ $interval | int64 }} s) and no replica reports a successful run.
+    runbook: >-
+      As for BkAuditorCheckStale: `bk-auditor status` shows why the check does not complete.
+{{- end }}
+{{- end }}
+- alert: BkAuditorRecheckQueueGrowing
+  expr: >-
+    max by (namespace) (
+      (bk_auditor_recheck_queue_depth{{ $sel }} > {{ $t.recheckQueueDepth }})
+      and on (instance) (delta(bk_auditor_recheck_queue_depth{{ $sel }}[1h]) > 0)
+      and on (instance) (bk_auditor_is_leader{{ $sel }} == 1)
+    )
+  for: {{ $t.recheckQueueGrowingFor }}
+  labels:
+    severity: warning
+  annotations:
+    summary: The re-check queue keeps growing
+    description: >-
+      {{ $value }} ledgers{{ $inNs }} wait for a re-check and the queue has grown for
+      {{ $t.recheckQueueGrowingFor }}.
+    runbook: >-
+      Re-checks are for answers that could not be decided (a bookie did not answer). Look at
+      BkAuditorBookieUnreachable / BkAuditorBookieRequestErrors and `bk_auditor_recheck_outcomes_total`;
+      a bookie that is down for long fills the queue until recheck.attempts run out.
+- alert: BkAuditorPausedTooLong
+  expr: {{ include "bk-auditor.leaderMax" (list . "bk_auditor_paused" "") }} > 0
+  for: {{ $t.pausedFor }}
+  labels:
+    severity: info
+  annotations:
+    summary: bk-auditor checks have been paused for {{ $t.pausedFor }}
+    description: >-
+      An operator paused the checks{{ $inNs }} more than {{ $t.pausedFor }} ago.
+    runbook: >-
+      `bk-auditor status` shows who paused and why; `bk-auditor resume` resumes.
+{{- end -}}
+
+{{- define "bk-auditor.alertRules" -}}
+{{- $p := .Values.prometheusRule -}}
+{{- $out := list -}}
+{{- range (include "bk-auditor.alertRules.raw" . | fromYamlArray) -}}
+{{- if not (has .alert $p.disabledAlerts) -}}
+{{- $_ := set . "labels" (merge (dict) (.labels | default dict) ($p.alertLabels | default dict)) -}}
+{{- if $p.runbookUrl -}}
+{{- $_ := set .annotations "runbook_url" (printf "%s#%s" $p.runbookUrl (lower .alert)) -}}
+{{- end -}}
+{{- $out = append $out . -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml $out -}}
+{{- end -}}
