@@ -2,6 +2,7 @@
 
 * `run`      - the daemon (auditor.daemon.service.serve)
 * `check`    - one-shot checks (auditor.checks.oneshot.main); exit 0 clean, 1 findings, 2 errors
+* `sweep`    - the same checks over the whole cluster as a Spark job (auditor.spark.sweep); same exit codes
 * `status`, `findings`, `explain`, `trigger`, `pause`, `resume`, `health` - clients of a running daemon's
   admin API (`--admin host:port`, default 127.0.0.1:7979).
 
@@ -151,6 +152,60 @@ def check(config: ConfigOpt = None,
         _fail(f"one-shot checks are not available in this build ({exc})")
     code = _run_with_loop(oneshot_main, settings, names, fmt, loop=settings.event_loop)
     raise typer.Exit(int(code or 0))
+
+
+@app.command()
+def sweep(config: ConfigOpt = None,
+          metadata_service_uri: UriOpt = None,
+          checks: Annotated[str, typer.Option("--checks", help="Comma-separated checks; empty = all.")] = "",
+          master: Annotated[Optional[str], typer.Option(
+              "--master", help="Spark master; default: spark-submit's, $SPARK_MASTER, spark-defaults, else local[*].")] = None,
+          partitions: Annotated[Optional[int], typer.Option(
+              "--partitions", min=1, help="Id-range partitions (default: Spark parallelism x 4).")] = None,
+          max_concurrent_partitions: Annotated[Optional[int], typer.Option(
+              "--max-concurrent-partitions", min=1,
+              help="Partitions in flight; per-bookie load = this x bookie_client.requests_per_second.")] = None,
+          output: Annotated[Optional[str], typer.Option(
+              "--output", help="Directory or Hadoop URI for findings.jsonl and summary.json.")] = None,
+          conf: Annotated[Optional[list[str]], typer.Option("--conf", help="Extra Spark conf KEY=VALUE (repeatable).")] = None,
+          start: Annotated[Optional[str], typer.Option("--start", help="First ledger id to sweep.")] = None,
+          end: Annotated[Optional[str], typer.Option("--end", help="Sweep ledger ids below this one.")] = None,
+          fmt: Annotated[str, typer.Option("--format", help="table|json")] = "table",
+          log_level: LogLevelOpt = None,
+          log_format: LogFormatOpt = None) -> None:
+    """Sweep the whole cluster as a Spark job (local[*] by default); exit 0 clean, 1 findings, 2 errors."""
+    if fmt not in ("table", "json"):
+        _fail(f"--format must be table or json, got {fmt!r}")
+    settings = _load(config, {
+        "metadata_service_uri": ("--metadata-service-uri", metadata_service_uri),
+        "log.level": ("--log-level", log_level),
+        "log.format": ("--log-format", log_format),
+    })
+    _require_metadata(settings)
+    _start_logging(settings)
+    try:
+        from auditor.spark.session import parse_conf
+        from auditor.spark.sweep import SweepOptions, quiet_spark_client_logs, sweep_main
+    except ImportError as exc:
+        _fail(f"the Spark sweep is not available in this build ({exc})")
+    try:
+        spark_conf = parse_conf(conf)
+    except ValueError as exc:
+        _fail(str(exc))
+    bounds = [_parse_ledger_id(v) if v else None for v in (start, end)]
+    options = SweepOptions(checks=[c.strip() for c in checks.split(",") if c.strip()], partitions=partitions,
+                           max_concurrent_partitions=max_concurrent_partitions, start=bounds[0], end=bounds[1])
+    quiet_spark_client_logs()
+    code = sweep_main(settings, options, master=master, conf=spark_conf, output=output, fmt=fmt)
+    raise typer.Exit(int(code or 0))
+
+
+def _parse_ledger_id(text: str) -> Any:
+    from auditor.durability.ids import LedgerId, LedgerIdError
+    try:
+        return LedgerId.parse(text)
+    except LedgerIdError as exc:
+        _fail(str(exc))
 
 
 def _require_metadata(settings: Any) -> None:

@@ -303,3 +303,73 @@ class MarkerPaths:
                 return None
             return lid if self.marker(lid) == path else None
         return None
+
+
+# ---------------------------------------------------------------- leaf directories (partition planning)
+
+
+@dataclass(frozen=True, slots=True)
+class LeafDirectory:
+    """A directory whose children are ledger znodes, with the ids (inclusive) it can hold.
+
+    `children` is filled in by an adapter that asks for it (ZooKeeper: the znode's numChildren, which
+    may include a stray non-ledger name); None when not asked.
+    """
+
+    path: str
+    first: LedgerId
+    last: LedgerId
+    children: int | None = None
+
+
+def _id_at_or_after(value: int) -> LedgerId:
+    scope, ledger = divmod(value, _TEN19)
+    return LedgerId(scope + 1, 0) if ledger > MAX_ID else LedgerId(scope, ledger)
+
+
+def _id_at_or_before(value: int) -> LedgerId:
+    scope, ledger = divmod(value, _TEN19)
+    return LedgerId(scope, min(ledger, MAX_ID))
+
+
+async def walk_leaf_directories(paths: LedgerPaths, children: ChildrenFn, include_scoped: bool = True
+                                ) -> AsyncIterator[LeafDirectory]:
+    """Yield every leaf directory in ascending id order WITHOUT listing any leaf directory.
+
+    Only the directories above the leaves are listed (hierarchical: the root and its 2-digit children;
+    long: four levels), so planning a sweep of N ledgers costs about N / 10 000 listings. The flat
+    layout has a single leaf directory, the root. The ranges of two directories never overlap.
+    """
+    for p in paths.passes(include_scoped):
+        tree = p.tree
+        hi = min(p.hi, tree.max_value)
+        leaf_depth = len(tree.widths) - 1
+        if leaf_depth == 0:
+            # Flat: the root is the one leaf directory (listing it would list every ledger).
+            yield LeafDirectory(p.base, _id_at_or_after(p.lo), _id_at_or_before(hi))
+            continue
+        regexes = [tree.level_regex(d) for d in range(leaf_depth)]
+        stack: list[tuple[str, str, int]] = [(p.base, "", 0)]
+        while stack:
+            directory, prefix, depth = stack.pop()
+            names = await children(directory)
+            if not names:
+                continue
+            subdirs = []
+            for name in names:
+                m = regexes[depth].match(name)
+                if not m:
+                    continue  # other znodes (the root's LAYOUT, available, ...) or strays: not ours to plan
+                lo, top = tree.prefix_range(prefix + m.group(1))
+                lo, top = max(lo, p.lo), min(top, hi)
+                if lo <= top:
+                    subdirs.append((lo, top, name, prefix + m.group(1)))
+            subdirs.sort()
+            if depth == leaf_depth - 1:
+                for lo, top, name, _ in subdirs:
+                    first, last = _id_at_or_after(lo), _id_at_or_before(top)
+                    if first <= last:
+                        yield LeafDirectory(join(directory, name), first, last)
+                continue
+            for lo, top, name, digits in reversed(subdirs):  # smallest popped first
+                stack.append((join(directory, name), digits, depth + 1))

@@ -26,7 +26,7 @@ from .interfaces import (BookieAddress, BookieRegistration, CookieRecord, Corrup
 from .layout import LedgerLayout, parse_layout, resolve_manager
 from .location import LedgerManager, MetadataLocation, join, parse_service_uri
 from .racks import StaticRackMap
-from .paths import LedgerBatch, LedgerPaths, MarkerPaths, walk_ledgers
+from .paths import LeafDirectory, LedgerBatch, LedgerPaths, MarkerPaths, walk_leaf_directories, walk_ledgers
 
 log = logging.getLogger(__name__)
 
@@ -208,6 +208,23 @@ class ZooKeeperMetadataStore:
                 st.listed += len(batch.ledger_ids)
                 yield batch
         return gen()
+
+    async def list_leaf_directories(self, *, include_scoped: bool = True, count_children: bool = True,
+                                    sync: bool = True) -> list[LeafDirectory]:
+        """Every leaf directory (ascending ids) without listing any of them; with `count_children`, each
+        directory's child count from its Stat (one exists() per directory, pipelined)."""
+
+        async def children(path: str) -> list[str] | None:
+            return await self._children(path, sync)
+
+        dirs = [d async for d in walk_leaf_directories(self.paths, children, include_scoped)]
+        if not count_children:
+            return dirs
+
+        async def counted(d: LeafDirectory) -> LeafDirectory:
+            stat = await self._exists(d.path)
+            return LeafDirectory(d.path, d.first, d.last, stat.numChildren if stat is not None else 0)
+        return list(await asyncio.gather(*(counted(d) for d in dirs)))
 
     def scan_ledgers(self, start: LedgerId | None = None, end: LedgerId | None = None, *,
                      include_scoped: bool = True, stats: ScanStats | None = None

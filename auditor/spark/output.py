@@ -1,0 +1,190 @@
+"""Driver-side aggregation of the executors' rows, and the sweep's outputs.
+
+Findings are deduplicated by `Finding.dedup_key()` (carried in each row), keeping the first sighting in
+(partition, row order) order, which is the order the one-shot command sees them in. Counts have the
+shape of the one-shot JSON summary (`FindingSummary.as_dict()`), and the per-check run counters are
+summed over partitions.
+"""
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+from urllib.parse import urlparse
+
+from auditor.durability.findings import Category, Severity
+
+from .worker import FINDING, STATS, Row
+
+_SUMMED = ("ledgersSeen", "ledgersChecked", "ledgersRechecked", "metadataUnreadable", "bookieRequests",
+           "reanalysed")
+_SUMMED_MAPS = ("ledgersSkipped", "bookieRequestsByBookie", "bookieUnknownByBookie")
+
+
+class RowSummary:
+    """`FindingSummary` for finding dicts (`to_log_dict()` form): same dedup rule, same `as_dict` shape."""
+
+    def __init__(self) -> None:
+        self._seen: set[str] = set()
+        self.findings: list[dict[str, Any]] = []  # {"check": name, **to_log_dict()}
+        self.duplicates = 0
+        self.by_category: Counter[str] = Counter()
+        self.by_severity: Counter[str] = Counter()
+        self._ledgers: dict[str, set[str]] = {c.value: set() for c in Category}
+
+    def add(self, key: Any, finding: dict[str, Any], check: str) -> bool:
+        k = json.dumps(key)
+        if k in self._seen:
+            self.duplicates += 1
+            return False
+        self._seen.add(k)
+        self.findings.append({"check": check, **finding})
+        self.by_category[finding["category"]] += 1
+        self.by_severity[finding["severity"]] += 1
+        if "qualifiedName" in finding:
+            self._ledgers.setdefault(finding["category"], set()).add(finding["qualifiedName"])
+        return True
+
+    @property
+    def actionable(self) -> list[dict[str, Any]]:
+        return [f for f in self.findings if f["severity"] != Severity.INFO.value]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "findings": len(self.findings),
+            "duplicates": self.duplicates,
+            "byCategory": {c.value: self.by_category[c.value] for c in Category},
+            "ledgersByCategory": {c.value: len(self._ledgers[c.value]) for c in Category},
+            "bySeverity": {s.value: self.by_severity[s.value] for s in Severity},
+        }
+
+
+@dataclass
+class PartitionStats:
+    """One partition's stats rows, per check."""
+
+    index: int
+    checks: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def visited(self, check: str) -> int:
+        return int(self.checks.get(check, {}).get("ledgersVisited", 0))
+
+    def ledgers(self, check: str) -> list[str] | None:
+        return self.checks.get(check, {}).get("ledgers")
+
+
+def merge_run_stats(check: str, parts: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """Sum one check's RunStats dicts over partitions (durationSeconds: summed partition time)."""
+    out: dict[str, Any] = {"check": check, "partitions": 0, "durationSeconds": 0.0,
+                           **{k: 0 for k in _SUMMED}, **{k: Counter() for k in _SUMMED_MAPS}}
+    for p in parts:
+        out["partitions"] += 1
+        out["durationSeconds"] += float(p.get("durationSeconds", 0.0))
+        for k in _SUMMED:
+            out[k] += int(p.get(k, 0))
+        for k in _SUMMED_MAPS:
+            out[k].update(p.get(k) or {})
+    out["durationSeconds"] = round(out["durationSeconds"], 3)
+    for k in _SUMMED_MAPS:
+        out[k] = dict(out[k])
+    return out
+
+
+def aggregate(rows: Iterable[Row], checks: list[str]) -> tuple[RowSummary, dict[int, PartitionStats],
+                                                                list[dict[str, Any]]]:
+    """(deduplicated findings, stats per partition, merged run stats per check in `checks` order)."""
+    summary = RowSummary()
+    per_part: dict[int, PartitionStats] = {}
+    for kind, part, check, _seq, payload in sorted(rows, key=lambda r: (r[1], r[3])):
+        doc = json.loads(payload)
+        if kind == FINDING:
+            summary.add(doc["key"], doc["finding"], check)
+        elif kind == STATS:
+            per_part.setdefault(part, PartitionStats(part)).checks[check] = doc
+    runs = [merge_run_stats(c, (p.checks[c]["stats"] for p in per_part.values() if c in p.checks)) for c in checks]
+    for run in runs:
+        run["ledgersVisited"] = sum(p.visited(run["check"]) for p in per_part.values())
+    return summary, per_part, runs
+
+
+# ------------------------------------------------------------------------------------------ writing
+
+def _is_local(uri: str) -> bool:
+    parsed = urlparse(uri)
+    return parsed.scheme == "" or (len(parsed.scheme) == 1 and os.name == "nt")
+
+
+def write_text(uri: str, text: str, spark: Any = None) -> None:
+    """Write one file: a plain path directly, any other URI (hdfs://, s3a://, file://, ...) through the
+    Hadoop FileSystem of the running Spark driver."""
+    if _is_local(uri):
+        path = Path(uri)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)
+        return
+    if spark is None:
+        raise ValueError(f"{uri}: writing a URI needs a Spark session (Hadoop FileSystem)")
+    sc = spark.sparkContext
+    jvm = sc._jvm
+    hpath = jvm.org.apache.hadoop.fs.Path(uri)
+    fs = hpath.getFileSystem(sc._jsc.hadoopConfiguration())
+    fs.setWriteChecksum(False)  # no .crc side files on the local file system
+    stream = fs.create(hpath, True)
+    try:
+        data = text.encode("utf-8")
+        step = 1 << 20
+        for i in range(0, len(data), step):
+            stream.write(bytearray(data[i:i + step]))
+    finally:
+        stream.close()
+
+
+def join_uri(base: str, name: str) -> str:
+    return str(Path(base) / name) if _is_local(base) else base.rstrip("/") + "/" + name
+
+
+def findings_jsonl(findings: Iterable[dict[str, Any]]) -> str:
+    return "".join(json.dumps(f, sort_keys=True) + "\n" for f in findings)
+
+
+# ------------------------------------------------------------------------------------------ printing
+
+def _sort_key(f: dict[str, Any]) -> tuple[Any, ...]:
+    return (Severity(f["severity"]).rank, f["category"], f.get("qualifiedName", ""))
+
+
+def print_table(summary: RowSummary, runs: list[dict[str, Any]], sweep: dict[str, Any], out: TextIO) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(file=out, width=max(120, Console(file=out).width))
+    findings = summary.findings
+    if findings:
+        table = Table(title=f"{len(findings)} finding(s)")
+        for col in ("severity", "category", "ledger", "bookie", "entries", "check", "detail"):
+            table.add_column(col, overflow="fold")
+        for f in sorted(findings, key=_sort_key):
+            count = f.get("affectedEntries", 0)
+            entries = f"{count} [{f.get('affectedEntryRanges', '')}]" if count else str(f.get("entryId", ""))
+            ledger = str(f["ledgerId"]) if "ledgerId" in f and "scopeId" not in f else f.get("qualifiedName", "")
+            table.add_row(f["severity"], f["category"], ledger, f.get("bookieId", ""), entries, f["check"],
+                          f["message"])
+        console.print(table)
+    else:
+        console.print("no findings: every checked ledger is healthy")
+    for r in runs:
+        console.print(f"{r['check']}: {r['ledgersChecked']} ledgers checked ({r['ledgersSeen']} seen, "
+                      f"skipped {r['ledgersSkipped'] or 'none'}), {r['ledgersRechecked']} re-checked, "
+                      f"{r['bookieRequests']} bookie requests, {r['durationSeconds']}s over {r['partitions']} "
+                      "partition(s)")
+    failed = sweep.get("failedPartitions") or []
+    console.print(f"sweep: {sweep['partitionsDone']}/{sweep['partitionsTotal']} partitions on {sweep['master']} "
+                  f"in {sweep['durationSeconds']}s" + (f", {len(failed)} FAILED" if failed else ""))
+    for p in failed:
+        console.print(f"  failed partition {p['index']} [{p['start']}, {p['end'] or 'end'}): {p['error']}")

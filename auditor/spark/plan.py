@@ -1,0 +1,77 @@
+"""Plan a sweep on the driver: find the leaf directories (never listing one unless it must be cut), weigh
+them by their child counts, and cut the id space into partitions (`partitions.plan_partitions`)."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from auditor.config import Settings
+from auditor.durability.ids import LedgerId
+from auditor.metadata.zkstore import ZooKeeperMetadataStore
+
+from .partitions import ID_SPACE_END, IdPartition, Span, clip_spans, heavy_spans, id_at, id_value, plan_partitions
+
+
+@dataclass
+class SweepPlan:
+    partitions: list[IdPartition]
+    manager: str
+    leaf_directories: int
+    ledgers_estimate: int  # sum of the leaf directories' child counts
+    directories_listed: int = 0  # leaf directories listed to cut them at real quantiles
+    seconds: float = 0.0
+    start: LedgerId | None = None
+    end: LedgerId | None = None
+    spans: list[Span] = field(default_factory=list, repr=False)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"partitions": len(self.partitions), "ledgerManager": self.manager,
+                "leafDirectories": self.leaf_directories, "ledgersEstimate": self.ledgers_estimate,
+                "leafDirectoriesListed": self.directories_listed, "planSeconds": round(self.seconds, 3),
+                "start": str(self.start) if self.start else None, "end": str(self.end) if self.end else None}
+
+
+def _after(lid: LedgerId) -> LedgerId | None:
+    v = id_value(lid) + 1
+    return None if v >= ID_SPACE_END else id_at(v)
+
+
+async def _ids_of(store: ZooKeeperMetadataStore, span: Span) -> tuple[LedgerId, ...]:
+    ids: list[LedgerId] = []
+    async for batch in store.list_ledgers(span.first, _after(span.last)):
+        ids.extend(batch.ledger_ids)
+    return tuple(ids)
+
+
+async def plan_with_store(store: ZooKeeperMetadataStore, partitions: int, *, start: LedgerId | None = None,
+                          end: LedgerId | None = None, refine: bool = True) -> SweepPlan:
+    """`refine`: list the (at most `partitions`) leaf directories heavier than one partition's share, so a
+    small cluster's few directories are cut at their real id quantiles rather than evenly by id."""
+    t0 = time.monotonic()
+    dirs = await store.list_leaf_directories()
+    spans = clip_spans([Span(d.first, d.last, d.children or 0, d.path) for d in dirs], start, end)
+    listed = 0
+    if refine and partitions > 1:
+        heavy = {s.directory: s for s in heavy_spans(spans, partitions)[:partitions]}
+        refined = []
+        for s in spans:
+            if s.directory in heavy:
+                ids = await _ids_of(store, s)
+                listed += 1
+                s = Span(s.first, s.last, len(ids), s.directory, ids)
+            refined.append(s)
+        spans = refined
+    parts = plan_partitions(spans, partitions, lo=start, hi=end)
+    return SweepPlan(parts, store.manager.value, len(dirs), sum(d.children or 0 for d in dirs), listed,
+                     time.monotonic() - t0, start, end, spans)
+
+
+async def plan_sweep(settings: Settings, partitions: int, *, start: LedgerId | None = None,
+                     end: LedgerId | None = None, refine: bool = True) -> SweepPlan:
+    store = await ZooKeeperMetadataStore.connect(settings.metadata_location(),
+                                                 max_in_flight=settings.zookeeper.max_concurrent_reads)
+    try:
+        return await plan_with_store(store, partitions, start=start, end=end, refine=refine)
+    finally:
+        await store.close()
