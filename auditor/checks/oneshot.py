@@ -134,7 +134,7 @@ async def main(settings: Settings, checks: list[str], fmt: str, *, out: TextIO |
                     check = CHECKS[name](ctx, locations)
 
                     def sink(f: Finding, _name: str = name) -> None:
-                        if summary.add(f):
+                        if summary.add(f) and f.severity is not Severity.INFO:
                             log_finding(f, logger=log, check=_name)
 
                     run = CheckRun(ctx, check, sink, progress=bar.update)

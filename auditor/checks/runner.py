@@ -8,6 +8,7 @@ the queue until every suspect ledger was either settled or ran out of attempts.
 from __future__ import annotations
 
 import asyncio
+import collections
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -138,18 +139,20 @@ class CheckRun:
         limit = asyncio.Semaphore(self.ctx.options.max_concurrent_ledgers)
         tasks: set[asyncio.Task[None]] = set()
         source = records if records is not None else self.ctx.store.scan_ledgers(start, end, stats=self.scan_stats)
-        batches: list[list] = []  # [last id of the batch, ledgers still in flight]
+        # Ledgers in dispatch (ascending id) order: [id, finished]. The cursor passes a ledger only once
+        # it and every ledger before it are finished.
+        order: collections.deque[list] = collections.deque()
 
         def advance() -> None:
-            while batches and batches[0][1] == 0 and (len(batches) > 1 or batches[0][2]):
-                self.completed_cursor = batches.pop(0)[0]
+            while order and order[0][1]:
+                self.completed_cursor = order.popleft()[0]
 
         async def guarded(r: LedgerRecord | CorruptLedger, slot: list) -> None:
             try:
                 await self._one(r)
             finally:
                 limit.release()
-                slot[1] -= 1
+                slot[1] = True
                 advance()
                 self.progress.ledgers_done += 1
                 self.progress.cursor = self.completed_cursor
@@ -158,25 +161,18 @@ class CheckRun:
 
         try:
             async for batch in source:
-                if not batch:
-                    continue
-                last = batch[-1]
-                slot = [last.ledger_id if isinstance(last, CorruptLedger) else last.metadata.ledger_id,
-                        len(batch), False]
-                batches.append(slot)
                 for r in batch:
                     self.stats.ledgers_seen += 1
                     if self._gate is not None:
                         await self._gate()
                     await limit.acquire()
+                    slot = [r.ledger_id if isinstance(r, CorruptLedger) else r.metadata.ledger_id, False]
+                    order.append(slot)
                     t = asyncio.create_task(guarded(r, slot))
                     tasks.add(t)
                     t.add_done_callback(tasks.discard)
-                slot[2] = True  # every ledger of the batch is dispatched
-                advance()
             if tasks:
                 await asyncio.gather(*tasks)
-            advance()
         finally:
             for t in tasks:
                 t.cancel()

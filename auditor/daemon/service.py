@@ -9,6 +9,7 @@ leader's vote in any case. ZooKeeper blinking never ends the process: it steps d
 from __future__ import annotations
 
 import asyncio
+import itertools
 import signal
 import time
 from collections.abc import Awaitable, Callable
@@ -22,7 +23,7 @@ from auditor.checks.runner import CheckRun, LedgerCheck, Progress
 from auditor.checks.scrutiny import LedgerReadCheck, OpenLedgerCheck, ScrutinyCheck
 from auditor.config import Settings
 from auditor.durability.coverage import UNKNOWN, analyze_coverage
-from auditor.durability.findings import Category, Finding
+from auditor.durability.findings import Category, Finding, Severity
 from auditor.durability.ids import LedgerId
 from auditor.durability.model import LedgerMetadata
 from auditor.durability.schedule import expected_by_bookie
@@ -75,7 +76,8 @@ class Auditor:
         if seen is not None:
             seen.add(rec.key)
         if rec.times_seen == 1:
-            log_finding(finding, logger=log, check=check)
+            if finding.severity is not Severity.INFO:  # info findings are counted, not logged one by one
+                log_finding(finding, logger=log, check=check)
             self.metrics.finding_reported(finding)
         self.metrics.sync_findings(self.state.findings)
 
@@ -280,8 +282,9 @@ class Auditor:
                     rows.append(BookieCopies(b, i, status, n_exp, None, (), answers.errors.get(b, ""), b in regs))
                     continue
                 n_missing = sum(g.missing.count() for g in gaps)
+                runs = [r for g in gaps for r in itertools.islice(g.missing.iter_runs(), 100)][:100]
                 rows.append(BookieCopies(b, i, "missing" if n_missing else "ok", n_exp, n_exp - n_missing,
-                                         ",".join(g.missing.to_text(10) for g in gaps), "", b in regs))
+                                         runs, "", b in regs))
             segments.append(SegmentCopies(span.index, first, last, span.ensemble, rows, cov.least_copies_at_least))
         marker = await self.ctx.store.read_marker(ledger)
         methods = sorted(set(answers.methods.values()))
@@ -312,6 +315,18 @@ class Auditor:
             finally:
                 self.ctx = None
 
+    async def _follow(self, election: LeaderElection) -> None:
+        """While standing by, keep track of who leads (for status and for naming the leader on refusals)."""
+        lead = self.state.leadership
+        assert lead is not None
+        while True:
+            try:
+                current = await election.current_leader()
+                lead.set(False, current[1] if current else None)
+            except Exception as exc:
+                log.info("cannot tell who leads", error=str(exc))
+            await asyncio.sleep(2.0)
+
     async def _elect_and_lead(self, stop: asyncio.Event) -> None:
         assert self.ctx is not None
         s = self.settings
@@ -325,9 +340,10 @@ class Auditor:
             while not stop.is_set():
                 stop_wait = asyncio.ensure_future(stop.wait())
                 became = asyncio.ensure_future(election.wait_leader())
+                watching = asyncio.ensure_future(self._follow(election))
                 await asyncio.wait([stop_wait, became], return_when=asyncio.FIRST_COMPLETED)
-                stop_wait.cancel()
-                became.cancel()
+                for t in (stop_wait, became, watching):
+                    t.cancel()
                 if stop.is_set():
                     break
                 lead.set(True, s.election.identity)

@@ -568,6 +568,26 @@ class Cluster:
             ensemble, write_quorum, ack_quorum, digest, password, entries, entry_size, ledger_id, custom,
             bookies, allowed, close))
 
+    def create_ledgers(self, count: int, **kw: Any) -> list[dict[str, Any]]:
+        """`count` closed ledgers with the same options, written by one JVM (much faster than one each)."""
+        if kw.get("close") is False or kw.get("ledger_id") is not None:
+            raise HarnessError("create_ledgers makes closed ledgers with generated ids")
+        args = self._create_args(kw.pop("ensemble", 3), kw.pop("write_quorum", 2), kw.pop("ack_quorum", 2),
+                                 kw.pop("digest", "CRC32C"), kw.pop("password", "pw"), kw.pop("entries", 10),
+                                 kw.pop("entry_size", 64), None, kw.pop("custom", None), kw.pop("bookies", None),
+                                 kw.pop("allowed", None), True)
+        if kw:
+            raise HarnessError(f"unknown options {sorted(kw)}")
+        proc = subprocess.run(self._tool_argv("create", [*args, "--count", str(count)]), capture_output=True,
+                              text=True, timeout=600, stdin=subprocess.DEVNULL)
+        with open(self.logs_dir / "ledger-tool.log", "a") as log:
+            log.write(f"=== create x{count} {' '.join(args)} rc={proc.returncode}\n{proc.stdout}\n{proc.stderr[-5000:]}\n")
+        results = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+        if proc.returncode != 0 or len(results) != count or any("error" in r for r in results):
+            raise HarnessError(f"ledger tool create x{count} failed (rc={proc.returncode}): {proc.stdout[-2000:]}\n"
+                               f"{proc.stderr[-3000:]}")
+        return results
+
     def write_with_ensemble_change(self, ensemble: int = 3, write_quorum: int = 2, ack_quorum: int = 2,
                                    digest: str = "CRC32C", password: str = "pw", entries: int = 20,
                                    entry_size: int = 64, change_after: int = 10, victim: int | str | None = None,

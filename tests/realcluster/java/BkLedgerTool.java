@@ -38,7 +38,7 @@ import org.apache.bookkeeper.stats.StatsLogger;
  * bk-auditor's test ledger tool: drives the real BookKeeper Java client and prints one JSON line.
  *
  * Commands:
- *   create  --ensemble E --write-quorum W --ack-quorum A --digest CRC32|CRC32C|MAC|DUMMY --password P
+ *   create  [--count N] --ensemble E --write-quorum W --ack-quorum A --digest CRC32|CRC32C|MAC|DUMMY --password P
  *           --entries N --entry-size B [--ledger-id ID] [--custom k=v]... [--bookies a,b,c]
  *           [--allowed a,b,...] [--leave-open] [--pause-after K --pause-file F] [--store-ctime]
  *   recover --ledger-id ID [--password P]      open with recovery: fences and closes the ledger
@@ -93,7 +93,10 @@ public class BkLedgerTool {
         try (BookKeeper bk = BookKeeper.newBuilder(conf).build()) {
             switch (cmd) {
                 case "create":
-                    create(bk, opts);
+                    int count = Integer.parseInt(one(opts, "count", "1"));
+                    for (int i = 0; i < count; i++) {
+                        create(bk, opts);
+                    }
                     break;
                 case "recover":
                     recover(bk, opts, true);
@@ -322,7 +325,6 @@ public class BkLedgerTool {
     /** Places ensembles only on the bookies a test names, so every test knows where its entries are. */
     public static class PinnedPlacementPolicy implements EnsemblePlacementPolicy {
         private final Set<BookieId> writable = Collections.synchronizedSet(new HashSet<>());
-        private volatile boolean firstUsed = false;
 
         static List<BookieId> ids(String prop) {
             String v = System.getProperty(prop);
@@ -374,8 +376,9 @@ public class BkLedgerTool {
                 Map<String, byte[]> customMetadata, Set<BookieId> excludeBookies)
                 throws BKNotEnoughBookiesException {
             List<BookieId> pinned = ids(PROP_FIRST);
-            if (!firstUsed && !pinned.isEmpty()) {
-                firstUsed = true;
+            // newEnsemble is called when a ledger is created (an ensemble change calls replaceBookie), so
+            // every ledger this process creates starts on the pinned bookies.
+            if (!pinned.isEmpty()) {
                 if (pinned.size() != ensembleSize) {
                     throw new BKNotEnoughBookiesException();
                 }

@@ -1,0 +1,147 @@
+"""Run real `bk-auditor run` daemons (separate processes) against the test cluster, and talk to them
+through their real admin API."""
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from auditor.daemon.admin import AdminClient, AdminClientError
+from tests.realcluster.harness import Cluster
+
+BIN = Path(sys.executable).with_name("bk-auditor")
+_ports = itertools.count(int(os.environ.get("BK_TEST_DAEMON_PORT_BASE", "17900")))
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+class Daemon:
+    def __init__(self, cluster: Cluster, name: str, workdir: Path, **settings: Any) -> None:
+        self.cluster = cluster
+        self.name = name
+        self.admin_port = next(_ports)
+        self.metrics_port = next(_ports)
+        base = {
+            "metadata_service_uri": cluster.metadata_service_uri,
+            "zookeeper": {"session_timeout_seconds": 4},
+            "schedule": {"scrutiny_seconds": 3600, "ledger_check_seconds": 0, "open_ledger_check_seconds": 0,
+                         "bookie_check_seconds": 3600},
+            "recheck": {"delays_seconds": [1, 2], "attempts": 2},
+            "bookie_client": {"timeout_seconds": 2},
+            "admin": {"bind": f"127.0.0.1:{self.admin_port}"},
+            "metrics": {"bind": f"127.0.0.1:{self.metrics_port}"},
+            "log": {"level": "info", "format": "json"},
+        }
+        self.config = _merge(base, settings)
+        self.workdir = workdir
+        self.log_path = workdir / f"{name}.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> "Daemon":
+        cfg = self.workdir / f"{self.name}.yaml"
+        cfg.write_text(yaml.safe_dump(self.config))
+        out = open(self.log_path, "ab")
+        self.proc = subprocess.Popen([str(BIN), "run", "--config", str(cfg), "--identity", self.name],
+                                     stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     start_new_session=True)
+        return self
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, timeout: float = 20.0) -> tuple[int, float]:
+        """SIGTERM; returns (exit code, seconds to exit)."""
+        assert self.proc is not None
+        start = time.monotonic()
+        if self.running:
+            os.kill(self.pid, signal.SIGCONT)
+            os.kill(self.pid, signal.SIGTERM)
+        try:
+            rc = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.kill(self.pid, signal.SIGKILL)
+            rc = self.proc.wait(10)
+        return rc, time.monotonic() - start
+
+    def kill(self) -> None:
+        if self.running:
+            os.kill(self.pid, signal.SIGKILL)
+            assert self.proc is not None
+            self.proc.wait(10)
+
+    def pause(self) -> None:
+        os.kill(self.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        os.kill(self.pid, signal.SIGCONT)
+
+    # ------------------------------------------------------------------ admin API
+    def _call(self, fn: str, *args: Any, **kw: Any) -> Any:
+        async def go() -> Any:
+            async with AdminClient(f"127.0.0.1:{self.admin_port}", timeout=5) as c:
+                return await getattr(c, fn)(*args, **kw)
+        return asyncio.run(go())
+
+    def status(self) -> Any:
+        return self._call("status")
+
+    def health(self, service: str) -> str:
+        try:
+            return self._call("health", service)
+        except AdminClientError:
+            return "UNREACHABLE"
+
+    def findings(self, **kw: Any) -> Any:
+        return self._call("findings", **kw)
+
+    def is_leader(self) -> bool:
+        try:
+            return bool(self.status().leader)
+        except AdminClientError:
+            return False
+
+    def wait(self, predicate: Any, timeout: float, what: str) -> float:
+        start = time.monotonic()
+        while time.monotonic() - start < timeout:
+            if not self.running:
+                raise AssertionError(f"daemon {self.name} exited while waiting for {what}:\n{self.tail()}")
+            try:
+                if predicate():
+                    return time.monotonic() - start
+            except AdminClientError:
+                pass
+            time.sleep(0.2)
+        raise AssertionError(f"daemon {self.name}: {what} not within {timeout}s:\n{self.tail()}")
+
+    def logs(self) -> list[dict[str, Any]]:
+        out = []
+        for line in self.log_path.read_text(errors="replace").splitlines():
+            if line.startswith("{"):
+                try:
+                    out.append(json.loads(line))
+                except ValueError:
+                    pass
+        return out
+
+    def tail(self, n: int = 25) -> str:
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])

@@ -1,0 +1,275 @@
+"""`bk-auditor run` against the real cluster: leadership, failover, scan resume, the bookie watch with
+Java's delay semantics, a real Java ReplicationWorker acting on our markers, ZooKeeper restarts, the
+admin API and health statuses, SIGTERM."""
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kazoo.exceptions import NoNodeError
+
+from auditor.durability.ids import LedgerId
+from tests.realcluster.checks_util import marker_path, rewrite_ensemble
+from tests.realcluster.daemon_util import Daemon
+from tests.realcluster.harness import Cluster
+
+pytestmark = pytest.mark.realcluster
+
+
+@pytest.fixture
+def daemons(cluster: Cluster, tmp_path: Path) -> Iterator[list[Daemon]]:
+    """Daemons started by a test; all stopped (by pid) afterwards. Our ZooKeeper state starts fresh."""
+    started: list[Daemon] = []
+    _reset_auditor_state(cluster)
+    yield started
+    for d in started:
+        if d.running:
+            d.kill()
+    _reset_auditor_state(cluster)
+
+
+def _reset_auditor_state(cluster: Cluster) -> None:
+    for path in (f"{cluster.ledgers_root}/bk-auditor", f"{cluster.ledgers_root}/underreplication/lostBookieRecoveryDelay"):
+        try:
+            cluster.kazoo.delete(path, recursive=True)
+        except NoNodeError:
+            pass
+
+
+def start(daemons: list[Daemon], cluster: Cluster, tmp_path: Path, name: str, **settings: object) -> Daemon:
+    d = Daemon(cluster, name, tmp_path, **settings).start()
+    daemons.append(d)
+    return d
+
+
+def election_children(cluster: Cluster) -> list[str]:
+    try:
+        return cluster.kazoo.get_children(f"{cluster.ledgers_root}/bk-auditor/election")
+    except NoNodeError:
+        return []
+
+
+def markers_for(cluster: Cluster, ledger_ids: list[int]) -> dict[int, str]:
+    out = {}
+    for lid in ledger_ids:
+        try:
+            data, _ = cluster.kazoo.get(marker_path(cluster, lid))
+            out[lid] = data.decode()
+        except NoNodeError:
+            pass
+    return out
+
+
+def test_one_leads_the_other_stands_by_and_takes_over_after_sigkill(cluster: Cluster, daemons: list[Daemon],
+                                                                   tmp_path: Path) -> None:
+    a = start(daemons, cluster, tmp_path, "auditor-a")
+    a.wait(a.is_leader, 30, "leadership")
+    b = start(daemons, cluster, tmp_path, "auditor-b")
+    b.wait(lambda: b.health("readiness") == "SERVING", 30, "readiness")
+    # Standby: healthy and ready, not leading, no checks.
+    assert not b.is_leader() and b.health("leader") == "NOT_SERVING" and b.health("liveness") == "SERVING"
+    assert a.health("leader") == "SERVING"
+    assert all(t.runs == 0 and not t.HasField("last_start") for t in b.status().tasks)
+    # Never in Java's election path.
+    assert not cluster.kazoo.exists(f"{cluster.ledgers_root}/underreplication/auditorelection")
+    killed_at = time.monotonic()
+    a.kill()
+    took = b.wait(b.is_leader, 30, "takeover")
+    # Session timeout 4 s (our daemons' setting) plus a few seconds.
+    assert time.monotonic() - killed_at < 4 + 6, took
+    assert b.status().leader_identity == "auditor-b"
+
+
+def test_standby_takes_over_when_the_leaders_session_expires(cluster: Cluster, daemons: list[Daemon],
+                                                            tmp_path: Path) -> None:
+    a = start(daemons, cluster, tmp_path, "auditor-a")
+    a.wait(a.is_leader, 30, "leadership")
+    b = start(daemons, cluster, tmp_path, "auditor-b")
+    b.wait(lambda: b.health("readiness") == "SERVING", 30, "readiness")
+    a.pause()  # frozen: its ZooKeeper session expires after 4 s
+    try:
+        b.wait(b.is_leader, 20, "takeover after session expiry")
+    finally:
+        a.resume()
+    # The old leader learns it lost its session, steps down, rejoins as standby: it does not exit.
+    a.wait(lambda: not a.is_leader(), 20, "step down")
+    a.wait(lambda: len(election_children(cluster)) == 2, 20, "re-vote")
+    assert b.is_leader() and a.running
+
+
+def test_new_leader_resumes_an_interrupted_scan(cluster: Cluster, daemons: list[Daemon], tmp_path: Path) -> None:
+    cluster.create_ledgers(24, entries=5, bookies=cluster.sorted_bookie_ids[:3])
+    slow = {"schedule": {"scrutiny_seconds": 3600}, "max_concurrent_ledgers": 1,
+            "bookie_client": {"requests_per_second": 1}}
+    a = start(daemons, cluster, tmp_path, "auditor-a", **slow)
+    state_path = f"{cluster.ledgers_root}/bk-auditor/checks/scrutiny"
+
+    def saved_cursor() -> str | None:
+        try:
+            return json.loads(cluster.kazoo.get(state_path)[0]).get("cursor")
+        except NoNodeError:
+            return None
+    a.wait(lambda: saved_cursor() is not None, 60, "a saved scan cursor")
+    b = start(daemons, cluster, tmp_path, "auditor-b", **slow)
+    b.wait(lambda: b.health("readiness") == "SERVING", 30, "readiness")
+    a.kill()
+    cursor = saved_cursor()
+    assert cursor is not None
+    b.wait(b.is_leader, 30, "takeover")
+    b.wait(lambda: any(l.get("event") == "resuming an interrupted scan" for l in b.logs()), 30, "resume")
+    resumed = [l for l in b.logs() if l.get("event") == "resuming an interrupted scan"][0]
+    assert LedgerId.parse(resumed["after"]) >= LedgerId.parse(cursor)
+    b.wait(lambda: any(l.get("event") == "check finished" and l.get("check") == "scrutiny" for l in b.logs()),
+           240, "the resumed scan to finish")
+    finished = [l for l in b.logs() if l.get("event") == "check finished" and l.get("check") == "scrutiny"][0]
+    # It did not start from the beginning: fewer ledgers than exist.
+    total = sum(1 for _ in _all_ledgers(cluster))
+    assert finished["ledgersSeen"] < total, (finished, total)
+    assert json.loads(cluster.kazoo.get(state_path)[0])["cursor"] is None  # a finished pass clears it
+
+
+def _all_ledgers(cluster: Cluster) -> Iterator[str]:
+    out = cluster.shell("listledgers").stdout
+    return (line for line in out.splitlines() if line.startswith("ledgerID:"))
+
+
+def test_lost_bookie_marked_after_the_delay_and_java_worker_repairs(cluster: Cluster, daemons: list[Daemon],
+                                                                   tmp_path: Path) -> None:
+    n = 5
+    victim = cluster.bookie(n).bookie_id
+    others = [b for b in cluster.sorted_bookie_ids if b != victim]
+    on_victim = [cluster.create_ledger(entries=10, bookies=[others[0], others[1], victim])["ledgerId"]
+                 for _ in range(2)]
+    elsewhere = cluster.create_ledger(entries=10, bookies=others[:3])["ledgerId"]
+    delay = 3
+    cluster.kazoo.create(f"{cluster.ledgers_root}/underreplication/lostBookieRecoveryDelay", str(delay).encode(),
+                         makepath=True)
+    a = start(daemons, cluster, tmp_path, "auditor-a")
+    a.wait(a.is_leader, 30, "leadership")
+    a.wait(lambda: any(l.get("event") == "ledger index built" for l in a.logs()), 60, "index")
+    worker = None
+    cluster.kill_bookie(n)
+    try:
+        cluster.wait_unregistered(n, timeout=20)
+        gone = time.monotonic()
+        a.wait(lambda: len(markers_for(cluster, on_victim)) == 2, delay + 10, "markers")
+        marked_after = time.monotonic() - gone
+        assert delay - 0.5 <= marked_after <= delay + 2.5, marked_after
+        for text in markers_for(cluster, on_victim).values():
+            assert f'replica: "{victim}"' in text and "ctime: " in text
+        assert markers_for(cluster, [elsewhere]) == {}
+        listed = cluster.shell("listunderreplicated", "-printmissingreplica").stdout
+        for lid in on_victim:
+            assert str(lid) in listed
+        # A real Java ReplicationWorker acts on what we wrote: it re-replicates and removes the markers.
+        worker = cluster.start_replication_worker(seconds=300)
+        deadline = time.monotonic() + 120
+        while markers_for(cluster, on_victim) and time.monotonic() < deadline:
+            time.sleep(1)
+        assert markers_for(cluster, on_victim) == {}
+        for lid in on_victim:
+            assert victim not in cluster.ledger_info(lid)["ensembles"]["0"]
+    finally:
+        if worker is not None:
+            worker.stop()
+        cluster.start_bookie(n)
+
+
+def test_delay_is_cancelled_when_the_bookie_comes_back(cluster: Cluster, daemons: list[Daemon],
+                                                       tmp_path: Path) -> None:
+    n = 4
+    victim = cluster.bookie(n).bookie_id
+    others = [b for b in cluster.sorted_bookie_ids if b != victim]
+    lid = cluster.create_ledger(entries=5, bookies=[others[0], others[1], victim])["ledgerId"]
+    cluster.kazoo.create(f"{cluster.ledgers_root}/underreplication/lostBookieRecoveryDelay", b"40", makepath=True)
+    a = start(daemons, cluster, tmp_path, "auditor-a")
+    a.wait(a.is_leader, 30, "leadership")
+    a.wait(lambda: any(l.get("event") == "ledger index built" for l in a.logs()), 60, "index")
+    cluster.kill_bookie(n)
+    try:
+        cluster.wait_unregistered(n, timeout=20)
+        a.wait(lambda: any(l.get("event") == "bookies lost" for l in a.logs()), 10, "loss noticed")
+    finally:
+        cluster.start_bookie(n)
+    a.wait(lambda: any(l.get("event") == "lost bookie came back: delayed audit cancelled" for l in a.logs()),
+           15, "cancellation")
+    time.sleep(2)
+    assert markers_for(cluster, [lid]) == {}
+    metrics = _metrics(a)
+    assert metrics.get("bk_auditor_delayed_bookie_audits_cancelled_total", 0) >= 1
+    assert metrics.get("bk_auditor_bookie_audits_delayed_total", 0) >= 1
+
+
+def _metrics(d: Daemon) -> dict[str, float]:
+    import urllib.request
+    from prometheus_client.parser import text_string_to_metric_families
+    text = urllib.request.urlopen(f"http://127.0.0.1:{d.metrics_port}/metrics", timeout=5).read().decode()
+    out: dict[str, float] = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            if not s.labels:
+                out[s.name] = s.value
+    return out
+
+
+def test_zookeeper_restart_mid_scan_loses_no_findings_and_duplicates_no_markers(
+        cluster: Cluster, daemons: list[Daemon], tmp_path: Path) -> None:
+    b = cluster.sorted_bookie_ids
+    r = cluster.create_ledger(entries=30, bookies=b[:3])
+    rewrite_ensemble(cluster, r["ledgerId"], b[2], b[3])  # b[3] never got the entries
+    cluster.create_ledgers(10, entries=5, bookies=b[:3])
+    a = start(daemons, cluster, tmp_path, "auditor-a", max_concurrent_ledgers=1,
+              schedule={"scrutiny_seconds": 0, "ledger_check_seconds": 3600},
+              bookie_client={"requests_per_second": 5}, ledger_check={"mark_under_replicated": True})
+    a.wait(a.is_leader, 30, "leadership")
+    a.wait(lambda: any(t.name == "ledger" and t.done > 0 for t in a.status().tasks), 60, "scan started")
+    cluster.restart_zookeeper(down_seconds=2)
+    a.wait(lambda: any(f.category == "entry_below_ack_quorum" and f.ledger_id == str(r["ledgerId"])
+                       for f in a.findings(category="entry_below_ack_quorum").findings), 240, "the finding")
+    a.wait(lambda: any(l.get("event") == "check finished" and l.get("check") == "ledger" for l in a.logs()),
+           240, "scan end")
+    marker = markers_for(cluster, [r["ledgerId"]])[r["ledgerId"]]
+    replicas = [line for line in marker.splitlines() if line.startswith("replica:")]
+    assert replicas == [f'replica: "{b[3]}"'], marker
+    assert a.running
+    try:
+        cluster.kazoo.delete(marker_path(cluster, r["ledgerId"]))
+    except NoNodeError:
+        pass
+
+
+def test_admin_api_trigger_pause_explain_and_sigterm(cluster: Cluster, daemons: list[Daemon], tmp_path: Path) -> None:
+    b = cluster.sorted_bookie_ids
+    r = cluster.create_ledger(ensemble=3, write_quorum=2, ack_quorum=2, entries=12, bookies=b[:3])
+    a = start(daemons, cluster, tmp_path, "auditor-a", schedule={"scrutiny_seconds": 3600})
+    a.wait(a.is_leader, 30, "leadership")
+    s = start(daemons, cluster, tmp_path, "auditor-s")
+    s.wait(lambda: s.health("readiness") == "SERVING", 30, "standby ready")
+    # Triggering on the standby is refused, naming the leader.
+    from auditor.daemon.admin import AdminClientError
+    with pytest.raises(AdminClientError) as exc:
+        s._call("trigger", "scrutiny")
+    assert "auditor-a" in str(exc.value)
+    # Explain: expected vs actual copies per bookie, from the real bookies.
+    ex = a._call("explain", str(r["ledgerId"]))
+    seg = ex.segments[0]
+    assert [bk.bookie_id for bk in seg.bookies] == b[:3]
+    assert [bk.expected_entries for bk in seg.bookies] == [8, 8, 8]  # E3 WQ2 over 12 entries
+    assert all(bk.status == "ok" and bk.present_entries == 8 for bk in seg.bookies)
+    # Pause / resume.
+    a._call("pause", "maintenance")
+    st = a.status()
+    assert st.paused and st.pause_reason == "maintenance"
+    a._call("resume")
+    assert not a.status().paused
+    resp = a._call("trigger", "scrutiny")
+    assert resp.accepted
+    # SIGTERM: exit 0 within a few seconds, the vote released at once (no wait for session expiry).
+    votes_before = len(election_children(cluster))
+    rc, took = a.stop()
+    assert rc == 0 and took < 8, (rc, took)
+    assert len(election_children(cluster)) == votes_before - 1
+    s.wait(s.is_leader, 10, "standby takes over at once")
