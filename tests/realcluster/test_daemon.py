@@ -273,3 +273,54 @@ def test_admin_api_trigger_pause_explain_and_sigterm(cluster: Cluster, daemons: 
     assert rc == 0 and took < 8, (rc, took)
     assert len(election_children(cluster)) == votes_before - 1
     s.wait(s.is_leader, 10, "standby takes over at once")
+
+
+def test_reincarnated_bookie_is_reported_and_its_ledgers_scrutinised_first(cluster: Cluster, daemons: list[Daemon],
+                                                                           tmp_path: Path) -> None:
+    n = 3
+    victim = cluster.bookie(n).bookie_id
+    others = [b for b in cluster.sorted_bookie_ids if b != victim]
+    r = cluster.create_ledger(ensemble=3, write_quorum=2, ack_quorum=2, entries=30, bookies=[others[0], others[1], victim])
+    # The bookie is wiped and back within the lost-bookie delay, so the delayed audit is cancelled (the
+    # Java auditor would never notice the loss). Scheduled scrutiny is far away: only the reincarnation
+    # check, with its priority scrutiny, can find the lost copies in time.
+    cluster.kazoo.create(f"{cluster.ledgers_root}/underreplication/lostBookieRecoveryDelay", b"120", makepath=True)
+    a = start(daemons, cluster, tmp_path, "auditor-a", schedule={"scrutiny_seconds": 86400},
+              recheck={"delays_seconds": [1], "attempts": 1})
+    a.wait(a.is_leader, 30, "leadership")
+    a.wait(lambda: cluster.kazoo.exists(f"{cluster.ledgers_root}/bk-auditor/bookies") is not None, 60, "bookie state")
+    a.wait(lambda: any(l.get("event") == "check finished" for l in a.logs()), 120, "first scrutiny pass")
+    cluster.stop_bookie(n)
+    cluster.wipe_bookie(n)
+    cluster.start_bookie(n)
+    a.wait(lambda: any(f.bookie_id == victim for f in a.findings(category="bookie_reincarnated").findings), 60,
+           "bookie_reincarnated")
+    a.wait(lambda: any(f.ledger_id == str(r["ledgerId"]) for f in a.findings(category="entry_below_ack_quorum").findings),
+           60, "its ledger scrutinised")
+    assert any(l.get("event") == "priority scrutiny" for l in a.logs())
+    assert markers_for(cluster, [r["ledgerId"]]) == {}  # found by scrutiny, not by the (cancelled) lost-bookie audit
+
+
+def test_lost_bookie_is_detected_but_not_marked_while_autorecovery_is_disabled(
+        cluster: Cluster, daemons: list[Daemon], tmp_path: Path) -> None:
+    n = 2
+    victim = cluster.bookie(n).bookie_id
+    others = [b for b in cluster.sorted_bookie_ids if b != victim]
+    lid = cluster.create_ledger(entries=5, bookies=[others[0], others[1], victim])["ledgerId"]
+    disable = f"{cluster.ledgers_root}/underreplication/disable"
+    cluster.kazoo.create(disable, b"", makepath=True)
+    a = start(daemons, cluster, tmp_path, "auditor-a")
+    try:
+        a.wait(a.is_leader, 30, "leadership")
+        a.wait(lambda: any(l.get("event") == "ledger index built" for l in a.logs()), 60, "index")
+        cluster.kill_bookie(n)
+        try:
+            cluster.wait_unregistered(n, timeout=20)
+            a.wait(lambda: any(l.get("event", "").startswith("lost bookie not marked") and l.get("bookieId") == victim
+                               for l in a.logs()), 15, "detection while disabled")
+            assert markers_for(cluster, [lid]) == {}
+            assert _metrics(a).get("bk_auditor_lost_bookies", 0) >= 1
+        finally:
+            cluster.start_bookie(n)
+    finally:
+        cluster.kazoo.delete(disable)
