@@ -227,6 +227,7 @@ the pause flag are read from the leader only (bk-auditor.leaderMax): standbys do
   for: 10m
   labels:
     severity: warning
+    check: {{ index . 0 }}
   annotations:
     summary: The {{ index . 0 }} check has not succeeded for {{ $t.checkStaleFactor }} intervals
     description: >-
