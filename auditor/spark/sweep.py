@@ -60,10 +60,15 @@ class SweepOptions:
 @dataclass
 class PartitionReport:
     partition: IdPartition
-    seconds: float
-    findings: int = 0
-    ledgers: int = 0
+    started: float  # wall clock (time.time()) when the driver submitted it
+    finished: float
+    findings: int = 0  # finding rows (before deduplication)
+    ledgers: int = 0  # ledgers the scan visited (the largest count over the checks)
     error: str | None = None
+
+    @property
+    def seconds(self) -> float:
+        return self.finished - self.started
 
 
 @dataclass
@@ -139,13 +144,13 @@ def run_sweep(spark: Any, settings: Settings, options: SweepOptions | None = Non
 
     def one(part: IdPartition) -> tuple[PartitionReport, list[Row]]:
         sc.setJobDescription(f"bk-auditor sweep partition {part.index + 1}/{len(parts)} {part.describe()}")
-        t0 = time.monotonic()
+        t0 = time.time()
         try:
             got = sc.runJob(mapped, lambda it: it, [part.index])
         except Exception as exc:  # Py4JJavaError after Spark's own task retries
-            return PartitionReport(part, time.monotonic() - t0, error=_error_line(exc)), []
+            return PartitionReport(part, t0, time.time(), error=_error_line(exc)), []
         visited = [json.loads(r[4]).get("ledgersVisited", 0) for r in got if r[0] == STATS]
-        return PartitionReport(part, time.monotonic() - t0, findings=sum(1 for r in got if r[0] == FINDING),
+        return PartitionReport(part, t0, time.time(), findings=sum(1 for r in got if r[0] == FINDING),
                                ledgers=max(visited, default=0)), got
 
     pool = ThreadPoolExecutor(max_workers=min(len(parts), in_flight), thread_name_prefix="sweep")

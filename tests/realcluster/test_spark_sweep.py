@@ -1,0 +1,245 @@
+"""The Spark sweep against the real cluster, on `local[2]` with several partitions.
+
+Ledgers are written by the real Java client in four leaf directories (two legacy, two long-path above
+2^31); one has a planted fault (its ensemble names a bookie that never got the entries). Expected
+numbers come from what the tool wrote (checks_util), and the sweep must agree with the one-shot checks
+on the same ledgers. Other tests share the cluster and leave ledgers (some broken) of their own, so the
+assertions are about our ledgers, plus coverage of everything that is there (each ledger exactly once).
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from auditor.cli import app
+from auditor.durability.findings import Category, summarize
+from auditor.durability.ids import LedgerId
+from auditor.metadata.interfaces import LedgerRecord
+from auditor.metadata.zkstore import ZooKeeperMetadataStore
+from auditor.spark.partitions import check_cover
+from auditor.spark.session import get_session
+from auditor.spark.sweep import SweepOptions, SweepResult, run_sweep, write_outputs
+from tests.realcluster.checks_util import (actionable, audit, copies_without, expected_entries, ledger_path,
+                                           rewrite_ensemble, settings_for)
+from tests.realcluster.harness import Cluster
+
+pytestmark = pytest.mark.realcluster
+
+CHECKS = ["scrutiny", "ledger", "open"]
+# Four leaf directories of our own, next to each other across the hybrid split (2^31 - 1), where no
+# other test writes: legacy 21/4744 and 21/4745, long 000/0000/0021/4751 and .../4752.
+LEGACY_A, LEGACY_B = 2_147_440_001, 2_147_450_001
+LONG_A, FAULTY = 2_147_510_003, 2_147_520_007
+RANGE = (LedgerId(0, 2_147_440_000), LedgerId(0, 2_147_530_000))
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Any]:
+    session, created = get_session("local[2]")
+    try:
+        yield session
+    finally:
+        if created:
+            session.stop()
+
+
+@pytest.fixture(scope="module")
+def planted(cluster: Cluster) -> dict[str, Any]:
+    b = [cluster.bookie(n).bookie_id for n in (1, 2, 3, 4)]
+    generated = cluster.create_ledgers(3, entries=15)  # ids from the cluster's generator (00/0000 ...)
+    legacy_a = cluster.create_ledger(ledger_id=LEGACY_A, entries=12)
+    legacy_b = cluster.create_ledger(ledger_id=LEGACY_B, entries=12, ensemble=3, write_quorum=3)
+    long_a = cluster.create_ledger(ledger_id=LONG_A, entries=12)
+    faulty = cluster.create_ledger(ledger_id=FAULTY, ensemble=3, write_quorum=2, ack_quorum=2,
+                                   entries=30, bookies=b[:3])
+    rewrite_ensemble(cluster, faulty["ledgerId"], b[2], b[3])
+    faulty["ensembles"] = {"0": [b[0], b[1], b[3]]}
+    ours = [*generated, legacy_a, legacy_b, long_a, faulty]
+    return {"ids": [r["ledgerId"] for r in ours], "faulty": faulty, "fault_bookie": b[3],
+            "dirs": [legacy_a, legacy_b, long_a, faulty]}
+
+
+@pytest.fixture(scope="module")
+def full(cluster: Cluster, spark: Any, planted: dict[str, Any]) -> SweepResult:
+    progress: list[tuple[int, int]] = []
+    result = run_sweep(spark, settings_for(cluster), SweepOptions(checks=CHECKS, partitions=6, trace_ledgers=True),
+                       progress=lambda done, total, _r: progress.append((done, total)))
+    n = len(result.plan.partitions)
+    assert progress == [(i, n) for i in range(1, n + 1)]
+    print(f"\nsweep: {json.dumps(result.sweep_dict()['plan'])} "
+          f"ledgers visited per check {[r['ledgersVisited'] for r in result.runs]}, {result.seconds:.1f}s")
+    return result
+
+
+def qn(ledger_id: int) -> str:
+    return LedgerId(0, ledger_id).qualified_name
+
+
+def leaf_dir(cluster: Cluster, ledger_id: int) -> str:
+    return ledger_path(cluster, ledger_id).rsplit("/", 1)[0]
+
+
+def traced(result: SweepResult, check: str) -> list[tuple[int, str]]:
+    """(partition index, qualified name) for every ledger the check was handed, over all partitions."""
+    out = []
+    for idx, ps in result.partition_stats.items():
+        out += [(idx, name) for name in ps.ledgers(check) or []]
+    return out
+
+
+def finding_key(f: dict[str, Any]) -> tuple[Any, ...]:
+    return (f["category"], f["severity"], f.get("qualifiedName"), f.get("segmentIndex"), f.get("bookieId"),
+            f.get("entryId"), f.get("affectedEntries", 0), f.get("firstEntryId"), f.get("lastEntryId"))
+
+
+async def listed_ledgers(cluster: Cluster) -> tuple[set[str], set[str]]:
+    """(readable ledgers, unparsable ones) as ZooKeeper has them now."""
+    store = await ZooKeeperMetadataStore.connect(cluster.metadata_service_uri)
+    readable, corrupt = set(), set()
+    try:
+        async for batch in store.scan_ledgers():
+            for r in batch:
+                if isinstance(r, LedgerRecord):
+                    readable.add(r.metadata.ledger_id.qualified_name)
+                else:
+                    corrupt.add(r.ledger_id.qualified_name)
+    finally:
+        await store.close()
+    return readable, corrupt
+
+
+# ----------------------------------------------------------------------------------------------- tests
+
+
+def test_full_sweep_covers_every_ledger_exactly_once(cluster: Cluster, full: SweepResult,
+                                                     planted: dict[str, Any]) -> None:
+    assert full.failed == [] and full.master == "local[2]"
+    parts = full.plan.partitions
+    check_cover(parts)  # consecutive, no overlap, the whole id space
+    assert 2 <= len(parts) <= 6
+    readable, corrupt = asyncio.run(listed_ledgers(cluster))
+    for check in CHECKS:
+        seen = traced(full, check)
+        names = Counter(name for _, name in seen)
+        assert [n for n, c in names.items() if c > 1] == []  # nobody twice
+        # Every readable ledger (ours and the other tests') was handed to every check; unparsable ones
+        # are reported as metadata_unreadable instead.
+        assert set(names) == readable - corrupt, check
+        for idx, name in seen:  # ... by the partition whose range holds it
+            assert parts[idx].contains(_from_qn(name))
+        run = next(r for r in full.runs if r["check"] == check)
+        assert run["ledgersVisited"] == len(seen) and run["partitions"] == len(parts)
+    for name in planted["ids"]:
+        assert qn(name) in readable
+
+
+def _from_qn(name: str) -> LedgerId:
+    return LedgerId.parse(name)
+
+
+def test_ledgers_in_different_leaf_directories_land_in_the_planned_partitions(
+        cluster: Cluster, full: SweepResult, planted: dict[str, Any]) -> None:
+    parts = full.plan.partitions
+    for r in planted["dirs"]:
+        lid = LedgerId(0, r["ledgerId"])
+        owners = [p for p in parts if p.contains(lid)]
+        assert len(owners) == 1
+        # The planner saw this leaf directory and put it in the partition that holds the id.
+        assert leaf_dir(cluster, r["ledgerId"]) in owners[0].directories
+        assert [i for i, name in traced(full, "scrutiny") if name == lid.qualified_name] == [owners[0].index]
+    long_ids = [r["ledgerId"] for r in planted["dirs"] if r["ledgerId"] >= 2**31]
+    assert long_ids == [LONG_A, FAULTY] and all(len(ledger_path(cluster, i).split("/")) == 7 for i in long_ids)
+
+
+def test_planted_fault_is_found_exactly(full: SweepResult, planted: dict[str, Any]) -> None:
+    r, lost = planted["faulty"], planted["fault_bookie"]
+    copies = copies_without(r, {lost})
+    worst = min(copies.values())
+    affected = sorted(e for e, c in copies.items() if c == worst)
+    assert worst == 1
+    mine = [f for f in full.summary.findings if f.get("ledgerId") in planted["ids"]]
+    got = [f for f in mine if f["severity"] != "info"]
+    scrutiny = [f for f in got if f["check"] == "scrutiny"]
+    assert [(f["category"], f["ledgerId"]) for f in scrutiny] == [(Category.ENTRY_BELOW_ACK_QUORUM.value,
+                                                                  r["ledgerId"])], got
+    f = scrutiny[0]
+    assert f["confirmed"] is True and f["affectedEntries"] == len(affected) == len(expected_entries(r, lost))
+    assert (f["firstEntryId"], f["lastEntryId"]) == (affected[0], affected[-1])
+    # Nothing actionable on our healthy ledgers, from any check.
+    assert {f["ledgerId"] for f in got} == {r["ledgerId"]}
+    assert full.exit_code == 1
+
+
+def test_sweep_agrees_with_the_one_shot_checks(cluster: Cluster, full: SweepResult, planted: dict[str, Any]) -> None:
+    findings, stats = audit(cluster, planted["ids"], checks=CHECKS)
+    one_shot = summarize(findings)  # as `bk-auditor check` deduplicates
+    expected = sorted(finding_key(f.to_log_dict()) for f in one_shot.findings)
+    ours = {qn(i) for i in planted["ids"]}
+    swept = sorted(finding_key(f) for f in full.summary.findings if f.get("qualifiedName") in ours)
+    assert swept == expected
+    assert len(actionable(one_shot.findings)) == 1
+    # Same counts per category, restricted to our ledgers.
+    assert Counter(k[0] for k in swept) == Counter(f.category.value for f in one_shot.findings)
+    for check in CHECKS:
+        assert stats[check].ledgers_seen == len(planted["ids"])
+
+
+def test_restricted_sweep_one_partition_per_leaf_directory_one_at_a_time(
+        cluster: Cluster, spark: Any, planted: dict[str, Any]) -> None:
+    start, end = RANGE
+    result = run_sweep(spark, settings_for(cluster),
+                       SweepOptions(checks=["scrutiny"], partitions=4, max_concurrent_partitions=1, start=start,
+                                    end=end, trace_ledgers=True))
+    parts = result.plan.partitions
+    check_cover(parts, start, end)
+    assert len(parts) == 4 and result.failed == []
+    # Four leaf directories with one ledger each: one partition each, in id order.
+    for part, r in zip(parts, planted["dirs"]):
+        assert part.directories == (leaf_dir(cluster, r["ledgerId"]),)
+        assert result.partition_stats[part.index].ledgers("scrutiny") == [qn(r["ledgerId"])]
+    # max_concurrent_partitions=1: the partitions ran one after another.
+    windows = sorted((r.started, r.finished) for r in result.reports)
+    assert all(a[1] <= b[0] for a, b in zip(windows, windows[1:]))
+    assert [f["ledgerId"] for f in result.summary.actionable] == [planted["faulty"]["ledgerId"]]
+    assert result.summary.as_dict()["byCategory"]["entry_below_ack_quorum"] == 1
+
+
+def test_outputs_local_path_and_hadoop_uri(full: SweepResult, spark: Any, tmp_path: Path) -> None:
+    for target, base in ((str(tmp_path / "plain"), tmp_path / "plain"), (f"file://{tmp_path}/uri", tmp_path / "uri")):
+        write_outputs(full, target, spark)
+        lines = (base / "findings.jsonl").read_text().splitlines()
+        assert len(lines) == len(full.summary.findings)
+        assert [json.loads(x)["category"] for x in lines] == [f["category"] for f in full.summary.findings]
+        doc = json.loads((base / "summary.json").read_text())["summary"]
+        assert doc["findings"] == len(lines) and doc["byCategory"] == full.summary.as_dict()["byCategory"]
+        assert doc["sweep"]["partitionsDone"] == len(full.plan.partitions)
+        assert [c["check"] for c in doc["checks"]] == CHECKS
+
+
+def test_cli_sweep_exit_codes_and_json(cluster: Cluster, spark: Any, planted: dict[str, Any], tmp_path: Path,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    for key in ("BKAUDIT_CONFIG_FILE", "BKAUDIT_METADATA_SERVICE_URI"):
+        monkeypatch.delenv(key, raising=False)
+    faulty = planted["faulty"]["ledgerId"]
+    runner = CliRunner()
+    base = ["sweep", "--metadata-service-uri", cluster.metadata_service_uri, "--master", "local[2]",
+            "--checks", "scrutiny", "--format", "json", "--log-level", "warning"]
+    r = runner.invoke(app, [*base, "--start", str(faulty), "--end", str(faulty + 1), "--partitions", "2",
+                            "--output", str(tmp_path / "out")])
+    assert r.exit_code == 1, r.output
+    docs = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+    assert [(d["category"], d["ledgerId"]) for d in docs[:-1] if d["severity"] != "info"] == \
+        [(Category.ENTRY_BELOW_ACK_QUORUM.value, faulty)]
+    summary = docs[-1]["summary"]
+    assert summary["byCategory"]["entry_below_ack_quorum"] == 1 and summary["sweep"]["partitionsTotal"] == 1
+    assert (tmp_path / "out" / "findings.jsonl").is_file()
+    healthy = planted["dirs"][0]["ledgerId"]
+    r = runner.invoke(app, [*base, "--start", str(healthy), "--end", str(healthy + 1)])
+    assert r.exit_code == 0, r.output  # only the informational WQ == AQ note
