@@ -142,7 +142,11 @@ class Auditor:
                                                 run.stats.ledgers_checked, dict(self._category_counts(seen)),
                                                 full and start is None))
             self.metrics.sync_findings(self.state.findings)
-            log.info("check finished", **run.stats.as_dict())
+            for bookie, n in run.stats.bookie_requests.items():
+                self.metrics.bookie_requests.labels(bookie, name).inc(n)
+            for bookie, n in run.stats.bookie_unknown.items():
+                self.metrics.bookie_request_errors.labels(bookie, name, "unknown").inc(n)
+            log.info("check finished", **run.stats.as_dict(), findingsByCategory=self._category_counts(seen))
         return run
 
     def _category_counts(self, keys: set[Any]) -> dict[str, int]:
