@@ -1020,7 +1020,9 @@ def test_notes_render() -> None:
     notes = out["bk-auditor/templates/NOTES.txt"]
     assert "placeholder" in notes and "bk-auditor-0 -- bk-auditor status" in notes
     out, _ = _render("all-features")
-    assert "placeholder" not in out["bk-auditor/templates/NOTES.txt"]
+    notes = out["bk-auditor/templates/NOTES.txt"]
+    assert "placeholder" not in notes
+    assert "bk-auditor status --admin 127.0.0.1:7980" in notes  # a non-default admin port
 
 
 if __name__ == "__main__":  # pragma: no cover
