@@ -12,6 +12,7 @@ need_pkgs=()
 [ -f /usr/share/java/zookeeper.jar ] || need_pkgs+=(zookeeper)
 command -v javac >/dev/null || need_pkgs+=(openjdk-17-jdk-headless)
 command -v mvn >/dev/null || need_pkgs+=(maven)
+command -v promtool >/dev/null || need_pkgs+=(prometheus)  # promtool: alert rule checks and tests
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   echo "== installing Debian packages: ${need_pkgs[*]}"
   $SUDO apt-get update -qq

@@ -1008,7 +1008,7 @@ def test_deploy_doc_has_a_runbook_per_alert() -> None:
     assert alerts == headings, (alerts - headings, headings - alerts)
     # the values it tells people to set exist
     values = helm_python.Chart.load(str(CHART)).values
-    for key in re.findall(r"--set ([a-zA-Z.]+)=", doc):
+    for key in re.findall(r"--set ([a-zA-Z_.]+)=", doc):
         node: Any = values
         for part in key.split("."):
             assert isinstance(node, dict) and part in node, key
