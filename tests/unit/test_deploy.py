@@ -12,6 +12,7 @@
 """
 from __future__ import annotations
 
+import asyncio
 import copy
 import functools
 import importlib.util
@@ -541,6 +542,61 @@ def test_check_intervals_override_for_staleness_alerts() -> None:
     assert set(stale) == {"bookie_check", "scrutiny", "open_ledger_check"}
     assert stale["scrutiny"]["expr"].rstrip().endswith("> 1200")
     assert stale["bookie_check"]["expr"].rstrip().endswith("> 172800")  # the daemon's default, 1 d
+
+
+# ------------------------------------------------------------------------------------------ probes, for real
+
+async def _run(cmd: list[str]) -> int:
+    """Run a probe command as the kubelet would (a child process), without blocking the server's loop."""
+    exe = Path(sys.executable).parent / cmd[0]
+    assert exe.is_file(), f"{cmd[0]} is not installed next to {sys.executable}"
+    proc = await asyncio.create_subprocess_exec(str(exe), *cmd[1:], stdout=asyncio.subprocess.DEVNULL,
+                                                stderr=asyncio.subprocess.PIPE)
+    _, err = await asyncio.wait_for(proc.communicate(), timeout=60)
+    assert proc.returncode in (0, 1), err.decode()  # 2 would mean a usage or connection error
+    return proc.returncode
+
+
+async def test_probes_work_against_a_real_admin_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rendered gRPC probes' service names and the exec probes' command lines, used on the daemon's
+    real admin server: liveness serves at once, readiness only once the daemon says so."""
+    from grpc import aio
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    from auditor.daemon.admin import AdminServer, StateBackend
+    from auditor.daemon.state import DaemonState
+
+    for key in [k for k in __import__("os").environ if k.upper().startswith("BKAUDIT_")]:
+        monkeypatch.delenv(key)
+    grpc_c = one(rendered("default"), "StatefulSet")["spec"]["template"]["spec"]["containers"][0]
+    exec_c = one(rendered("exec-probes"), "StatefulSet")["spec"]["template"]["spec"]["containers"][0]
+    server = AdminServer(StateBackend(DaemonState("bk-auditor-0")), "127.0.0.1:0")
+    port = await server.start()
+
+    def exec_cmd(probe: str) -> list[str]:
+        cmd = list(exec_c[probe]["exec"]["command"])
+        cmd[cmd.index("--admin") + 1] = f"127.0.0.1:{port}"  # the pod's 7979 may be taken on this machine
+        return cmd
+
+    try:
+        async with aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = health_pb2_grpc.HealthStub(channel)
+
+            async def grpc_probe(probe: str) -> int:
+                service = grpc_c[probe]["grpc"]["service"]
+                return (await stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=10)).status
+
+            serving, not_serving = health_pb2.HealthCheckResponse.SERVING, health_pb2.HealthCheckResponse.NOT_SERVING
+            assert await grpc_probe("livenessProbe") == serving
+            assert await grpc_probe("startupProbe") == serving
+            assert await grpc_probe("readinessProbe") == not_serving
+            assert await _run(exec_cmd("livenessProbe")) == 0
+            assert await _run(exec_cmd("readinessProbe")) == 1
+            await server.set_health(ready=True)
+            assert await grpc_probe("readinessProbe") == serving
+            assert await _run(exec_cmd("readinessProbe")) == 0
+    finally:
+        await server.stop(0)
 
 
 # ------------------------------------------------------------------------------------------ config file
