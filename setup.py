@@ -1,20 +1,14 @@
-"""Build hook: compile proto/*.proto into auditor/_proto before packaging.
+"""Build hook: compile proto/*.proto into auditor/_proto before setuptools looks for packages.
 
-Generated code is never edited by hand or committed; `scripts/gen_protos.py` does the same for editable
-installs and is what the set-up step runs.
+Running the generator here (not in a build_py command) means the generated package is found by package
+discovery in every kind of build: wheel, sdist -> wheel, and editable installs. Generated code is never
+edited by hand or committed.
 """
 import subprocess
 import sys
 from pathlib import Path
 
 from setuptools import setup
-from setuptools.command.build_py import build_py
 
-
-class BuildWithProtos(build_py):
-    def run(self) -> None:
-        subprocess.check_call([sys.executable, str(Path(__file__).parent / "scripts" / "gen_protos.py")])
-        super().run()
-
-
-setup(cmdclass={"build_py": BuildWithProtos})
+subprocess.check_call([sys.executable, str(Path(__file__).resolve().parent / "scripts" / "gen_protos.py")])
+setup()

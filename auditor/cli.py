@@ -218,7 +218,7 @@ def _require_metadata(settings: Any) -> None:
 
 # ------------------------------------------------------------------------------------------ admin clients
 
-AdminOpt = Annotated[str, typer.Option("--admin", envvar="BKAUDIT_ADMIN", help="The daemon's admin API host:port.")]
+AdminOpt = Annotated[str, typer.Option("--admin", envvar="BK_AUDITOR_ADMIN", help="The daemon's admin API host:port.")]
 TlsCaOpt = Annotated[Optional[Path], typer.Option("--tls-ca", help="CA certificate when the admin API uses TLS.")]
 TimeoutOpt = Annotated[float, typer.Option("--timeout", help="Seconds to wait for the daemon.")]
 FormatOpt = Annotated[str, typer.Option("--format", help="table|json")]

@@ -120,6 +120,7 @@ class BookieWatch:
         try:
             await self._check_reincarnations(initial=True)
             await self._evaluate(reason="start")
+            self._observe("start")
             periodic = self.periodic_seconds if self.periodic_seconds > 0 else None
             while True:
                 waits = [asyncio.ensure_future(self._changed.wait()), asyncio.ensure_future(self._audit_now.wait())]
@@ -136,6 +137,7 @@ class BookieWatch:
                     await self.index.rebuild()
                 await self._check_reincarnations()
                 await self._evaluate(reason=reason)
+                self._observe(reason)
         finally:
             cancel_regs()
             cancel_delay()
@@ -282,6 +284,14 @@ class BookieWatch:
                 changed = True
         if changed or initial:
             await self._save_incarnations()
+
+    def _observe(self, reason: str) -> None:
+        """A completed bookie check (start, periodic or on a registration change), for the metrics."""
+        if self._metrics is None:
+            return
+        from .metrics import RunSummary
+        now = time.time()
+        self._metrics.observe_run(RunSummary("bookies", now, now, True, len(self.index), {}, True))  # type: ignore[attr-defined]
 
     def _count(self, name: str, n: int = 1) -> None:
         metric = getattr(self._metrics, name, None) if self._metrics is not None else None

@@ -68,6 +68,7 @@ class Auditor:
             state.tasks.register(name, enabled=every > 0, interval_seconds=every or None)
             metrics.register_check(name)
         state.tasks.register(BOOKIE_WATCH, interval_seconds=settings.schedule.bookie_check_seconds or None)
+        metrics.register_check(BOOKIE_WATCH)
         state.recheck_depth = lambda: sum(len(r.queue) for r in self._runs.values())
 
     # ----------------------------------------------------------------------------- reporting

@@ -522,7 +522,7 @@ def test_all_features_values_reach_the_objects() -> None:
     # staleness: scrutiny every 43200 s (config), ledger check 302400 s is a Java key so the default
     # applies, open-ledger check off (0): no rules for it; factor 3
     stale = {re.search(r'check="(\w+)"', r["expr"]).group(1): r for r in rules if r["alert"] == "BkAuditorCheckStale"}
-    assert set(stale) == {"bookie_check", "ledger_check", "scrutiny"}
+    assert set(stale) == {"bookies", "ledger", "scrutiny"}
     assert stale["scrutiny"]["expr"].rstrip().endswith(f"> {3 * 43200}")
     never = {r["labels"]["check"]: r for r in rules if r["alert"] == "BkAuditorCheckNeverSucceeded"}
     assert never["scrutiny"]["for"] == f"{3 * 43200}s"
@@ -534,14 +534,14 @@ def test_all_features_values_reach_the_objects() -> None:
 def test_check_intervals_override_for_staleness_alerts() -> None:
     # null removes the chart's schedule defaults, as when the intervals come from Java keys or the environment
     values = {"config": {"schedule": {"ledger_check_seconds": None, "scrutiny_seconds": None}},
-              "prometheusRule": {"checkIntervals": {"ledger_check": 0, "scrutiny": 600}}}
+              "prometheusRule": {"checkIntervals": {"ledger": 0, "scrutiny": 600}}}
     out = render_manifests.render_chart(values)
     rule = yaml.safe_load(out["bk-auditor/templates/prometheusrule.yaml"])
     rules = rule["spec"]["groups"][0]["rules"]
     stale = {re.search(r'check="(\w+)"', r["expr"]).group(1): r for r in rules if r["alert"] == "BkAuditorCheckStale"}
-    assert set(stale) == {"bookie_check", "scrutiny", "open_ledger_check"}
+    assert set(stale) == {"bookies", "scrutiny", "open"}
     assert stale["scrutiny"]["expr"].rstrip().endswith("> 1200")
-    assert stale["bookie_check"]["expr"].rstrip().endswith("> 172800")  # the daemon's default, 1 d
+    assert stale["bookies"]["expr"].rstrip().endswith("> 172800")  # the daemon's default, 1 d
 
 
 # ------------------------------------------------------------------------------------------ probes, for real
@@ -735,7 +735,7 @@ def test_promtool_unit_tests(tmp_path: Path) -> None:
     below_wq = _rule(rules, "BkAuditorEntryBelowWriteQuorum")
     no_leader = _rule(rules, "BkAuditorNoLeader")
     stale = _rule(rules, "BkAuditorCheckStale", "scrutiny")
-    never = _rule(rules, "BkAuditorCheckNeverSucceeded", "open_ledger_check")
+    never = _rule(rules, "BkAuditorCheckNeverSucceeded", "open")
     queue = _rule(rules, "BkAuditorRecheckQueueGrowing")
     errors = _rule(rules, "BkAuditorBookieRequestErrors")
     tests = [
@@ -791,19 +791,19 @@ def test_promtool_unit_tests(tmp_path: Path) -> None:
                 {"series": f"bk_auditor_is_leader{{{leader}}}", "values": "1x3000"},
                 {"series": f'bk_auditor_check_last_success_timestamp_seconds{{{leader}, check="scrutiny"}}',
                  "values": "_x60 3600x2940"},
-                {"series": f'bk_auditor_check_last_success_timestamp_seconds{{{leader}, check="open_ledger_check"}}',
+                {"series": f'bk_auditor_check_last_success_timestamp_seconds{{{leader}, check="open"}}',
                  "values": "_x130 7800x2870"},
             ],
             "alert_rule_test": [
                 {"eval_time": "48h30m", "alertname": "BkAuditorCheckStale",
-                 "exp_alerts": [alert(_rule(rules, "BkAuditorCheckStale", "open_ledger_check"),
-                                      {**warn, "check": "open_ledger_check"}, "166800", humanized="1d 22h 20m 0s")]},
+                 "exp_alerts": [alert(_rule(rules, "BkAuditorCheckStale", "open"),
+                                      {**warn, "check": "open"}, "166800", humanized="1d 22h 20m 0s")]},
                 {"eval_time": "49h30m", "alertname": "BkAuditorCheckStale",
                  "exp_alerts": [
                      alert(stale, {**warn, "check": "scrutiny"}, "174600", humanized="2d 0h 30m 0s"),
                      # open-ledger check (every 3600 s) last succeeded at 130 min: stale too
-                     alert(_rule(rules, "BkAuditorCheckStale", "open_ledger_check"),
-                           {**warn, "check": "open_ledger_check"}, "170400", humanized="1d 23h 20m 0s"),
+                     alert(_rule(rules, "BkAuditorCheckStale", "open"),
+                           {**warn, "check": "open"}, "170400", humanized="1d 23h 20m 0s"),
                  ]},
             ],
         },
@@ -814,7 +814,7 @@ def test_promtool_unit_tests(tmp_path: Path) -> None:
             "alert_rule_test": [
                 {"eval_time": "110m", "alertname": "BkAuditorCheckNeverSucceeded", "exp_alerts": []},
                 {"eval_time": "130m", "alertname": "BkAuditorCheckNeverSucceeded",
-                 "exp_alerts": [alert(never, warn, "1", extra={"check": "open_ledger_check"})]},
+                 "exp_alerts": [alert(never, warn, "1", extra={"check": "open"})]},
             ],
         },
         {   # the leader's queue grows 5 per minute; the standby's (ignored) grows faster
@@ -882,7 +882,7 @@ def test_promtool_unit_test_can_fail(tmp_path: Path) -> None:
 @functools.lru_cache(maxsize=None)
 def exposed() -> dict[str, frozenset[str]]:
     """Sample name -> label names, from the exposition of a real AuditorMetrics with every series present."""
-    m = AuditorMetrics(CollectorRegistry(), checks=["bookie_check", "ledger_check", "scrutiny", "open_ledger_check"])
+    m = AuditorMetrics(CollectorRegistry(), checks=["bookies", "ledger", "scrutiny", "open"])
     m.set_info(version="0.1.0", identity="bk-auditor-0")
     m.set_leader(True)
     m.set_leader(False)

@@ -214,7 +214,7 @@ the pause flag are read from the leader only (bk-auditor.leaderMax): standbys do
     runbook: >-
       Check that all replicas use the same election path (`election.path`, ledgers root) and the same
       ZooKeeper ensemble; restart the replica whose ZooKeeper session has expired.
-{{- $checks := list (list "bookie_check" "bookie_check_seconds" 86400) (list "ledger_check" "ledger_check_seconds" 604800) (list "scrutiny" "scrutiny_seconds" 86400) (list "open_ledger_check" "open_ledger_check_seconds" 3600) }}
+{{- $checks := list (list "bookies" "bookie_check_seconds" 86400) (list "ledger" "ledger_check_seconds" 604800) (list "scrutiny" "scrutiny_seconds" 86400) (list "open" "open_ledger_check_seconds" 3600) }}
 {{- range $checks }}
 {{- $interval := include "bk-auditor.checkInterval" (list $ (index . 0) (index . 1) (index . 2)) | float64 }}
 {{- if gt $interval 0.0 }}
