@@ -171,6 +171,8 @@ def sweep(config: ConfigOpt = None,
           start: Annotated[Optional[str], typer.Option("--start", help="First ledger id to sweep.")] = None,
           end: Annotated[Optional[str], typer.Option("--end", help="Sweep ledger ids below this one.")] = None,
           fmt: Annotated[str, typer.Option("--format", help="table|json")] = "table",
+          executor_log_level: Annotated[str, typer.Option("--executor-log-level",
+                                                          help="Log level on the Spark executors.")] = "warning",
           log_level: LogLevelOpt = None,
           log_format: LogFormatOpt = None) -> None:
     """Sweep the whole cluster as a Spark job (local[*] by default); exit 0 clean, 1 findings, 2 errors."""
@@ -194,7 +196,8 @@ def sweep(config: ConfigOpt = None,
         _fail(str(exc))
     bounds = [_parse_ledger_id(v) if v else None for v in (start, end)]
     options = SweepOptions(checks=[c.strip() for c in checks.split(",") if c.strip()], partitions=partitions,
-                           max_concurrent_partitions=max_concurrent_partitions, start=bounds[0], end=bounds[1])
+                           max_concurrent_partitions=max_concurrent_partitions, start=bounds[0], end=bounds[1],
+                           executor_log_level=executor_log_level.lower())
     quiet_spark_client_logs()
     code = sweep_main(settings, options, master=master, conf=spark_conf, output=output, fmt=fmt)
     raise typer.Exit(int(code or 0))

@@ -25,7 +25,6 @@ import asyncio
 import functools
 import json
 import sys
-import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -140,7 +139,6 @@ def run_sweep(spark: Any, settings: Settings, options: SweepOptions | None = Non
     in_flight = opts.max_concurrent_partitions or max(2, sc.defaultParallelism * 2)
     rows: list[Row] = []
     reports: dict[int, PartitionReport] = {}
-    lock = threading.Lock()
 
     def one(part: IdPartition) -> tuple[PartitionReport, list[Row]]:
         sc.setJobDescription(f"bk-auditor sweep partition {part.index + 1}/{len(parts)} {part.describe()}")
@@ -157,13 +155,11 @@ def run_sweep(spark: Any, settings: Settings, options: SweepOptions | None = Non
     try:
         futures = [pool.submit(one, p) for p in parts]
         for fut in as_completed(futures):
-            report, got = fut.result()
-            with lock:
-                reports[report.partition.index] = report
-                rows.extend(got)
-                done = len(reports)
+            report, got = fut.result()  # results are gathered here, on this one thread
+            reports[report.partition.index] = report
+            rows.extend(got)
             if progress:
-                progress(done, len(parts), report)
+                progress(len(reports), len(parts), report)
     except BaseException:
         sc.cancelAllJobs()  # Ctrl-C: do not leave tasks hammering the cluster
         raise
@@ -204,6 +200,9 @@ def sweep_main(settings: Settings, options: SweepOptions, *, master: str | None 
     out, err = out or sys.stdout, err or sys.stderr
     try:
         resolve_checks(options.checks)
+        if options.executor_log_level not in ("debug", "info", "warning", "error"):
+            raise ValueError(f"--executor-log-level must be debug, info, warning or error, "
+                             f"got {options.executor_log_level!r}")
     except ValueError as exc:
         print(f"bk-auditor sweep: {exc}", file=err)
         return EXIT_ERROR
@@ -281,7 +280,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", dest="fmt", choices=("table", "json"), default="table")
     p.add_argument("--log-level", help="debug|info|warning|error (driver)")
     p.add_argument("--log-format", help="json|console")
-    p.add_argument("--executor-log-level", default="warning", help="log level on the executors")
+    p.add_argument("--executor-log-level", default="warning", choices=("debug", "info", "warning", "error"),
+                   help="log level on the executors")
     return p
 
 

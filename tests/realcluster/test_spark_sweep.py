@@ -243,3 +243,19 @@ def test_cli_sweep_exit_codes_and_json(cluster: Cluster, spark: Any, planted: di
     healthy = planted["dirs"][0]["ledgerId"]
     r = runner.invoke(app, [*base, "--start", str(healthy), "--end", str(healthy + 1)])
     assert r.exit_code == 0, r.output  # only the informational WQ == AQ note
+
+
+def test_failed_partitions_are_reported_with_their_ranges(cluster: Cluster, spark: Any, tmp_path: Path) -> None:
+    # A rack file the driver has but the executors cannot read (here: gone before the tasks run).
+    racks = tmp_path / "racks.yaml"
+    racks.write_text(f"{cluster.bookie(1).bookie_id}: /rack-a\n")
+    settings = settings_for(cluster, racks={"source": "file", "file": str(racks)})
+    racks.unlink()
+    result = run_sweep(spark, settings, SweepOptions(checks=["scrutiny"], partitions=4, start=RANGE[0], end=RANGE[1]))
+    assert len(result.reports) == 4 and len(result.failed) == 4
+    for r in result.failed:
+        assert "MetadataConfigError" in r.error and "cannot read" in r.error, r.error
+    doc = result.summary_dict()
+    assert [p["start"] for p in doc["sweep"]["failedPartitions"]] == [p.to_dict()["start"] for p in result.plan.partitions]
+    assert doc["sweep"]["partitionsDone"] == 0 and doc["findings"] == 0
+    assert result.exit_code == 2

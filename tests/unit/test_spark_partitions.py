@@ -326,3 +326,23 @@ def test_sweep_cli_rejects_bad_options_before_starting_spark(monkeypatch: pytest
     assert r.exit_code == 2 and "cannot parse ledger id" in r.output
     r = runner.invoke(app, ["sweep"])
     assert r.exit_code == 2 and "metadata_service_uri" in r.output
+
+
+def test_error_line_picks_the_executor_exception() -> None:
+    from auditor.spark.sweep import _error_line
+    text = ("An error occurred while calling z:org.apache.spark.api.python.PythonRDD.runJob.\n"
+            ": org.apache.spark.SparkException: Job aborted due to stage failure: Task 0 in stage 3.0 failed\n"
+            "Traceback (most recent call last):\n  File \"x.py\", line 1, in <module>\n"
+            "auditor.metadata.errors.MetadataConfigError: rack file /r.yaml: cannot read (No such file)\n\n"
+            "\tat org.apache.spark.api.python.BasePythonRunner$ReaderIterator.handlePythonException(x.scala:1)\n")
+    assert _error_line(RuntimeError(text)) == \
+        "auditor.metadata.errors.MetadataConfigError: rack file /r.yaml: cannot read (No such file)"
+
+
+def test_sweep_rejects_a_bad_executor_log_level_before_starting_spark(capsys: pytest.CaptureFixture[str]) -> None:
+    from auditor.spark.sweep import SweepOptions, sweep_main
+    s = Settings(metadata_service_uri="zk+hierarchical://127.0.0.1:1/ledgers")
+    assert sweep_main(s, SweepOptions(executor_log_level="loud")) == 2
+    assert sweep_main(s, SweepOptions(checks=["nope"])) == 2
+    err = capsys.readouterr().err
+    assert "--executor-log-level" in err and "unknown check 'nope'" in err
