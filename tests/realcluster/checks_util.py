@@ -127,27 +127,45 @@ def marker_path(cluster: Cluster, lid: int) -> str:
             f"{(lid >> 16) & 0xffff:04x}/{lid & 0xffff:04x}/urL{lid:010d}")
 
 
-def corrupt_entry_on_disk(ledger_dir: Path, ledger_id: int, entry_id: int) -> int:
+def corrupt_entry_on_disk(ledger_dir: Path, ledger_id: int, entry_id: int, journal_dir: Path | None = None) -> int:
     """Flip the last payload byte of (ledger, entry) in a stopped bookie's entry logs (Sorted storage).
 
     Entry log: a 1024-byte header, then records `int32 size | entry`; an entry starts with ledger id
-    and entry id (8 bytes each). Returns how many copies were changed.
+    and entry id (8 bytes each). The journal holds the same entry bytes; a restart may replay the
+    journal past the last checkpoint and serve a fresh copy, so identical copies found in the journal
+    files are flipped too. Returns how many entry-log copies were changed.
     """
     changed = 0
+    originals: list[bytes] = []
     for log in sorted((ledger_dir / "current").glob("*.log")):
         data = bytearray(log.read_bytes())
         pos = 1024
+        hit = False
         while pos + 4 <= len(data):
             (size,) = struct.unpack_from(">i", data, pos)
             if size <= 0 or pos + 4 + size > len(data):
                 break
             lid, eid = struct.unpack_from(">qq", data, pos + 4)
             if lid == ledger_id and eid == entry_id:
+                originals.append(bytes(data[pos + 4:pos + 4 + size]))
                 data[pos + 4 + size - 1] ^= 0xFF
                 changed += 1
+                hit = True
             pos += 4 + size
-        if changed:
+        if hit:
             log.write_bytes(bytes(data))
+    if journal_dir is not None:
+        for journal in sorted((journal_dir / "current").glob("*.txn")):
+            data = bytearray(journal.read_bytes())
+            hit = False
+            for original in originals:
+                at = data.find(original)
+                while at >= 0:
+                    data[at + len(original) - 1] ^= 0xFF
+                    hit = True
+                    at = data.find(original, at + len(original))
+            if hit:
+                journal.write_bytes(bytes(data))
     return changed
 
 

@@ -211,7 +211,8 @@ def test_corrupted_entry_on_disk_is_a_digest_mismatch(cluster: Cluster) -> None:
     target = max(expected_entries(r, b[0]))  # the last entry bookie 1 holds: the read check reads it
     cluster.stop_bookie(1)
     try:
-        assert corrupt_entry_on_disk(cluster.bookie(1).ledger_dir, r["ledgerId"], target) == 1
+        assert corrupt_entry_on_disk(cluster.bookie(1).ledger_dir, r["ledgerId"], target,
+                                     journal_dir=cluster.bookie(1).journal_dir) == 1
     finally:
         cluster.start_bookie(1)
     findings, _ = audit(cluster, [r["ledgerId"]], checks=("ledger",))
