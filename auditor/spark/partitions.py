@@ -201,7 +201,7 @@ def plan_partitions(spans: Iterable[Span], partitions: int, *, lo: LedgerId | No
 
     groups: list[list[_Piece]] = [[]]
     acc = 0.0
-    for i, piece in enumerate(pieces):
+    for piece in pieces:
         if groups[-1] and len(groups) < partitions and acc >= target * len(groups) - 1e-9:
             groups.append([])
         groups[-1].append(piece)
@@ -222,7 +222,7 @@ def check_cover(parts: Sequence[IdPartition], lo: LedgerId | None = None, hi: Le
         raise ValueError("no partitions")
     if parts[0].start != start or parts[-1].end != end:
         raise ValueError(f"partitions cover [{parts[0].start}, {parts[-1].end}), not [{start}, {end})")
-    for i, (a, b) in enumerate(zip(parts, parts[1:])):
+    for a, b in zip(parts, parts[1:]):
         if a.end != b.start:
             raise ValueError(f"partitions {a.index} and {b.index} {'overlap' if a.end > b.start else 'leave a gap'}")
     if [p.index for p in parts] != list(range(len(parts))):

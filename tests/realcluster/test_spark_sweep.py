@@ -24,11 +24,13 @@ from auditor.durability.ids import LedgerId
 from auditor.metadata.interfaces import LedgerRecord
 from auditor.metadata.zkstore import ZooKeeperMetadataStore
 from auditor.spark.partitions import check_cover
+from auditor.spark.plan import plan_with_store
 from auditor.spark.session import get_session
 from auditor.spark.sweep import SweepOptions, SweepResult, run_sweep, write_outputs
 from tests.realcluster.checks_util import (actionable, audit, copies_without, expected_entries, ledger_path,
                                            rewrite_ensemble, settings_for)
 from tests.realcluster.harness import Cluster
+from tests.realcluster.metadata_helpers import leader_of
 
 pytestmark = pytest.mark.realcluster
 
@@ -259,3 +261,48 @@ def test_failed_partitions_are_reported_with_their_ranges(cluster: Cluster, spar
     assert [p["start"] for p in doc["sweep"]["failedPartitions"]] == [p.to_dict()["start"] for p in result.plan.partitions]
     assert doc["sweep"]["partitionsDone"] == 0 and doc["findings"] == 0
     assert result.exit_code == 2
+
+
+def test_plan_over_legacy_long_and_scoped_trees_lists_every_ledger_once(cluster: Cluster,
+                                                                         planted: dict[str, Any]) -> None:
+    """Planning only (no checks: the bookie protocol has no scoped ids): scoped ledgers written with our
+    metadata extension get leaf directories and partitions of their own, and listing each partition's
+    range yields every ledger of the cluster exactly once."""
+    scoped_root = f"{cluster.ledgers_root}/scoped"
+    had_scoped = cluster.kazoo.exists(scoped_root) is not None
+    scoped = [LedgerId(7, LEGACY_A), LedgerId(7, 2**40 + 11)]
+
+    async def scenario() -> None:
+        from dataclasses import replace
+        store = await ZooKeeperMetadataStore.connect(cluster.metadata_service_uri)
+        election = await leader_of(store)
+        try:
+            md = (await store.read_ledger(LEGACY_A)).metadata
+            for lid in scoped:
+                await store.write_ledger_metadata(replace(md, ledger_id=lid), election.guard, expected_version=None)
+            plan = await plan_with_store(store, 8)
+            parts = plan.partitions
+            check_cover(parts)
+            everything = [i for b in [b async for b in store.list_ledgers()] for i in b.ledger_ids]
+            per_part = []
+            for p in parts:
+                got = [i for b in [b async for b in store.list_ledgers(p.start_id, p.end_id)] for i in b.ledger_ids]
+                assert all(p.contains(i) for i in got)
+                per_part.append(got)
+            assert sorted(i for got in per_part for i in got) == sorted(everything)  # each exactly once
+            for lid in [*scoped, *(LedgerId(0, r["ledgerId"]) for r in planted["dirs"])]:
+                (owner,) = [p for p in parts if p.contains(lid)]
+                assert store.paths.path(lid).rsplit("/", 1)[0] in owner.directories
+            scoped_dirs = [s for s in plan.spans if s.first.scope == 7]
+            assert len(scoped_dirs) == 2 and all(s.directory.startswith(scoped_root + "/") for s in scoped_dirs)
+            assert plan.leaf_directories == len(plan.spans)
+        finally:
+            for lid in scoped:
+                cluster.kazoo.delete(store.paths.path(lid))
+            await election.close()
+            await store.close()
+    try:
+        asyncio.run(scenario())
+    finally:
+        if not had_scoped:
+            cluster.kazoo.delete(scoped_root, recursive=True)

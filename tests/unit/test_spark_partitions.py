@@ -18,7 +18,7 @@ from auditor.durability.findings import Category, Finding, FindingSummary, Sever
 from auditor.durability.ids import MAX_ID, LedgerId
 from auditor.metadata.location import LedgerManager
 from auditor.metadata.paths import HYBRID_SPLIT, LedgerPaths, walk_leaf_directories
-from auditor.spark.output import RowSummary, aggregate, findings_jsonl, merge_run_stats
+from auditor.spark.output import aggregate, findings_jsonl, merge_run_stats
 from auditor.spark.partitions import (ID_SPACE_END, IdPartition, Span, check_cover, clip_spans, heavy_spans,
                                       id_at, id_value, plan_partitions)
 from auditor.spark.session import parse_conf, resolve_master, spark_defaults
