@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections import Counter
 import time
 from collections.abc import Callable
 from typing import Any, TextIO
@@ -95,6 +96,8 @@ def print_table(findings: list[Finding], summary: FindingSummary, runs: list[dic
     from rich.table import Table
 
     console = Console(file=out, width=max(120, Console(file=out).width))
+    info = [f for f in findings if f.severity is Severity.INFO]
+    findings = [f for f in findings if f.severity is not Severity.INFO]
     if findings:
         table = Table(title=f"{len(findings)} finding(s)", show_lines=False)
         for col in ("severity", "category", "ledger", "bookie", "entries", "detail"):
@@ -108,6 +111,9 @@ def print_table(findings: list[Finding], summary: FindingSummary, runs: list[dic
         console.print(table)
     else:
         console.print("no findings: every checked ledger is healthy")
+    if info:
+        kinds = ", ".join(f"{c}: {n}" for c, n in sorted(Counter(f.category.value for f in info).items()))
+        console.print(f"{len(info)} informational finding(s) not shown ({kinds}); --format json lists them")
     for r in runs:
         console.print(f"{r['check']}: {r['ledgersChecked']} ledgers checked "
                       f"({r['ledgersSeen']} seen, skipped {r['ledgersSkipped'] or 'none'}), "
