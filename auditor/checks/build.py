@@ -107,7 +107,8 @@ async def rack_resolver(settings: Settings, store: ZooKeeperMetadataStore) -> Ra
 async def audit_context(settings: Settings, *, one_shot: bool = False, **overrides: Any
                         ) -> AsyncIterator[tuple[AuditContext, Locations]]:
     store = await ZooKeeperMetadataStore.connect(settings.metadata_location(),
-                                                 max_in_flight=settings.zookeeper.max_concurrent_reads)
+                                                 max_in_flight=settings.zookeeper.max_concurrent_reads,
+                                                 reads_per_second=settings.zookeeper.reads_per_second or None)
     pool = BookiePool(store.address_resolver(), bookie_config(settings))
     try:
         options = check_options(settings, one_shot=one_shot)

@@ -10,6 +10,7 @@ import asyncio
 import logging
 from typing import Any, Awaitable, Callable
 
+from auditor.ratelimit import TokenBucket
 from kazoo.client import KazooClient
 from kazoo.protocol.states import KazooState, WatchedEvent
 
@@ -20,10 +21,13 @@ StateCallback = Callable[[KazooState], None]
 
 class KazooBridge:
     def __init__(self, client: KazooClient, loop: asyncio.AbstractEventLoop | None = None,
-                 max_in_flight: int = 64, op_timeout: float | None = 30.0) -> None:
+                 max_in_flight: int = 64, op_timeout: float | None = 30.0,
+                 rate_limit: float | None = None) -> None:
         self.client = client
         self.loop = loop or asyncio.get_running_loop()
         self._sem = asyncio.Semaphore(max_in_flight)
+        # ZooKeeper requests per second (None: only the in-flight bound), so a scan can't load the ensemble.
+        self.rate = TokenBucket(rate_limit) if rate_limit else None
         self.op_timeout = op_timeout
         self._state_callbacks: list[StateCallback] = []
         self._listener = self._on_state_thread
@@ -33,6 +37,8 @@ class KazooBridge:
     async def call(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run a kazoo `*_async` method (e.g. `client.get_async`) and await its result."""
         async with self._sem:
+            if self.rate is not None:
+                await self.rate.acquire()
             fut: asyncio.Future[Any] = self.loop.create_future()
 
             def settle(ok: bool, value: Any) -> None:

@@ -85,7 +85,8 @@ class ZooKeeperMetadataStore:
     @classmethod
     async def connect(cls, location: MetadataLocation | str, *, max_in_flight: int = 64,
                       connect_timeout: float = 30.0, client: KazooClient | None = None,
-                      op_timeout: float | None = 30.0) -> "ZooKeeperMetadataStore":
+                      op_timeout: float | None = 30.0,
+                      reads_per_second: float | None = None) -> "ZooKeeperMetadataStore":
         """Connect, read LAYOUT (never written) and check it against the configured manager."""
         loc = parse_service_uri(location) if isinstance(location, str) else location
         owns = client is None
@@ -94,7 +95,8 @@ class ZooKeeperMetadataStore:
                                  read_only=False)
         if not client.connected:
             await start_client(client, connect_timeout)
-        bridge = KazooBridge(client, max_in_flight=max_in_flight, op_timeout=op_timeout)
+        bridge = KazooBridge(client, max_in_flight=max_in_flight, op_timeout=op_timeout,
+                             rate_limit=reads_per_second or None)
         layout_path = join(loc.ledgers_root, "LAYOUT")
         try:
             data, _ = await bridge.call(client.get_async, layout_path)

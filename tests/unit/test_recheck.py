@@ -79,3 +79,14 @@ async def test_get_waits_for_the_delay_and_wakes_on_submit() -> None:
     due = await asyncio.wait_for(getter, 2)
     assert due.item == "x"
     assert loop.time() - start >= 0.04
+
+
+async def test_token_bucket_spaces_requests_at_the_rate() -> None:
+    from auditor.ratelimit import TokenBucket
+    bucket = TokenBucket(rate=50, burst=1)
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    for _ in range(11):
+        await bucket.acquire()
+    # 1 token up front, then 10 more at 50/s: at least 0.2 s.
+    assert loop.time() - start >= 0.18
