@@ -108,6 +108,8 @@ class CoverageCheck:
     async def check(self, record: LedgerRecord, stats: RunStats, attempt: int, last_attempt: bool) -> LedgerOutcome:
         store = self.ctx.store
         md = record.metadata
+        if md.ledger_id.scope != 0:
+            return await self._metadata_only(md)
         for _ in range(self.ctx.options.max_reanalysis):
             if not self.wants(md):
                 return LedgerOutcome(skipped=md.state.name.lower())
@@ -151,6 +153,19 @@ class CoverageCheck:
                 await self._marker(md, confirmed)
             return LedgerOutcome(findings=confirmed + unreachable)
         return LedgerOutcome(skipped="metadata_changing")
+
+    async def _metadata_only(self, md: LedgerMetadata) -> LedgerOutcome:
+        """A scoped (128-bit, scope != 0) ledger: the bookie v3 protocol has no scope field, so its
+        entries cannot be asked for; quorum settings and placement are still judged."""
+        if not self.wants(md):
+            return LedgerOutcome(skipped=md.state.name.lower())
+        policy = (self.ctx.options.placement if self.use_placement and self._locations is not None
+                  and getattr(self._locations, "available", True) else None)
+        locations = await self._locations(md.bookies) if policy is not None and self._locations else {}
+        result = verdicts.scrutinize_ledger(md, None, policy=policy, locations=locations,
+                                            text_limit=self.ctx.options.text_limit)
+        return LedgerOutcome(findings=[f.confirm() for f in result.findings],
+                             skipped="scoped: entries not checkable over the v3 protocol")
 
     async def _unreachable(self, result: verdicts.LedgerScrutiny, answers: LedgerAnswers, md: LedgerMetadata,
                            attempt: int) -> list[Finding]:

@@ -239,3 +239,34 @@ def test_open_ledger_with_missing_copies_is_a_truncation_risk(cluster: Cluster) 
     assert len(trunc) == 1, got
     assert trunc[0].entry_id == at_risk[0] and trunc[0].affected_count == len(at_risk)
     assert {f.category for f in got} <= {Category.TRUNCATION_RISK, Category.ENTRY_BELOW_ACK_QUORUM}
+
+
+def test_scoped_ledger_is_judged_on_metadata_and_never_breaks_a_scan(cluster: Cluster) -> None:
+    """128-bit ids (our extension): the bookie wire protocol has no scope, so entries can't be asked for;
+    the check judges quorum settings and placement and counts the ledger as skipped."""
+    from dataclasses import replace
+
+    from auditor.durability.model import LedgerState
+    from auditor.metadata import formats
+    from auditor.metadata.location import LedgerManager
+    from auditor.metadata.paths import LedgerPaths
+
+    r = cluster.create_ledger(ensemble=3, write_quorum=1, ack_quorum=1, entries=5)
+    real = asyncio.run(_read(cluster, r["ledgerId"]))
+    scoped_id = LedgerId(9, r["ledgerId"])
+    path = LedgerPaths(cluster.ledgers_root, LedgerManager.HIERARCHICAL).path(scoped_id)
+    md = replace(real.metadata, ledger_id=scoped_id)
+    assert md.state is LedgerState.CLOSED
+    cluster.kazoo.create(path, formats.serialize_ledger_metadata(md), makepath=True)
+    try:
+        async def scenario() -> tuple[list, dict]:
+            from auditor.checks.build import audit_context
+            async with audit_context(settings_for(cluster), one_shot=True) as (ctx, _):
+                record = await ctx.store.read_ledger(scoped_id)
+            return await audit_async(cluster, [], records=[record], checks=("scrutiny", "ledger"))
+        findings, stats = asyncio.run(scenario())
+    finally:
+        cluster.kazoo.delete(f"{cluster.ledgers_root}/scoped", recursive=True)
+    # WQ 1 (no replication) is judged from metadata alone; nothing else could be known.
+    assert {(f.category, f.ledger) for f in actionable(findings)} == {(Category.RISKY_QUORUM, scoped_id)}
+    assert sum(stats["scrutiny"].ledgers_skipped.values()) == sum(stats["ledger"].ledgers_skipped.values()) == 1
