@@ -653,4 +653,23 @@ class Cluster:
         self._workers.append(proc)
         return proc
 
+    def start_autorecovery(self, port: int = 3199) -> Proc:
+        """A real Java AutoRecoveryMain (Java auditor election + ReplicationWorker), stopped by pid.
+
+        Its auditor identity is 127.0.0.1:<port> (nothing listens there). Its log is
+        `logs_dir/autorecovery.log`.
+        """
+        conf = self.conf_dir / "autorecovery.conf"
+        conf.write_text("\n".join([
+            f"metadataServiceUri={self.metadata_service_uri}", "zkTimeout=6000", "allowLoopback=true",
+            f"bookiePort={port}", "advertisedAddress=127.0.0.1", "httpServerEnabled=false",
+            "auditorPeriodicCheckInterval=0", "auditorPeriodicBookieCheckInterval=0", ""]))
+        argv = ["java", *JVM_COMMON, f"-Dlog4j.configurationFile={self.conf_dir / 'log4j2-server.xml'}",
+                "-Xmx256m", "-XX:MaxDirectMemorySize=128m", "-cp", _classpath(),
+                "org.apache.bookkeeper.replication.AutoRecoveryMain", "--conf", str(conf)]
+        proc = Proc("autorecovery", argv, self.logs_dir / "autorecovery.log")
+        proc.start()
+        self._workers.append(proc)
+        return proc
+
     payload = staticmethod(payload)

@@ -214,3 +214,38 @@ async def test_opt_in_java_election_is_read_by_whoisauditor(cluster: Cluster) ->
         bridge.detach()
         await stop_client(client)
     assert cluster.kazoo.get_children(path) == []  # our vote is gone: nothing left in Java's election
+
+
+async def test_opt_in_java_election_beside_a_real_java_autorecovery(cluster: Cluster) -> None:
+    """Our Java-format vote takes part in Java's own election with a real AutoRecoveryMain: while we lead,
+    Java follows (its sort accepts our vote and whoisauditor names us); when we leave, Java's elector
+    takes over. Nothing crashes on either side."""
+    client, bridge = await _client(cluster)
+    path = f"{cluster.ledgers_root}/underreplication/auditorelection"
+    ours = "127.0.0.1:3198"
+    e = LeaderElection(bridge, path, ours, java_compatible=True, ledgers_root=cluster.ledgers_root)
+    java = None
+    try:
+        await e.start()
+        await e.wait_leader(20)
+        java = cluster.start_autorecovery(port=3199)
+        deadline = asyncio.get_running_loop().time() + 60
+        while len(cluster.kazoo.get_children(path)) < 2:  # Java voted behind us
+            assert java.running, (cluster.logs_dir / "autorecovery.log").read_text()[-3000:]
+            assert asyncio.get_running_loop().time() < deadline, "the Java elector never voted"
+            await asyncio.sleep(0.5)
+        assert e.is_leader
+        assert f"Auditor: {ours}" in cluster.shell("whoisauditor").stdout
+        await e.close()  # we leave: Java's elector must take over
+        deadline = asyncio.get_running_loop().time() + 60
+        while "Auditor: 127.0.0.1:3199" not in cluster.shell("whoisauditor", check=False).stdout:
+            assert java.running, (cluster.logs_dir / "autorecovery.log").read_text()[-3000:]
+            assert asyncio.get_running_loop().time() < deadline, "Java never took over"
+            await asyncio.sleep(1)
+        assert java.running
+    finally:
+        await e.close()
+        if java is not None:
+            java.stop()
+        bridge.detach()
+        await stop_client(client)
