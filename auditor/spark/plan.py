@@ -70,7 +70,8 @@ async def plan_with_store(store: ZooKeeperMetadataStore, partitions: int, *, sta
 async def plan_sweep(settings: Settings, partitions: int, *, start: LedgerId | None = None,
                      end: LedgerId | None = None, refine: bool = True) -> SweepPlan:
     store = await ZooKeeperMetadataStore.connect(settings.metadata_location(),
-                                                 max_in_flight=settings.zookeeper.max_concurrent_reads)
+                                                 max_in_flight=settings.zookeeper.max_concurrent_reads,
+                                                 reads_per_second=settings.zookeeper.reads_per_second or None)
     try:
         return await plan_with_store(store, partitions, start=start, end=end, refine=refine)
     finally:
