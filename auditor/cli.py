@@ -128,14 +128,8 @@ def run(config: ConfigOpt = None,
     raise typer.Exit(int(code or 0))
 
 
-@app.command()
-def check(config: ConfigOpt = None,
-          metadata_service_uri: UriOpt = None,
-          checks: Annotated[str, typer.Option("--checks", help="Comma-separated checks; empty = all.")] = "",
-          fmt: Annotated[str, typer.Option("--format", help="table|json")] = "table",
-          log_level: LogLevelOpt = None,
-          log_format: LogFormatOpt = None) -> None:
-    """Run checks once and exit: 0 clean, 1 findings, 2 errors."""
+def _prepare_run(config: Any, metadata_service_uri: Any, fmt: str, log_level: Any, log_format: Any) -> Any:
+    """What `check` and `sweep` share: the output format, settings with flags applied, logging."""
     if fmt not in ("table", "json"):
         _fail(f"--format must be table or json, got {fmt!r}")
     settings = _load(config, {
@@ -145,6 +139,18 @@ def check(config: ConfigOpt = None,
     })
     _require_metadata(settings)
     _start_logging(settings)
+    return settings
+
+
+@app.command()
+def check(config: ConfigOpt = None,
+          metadata_service_uri: UriOpt = None,
+          checks: Annotated[str, typer.Option("--checks", help="Comma-separated checks; empty = all.")] = "",
+          fmt: Annotated[str, typer.Option("--format", help="table|json")] = "table",
+          log_level: LogLevelOpt = None,
+          log_format: LogFormatOpt = None) -> None:
+    """Run checks once and exit: 0 clean, 1 findings, 2 errors."""
+    settings = _prepare_run(config, metadata_service_uri, fmt, log_level, log_format)
     names = [c.strip() for c in checks.split(",") if c.strip()]
     try:
         from auditor.checks.oneshot import main as oneshot_main
@@ -176,15 +182,7 @@ def sweep(config: ConfigOpt = None,
           log_level: LogLevelOpt = None,
           log_format: LogFormatOpt = None) -> None:
     """Sweep the whole cluster as a Spark job (local[*] by default); exit 0 clean, 1 findings, 2 errors."""
-    if fmt not in ("table", "json"):
-        _fail(f"--format must be table or json, got {fmt!r}")
-    settings = _load(config, {
-        "metadata_service_uri": ("--metadata-service-uri", metadata_service_uri),
-        "log.level": ("--log-level", log_level),
-        "log.format": ("--log-format", log_format),
-    })
-    _require_metadata(settings)
-    _start_logging(settings)
+    settings = _prepare_run(config, metadata_service_uri, fmt, log_level, log_format)
     try:
         from auditor.spark.session import parse_conf
         from auditor.spark.sweep import SweepOptions, quiet_spark_client_logs, sweep_main

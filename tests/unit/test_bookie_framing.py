@@ -7,6 +7,8 @@ is checked in tests/realcluster/test_bookie_client.py.
 """
 from __future__ import annotations
 
+from auditor.metadata.formats import _encode_varint
+
 import asyncio
 import struct
 import time
@@ -122,15 +124,7 @@ def _raw_request(op: int, sub_field: int | None = None, sub: bytes = b"") -> pb.
 
 
 def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
+    return _encode_varint(n)
 
 
 @pytest.mark.parametrize("op", [Op.ADD_ENTRY, Op.WRITE_LAC, Op.FORCE_LEDGER, Op.START_TLS, Op.RANGE_READ_ENTRY,
