@@ -223,7 +223,7 @@ async def test_unreachable_daemon(daemon: Daemon) -> None:
 
 
 async def test_admin_address_from_environment(daemon: Daemon, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("BKAUDIT_ADMIN", daemon.addr)
+    monkeypatch.setenv("BK_AUDITOR_ADMIN", daemon.addr)
     r = await cli("status", "--format", "json")
     assert r.exit_code == 0 and json.loads(r.stdout)["identity"] == "auditor-0"
 
