@@ -5,7 +5,7 @@ Used by the one-shot command, the daemon and each Spark partition alike.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator
 
@@ -63,9 +63,17 @@ def bookie_config(settings: Settings) -> BookieClientConfig:
 class Locations:
     """bookie id -> network location (rack), cached per run; the default location when unknown."""
 
-    def __init__(self, resolver: RackResolver | None) -> None:
+    def __init__(self, resolver: RackResolver | None,
+                 rebuild: Callable[[], Awaitable[RackResolver | None]] | None = None) -> None:
         self._resolver = resolver
+        self._rebuild = rebuild
         self._cache: dict[str, str | None] = {}
+
+    async def refresh(self) -> None:
+        """Re-read the rack source (e.g. Pulsar's /bookies) and forget cached racks: once per check run."""
+        if self._rebuild is not None:
+            self._resolver = await self._rebuild()
+        self._cache.clear()
 
     @property
     def available(self) -> bool:
@@ -115,7 +123,7 @@ async def audit_context(settings: Settings, *, one_shot: bool = False, **overrid
         if overrides:
             from dataclasses import replace
             options = replace(options, **overrides)
-        locations = Locations(await rack_resolver(settings, store))
+        locations = Locations(await rack_resolver(settings, store), lambda: rack_resolver(settings, store))
         if not locations.available and options.placement is not None:
             log.warning("no rack information (racks.source=%s found nothing): placement is not checked",
                         settings.racks.source)

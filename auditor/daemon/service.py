@@ -98,6 +98,8 @@ class Auditor:
     async def _run_check(self, name: str, start: LedgerId | None, records: list[Any] | None = None,
                          full: bool = True) -> CheckRun:
         assert self.ctx is not None and self.checkstate is not None
+        if self.locations is not None and name == "scrutiny":
+            await self.locations.refresh()  # racks may have moved since the last run
         check: LedgerCheck = CHECK_CLASSES[name](self.ctx, self.locations, marker=self._marker if name == "ledger" else None)
         seen: set[Any] = set()
         board = self.state.tasks

@@ -324,3 +324,22 @@ def test_lost_bookie_is_detected_but_not_marked_while_autorecovery_is_disabled(
             cluster.start_bookie(n)
     finally:
         cluster.kazoo.delete(disable)
+
+
+def test_rack_map_changes_are_seen_by_the_next_scrutiny_run(cluster: Cluster, daemons: list[Daemon],
+                                                            tmp_path: Path) -> None:
+    b = cluster.sorted_bookie_ids
+    lid = cluster.create_ledger(ensemble=2, write_quorum=2, ack_quorum=2, entries=5, bookies=[b[0], b[1]])["ledgerId"]
+    a = start(daemons, cluster, tmp_path, "auditor-a", schedule={"scrutiny_seconds": 3600})
+    a.wait(a.is_leader, 30, "leadership")
+    a.wait(lambda: any(l.get("event") == "check finished" and l.get("check") == "scrutiny" for l in a.logs()),
+           120, "first scrutiny run (no rack information yet)")
+    assert not [f for f in a.findings(category="placement_violation").findings if f.ledger_id == str(lid)]
+    racks = {"default": {b[0]: {"rack": "/rack-a"}, b[1]: {"rack": "/rack-a"}}}
+    cluster.kazoo.create("/bookies", json.dumps(racks).encode())
+    try:
+        assert a._call("trigger", "scrutiny").accepted
+        a.wait(lambda: any(f.ledger_id == str(lid) for f in a.findings(category="placement_violation").findings),
+               120, "placement violation after the rack map appeared")
+    finally:
+        cluster.kazoo.delete("/bookies")

@@ -38,7 +38,7 @@ def test_closed_and_open_ledgers_visible_in_zookeeper(cluster: Cluster) -> None:
 
 
 def test_ledger_above_2_pow_31_uses_long_path(cluster: Cluster) -> None:
-    ledger_id = 2**31 + 12345
+    ledger_id = 2**31 + 4_000_321  # far from the id ranges other modules plant (e.g. the Spark sweep's)
     cluster.create_ledger(ledger_id=ledger_id, entries=3)
     d = f"{ledger_id:019d}"
     path = f"{cluster.ledgers_root}/{d[:3]}/{d[3:7]}/{d[7:11]}/{d[11:15]}/L{d[15:]}"
