@@ -84,9 +84,7 @@ class CoverageCheck:
                 for b, a in previous.answers.items():
                     answers.answers.setdefault(b, a)
                     answers.methods.setdefault(b, previous.methods.get(b, ""))
-        policy = (opts.placement if self.use_placement and self._locations is not None
-                  and getattr(self._locations, "available", True) else None)
-        locations = await self._locations(md.bookies) if policy is not None and self._locations else {}
+        policy, locations = await self._placement(md)
         result = verdicts.scrutinize_ledger(
             md, answers.answers if marker is None else None, end=end, policy=policy, locations=locations,
             marked_underreplicated=marker is not None, marker_ctime_ms=marker.ctime if marker else None,
@@ -94,6 +92,13 @@ class CoverageCheck:
             grace_period_s=int(opts.underreplicated_grace_period), now_ms=int(time.time() * 1000),
             method=method_of(answers), text_limit=opts.text_limit)
         return result, answers
+
+    async def _placement(self, md: LedgerMetadata) -> tuple[object | None, Mapping[str, str | None]]:
+        """The policy to judge (None: this check does not, or there is no rack information) and racks."""
+        if not (self.use_placement and self.ctx.options.placement is not None and self._locations is not None
+                and getattr(self._locations, "available", True)):
+            return None, {}
+        return self.ctx.options.placement, await self._locations(md.bookies)
 
     def _reportable(self, result: verdicts.LedgerScrutiny, answers: LedgerAnswers, md: LedgerMetadata,
                     include_pending: bool) -> list[Finding]:
@@ -159,9 +164,7 @@ class CoverageCheck:
         entries cannot be asked for; quorum settings and placement are still judged."""
         if not self.wants(md):
             return LedgerOutcome(skipped=md.state.name.lower())
-        policy = (self.ctx.options.placement if self.use_placement and self._locations is not None
-                  and getattr(self._locations, "available", True) else None)
-        locations = await self._locations(md.bookies) if policy is not None and self._locations else {}
+        policy, locations = await self._placement(md)
         result = verdicts.scrutinize_ledger(md, None, policy=policy, locations=locations,
                                             text_limit=self.ctx.options.text_limit)
         return LedgerOutcome(findings=[f.confirm() for f in result.findings],
