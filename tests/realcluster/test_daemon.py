@@ -265,8 +265,14 @@ def test_admin_api_trigger_pause_explain_and_sigterm(cluster: Cluster, daemons: 
     assert st.paused and st.pause_reason == "maintenance"
     a._call("resume")
     assert not a.status().paused
+    def scrutiny_runs() -> tuple[int, str]:
+        t = next(t for t in a.status().tasks if t.name == "scrutiny")
+        return t.runs, t.state
+    # The leader's first pass starts at election; a trigger while it runs is refused ("already running").
+    a.wait(lambda: scrutiny_runs() == (1, "idle"), 240, "the first scrutiny pass")
     resp = a._call("trigger", "scrutiny")
-    assert resp.accepted
+    assert resp.accepted, resp.message
+    a.wait(lambda: scrutiny_runs()[0] == 2, 240, "the triggered scrutiny pass")
     # SIGTERM: exit 0 within a few seconds, the vote released at once (no wait for session expiry).
     votes_before = len(election_children(cluster))
     rc, took = a.stop()
