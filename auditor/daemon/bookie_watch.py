@@ -129,7 +129,13 @@ class BookieWatch:
                     p.cancel()
                 if self._audit_now.is_set():
                     self._audit_now.clear()
-                    await self._audit(set(self.lost) | set(self.pending), reason="trigger")
+                    await self._evaluate(reason="trigger")
+                    delayed = set(self.pending)
+                    for h in self.pending.values():
+                        h.cancel()  # audited now: the delayed audits would only repeat it
+                    self.pending.clear()
+                    await self._audit(set(self.lost) | delayed, reason="trigger")
+                    log.info("bookies audited on request", lost=sorted(self.lost))
                     continue
                 reason = "registration change" if self._changed.is_set() else "periodic"
                 self._changed.clear()
@@ -188,6 +194,10 @@ class BookieWatch:
         t = asyncio.ensure_future(self._audit({bookie}, reason="delay elapsed"))
         self._tasks.add(t)
         t.add_done_callback(self._tasks.discard)
+
+    def audit_now(self) -> None:
+        """Audit every lost bookie now, delayed ones included (the admin API's trigger)."""
+        self._audit_now.set()
 
     def _on_delay_written(self, value: int | None) -> None:
         """Java semantics: 0 or the same value again = audit now; a new value reschedules pending audits."""

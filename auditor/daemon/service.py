@@ -250,6 +250,12 @@ class Auditor:
 
     # ----------------------------------------------------------------------------- admin backend
     async def trigger(self, check: str) -> bool:
+        if check == BOOKIE_WATCH:
+            watch = getattr(self, "bookie_watch", None)
+            if watch is None:
+                return False
+            watch.audit_now()  # like Java's triggeraudit: audit lost bookies now, skipping any delay
+            return True
         if check not in self._triggers:
             return False
         if check in self._runs:

@@ -273,6 +273,8 @@ def test_admin_api_trigger_pause_explain_and_sigterm(cluster: Cluster, daemons: 
     resp = a._call("trigger", "scrutiny")
     assert resp.accepted, resp.message
     a.wait(lambda: scrutiny_runs()[0] == 2, 240, "the triggered scrutiny pass")
+    assert a._call("trigger", "bookies").accepted  # Java's triggeraudit: audit lost bookies now
+    a.wait(lambda: any(l.get("event") == "bookies audited on request" for l in a.logs()), 30, "the bookie audit")
     # SIGTERM: exit 0 within a few seconds, the vote released at once (no wait for session expiry).
     votes_before = len(election_children(cluster))
     rc, took = a.stop()
