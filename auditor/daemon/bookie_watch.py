@@ -258,16 +258,7 @@ class BookieWatch:
 
     async def _save_incarnations(self) -> None:
         data = json.dumps({b: list(v) for b, v in sorted(self._incarnations.items())}).encode()
-        guard = self._guard()
-        path = self.state_path
-        try:
-            await self.store._guarded_one(guard, lambda t: t.set_data(path, data))
-        except Exception:
-            await self.store._create_parents(path, guard, self.store.root)
-            try:
-                await self.store._guarded_one(guard, lambda t: t.create(path, data))
-            except Exception:
-                await self.store._guarded_one(guard, lambda t: t.set_data(path, data))
+        await self.store.put(self.state_path, data, self._guard())
 
     async def _check_reincarnations(self, initial: bool = False) -> None:
         cookies = await self.store.cookies()

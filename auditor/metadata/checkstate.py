@@ -11,8 +11,6 @@ import json
 from dataclasses import dataclass
 from posixpath import join
 
-from kazoo.exceptions import NoNodeError, NodeExistsError
-
 from auditor.durability.ids import LedgerId
 
 from .errors import CorruptZnodeError
@@ -56,17 +54,4 @@ class CheckStateStore:
         return CheckState.parse(got[0], path)
 
     async def write(self, check: str, state: CheckState, guard: WriteGuard) -> None:
-        path = self.path(check)
-        data = state.to_json()
-        for _ in range(3):
-            try:
-                await self.store._guarded_one(guard, lambda t: t.set_data(path, data))
-                return
-            except NoNodeError:
-                await self.store._create_parents(path, guard, self.store.root)
-                try:
-                    await self.store._guarded_one(guard, lambda t: t.create(path, data))
-                    return
-                except NodeExistsError:
-                    continue
-        raise CorruptZnodeError(path, "could not write bk-auditor check state (keeps changing)")
+        await self.store.put(self.path(check), state.to_json(), guard)

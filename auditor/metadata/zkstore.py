@@ -180,6 +180,21 @@ class ZooKeeperMetadataStore:
             except NodeExistsError:
                 pass
 
+    async def put(self, path: str, data: bytes, guard: WriteGuard) -> None:
+        """Guarded set-or-create of one of our own znodes (missing parents created, each guarded)."""
+        for _ in range(3):
+            try:
+                await self._guarded_one(guard, lambda t: t.set_data(path, data))
+                return
+            except NoNodeError:
+                await self._create_parents(path, guard, self.root)
+                try:
+                    await self._guarded_one(guard, lambda t: t.create(path, data))
+                    return
+                except NodeExistsError:
+                    continue  # created meanwhile: set it on the next round
+        raise ConcurrentUpdateError(path, "keeps changing between set and create")
+
     # ------------------------------------------------------------ cluster identity
     async def instance_id(self) -> str | None:
         got = await self._get(join(self.root, "INSTANCEID"))
