@@ -16,33 +16,16 @@ from auditor.config import Settings
 from auditor.durability.findings import Finding, FindingSummary, Severity
 from auditor.logging import get_logger, log_finding
 
-from .build import Locations, audit_context
-from .context import AuditContext
-from .runner import CheckRun, LedgerCheck, Progress
+from .build import audit_context
+from .runner import CheckRun, Progress
+from .scrutiny import CHECKS
 
 log = get_logger("auditor.check")
 
 
-def _scrutiny(ctx: AuditContext, loc: Locations) -> LedgerCheck:
-    from .scrutiny import ScrutinyCheck
-    return ScrutinyCheck(ctx, loc)
-
-
-def _ledger(ctx: AuditContext, loc: Locations) -> LedgerCheck:
-    from .scrutiny import LedgerReadCheck
-    return LedgerReadCheck(ctx)
-
-
-def _open(ctx: AuditContext, loc: Locations) -> LedgerCheck:
-    from .scrutiny import OpenLedgerCheck
-    return OpenLedgerCheck(ctx)
-
-
-CHECKS: dict[str, Callable[[AuditContext, Locations], LedgerCheck]] = {
-    "scrutiny": _scrutiny,   # closed ledgers: placement, every entry on its WQ bookies, markers
-    "ledger": _ledger,       # all ledgers: read first/last (+ a sample) of each fragment, verify digests
-    "open": _open,           # open ledgers: would a recovery now truncate acknowledged entries?
-}
+# scrutiny: closed ledgers: placement, every entry on its WQ bookies, markers
+# ledger: all ledgers: read first/last (+ a sample) of each fragment, verify digests
+# open: open ledgers: would a recovery now truncate acknowledged entries?
 ALIASES = {"replicas": "scrutiny", "placement": "scrutiny", "ledgers": "ledger", "checkallledgers": "ledger",
            "open-ledgers": "open", "truncation": "open"}
 

@@ -218,3 +218,8 @@ class OpenLedgerCheck(CoverageCheck):
 
     async def end_of(self, md: LedgerMetadata, stats: RunStats) -> int | None:
         return await highest_lac(self.ctx, md, stats)
+
+
+# The checks by the names the CLI, the admin API's trigger and the metrics use.
+CHECKS: dict[str, type[CoverageCheck]] = {"scrutiny": ScrutinyCheck, "ledger": LedgerReadCheck,
+                                          "open": OpenLedgerCheck}

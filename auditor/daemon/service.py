@@ -20,7 +20,7 @@ from auditor.checks.answers import gather_answers, highest_lac
 from auditor.checks.build import Locations, audit_context
 from auditor.checks.context import AuditContext, RunStats
 from auditor.checks.runner import CheckRun, LedgerCheck, Progress
-from auditor.checks.scrutiny import LedgerReadCheck, OpenLedgerCheck, ScrutinyCheck
+from auditor.checks.scrutiny import CHECKS as CHECK_CLASSES
 from auditor.config import Settings
 from auditor.durability.coverage import UNKNOWN, analyze_coverage
 from auditor.durability.findings import Category, Finding, Severity
@@ -39,7 +39,6 @@ from .state import DaemonState, TaskState
 
 log = get_logger("auditor.daemon")
 
-CHECK_CLASSES: dict[str, type[Any]] = {"scrutiny": ScrutinyCheck, "ledger": LedgerReadCheck, "open": OpenLedgerCheck}
 BOOKIE_WATCH = "bookies"
 CURSOR_SAVE_SECONDS = 5.0
 

@@ -22,7 +22,7 @@ from dataclasses import asdict
 from typing import Any
 
 from auditor.checks.build import audit_context
-from auditor.checks.oneshot import CHECKS
+from auditor.checks.scrutiny import CHECKS
 from auditor.checks.runner import CheckRun, LedgerCheck, LedgerOutcome
 from auditor.config import Settings
 from auditor.durability.findings import Finding

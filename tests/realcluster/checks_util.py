@@ -14,14 +14,13 @@ from typing import Any
 
 from auditor.checks.build import audit_context
 from auditor.checks.runner import CheckRun
-from auditor.checks.scrutiny import LedgerReadCheck, OpenLedgerCheck, ScrutinyCheck
+from auditor.checks.scrutiny import CHECKS
 from auditor.config import Settings
 from auditor.durability.findings import Finding, Severity
 from auditor.durability.ids import LedgerId
 from auditor.metadata import formats
 from tests.realcluster.harness import Cluster
 
-CHECKS = {"scrutiny": ScrutinyCheck, "ledger": LedgerReadCheck, "open": OpenLedgerCheck}
 
 
 def settings_for(cluster: Cluster, **over: Any) -> Settings:
