@@ -1,5 +1,5 @@
 # The two commands (see README.md): `make demo` and `make test`. Both do all set-up first.
-.PHONY: setup demo test
+.PHONY: setup demo test fuzz
 
 setup:
 	./scripts/setup.sh
@@ -9,3 +9,8 @@ demo: setup
 
 test: setup
 	.venv/bin/python -m pytest -q -ra tests
+
+# The long robustness campaign (docs/reliability.md): every property target with >= 100,000 inputs.
+fuzz: setup
+	HYPOTHESIS_PROFILE=fuzz .venv/bin/python -m pytest -q -p no:cacheprovider --timeout=0 \
+	  --hypothesis-show-statistics tests/property

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.realcluster import ports
 from tests.realcluster.harness import Cluster
 
 SESSION_BOOKIES = 6
@@ -20,9 +21,7 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
     workdir = Path(tempfile.mkdtemp(prefix="bk-auditor-cluster-"))
     # Ports can be moved so that several suites can run side by side on one machine.
     c = Cluster(workdir, num_bookies=SESSION_BOOKIES, storage=SESSION_STORAGE,
-                zk_port=int(os.environ.get("BK_TEST_ZK_PORT", "21810")),
-                port_base=int(os.environ.get("BK_TEST_PORT_BASE", "3180")),
-                http_base=int(os.environ.get("BK_TEST_HTTP_BASE", "8180")))
+                zk_port=ports.ZK_PORT, port_base=ports.BOOKIE_PORT_BASE, http_base=ports.HTTP_BASE)
     try:
         c.start()
         yield c

@@ -16,10 +16,11 @@ from typing import Any
 import yaml
 
 from auditor.daemon.admin import AdminClient, AdminClientError
+from tests.realcluster import ports
 from tests.realcluster.harness import Cluster
 
 BIN = Path(sys.executable).with_name("bk-auditor")
-_ports = itertools.count(int(os.environ.get("BK_TEST_DAEMON_PORT_BASE", "17900")))
+_ports = itertools.count(ports.DAEMON_PORT_BASE)
 
 
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:

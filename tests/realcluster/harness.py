@@ -27,6 +27,8 @@ from typing import Any, Iterable
 
 from kazoo.client import KazooClient
 
+from tests.realcluster import ports
+
 BK_VERSION = os.environ.get("BK_VERSION", "4.17.3")
 BK_HOME = Path(os.environ.get("BK_HOME", Path.home() / ".cache" / f"bk-{BK_VERSION}"))
 ZK_JARS = ("/usr/share/java/zookeeper.jar", "/usr/share/java/slf4j-simple.jar")
@@ -653,7 +655,7 @@ class Cluster:
         self._workers.append(proc)
         return proc
 
-    def start_autorecovery(self, port: int = 3199) -> Proc:
+    def start_autorecovery(self, port: int = ports.JAVA_AUDITOR_PORT) -> Proc:
         """A real Java AutoRecoveryMain (Java auditor election + ReplicationWorker), stopped by pid.
 
         Its auditor identity is 127.0.0.1:<port> (nothing listens there). Its log is

@@ -11,6 +11,7 @@ import pytest
 from auditor.durability.ids import LedgerId
 from auditor.metadata.location import LedgerManager
 from auditor.metadata.zkstore import ZooKeeperMetadataStore, pulsar_racks
+from tests.realcluster import ports
 from tests.realcluster.harness import Cluster
 from tests.realcluster.metadata_helpers import collect, open_store
 
@@ -114,7 +115,8 @@ async def test_pulsar_rack_map_from_zookeeper(cluster: Cluster) -> None:
 @pytest.fixture(scope="module")
 def long_cluster():
     workdir = Path(tempfile.mkdtemp(prefix="bk-auditor-long-"))
-    c = Cluster(workdir, layout="longhierarchical", zk_port=21811, port_base=3280, http_base=8280, num_bookies=1)
+    c = Cluster(workdir, layout="longhierarchical", zk_port=ports.SECOND_ZK_PORT,
+                port_base=ports.SECOND_PORT_BASE, http_base=ports.SECOND_HTTP_BASE, num_bookies=1)
     try:
         c.start()
         yield c

@@ -12,7 +12,10 @@ from auditor.metadata.bridge import KazooBridge, start_client, stop_client
 from auditor.metadata.election import LeaderElection, sort_votes
 from auditor.metadata.errors import MetadataConfigError, NotLeaderError
 from auditor.metadata.zkstore import ZooKeeperMetadataStore
+from tests.realcluster import ports
 from tests.realcluster.harness import Cluster
+
+JAVA_ID = f"127.0.0.1:{ports.JAVA_AUDITOR_PORT}"  # a Java auditor's identity (nothing listens)
 
 pytestmark = pytest.mark.realcluster
 
@@ -199,16 +202,16 @@ async def test_opt_in_java_election_is_read_by_whoisauditor(cluster: Cluster) ->
     """Only when asked: a vote in Java's own election, in Java's exact format, understood by Java's tools."""
     client, bridge = await _client(cluster)
     path = f"{cluster.ledgers_root}/underreplication/auditorelection"
-    e = LeaderElection(bridge, path, "127.0.0.1:3199", java_compatible=True, ledgers_root=cluster.ledgers_root)
+    e = LeaderElection(bridge, path, JAVA_ID, java_compatible=True, ledgers_root=cluster.ledgers_root)
     try:
         await e.start()
         await e.wait_leader(20)
         name = e.vote_path.rsplit("/", 1)[1]
         assert name.startswith("V_") and name[2:].isdigit() and len(name) == 12
-        assert cluster.kazoo.get(e.vote_path)[0] == b'bookieId: "127.0.0.1:3199"\n'
-        assert cluster.kazoo.get(path)[0] == b'bookieId: "127.0.0.1:3199"\n'  # the leader's announcement
+        assert cluster.kazoo.get(e.vote_path)[0] == f'bookieId: "{JAVA_ID}"\n'.encode()
+        assert cluster.kazoo.get(path)[0] == f'bookieId: "{JAVA_ID}"\n'.encode()  # the leader's announcement
         out = cluster.shell("whoisauditor").stdout
-        assert "Auditor: 127.0.0.1:3199" in out, out
+        assert f"Auditor: {JAVA_ID}" in out, out
     finally:
         await e.close()
         bridge.detach()
@@ -222,13 +225,13 @@ async def test_opt_in_java_election_beside_a_real_java_autorecovery(cluster: Clu
     takes over. Nothing crashes on either side."""
     client, bridge = await _client(cluster)
     path = f"{cluster.ledgers_root}/underreplication/auditorelection"
-    ours = "127.0.0.1:3198"
+    ours = f"127.0.0.1:{ports.OUR_VOTE_PORT}"
     e = LeaderElection(bridge, path, ours, java_compatible=True, ledgers_root=cluster.ledgers_root)
     java = None
     try:
         await e.start()
         await e.wait_leader(20)
-        java = cluster.start_autorecovery(port=3199)
+        java = cluster.start_autorecovery(port=ports.JAVA_AUDITOR_PORT)
         deadline = asyncio.get_running_loop().time() + 60
         while len(cluster.kazoo.get_children(path)) < 2:  # Java voted behind us
             assert java.running, (cluster.logs_dir / "autorecovery.log").read_text()[-3000:]
@@ -238,7 +241,7 @@ async def test_opt_in_java_election_beside_a_real_java_autorecovery(cluster: Clu
         assert f"Auditor: {ours}" in cluster.shell("whoisauditor").stdout
         await e.close()  # we leave: Java's elector must take over
         deadline = asyncio.get_running_loop().time() + 60
-        while "Auditor: 127.0.0.1:3199" not in cluster.shell("whoisauditor", check=False).stdout:
+        while f"Auditor: {JAVA_ID}" not in cluster.shell("whoisauditor", check=False).stdout:
             assert java.running, (cluster.logs_dir / "autorecovery.log").read_text()[-3000:]
             assert asyncio.get_running_loop().time() < deadline, "Java never took over"
             await asyncio.sleep(1)

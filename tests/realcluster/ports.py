@@ -1,0 +1,30 @@
+"""Test ports, movable as one block so that several suites (or developers) can share one machine.
+
+`BK_TEST_PORT_SLOT=k` shifts every default port by a fixed stride per slot; the older per-port
+variables (`BK_TEST_ZK_PORT`, `BK_TEST_PORT_BASE`, `BK_TEST_HTTP_BASE`, `BK_TEST_DAEMON_PORT_BASE`) still
+override single values. Slot 0 keeps the historical ports.
+"""
+from __future__ import annotations
+
+import os
+
+SLOT = int(os.environ.get("BK_TEST_PORT_SLOT", "0"))
+_ZK_STRIDE = 20
+_STRIDE = 400
+
+
+def _env(name: str, default: int) -> int:
+    return int(os.environ.get(name, str(default)))
+
+
+ZK_PORT = _env("BK_TEST_ZK_PORT", 21810 + _ZK_STRIDE * SLOT)
+BOOKIE_PORT_BASE = _env("BK_TEST_PORT_BASE", 3180 + _STRIDE * SLOT)   # bookie N: BOOKIE_PORT_BASE + N
+HTTP_BASE = _env("BK_TEST_HTTP_BASE", 8180 + _STRIDE * SLOT)
+DAEMON_PORT_BASE = _env("BK_TEST_DAEMON_PORT_BASE", 17900 + _STRIDE * SLOT)
+# A second, one-bookie cluster some tests and benchmarks start beside the session one.
+SECOND_ZK_PORT = ZK_PORT + 1
+SECOND_PORT_BASE = BOOKIE_PORT_BASE + 100
+SECOND_HTTP_BASE = HTTP_BASE + 100
+# Identities (host:port) for Java auditor processes and Java-format votes: nothing listens on them.
+JAVA_AUDITOR_PORT = BOOKIE_PORT_BASE + 19
+OUR_VOTE_PORT = BOOKIE_PORT_BASE + 18
