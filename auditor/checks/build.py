@@ -12,7 +12,9 @@ from typing import Any, AsyncIterator
 from auditor.bookie.client import BookieClientConfig
 from auditor.bookie.pool import BookiePool
 from auditor.config import Settings
+from auditor.durability.findings import Category, Finding, Method
 from auditor.durability.placement import PlacementPolicy, PolicyKind
+from auditor.metadata.errors import MetadataError
 from auditor.metadata.racks import RackResolver, ScriptRackResolver, load_rack_file
 from auditor.metadata.zkstore import ZooKeeperMetadataStore, pulsar_racks
 
@@ -61,31 +63,58 @@ def bookie_config(settings: Settings) -> BookieClientConfig:
 
 
 class Locations:
-    """bookie id -> network location (rack), cached per run; the default location when unknown."""
+    """bookie id -> network location (rack), cached per run; the default location when unknown.
+
+    Rack data that cannot be used (Pulsar's /bookies malformed, a rack file turned unreadable, a rack
+    script failing) disables placement judgement only: `problem` names the source and what is wrong,
+    `finding()` reports it as `metadata_unreadable`, every other check goes on, and the next `refresh()`
+    tries again."""
 
     def __init__(self, resolver: RackResolver | None,
                  rebuild: Callable[[], Awaitable[RackResolver | None]] | None = None) -> None:
         self._resolver = resolver
         self._rebuild = rebuild
         self._cache: dict[str, str | None] = {}
+        self.problem: str | None = None
 
     async def refresh(self) -> None:
         """Re-read the rack source (e.g. Pulsar's /bookies) and forget cached racks: once per check run."""
         if self._rebuild is not None:
-            self._resolver = await self._rebuild()
+            try:
+                self._resolver = await self._rebuild()
+                self.problem = None
+            except MetadataError as exc:
+                self._unusable(exc)
         self._cache.clear()
+
+    def _unusable(self, exc: MetadataError) -> None:
+        if str(exc) != self.problem:
+            log.warning("rack information unusable, placement is not checked until it is fixed: %s", exc)
+        self.problem = str(exc)
+        self._resolver = None
 
     @property
     def available(self) -> bool:
-        """False when the cluster has no rack information at all: placement cannot be judged, and
+        """False when the cluster has no (usable) rack information: placement cannot be judged, and
         judging it against "everything in the default rack" would flag every ledger."""
         return self._resolver is not None
+
+    def finding(self) -> Finding | None:
+        """While rack data is unusable: the `metadata_unreadable` finding that says so (no ledger)."""
+        if self.problem is None:
+            return None
+        return Finding.of(Category.METADATA_UNREADABLE,
+                          f"rack information unusable, placement is not checked: {self.problem}",
+                          method=Method.METADATA, confirmed=True, detail={"problem": self.problem})
 
     async def __call__(self, bookie_ids: Iterable[str]) -> Mapping[str, str | None]:
         ids = set(bookie_ids)
         missing = [b for b in ids if b not in self._cache]
         if missing and self._resolver is not None:
-            self._cache.update(await self._resolver.racks(missing))
+            try:
+                self._cache.update(await self._resolver.racks(missing))
+            except MetadataError as exc:
+                self._unusable(exc)
         return {b: self._cache.get(b) for b in ids}
 
     def clear(self) -> None:
@@ -123,8 +152,16 @@ async def audit_context(settings: Settings, *, one_shot: bool = False, **overrid
         if overrides:
             from dataclasses import replace
             options = replace(options, **overrides)
-        locations = Locations(await rack_resolver(settings, store), lambda: rack_resolver(settings, store))
-        if not locations.available and options.placement is not None:
+        rebuild = lambda: rack_resolver(settings, store)  # noqa: E731
+        if settings.racks.source in ("file", "script"):
+            # Local configuration: unusable at start is a configuration error (exit 2), not a finding.
+            locations = Locations(await rebuild(), rebuild)
+        else:
+            # Rack data in ZooKeeper (Pulsar's /bookies) is outside data: if malformed, placement alone
+            # is not judged (Locations.problem / finding()).
+            locations = Locations(None, rebuild)
+            await locations.refresh()
+        if not locations.available and locations.problem is None and options.placement is not None:
             log.warning("no rack information (racks.source=%s found nothing): placement is not checked",
                         settings.racks.source)
         yield AuditContext(store, pool, options), locations

@@ -98,7 +98,10 @@ class CoverageCheck:
         if not (self.use_placement and self.ctx.options.placement is not None and self._locations is not None
                 and getattr(self._locations, "available", True)):
             return None, {}
-        return self.ctx.options.placement, await self._locations(md.bookies)
+        racks = await self._locations(md.bookies)
+        if not getattr(self._locations, "available", True):
+            return None, {}  # the rack data just turned out unusable: placement is not judged
+        return self.ctx.options.placement, racks
 
     def _reportable(self, result: verdicts.LedgerScrutiny, answers: LedgerAnswers, md: LedgerMetadata,
                     include_pending: bool) -> list[Finding]:

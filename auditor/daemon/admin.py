@@ -7,7 +7,9 @@ callables the daemon supplies (`trigger`, `explain`). `AdminClient` is the clien
 Health service names (grpc.health.v1):
 * `liveness`  - SERVING while the server runs (answered on the event loop, so a wedged loop fails it);
 * `readiness` - set by the daemon (process healthy and ZooKeeper session connected); standbys are ready;
-* `leader`    - SERVING only on the elected leader;
+* `leader`    - SERVING only on the elected leader whose leadership is confirmed (answered from the live
+                state at each check: a process resuming after a freeze never reports a leadership it may
+                have lost meanwhile; see auditor/daemon/watchdog.py);
 * ``          - overall: mirrors readiness.
 All flip to NOT_SERVING when `stop()` begins.
 """
@@ -32,6 +34,7 @@ from auditor.config import parse_bind
 from auditor.durability.ids import LedgerId, LedgerIdError
 
 from .state import DaemonState, FindingRecord, TaskInfo
+from .supervisor import Supervisor
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["AdminService"].full_name
 HEALTH_LIVENESS = "liveness"
@@ -96,6 +99,8 @@ class StatusSnapshot:
     started_at: float
     leader_since: float | None = None
     version: str = __version__
+    leadership: str = "standby"     # leader | unconfirmed | standby (state.Leadership.status)
+    vote_path: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,11 +179,13 @@ class StateBackend:
         s = self.state
         lead = s.leadership
         assert lead is not None
+        confirmed = lead.confirmed
         return StatusSnapshot(
-            identity=s.identity, is_leader=lead.is_leader, leader=lead.leader, paused=s.pause.paused,
-            pause_reason=s.pause.reason, paused_since=s.pause.since, tasks=s.tasks.snapshot(),
+            identity=s.identity, is_leader=confirmed, leader=lead.leader if confirmed or not lead.is_leader else None,
+            paused=s.pause.paused, pause_reason=s.pause.reason, paused_since=s.pause.since, tasks=s.tasks.snapshot(),
             recheck_queue_depth=s.recheck_depth(), finding_counts=s.findings.counts(), started_at=s.started_at,
-            leader_since=lead.since if lead.is_leader else None, version=self.version)
+            leader_since=lead.since if lead.is_leader else None, version=self.version,
+            leadership=lead.status, vote_path=lead.vote_path)
 
     def query_findings(self, *, category: str | None = None, ledger: LedgerId | None = None,
                        bookie: str | None = None, include_resolved: bool = False) -> list[FindingRecord]:
@@ -190,8 +197,8 @@ class StateBackend:
             raise UnknownCheckError(f"unknown check {check!r}; known: {', '.join(self.state.tasks.names())}")
         lead = self.state.leadership
         assert lead is not None
-        if not lead.is_leader:
-            raise NotLeaderError(lead.leader)
+        if not lead.confirmed:
+            raise NotLeaderError(lead.leader if not lead.is_leader else None)
         if self._trigger is None:
             raise NotSupportedError("this daemon cannot trigger checks")
         result = await self._trigger(check)
@@ -220,9 +227,9 @@ class StateBackend:
 
 def task_to_pb(t: TaskInfo) -> pb.TaskStatus:
     msg = pb.TaskStatus(name=t.name, state=str(t.state), last_error=t.last_error or "", done=t.done,
-                        cursor=t.cursor or "", runs=t.runs, failures=t.failures)
+                        cursor=t.cursor or "", runs=t.runs, failures=t.failures, restarts=t.restarts)
     for name in ("interval_seconds", "last_start", "last_finish", "last_success", "last_error_at", "total",
-                 "eta_seconds", "rate_per_second", "next_run"):
+                 "eta_seconds", "rate_per_second", "next_run", "restart_at"):
         value = getattr(t, name)
         if value is not None:
             setattr(msg, name, value)
@@ -233,7 +240,8 @@ def status_to_pb(s: StatusSnapshot) -> pb.StatusResponse:
     msg = pb.StatusResponse(identity=s.identity, leader=s.is_leader, leader_identity=s.leader or "",
                             paused=s.paused, pause_reason=s.pause_reason, tasks=[task_to_pb(t) for t in s.tasks],
                             recheck_queue_depth=s.recheck_queue_depth, finding_counts=dict(s.finding_counts),
-                            version=s.version, started_at=s.started_at)
+                            version=s.version, started_at=s.started_at, leadership=s.leadership,
+                            vote_path=s.vote_path or "")
     if s.paused_since is not None:
         msg.paused_since = s.paused_since
     if s.leader_since is not None:
@@ -391,19 +399,35 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
 
 # ------------------------------------------------------------------------------------------ server
 
+class _HealthServicer(health_aio.HealthServicer):
+    """The standard health service, except that `leader` is SERVING only while `leader_claim()` holds at
+    the moment of the check (a stored SERVING could be answered by a process that has just resumed from
+    a freeze, before it learnt that its session expired)."""
+
+    leader_claim: Callable[[], bool] | None = None
+
+    async def Check(self, request: health_pb2.HealthCheckRequest, context: Any) -> health_pb2.HealthCheckResponse:
+        resp = await super().Check(request, context)
+        if (request.service == HEALTH_LEADER and resp is not None and resp.status == SERVING
+                and self.leader_claim is not None and not self.leader_claim()):
+            return health_pb2.HealthCheckResponse(status=NOT_SERVING)
+        return resp
+
+
 class AdminServer:
     """The gRPC server: admin service + health (+ reflection). Binds loopback by default; TLS when given
     a certificate and key."""
 
     def __init__(self, backend: AdminBackend, bind: str = "127.0.0.1:7979", *, tls_cert: Path | None = None,
-                 tls_key: Path | None = None, reflection: bool = True) -> None:
+                 tls_key: Path | None = None, reflection: bool = True, supervisor: Supervisor | None = None) -> None:
         self.backend = backend
+        self._supervisor = supervisor or Supervisor()
         self.bind = bind
         self.tls_cert = tls_cert
         self.tls_key = tls_key
         self.reflection_enabled = False
         self._want_reflection = reflection
-        self.health = health_aio.HealthServicer()
+        self.health = _HealthServicer()
         self._server: aio.Server | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self.port: int = 0
@@ -455,12 +479,16 @@ class AdminServer:
             await self.health.set(HEALTH_LEADER, SERVING if leader else NOT_SERVING)
 
     def follow_leadership(self, leadership: Any) -> None:
-        """Keep the `leader` health status in step with a state.Leadership (its listeners are sync)."""
+        """Keep the `leader` health status in step with a state.Leadership (its listeners are sync), and
+        answer it from `leadership.confirmed` at each check."""
+        if hasattr(leadership, "confirmed"):
+            self.health.leader_claim = lambda: bool(leadership.confirmed)
+
         def changed(is_leader: bool) -> None:
             loop = self._loop
             if loop is None or loop.is_closed():
                 return
-            coro_starter = lambda: asyncio.ensure_future(self.set_health(leader=is_leader))  # noqa: E731
+            coro_starter = lambda: self._supervisor.fire("health-update", self.set_health(leader=is_leader))  # noqa: E731
             try:
                 running = asyncio.get_running_loop()
             except RuntimeError:

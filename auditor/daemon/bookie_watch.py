@@ -15,15 +15,19 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from posixpath import join
+from typing import Any
 
 from auditor.durability.findings import Category, Finding, Method
 from auditor.durability.ids import LedgerId
 from auditor.logging import get_logger
-from auditor.metadata.errors import NoSuchLedgerError
+from auditor.metadata.checkstate import parse_own_json
+from auditor.metadata.errors import CorruptZnodeError, NoSuchLedgerError
 from auditor.metadata.interfaces import CorruptLedger, WriteGuard
 from auditor.metadata.zkstore import ZooKeeperMetadataStore
+
+from .supervisor import Supervisor
 
 log = get_logger("auditor.bookies")
 
@@ -82,15 +86,31 @@ class LedgerIndex:
         return await self._scan(start)
 
 
+def parse_incarnations(data: bytes, path: str) -> dict[str, tuple[int, int]]:
+    """`{bookieId: [cookie czxid, cookie mzxid]}` as saved by the bookie watch; CorruptZnodeError otherwise."""
+    doc = parse_own_json(data, path, "bk-auditor bookie state")
+    if not isinstance(doc, dict):
+        raise CorruptZnodeError(path, f"bk-auditor bookie state is not a JSON object but {type(doc).__name__}")
+    out = {}
+    for bookie, value in doc.items():
+        if not (isinstance(value, list) and len(value) == 2
+                and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value)):
+            raise CorruptZnodeError(path, f"bk-auditor bookie state: {bookie!r:.80} is not [czxid, mzxid]")
+        out[bookie] = (value[0], value[1])
+    return out
+
+
 Guard = Callable[[], WriteGuard]
 Report = Callable[[Finding], Awaitable[None] | None]
 Priority = Callable[[set[LedgerId], str], Awaitable[None]]
+Spawn = Callable[[str, Coroutine[Any, Any, Any]], "asyncio.Task[Any]"]
 
 
 class BookieWatch:
     def __init__(self, store: ZooKeeperMetadataStore, index: LedgerIndex, guard: Guard, report: Report,
                  priority: Priority, *, metrics: object | None = None, default_delay: float = 0.0,
-                 periodic_seconds: float = 0.0, state_path: str | None = None) -> None:
+                 periodic_seconds: float = 0.0, state_path: str | None = None, spawn: Spawn | None = None,
+                 on_corrupt_state: Callable[[CorruptZnodeError], None] | None = None) -> None:
         self.store = store
         self.index = index
         self._guard = guard
@@ -107,7 +127,11 @@ class BookieWatch:
         self._audit_now = asyncio.Event()
         self._last_delay: int | None = None
         self._incarnations: dict[str, tuple[int, int]] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
+        # Delayed audits are started through the daemon's supervisor (a reference kept, failures logged
+        # and counted); on our own, through a private one.
+        self._spawn: Spawn = spawn or Supervisor().fire
+        self._on_corrupt_state = on_corrupt_state or (lambda exc: None)
+        self._tasks: set[asyncio.Task[Any]] = set()
 
     # ----------------------------------------------------------------------------- lifecycle
     async def run(self) -> None:
@@ -191,7 +215,7 @@ class BookieWatch:
 
     def _spawn_audit(self, bookie: str) -> None:
         self.pending.pop(bookie, None)
-        t = asyncio.ensure_future(self._audit({bookie}, reason="delay elapsed"))
+        t = self._spawn("bookie-audit", self._audit({bookie}, reason="delay elapsed"))
         self._tasks.add(t)
         t.add_done_callback(self._tasks.discard)
 
@@ -251,9 +275,12 @@ class BookieWatch:
         if got is None or not got[0]:
             return {}
         try:
-            return {b: (int(v[0]), int(v[1])) for b, v in json.loads(got[0]).items()}
-        except (ValueError, TypeError, AttributeError, IndexError):
-            log.warning("bk-auditor bookie state unreadable; starting afresh", path=self.state_path)
+            return parse_incarnations(got[0], self.state_path)
+        except CorruptZnodeError as exc:
+            # Ours, so ours to repair: start afresh; the first save (right after start) replaces it.
+            log.warning("bk-auditor state is corrupt: replacing it with a fresh state", path=self.state_path,
+                        problem=exc.problem)
+            self._on_corrupt_state(exc)
             return {}
 
     async def _save_incarnations(self) -> None:

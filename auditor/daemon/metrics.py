@@ -145,6 +145,16 @@ class AuditorMetrics:
         self.recheck_queue_depth = Gauge(p + "recheck_queue_depth", "Ledgers waiting for a re-check", registry=r)
         self.recheck_outcomes = Counter(p + "recheck_outcomes",
                                         "Re-check results (confirmed, cleared, gave_up)", ["outcome"], registry=r)
+        # supervised background tasks (auditor/daemon/supervisor.py)
+        self.task_alive = Gauge(p + "task_up", "1 while a supervised background task runs, 0 while it waits to be "
+                             "restarted after a failure (no series while it is not meant to run)", ["task"],
+                             registry=r)
+        self.task_failures = Counter(p + "task_failures", "Background tasks that ended with an error", ["task"],
+                                     registry=r)
+        self.task_restarts = Counter(p + "task_restarts", "Background tasks restarted after a failure", ["task"],
+                                     registry=r)
+        self.state_resets = Counter(p + "state_resets",
+                                    "Corrupt bk-auditor state znodes replaced by a fresh state", ["node"], registry=r)
 
         self._leader: bool | None = None
         self._categories = list(categories) if categories is not None else _categories()
@@ -164,6 +174,11 @@ class AuditorMetrics:
             self.leadership_changes.inc()
         self._leader = leader
         self.is_leader.set(1 if leader else 0)
+
+    def follow_leadership(self, leadership: Any) -> None:
+        """`is_leader` reads the live, confirmed leadership at every scrape (a process resuming after a
+        freeze must not be scraped as leader from a stale value)."""
+        self.is_leader.set_function(lambda: 1.0 if leadership.confirmed else 0.0)
 
     def set_paused(self, paused: bool) -> None:
         self.paused.set(1 if paused else 0)
@@ -241,6 +256,27 @@ class AuditorMetrics:
             self.findings.labels(c).set(counts.get(c, 0))
             self.ledgers_with_findings.labels(c).set(ledgers.get(c, 0))
 
+    # ------------------------------------------------------------------------------- supervised tasks
+    def task_up(self, task: str, up: bool) -> None:
+        self.task_failures.labels(task)  # the counters exist at 0 from the task's first start
+        self.task_restarts.labels(task)
+        self.task_alive.labels(task).set(1 if up else 0)
+
+    def task_failed(self, task: str) -> None:
+        self.task_failures.labels(task).inc()
+
+    def task_restarted(self, task: str) -> None:
+        self.task_restarts.labels(task).inc()
+
+    def task_stopped(self, task: str) -> None:
+        try:
+            self.task_alive.remove(task)
+        except KeyError:
+            pass
+
+    def state_replaced(self, node: str) -> None:
+        self.state_resets.labels(node).inc()
+
     # ------------------------------------------------------------------------------- state
     def sync_tasks(self, board: TaskBoard) -> None:
         for t in board.snapshot():
@@ -252,7 +288,7 @@ class AuditorMetrics:
     def sync_state(self, state: DaemonState) -> None:
         """Refresh every gauge that mirrors DaemonState (call after changes or on a timer)."""
         assert state.leadership is not None
-        self.set_leader(state.leadership.is_leader)
+        self.set_leader(state.leadership.confirmed)
         self.set_paused(state.pause.paused)
         self.recheck_queue_depth.set(state.recheck_depth())
         self.sync_findings(state.findings)

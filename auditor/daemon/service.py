@@ -2,9 +2,12 @@
 
 Every replica serves the admin API, health and metrics and takes part in the election. Only the leader
 runs checks and writes: the bookie watch, scrutiny, the periodic ledger check and the open-ledger check
-run as independent asyncio tasks (a long scan never delays the reaction to a lost bookie). On losing
-leadership or the ZooKeeper session every leader task is cancelled at once; writes are guarded by the
-leader's vote in any case. ZooKeeper blinking never ends the process: it steps down and rejoins.
+run as independent asyncio tasks (a long scan never delays the reaction to a lost bookie), each under
+the supervisor (supervisor.py): a task that fails is logged, counted and restarted alone with backoff,
+its siblings and the leadership untouched. On losing leadership or the ZooKeeper session every leader
+task is cancelled at once; writes are guarded by the leader's vote in any case, and by the loop
+watchdog's confirmation after a freeze (watchdog.py). ZooKeeper blinking never ends the process: it
+steps down and rejoins.
 """
 from __future__ import annotations
 
@@ -15,6 +18,8 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
+
+from kazoo.exceptions import KazooException
 
 from auditor.checks.answers import gather_answers, highest_lac
 from auditor.checks.build import Locations, audit_context
@@ -30,17 +35,40 @@ from auditor.durability.schedule import expected_by_bookie
 from auditor.logging import get_logger, log_finding
 from auditor.metadata.checkstate import CheckState, CheckStateStore
 from auditor.metadata.election import LeaderElection
-from auditor.metadata.errors import NoSuchLedgerError
+from auditor.metadata.errors import ConcurrentUpdateError, CorruptZnodeError, NoSuchLedgerError, NotLeaderError
+from auditor.metadata.interfaces import WriteGuard
 
 from .admin import AdminServer, BookieCopies, LedgerExplanation, LedgerNotFoundError, SegmentCopies, StateBackend
 from .bookie_watch import BookieWatch, LedgerIndex
 from .metrics import AuditorMetrics, RunSummary
-from .state import DaemonState, TaskState
+from .state import DaemonState, Leadership, TaskState
+from .supervisor import Supervisor
+from .watchdog import LoopWatchdog
 
 log = get_logger("auditor.daemon")
 
 BOOKIE_WATCH = "bookies"
+UNDERREPLICATION = "underreplication"
 CURSOR_SAVE_SECONDS = 5.0
+# What a state save may meet that the next save retries: not the leader (any more), ZooKeeper trouble.
+SAVE_ERRORS = (NotLeaderError, ConcurrentUpdateError, KazooException, asyncio.TimeoutError)
+
+
+class ConfirmedGuard:
+    """The election's vote guard, refusing also while leadership is unconfirmed (after a loop freeze)."""
+
+    def __init__(self, inner: WriteGuard, leadership: Leadership) -> None:
+        self._inner = inner
+        self._leadership = leadership
+
+    @property
+    def guard_path(self) -> str:
+        return self._inner.guard_path
+
+    def check(self) -> None:
+        self._inner.check()
+        if not self._leadership.confirmed:
+            raise NotLeaderError(f"leadership unconfirmed since the process was frozen (vote {self.guard_path})")
 
 
 def intervals(settings: Settings) -> dict[str, float]:
@@ -59,7 +87,9 @@ class Auditor:
         self.locations: Locations | None = None
         self.election: LeaderElection | None = None
         self.index: LedgerIndex | None = None
+        self.bookie_watch: BookieWatch | None = None
         self.checkstate: CheckStateStore | None = None
+        self.tasks: Supervisor | None = None  # the leader's tasks (None while standing by)
         self._triggers: dict[str, asyncio.Event] = {n: asyncio.Event() for n in CHECK_CLASSES}
         self._runs: dict[str, CheckRun] = {}
         self._ready = asyncio.Event()
@@ -82,9 +112,16 @@ class Auditor:
         self.metrics.sync_findings(self.state.findings)
 
     # ----------------------------------------------------------------------------- leader tasks
-    def _guard(self) -> Any:
-        assert self.election is not None
-        return self.election.guard
+    def _guard(self) -> WriteGuard:
+        assert self.election is not None and self.state.leadership is not None
+        return ConfirmedGuard(self.election.guard, self.state.leadership)
+
+    def _fire(self, name: str, coro: Any) -> None:
+        """A one-shot background job of the leader (cancelled with the leader's tasks)."""
+        if self.tasks is None:
+            coro.close()
+            return
+        self.tasks.fire(name, coro)
 
     async def _gate(self) -> None:
         """Before each ledger: wait while paused or outside the time-of-day windows."""
@@ -97,10 +134,11 @@ class Auditor:
     async def _run_check(self, name: str, start: LedgerId | None, records: list[Any] | None = None,
                          full: bool = True) -> CheckRun:
         assert self.ctx is not None and self.checkstate is not None
+        seen: set[Any] = set()
         if self.locations is not None and name == "scrutiny":
             await self.locations.refresh()  # racks may have moved since the last run
+            self._report_rack_problem(name, seen)
         check: LedgerCheck = CHECK_CLASSES[name](self.ctx, self.locations, marker=self._marker if name == "ledger" else None)
-        seen: set[Any] = set()
         board = self.state.tasks
         last_save = [time.monotonic()]
 
@@ -109,7 +147,8 @@ class Auditor:
             self.metrics.ledger_checked(name)
             if full and p.cursor is not None and time.monotonic() - last_save[0] > CURSOR_SAVE_SECONDS:
                 last_save[0] = time.monotonic()
-                asyncio.ensure_future(self._save_state(name, CheckState(run_started_ms=started_ms, cursor=p.cursor)))
+                self._fire("checkstate-save", self._save_state(name, CheckState(run_started_ms=started_ms,
+                                                                                 cursor=p.cursor)))
 
         run = CheckRun(self.ctx, check, lambda f: self.report(name, f, seen), progress=progress, gate=self._gate,
                        queue=None)
@@ -134,6 +173,8 @@ class Auditor:
             log.error("check failed", check=name, error=str(exc), exc_info=True)
         finally:
             self._runs.pop(name, None)
+        if name == "scrutiny":
+            self._report_rack_problem(name, seen)  # also when a rack script failed during the run
         if ok:
             board.succeed(name)
             if full and start is None:
@@ -159,19 +200,38 @@ class Auditor:
                 out[rec.category] = out.get(rec.category, 0) + 1
         return out
 
+    def _report_rack_problem(self, check: str, seen: set[Any]) -> None:
+        finding = self.locations.finding() if self.locations is not None else None
+        if finding is not None:
+            self.report(check, finding, seen)
+
     async def _save_state(self, name: str, st: CheckState) -> None:
         assert self.checkstate is not None
         try:
             await self.checkstate.write(name, st, self._guard())
-        except Exception as exc:  # not leader any more, or ZooKeeper trouble: the next save retries
+        except SAVE_ERRORS as exc:  # anything else is a bug: it fails the task and is counted
             log.info("check state not saved", check=name, error=str(exc))
+
+    async def _read_state(self, name: str) -> CheckState:
+        """Our check state; a corrupt one is reported once and replaced by a fresh state."""
+        assert self.checkstate is not None
+        try:
+            return await self.checkstate.read(name)
+        except CorruptZnodeError as exc:
+            log.warning("bk-auditor state is corrupt: replacing it with a fresh state", check=name, path=exc.path,
+                        problem=exc.problem)
+            self.state.tasks.note_error(name, f"{exc} (replaced with a fresh state)")
+            self.metrics.state_replaced(f"checks/{name}")
+            fresh = CheckState()
+            await self.checkstate.write(name, fresh, self._guard())
+            return fresh
 
     async def _check_loop(self, name: str, every: float) -> None:
         assert self.checkstate is not None
         board = self.state.tasks
         trigger = self._triggers[name]
         while True:
-            st = await self.checkstate.read(name)
+            st = await self._read_state(name)
             resume = st.cursor if st.run_started_ms is not None else None
             due_at = (st.last_success_ms or 0) / 1000 + every
             wait = 0.0 if resume is not None else max(0.0, due_at - time.time())
@@ -230,27 +290,44 @@ class Auditor:
             self.metrics.set_under_replication(n, oldest, past)
             await asyncio.sleep(60)
 
-    async def _lead(self) -> None:
-        """Everything the leader does, as independent tasks; cancelled as a whole on losing leadership."""
-        assert self.ctx is not None
+    async def _watch_bookies(self) -> None:
+        """The bookie watch, fresh at each (re)start: nothing half-done is carried over from a failure."""
+        assert self.ctx is not None and self.tasks is not None
         self.index = LedgerIndex(self.ctx.store)
         watch = BookieWatch(self.ctx.store, self.index, self._guard, lambda f: self.report(BOOKIE_WATCH, f),
                             self._priority, metrics=self.metrics,
                             default_delay=self.settings.schedule.lost_bookie_delay_seconds,
-                            periodic_seconds=self.settings.schedule.bookie_check_seconds)
+                            periodic_seconds=self.settings.schedule.bookie_check_seconds,
+                            spawn=self.tasks.fire, on_corrupt_state=self._bookie_state_replaced)
         self.bookie_watch = watch
-        async with asyncio.TaskGroup() as tg:
-            self.state.tasks.start(BOOKIE_WATCH)
-            tg.create_task(watch.run(), name="bookie-watch")
-            tg.create_task(self._underreplication_loop(), name="underreplication-metrics")
+        self.state.tasks.start(BOOKIE_WATCH)
+        await watch.run()
+
+    def _bookie_state_replaced(self, exc: CorruptZnodeError) -> None:
+        self.state.tasks.note_error(BOOKIE_WATCH, f"{exc} (replaced with a fresh state)")
+        self.metrics.state_replaced("bookies")
+
+    async def _lead(self) -> None:
+        """Everything the leader does, as independent supervised tasks (one failing is restarted alone);
+        cancelled as a whole on losing leadership."""
+        assert self.ctx is not None
+        tasks = self.tasks = Supervisor(metrics=self.metrics, board=self.state.tasks)
+        try:
+            tasks.keep(BOOKIE_WATCH, self._watch_bookies)
+            tasks.keep(UNDERREPLICATION, self._underreplication_loop)
             for name, every in intervals(self.settings).items():
                 if every > 0:
-                    tg.create_task(self._check_loop(name, every), name=f"check-{name}")
+                    tasks.keep(name, lambda name=name, every=every: self._check_loop(name, every))
+            await asyncio.Event().wait()  # until cancelled
+        finally:
+            self.tasks = None
+            self.bookie_watch = None
+            await tasks.close()
 
     # ----------------------------------------------------------------------------- admin backend
     async def trigger(self, check: str) -> bool:
         if check == BOOKIE_WATCH:
-            watch = getattr(self, "bookie_watch", None)
+            watch = self.bookie_watch
             if watch is None:
                 return False
             watch.audit_now()  # like Java's triggeraudit: audit lost bookies now, skipping any delay
@@ -339,6 +416,11 @@ class Auditor:
                 log.info("cannot tell who leads", error=str(exc))
             await asyncio.sleep(2.0)
 
+    async def confirm_leadership(self) -> bool:
+        """For the loop watchdog: a ZooKeeper round trip showing our vote is still ours."""
+        election = self.election
+        return election is not None and await election.vote_is_ours()
+
     async def _elect_and_lead(self, stop: asyncio.Event) -> None:
         assert self.ctx is not None
         s = self.settings
@@ -358,7 +440,7 @@ class Auditor:
                     t.cancel()
                 if stop.is_set():
                     break
-                lead.set(True, s.election.identity)
+                lead.set(True, s.election.identity, vote_path=election.vote_path)
                 self.metrics.set_leader(True)
                 log.warning("became the leader: starting checks", identity=s.election.identity)
                 leading = asyncio.ensure_future(self._lead())
@@ -369,14 +451,15 @@ class Auditor:
                     t.cancel()
                 try:
                     await leading
-                except BaseException as exc:  # cancelled, or a leader task failed
+                except BaseException as exc:  # cancelled (leader tasks fail alone, inside _lead)
                     if not isinstance(exc, asyncio.CancelledError):
                         log.error("leader tasks failed; stepping down", error=repr(exc))
                 lead.set(False, None)
                 self.metrics.set_leader(False)
                 log.warning("not the leader any more: checks stopped", identity=s.election.identity)
                 if leading in done and not stop.is_set():
-                    # A leader task crashed: give another replica the chance, then rejoin.
+                    # Not a leader task (those are restarted alone) but the leading itself broke: give
+                    # another replica the chance, then rejoin.
                     await election.close()
                     await asyncio.sleep(1.0)
                     election = LeaderElection(self.ctx.store.bridge, s.election_path, s.election.identity,
@@ -393,12 +476,20 @@ async def serve(settings: Settings) -> int:
     state = DaemonState(settings.election.identity)
     metrics = AuditorMetrics(checks=list(CHECK_CLASSES))
     metrics.set_info(version=__import__("auditor").__version__, identity=settings.election.identity)
+    assert state.leadership is not None
+    metrics.follow_leadership(state.leadership)
     server = metrics.serve(settings.metrics.bind) if settings.metrics.enabled else None
+    background = Supervisor(metrics=metrics)  # this process's own tasks (the leader's have their own)
     auditor = Auditor(settings, state, metrics)
     backend = StateBackend(state, trigger=auditor.trigger, explain=auditor.explain)
-    admin = AdminServer(backend, settings.admin.bind, tls_cert=settings.admin.tls_cert, tls_key=settings.admin.tls_key)
+    admin = AdminServer(backend, settings.admin.bind, tls_cert=settings.admin.tls_cert, tls_key=settings.admin.tls_key,
+                        supervisor=background)
     port = await admin.start()
     admin.follow_leadership(state.leadership)
+    watchdog = LoopWatchdog(state.leadership, auditor.confirm_leadership, background.fire,
+                            session_timeout=settings.zookeeper.session_timeout_seconds)
+    background.keep("watchdog", watchdog.run)
+    background.keep("metrics-sync", lambda: _sync_metrics(metrics, state))
     await admin.set_health(live=True, ready=False, leader=False)
     log.info("bk-auditor started", identity=settings.election.identity, adminPort=port,
              metrics=settings.metrics.bind if server else None, election=settings.election_path)
@@ -407,7 +498,6 @@ async def serve(settings: Settings) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     runner = asyncio.ensure_future(auditor.run(stop, admin))
-    sync = asyncio.ensure_future(_sync_metrics(metrics, state))
     await stop.wait()
     log.warning("stopping: health NOT_SERVING, checks stopped, election node released")
     await admin.set_health(live=False, ready=False, leader=False)
@@ -415,7 +505,7 @@ async def serve(settings: Settings) -> int:
         await asyncio.wait_for(runner, timeout=10)
     except (asyncio.TimeoutError, asyncio.CancelledError):
         runner.cancel()
-    sync.cancel()
+    await background.close()
     await admin.stop(grace=1.0)
     if server is not None:
         server.close()

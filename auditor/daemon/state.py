@@ -182,6 +182,13 @@ class FindingStore:
         return {c: len(s) for c, s in seen.items()}
 
 
+def error_text(error: BaseException | str) -> str:
+    """`Type: message` (or the type alone) for an exception; text as is."""
+    if isinstance(error, str):
+        return error
+    return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+
+
 def _severity_rank(finding: Any) -> int:
     rank = getattr(finding.severity, "rank", None)
     if isinstance(rank, int):
@@ -196,6 +203,7 @@ class TaskState(str, enum.Enum):
     RUNNING = "running"
     PAUSED = "paused"
     DISABLED = "disabled"
+    FAILED = "failed"  # the task itself crashed; the supervisor restarts it at `restart_at`
 
     def __str__(self) -> str:
         return self.value
@@ -221,6 +229,8 @@ class TaskInfo:
     failures: int = 0
     eta_seconds: float | None = None
     rate_per_second: float | None = None
+    restarts: int = 0                  # times the supervisor restarted the task after a crash
+    restart_at: float | None = None    # while FAILED: when it is restarted
 
     @property
     def fraction(self) -> float | None:
@@ -289,12 +299,27 @@ class TaskBoard:
         return self._set(name, state=self._finished_state(name), last_finish=now, last_success=now)
 
     def fail(self, name: str, error: BaseException | str) -> TaskInfo:
+        """A run ended with an error (the task goes on)."""
         now = self._clock()
-        text = error if isinstance(error, str) else (f"{type(error).__name__}: {error}" if str(error)
-                                                     else type(error).__name__)
         info = self._task(name).info
-        return self._set(name, state=self._finished_state(name), last_finish=now, last_error=text,
+        return self._set(name, state=self._finished_state(name), last_finish=now, last_error=error_text(error),
                          last_error_at=now, failures=info.failures + 1)
+
+    def note_error(self, name: str, error: BaseException | str) -> TaskInfo:
+        """Something went wrong and was dealt with (e.g. corrupt state replaced): shown as the last error."""
+        return self._set(name, last_error=error_text(error), last_error_at=self._clock())
+
+    def crash(self, name: str, error: BaseException | str, *, restart_at: float | None) -> TaskInfo:
+        """The task itself died; it is restarted at `restart_at`."""
+        now = self._clock()
+        info = self._task(name).info
+        return self._set(name, state=TaskState.FAILED, last_error=error_text(error), last_error_at=now,
+                         failures=info.failures + 1, restart_at=restart_at)
+
+    def restarted(self, name: str) -> TaskInfo:
+        info = self._task(name).info
+        state = TaskState.IDLE if info.state is TaskState.FAILED else info.state
+        return self._set(name, state=state, restarts=info.restarts + 1, restart_at=None)
 
     def _finished_state(self, name: str) -> TaskState:
         """A run that ends while paused stays paused, and goes back to idle (not running) on resume."""
@@ -380,31 +405,80 @@ class PauseControl:
 # ------------------------------------------------------------------------------------------ leadership
 
 class Leadership:
-    """Whether we lead, who leads (identity, when known) and since when; listeners hear every change."""
+    """Whether we lead, who leads (identity, when known) and since when; listeners hear every change.
 
-    def __init__(self, identity: str, clock: Clock = time.time) -> None:
+    `is_leader` is what the election told us. `confirmed` is what we tell others (admin status, the
+    `leader` health, the is_leader metric) and what guards our writes: a process whose event loop did not
+    run for longer than `stall_limit` seconds (SIGSTOP, a VM or container frozen, swapping) may have lost
+    its ZooKeeper session meanwhile and a standby may lead by now, so from the moment such a stall is
+    visible leadership is unconfirmed until a ZooKeeper round trip shows our vote still exists
+    (`confirm()`). `beat()` is called by the loop watchdog; `stall_limit` None turns the check off.
+    """
+
+    def __init__(self, identity: str, clock: Clock = time.time, monotonic: Clock = time.monotonic) -> None:
         self.identity = identity
         self._clock = clock
+        self._monotonic = monotonic
         self.is_leader = False
         self.leader: str | None = None
         self.since: float | None = None
+        self.vote_path: str | None = None
         self.changes = 0
+        self.stall_limit: float | None = None
+        self.unconfirmed_since: float | None = None
+        self._last_beat = monotonic()
         self._listeners: list[Callable[[bool], Any]] = []
 
     def add_listener(self, callback: Callable[[bool], Any]) -> None:
         self._listeners.append(callback)
 
-    def set(self, is_leader: bool, leader: str | None = None) -> bool:
-        """Record the current state; True if our own leadership flipped."""
+    def set(self, is_leader: bool, leader: str | None = None, vote_path: str | None = None) -> bool:
+        """Record the current state; True if our own leadership flipped. Becoming leader is confirmed
+        (the election just read our vote as the first one)."""
         flipped = is_leader != self.is_leader
         self.is_leader = is_leader
         self.leader = self.identity if is_leader else leader
+        self.vote_path = vote_path if is_leader else None
         if flipped:
+            self.unconfirmed_since = None
             self.since = self._clock()
             self.changes += 1
             for cb in list(self._listeners):
                 cb(is_leader)
         return flipped
+
+    # ----------------------------------------------------------------------------- stalls
+    def beat(self) -> float:
+        """The loop ran now; returns the seconds since the previous beat."""
+        now = self._monotonic()
+        gap, self._last_beat = now - self._last_beat, now
+        return gap
+
+    @property
+    def stalled(self) -> bool:
+        """The loop has not beaten for longer than the stall limit (seen before the watchdog runs again)."""
+        return self.stall_limit is not None and self._monotonic() - self._last_beat > self.stall_limit
+
+    def suspect(self) -> bool:
+        """Leadership unconfirmed until `confirm()`; True if this changed anything."""
+        if not self.is_leader or self.unconfirmed_since is not None:
+            return False
+        self.unconfirmed_since = self._clock()
+        return True
+
+    def confirm(self) -> None:
+        self.unconfirmed_since = None
+
+    @property
+    def confirmed(self) -> bool:
+        return self.is_leader and self.unconfirmed_since is None and not self.stalled
+
+    @property
+    def status(self) -> str:
+        """`leader` (confirmed), `unconfirmed` (elected, but a stall since: being checked) or `standby`."""
+        if not self.is_leader:
+            return "standby"
+        return "leader" if self.confirmed else "unconfirmed"
 
 
 # ------------------------------------------------------------------------------------------ all of it

@@ -133,6 +133,16 @@ class LeaderElection:
                 pass
         self.vote_path = None
 
+    async def vote_is_ours(self) -> bool:
+        """One fresh ZooKeeper round trip: does our vote still exist, owned by our current session? (sync
+        first, so a lagging follower cannot answer from before our session expired.)"""
+        vote, session = self.vote_path, self.client.client_id
+        if vote is None or session is None:
+            return False
+        await self.bridge.call(self.client.sync_async, vote)
+        stat = await self.bridge.call(self.client.exists_async, vote)
+        return stat is not None and stat.ephemeralOwner == session[0] and self.vote_path == vote
+
     async def current_leader(self) -> tuple[str, str] | None:
         """(vote name, identity) of the current leader, read like Java's whoisauditor."""
         try:

@@ -21,6 +21,7 @@ from tests.realcluster.harness import Cluster
 
 BIN = Path(sys.executable).with_name("bk-auditor")
 _ports = itertools.count(ports.DAEMON_PORT_BASE)
+SESSION_TIMEOUT = 4.0  # seconds: our daemons' ZooKeeper session timeout (the server's tickTime is 1 s)
 
 
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -38,7 +39,7 @@ class Daemon:
         self.metrics_port = next(_ports)
         base = {
             "metadata_service_uri": cluster.metadata_service_uri,
-            "zookeeper": {"session_timeout_seconds": 4},
+            "zookeeper": {"session_timeout_seconds": SESSION_TIMEOUT},
             "schedule": {"scrutiny_seconds": 3600, "ledger_check_seconds": 0, "open_ledger_check_seconds": 0,
                          "bookie_check_seconds": 3600},
             "recheck": {"delays_seconds": [1, 2], "attempts": 2},
@@ -133,6 +134,22 @@ class Daemon:
                 pass
             time.sleep(0.2)
         raise AssertionError(f"daemon {self.name}: {what} not within {timeout}s:\n{self.tail()}")
+
+    def metric(self, name: str, **labels: str) -> float | None:
+        """One sample from the daemon's /metrics (None when the series does not exist)."""
+        import urllib.request
+
+        from prometheus_client.parser import text_string_to_metric_families
+        text = urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5).read().decode()
+        for fam in text_string_to_metric_families(text):
+            for sample in fam.samples:
+                if sample.name == name and sample.labels == labels:
+                    return sample.value
+        return None
+
+    def task(self, name: str) -> Any:
+        """The admin API status of one task (TaskStatus)."""
+        return next(t for t in self.status().tasks if t.name == name)
 
     def logs(self) -> list[dict[str, Any]]:
         out = []

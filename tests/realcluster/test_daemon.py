@@ -3,17 +3,20 @@ Java's delay semantics, a real Java ReplicationWorker acting on our markers, Zoo
 admin API and health statuses, SIGTERM."""
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 from kazoo.exceptions import NoNodeError
 
+from auditor.daemon.admin import AdminClient, AdminClientError
 from auditor.durability.ids import LedgerId
 from tests.realcluster.checks_util import marker_path, rewrite_ensemble
-from tests.realcluster.daemon_util import Daemon
+from tests.realcluster.daemon_util import SESSION_TIMEOUT, Daemon
 from tests.realcluster.harness import Cluster
 
 pytestmark = pytest.mark.realcluster
@@ -73,31 +76,78 @@ def test_one_leads_the_other_stands_by_and_takes_over_after_sigkill(cluster: Clu
     assert not b.is_leader() and b.health("leader") == "NOT_SERVING" and b.health("liveness") == "SERVING"
     assert a.health("leader") == "SERVING"
     assert all(t.runs == 0 and not t.HasField("last_start") for t in b.status().tasks)
+    # What the chaos campaign reads: leadership and the vote path.
+    st_a, st_b = a.status(), b.status()
+    assert (st_a.leadership, st_b.leadership, st_b.vote_path) == ("leader", "standby", "")
+    assert st_a.vote_path == f"{cluster.ledgers_root}/bk-auditor/election/{sorted(election_children(cluster))[0]}"
     # Never in Java's election path.
     assert not cluster.kazoo.exists(f"{cluster.ledgers_root}/underreplication/auditorelection")
     killed_at = time.monotonic()
     a.kill()
-    took = b.wait(b.is_leader, 30, "takeover")
-    # Session timeout 4 s (our daemons' setting) plus a few seconds.
-    assert time.monotonic() - killed_at < 4 + 6, took
+    b.wait(b.is_leader, 30, "takeover")
+    took = time.monotonic() - killed_at
+    # Within the session timeout (4 s, our daemons' setting) + 2 s: ZooKeeper's expiry is most of it
+    # (bench/failover.py measures the distribution; docs/reliability.md).
+    assert took < SESSION_TIMEOUT + 2, took
     assert b.status().leader_identity == "auditor-b"
 
 
-def test_standby_takes_over_when_the_leaders_session_expires(cluster: Cluster, daemons: list[Daemon],
-                                                            tmp_path: Path) -> None:
+def _status_with_patience(d: Daemon, timeout: float) -> object:
+    """Status with a long deadline: asked while the daemon is frozen, answered as soon as it resumes."""
+    async def go() -> object:
+        async with AdminClient(f"127.0.0.1:{d.admin_port}", timeout=timeout) as c:
+            return await c.status()
+    return asyncio.run(go())
+
+
+def _claims(d: Daemon) -> tuple[bool, str]:
+    try:
+        st = d.status()
+    except AdminClientError:
+        return False, "unreachable"
+    return st.leader, st.leadership
+
+
+def test_a_frozen_leader_never_claims_leadership_once_the_standby_leads(cluster: Cluster, daemons: list[Daemon],
+                                                                       tmp_path: Path) -> None:
     a = start(daemons, cluster, tmp_path, "auditor-a")
     a.wait(a.is_leader, 30, "leadership")
     b = start(daemons, cluster, tmp_path, "auditor-b")
     b.wait(lambda: b.health("readiness") == "SERVING", 30, "readiness")
+    b.wait(lambda: len(election_children(cluster)) == 2, 30, "b's vote")
     a.pause()  # frozen: its ZooKeeper session expires after 4 s
+    frozen_at = time.monotonic()
     try:
         b.wait(b.is_leader, 20, "takeover after session expiry")
+        assert time.monotonic() - frozen_at < SESSION_TIMEOUT + 2
+        # Requests that reach the frozen leader are answered the moment it resumes, before it has heard
+        # from ZooKeeper: they must not claim leadership.
+        with ThreadPoolExecutor(4) as pool:
+            queued = [pool.submit(_status_with_patience, a, 30) for _ in range(3)]
+            queued_health = pool.submit(a.health, "leader")
+            time.sleep(1.0)
+            a.resume()
+            answers = [q.result() for q in queued]
+            health = queued_health.result()
     finally:
         a.resume()
-    # The old leader learns it lost its session, steps down, rejoins as standby: it does not exit.
-    a.wait(lambda: not a.is_leader(), 20, "step down")
-    a.wait(lambda: len(election_children(cluster)) == 2, 20, "re-vote")
-    assert b.is_leader() and a.running
+    assert [(st.leader, st.leadership) for st in answers if st.leader] == [], answers
+    assert health in ("NOT_SERVING", "UNREACHABLE"), health
+    # At every poll from now on at most one claims leadership, until the old leader is a standby again.
+    polls = 0
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        (lead_a, state_a), (lead_b, _) = _claims(a), _claims(b)
+        polls += 1
+        assert not (lead_a and lead_b), f"both claim leadership (poll {polls}, a: {state_a})"
+        if state_a == "standby" and len(election_children(cluster)) == 2:
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError(f"the old leader did not become a standby:\n{a.tail()}")
+    # The old leader learnt it lost its session, stepped down and rejoined as standby: it does not exit.
+    assert b.is_leader() and not a.is_leader() and a.running
+    assert b.status().leadership == "leader"
 
 
 def test_new_leader_resumes_an_interrupted_scan(cluster: Cluster, daemons: list[Daemon], tmp_path: Path) -> None:

@@ -305,6 +305,49 @@ async def test_health_services(env: Env) -> None:
     await stopping
 
 
+async def test_a_leader_whose_loop_was_frozen_claims_nothing_until_confirmed(env: Env) -> None:
+    """After a stall longer than the limit (e.g. SIGSTOP past the session timeout), status, the `leader`
+    health and trigger deny leadership at once, before the watchdog has even run; a confirmation by
+    ZooKeeper (Leadership.confirm) restores it."""
+    lead = env.state.leadership
+    now = [100.0]
+    lead._monotonic = lambda: now[0]
+    lead.stall_limit = 1.0
+    lead.beat()
+    lead.set(True, vote_path="/ledgers/bk-auditor/election/V_0000000007")
+    await wait_health(env, "leader", "SERVING")
+    resp = await env.stub.Status(pb.StatusRequest(), timeout=5)
+    assert (resp.leader, resp.leadership, resp.vote_path) == (True, "leader", "/ledgers/bk-auditor/election/V_0000000007")
+    now[0] += 5.0  # frozen for 5 s: nothing has run since
+    resp = await env.stub.Status(pb.StatusRequest(), timeout=5)
+    assert (resp.leader, resp.leadership, resp.leader_identity) == (False, "unconfirmed", "")
+    assert await health_of(env, "leader") == "NOT_SERVING"
+    with pytest.raises(aio.AioRpcError) as exc:
+        await env.stub.TriggerCheck(pb.TriggerCheckRequest(check="scrutiny"), timeout=5)
+    assert exc.value.code() is grpc.StatusCode.FAILED_PRECONDITION
+    lead.beat()       # the watchdog runs: the stall is seen, leadership stays unconfirmed ...
+    lead.suspect()
+    assert (await env.stub.Status(pb.StatusRequest(), timeout=5)).leadership == "unconfirmed"
+    lead.confirm()    # ... until ZooKeeper shows the vote is still ours
+    resp = await env.stub.Status(pb.StatusRequest(), timeout=5)
+    assert (resp.leader, resp.leadership) == (True, "leader") and await health_of(env, "leader") == "SERVING"
+    lead.set(False, leader="pod-1")
+    resp = await env.stub.Status(pb.StatusRequest(), timeout=5)
+    assert (resp.leader, resp.leadership, resp.vote_path, resp.leader_identity) == (False, "standby", "", "pod-1")
+
+
+async def test_status_shows_a_crashed_task_waiting_for_its_restart(env: Env) -> None:
+    board = env.state.tasks
+    board.crash("scrutiny", RuntimeError("/ledgers/bk-auditor/checks/scrutiny: cannot read (NoAuthError)"),
+                restart_at=2e9)
+    t = {t.name: t for t in (await env.stub.Status(pb.StatusRequest(), timeout=5)).tasks}["scrutiny"]
+    assert (t.state, t.failures, t.restarts, t.restart_at) == ("failed", 1, 0, 2e9)
+    assert "NoAuthError" in t.last_error and "/ledgers/bk-auditor/checks/scrutiny" in t.last_error
+    board.restarted("scrutiny")
+    t = {t.name: t for t in (await env.stub.Status(pb.StatusRequest(), timeout=5)).tasks}["scrutiny"]
+    assert (t.state, t.restarts, t.HasField("restart_at")) == ("idle", 1, False)
+
+
 async def test_health_not_serving_after_stop_with_a_second_client(env: Env) -> None:
     await env.server.set_health(ready=True)
     assert await health_of(env, "readiness") == "SERVING"

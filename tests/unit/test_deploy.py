@@ -901,6 +901,10 @@ def exposed() -> dict[str, frozenset[str]]:
     m.delayed_bookie_audits_cancelled.inc()
     m.recheck_queue_depth.set(0)
     m.recheck_outcomes.labels("confirmed").inc()
+    m.task_up("scrutiny", True)
+    m.task_failed("scrutiny")
+    m.task_restarted("scrutiny")
+    m.state_replaced("checks/scrutiny")
     labels: dict[str, set[str]] = {}
     for family in text_string_to_metric_families(m.exposition().decode()):
         assert family.samples, f"{family.name} has no series"

@@ -194,6 +194,44 @@ def test_leadership_flag_and_listeners() -> None:
     assert heard == [True, False] and lead.changes == 2
 
 
+def test_leadership_is_unconfirmed_after_a_loop_stall_until_confirmed() -> None:
+    mono = Clock(50.0)
+    lead = Leadership("pod-0", clock=Clock(5.0), monotonic=mono)
+    assert lead.status == "standby" and not lead.confirmed and not lead.suspect()  # a standby has nothing to suspect
+    lead.set(True, vote_path="/r/bk-auditor/election/V_0000000001")
+    assert lead.confirmed and lead.status == "leader" and lead.vote_path == "/r/bk-auditor/election/V_0000000001"
+    mono.t += 3600  # no stall limit: never stalled
+    assert lead.confirmed
+    lead.stall_limit = 1.0
+    assert lead.stalled and not lead.confirmed and lead.status == "unconfirmed"
+    assert lead.beat() == 3600 and not lead.stalled
+    assert lead.suspect() and not lead.suspect()  # once
+    assert not lead.confirmed and lead.unconfirmed_since == 5.0
+    lead.confirm()
+    assert lead.confirmed
+    mono.t += 0.5
+    assert lead.confirmed  # a short lag is no stall
+    lead.suspect()
+    lead.set(False, leader="pod-1")  # stepping down clears everything
+    assert (lead.status, lead.vote_path, lead.unconfirmed_since) == ("standby", None, None)
+    lead.set(True)
+    assert lead.confirmed  # a new election is a confirmation
+
+
+def test_task_crash_and_restart_on_the_board() -> None:
+    clock = Clock(10.0)
+    board = TaskBoard(clock=clock)
+    board.register("scrutiny", interval_seconds=60)
+    board.start("scrutiny")
+    info = board.crash("scrutiny", ValueError("boom"), restart_at=12.0)
+    assert (info.state, info.last_error, info.last_error_at, info.failures, info.restart_at) == \
+        (TaskState.FAILED, "ValueError: boom", 10.0, 1, 12.0)
+    info = board.restarted("scrutiny")
+    assert (info.state, info.restarts, info.restart_at, info.failures) == (TaskState.IDLE, 1, None, 1)
+    info = board.note_error("scrutiny", "/r/bk-auditor/checks/scrutiny: corrupt (replaced with a fresh state)")
+    assert info.failures == 1 and info.state is TaskState.IDLE and "replaced" in (info.last_error or "")
+
+
 def test_daemon_state_bundle() -> None:
     st = DaemonState("pod-0", recheck_depth=lambda: 3)
     assert st.leadership is not None and st.leadership.identity == "pod-0"
