@@ -12,7 +12,8 @@ one clock:
 * reaction - vote deleted -> the standby's admin API status says it leads,
 * total    - fault -> the standby leads.
 With `--fault stop` the frozen leader is resumed after the standby leads and every poll of both
-daemons' status until it has stepped down counts how many claimed to lead (must never be 2).
+daemons (admin API status and the bk_auditor_is_leader metric) until it has stepped down counts how
+many claimed to lead (must never be 2).
 The killed / frozen daemon then comes back as the standby of the next round. Prints one line per round
 and the summary (n, median, p90, max). Not a test: nothing here asserts a time.
 """
@@ -42,13 +43,17 @@ from tests.realcluster.harness import Cluster  # noqa: E402
 POLL_SECONDS = 0.02
 
 
-async def _claims(d: Daemon) -> tuple[bool, float]:
-    """(claims to lead, when the answer arrived); a daemon that cannot answer claims nothing."""
+async def _claims(d: Daemon, metric: bool = False) -> tuple[bool, float]:
+    """(claims to lead, when the answer arrived): by its admin API status (and, with `metric`, by its
+    bk_auditor_is_leader metric); a daemon that cannot answer claims nothing."""
     try:
         async with AdminClient(f"127.0.0.1:{d.admin_port}", timeout=1) as c:
             st = await c.status()
-        return bool(st.leader), time.monotonic()
-    except AdminClientError:
+        claims = bool(st.leader)
+        if metric:
+            claims = claims or bool(await asyncio.to_thread(d.metric, "bk_auditor_is_leader"))
+        return claims, time.monotonic()
+    except (AdminClientError, OSError):
         return False, time.monotonic()
 
 
@@ -80,7 +85,6 @@ def one_round(cluster: Cluster, leader: Daemon, standby: Daemon, fault: str, ses
     both_claimed = polls = 0
 
     async def watch() -> float:
-        nonlocal both_claimed, polls
         while True:
             lead, at = await _claims(standby)
             if lead:
@@ -101,7 +105,7 @@ def one_round(cluster: Cluster, leader: Daemon, standby: Daemon, fault: str, ses
             nonlocal both_claimed, polls
             deadline = time.monotonic() + 3 * session + 10
             while time.monotonic() < deadline:
-                (a, _), (b, _) = await asyncio.gather(_claims(leader), _claims(standby))
+                (a, _), (b, _) = await asyncio.gather(_claims(leader, True), _claims(standby, True))
                 polls += 1
                 both_claimed += a and b
                 if not a and b and len(election_votes(cluster)) == 2:

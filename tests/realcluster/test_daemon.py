@@ -101,11 +101,12 @@ def _status_with_patience(d: Daemon, timeout: float) -> object:
 
 
 def _claims(d: Daemon) -> tuple[bool, str]:
+    """Does the daemon claim leadership, by its admin API status or by its is_leader metric?"""
     try:
         st = d.status()
     except AdminClientError:
         return False, "unreachable"
-    return st.leader, st.leadership
+    return bool(st.leader or d.metric("bk_auditor_is_leader")), st.leadership
 
 
 def test_a_frozen_leader_never_claims_leadership_once_the_standby_leads(cluster: Cluster, daemons: list[Daemon],
@@ -122,17 +123,20 @@ def test_a_frozen_leader_never_claims_leadership_once_the_standby_leads(cluster:
         assert time.monotonic() - frozen_at < SESSION_TIMEOUT + 2
         # Requests that reach the frozen leader are answered the moment it resumes, before it has heard
         # from ZooKeeper: they must not claim leadership.
-        with ThreadPoolExecutor(4) as pool:
+        with ThreadPoolExecutor(8) as pool:
             queued = [pool.submit(_status_with_patience, a, 30) for _ in range(3)]
             queued_health = pool.submit(a.health, "leader")
+            scrapes = [pool.submit(a.metric, "bk_auditor_is_leader") for _ in range(3)]  # Prometheus
             time.sleep(1.0)
             a.resume()
             answers = [q.result() for q in queued]
             health = queued_health.result()
+            scraped = [q.result() for q in scrapes]
     finally:
         a.resume()
-    assert [(st.leader, st.leadership) for st in answers if st.leader] == [], answers
-    assert health in ("NOT_SERVING", "UNREACHABLE"), health
+    claims = {"status": [st.leader for st in answers], "health": health, "metric": scraped}
+    assert claims == {"status": [False] * 3, "health": "NOT_SERVING", "metric": [0] * 3}, claims
+    assert {st.leadership for st in answers} <= {"unconfirmed", "standby"}, answers
     # At every poll from now on at most one claims leadership, until the old leader is a standby again.
     polls = 0
     deadline = time.monotonic() + 30
