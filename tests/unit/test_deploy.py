@@ -653,6 +653,7 @@ REQUIRED_ALERTS = {
     "BkAuditorEntryNoReplica", "BkAuditorEntryBelowAckQuorum", "BkAuditorEntryBelowWriteQuorum",
     "BkAuditorTruncationRisk", "BkAuditorUnderReplicatedTooLong", "BkAuditorBookieUnreachable",
     "BkAuditorNoLeader", "BkAuditorCheckStale", "BkAuditorRecheckQueueGrowing", "BkAuditorDigestMismatch",
+    "BkAuditorTaskFailing",
 }
 
 

@@ -214,6 +214,22 @@ the pause flag are read from the leader only (bk-auditor.leaderMax): standbys do
     runbook: >-
       Check that all replicas use the same election path (`election.path`, ledgers root) and the same
       ZooKeeper ensemble; restart the replica whose ZooKeeper session has expired.
+- alert: BkAuditorTaskFailing
+  expr: >-
+    max by (namespace, task) (increase(bk_auditor_task_failures_total{{ $sel }}[{{ $t.taskFailuresWindow }}]))
+    >= {{ $t.taskFailures }}
+  for: 0m
+  labels:
+    severity: warning
+  annotations:
+    summary: A bk-auditor background task keeps failing
+    description: >-
+      The {{ "{{ $labels.task }}" }} task{{ $inNs }} failed {{ $value }} times in {{ $t.taskFailuresWindow }}; it is
+      restarted with backoff each time, and the other tasks go on.
+    runbook: >-
+      `bk-auditor status` shows the task's state (`failed`), last error and restarts; the logs have each
+      failure with its traceback ("background task failed", task=...). Fix the cause it names (often
+      ZooKeeper permissions or an unreadable znode); the task recovers at its next restart.
 {{- $checks := list (list "bookies" "bookie_check_seconds" 86400) (list "ledger" "ledger_check_seconds" 604800) (list "scrutiny" "scrutiny_seconds" 86400) (list "open" "open_ledger_check_seconds" 3600) }}
 {{- range $checks }}
 {{- $interval := include "bk-auditor.checkInterval" (list $ (index . 0) (index . 1) (index . 2)) | float64 }}
