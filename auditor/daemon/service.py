@@ -41,9 +41,9 @@ from auditor.metadata.interfaces import WriteGuard
 from .admin import AdminServer, BookieCopies, LedgerExplanation, LedgerNotFoundError, SegmentCopies, StateBackend
 from .bookie_watch import BookieWatch, LedgerIndex
 from .metrics import AuditorMetrics, RunSummary
-from .state import DaemonState, Leadership, TaskState
+from .state import DaemonState, TaskState
 from .supervisor import Supervisor
-from .watchdog import LoopWatchdog
+from .watchdog import ConfirmedGuard, LoopWatchdog
 
 log = get_logger("auditor.daemon")
 
@@ -52,23 +52,6 @@ UNDERREPLICATION = "underreplication"
 CURSOR_SAVE_SECONDS = 5.0
 # What a state save may meet that the next save retries: not the leader (any more), ZooKeeper trouble.
 SAVE_ERRORS = (NotLeaderError, ConcurrentUpdateError, KazooException, asyncio.TimeoutError)
-
-
-class ConfirmedGuard:
-    """The election's vote guard, refusing also while leadership is unconfirmed (after a loop freeze)."""
-
-    def __init__(self, inner: WriteGuard, leadership: Leadership) -> None:
-        self._inner = inner
-        self._leadership = leadership
-
-    @property
-    def guard_path(self) -> str:
-        return self._inner.guard_path
-
-    def check(self) -> None:
-        self._inner.check()
-        if not self._leadership.confirmed:
-            raise NotLeaderError(f"leadership unconfirmed since the process was frozen (vote {self.guard_path})")
 
 
 def intervals(settings: Settings) -> dict[str, float]:

@@ -20,7 +20,8 @@ from typing import Any
 from kazoo.exceptions import KazooException
 
 from auditor.logging import get_logger
-from auditor.metadata.errors import MetadataError
+from auditor.metadata.errors import MetadataError, NotLeaderError
+from auditor.metadata.interfaces import WriteGuard
 
 from .state import Leadership
 
@@ -81,3 +82,20 @@ class LoopWatchdog:
             # claim nothing and write nothing.
             self._next_check = self._monotonic() + RETRY_SECONDS
             log.warning("leadership not confirmed", vote=lead.vote_path, reason=why)
+
+
+class ConfirmedGuard:
+    """The election's vote guard, refusing also while leadership is unconfirmed (after a loop freeze)."""
+
+    def __init__(self, inner: WriteGuard, leadership: Leadership) -> None:
+        self._inner = inner
+        self._leadership = leadership
+
+    @property
+    def guard_path(self) -> str:
+        return self._inner.guard_path
+
+    def check(self) -> None:
+        self._inner.check()
+        if not self._leadership.confirmed:
+            raise NotLeaderError(f"leadership unconfirmed since the process was frozen (vote {self.guard_path})")

@@ -105,3 +105,32 @@ async def test_standby_stalls_change_nothing() -> None:
     await settle()
     assert calls == 0 and lead.status == "standby"
     await sup.close()
+
+
+def test_writes_are_refused_while_leadership_is_unconfirmed() -> None:
+    import pytest
+
+    from auditor.daemon.watchdog import ConfirmedGuard
+    from auditor.metadata.errors import NotLeaderError
+
+    class VoteStillThere:
+        guard_path = "/r/bk-auditor/election/V_0000000003"
+
+        def check(self) -> None:
+            pass
+
+    mono = Mono()
+    lead = Leadership("pod-0", monotonic=mono)
+    lead.set(True, vote_path=VoteStillThere.guard_path)
+    guard = ConfirmedGuard(VoteStillThere(), lead)
+    guard.check()
+    assert guard.guard_path == VoteStillThere.guard_path
+    lead.suspect()
+    with pytest.raises(NotLeaderError, match="unconfirmed"):
+        guard.check()
+    lead.confirm()
+    guard.check()
+    lead.stall_limit = 1.0
+    mono.t += 2  # frozen, the watchdog has not run yet
+    with pytest.raises(NotLeaderError):
+        guard.check()
