@@ -130,6 +130,9 @@ async def main(settings: Settings, checks: list[str], fmt: str, *, out: TextIO |
                     stats = await run.run()
                     runs.append(stats.as_dict())
                     log.info("check finished", **stats.as_dict())
+            rack_problem = locations.finding()  # unusable rack data: placement was not judged
+            if rack_problem is not None and any(CHECKS[n].use_placement for n in names) and summary.add(rack_problem):
+                log_finding(rack_problem, logger=log, check="scrutiny")
     except Exception as exc:  # connection refused, bad layout, ...: one clear line, exit 2
         print(f"bk-auditor check: {type(exc).__name__}: {exc}", file=err)
         log.debug("check failed", exc_info=True)

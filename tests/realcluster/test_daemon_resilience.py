@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from kazoo.security import OPEN_ACL_UNSAFE, make_acl
 from auditor.daemon.bookie_watch import parse_incarnations
 from auditor.metadata.checkstate import CheckState
 from tests.realcluster.checks_util import rewrite_ensemble
-from tests.realcluster.daemon_util import Daemon
+from tests.realcluster.daemon_util import BIN, Daemon
 from tests.realcluster.harness import Cluster
 from tests.realcluster.test_daemon import daemons, markers_for, start  # noqa: F401 (fixture)
 
@@ -178,6 +179,15 @@ def test_malformed_rack_json_disables_placement_only(cluster: Cluster, daemons: 
     lid = str(same_rack["ledgerId"])
     cluster.kazoo.create("/bookies", b'{"default": {"' + b[0].encode() + b'": {"rack": "/rack-a"')  # cut short
     try:
+        # The one-shot command: the gap is reported, and so is why placement was not judged (exit 1).
+        proc = subprocess.run([str(BIN), "check", "--metadata-service-uri", cluster.metadata_service_uri,
+                               "--checks", "scrutiny", "--format", "json"], capture_output=True, text=True,
+                              timeout=600)
+        assert proc.returncode == 1, proc.stderr[-2000:]
+        found = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith('{"')]
+        assert any(f.get("category") == "metadata_unreadable" and "/bookies" in f["message"] for f in found)
+        assert any(f.get("category") == "entry_below_ack_quorum" and f.get("ledgerId") == gap for f in found)
+        assert not any(f.get("category") == "placement_violation" and str(f.get("ledgerId")) == lid for f in found)
         a = start(daemons, cluster, tmp_path, "auditor-a", schedule={"scrutiny_seconds": 3600})
         a.wait(a.is_leader, 60, "leadership")
         since = a.status().leader_since
