@@ -316,6 +316,12 @@ class TaskBoard:
         return self._set(name, state=TaskState.FAILED, last_error=error_text(error), last_error_at=now,
                          failures=info.failures + 1, restart_at=restart_at)
 
+    def stopped(self, name: str) -> TaskInfo:
+        """The task was stopped on purpose (stepping down): no longer running, nor waiting for a restart."""
+        info = self._task(name).info
+        state = TaskState.IDLE if info.state in (TaskState.RUNNING, TaskState.FAILED) else info.state
+        return self._set(name, state=state, restart_at=None)
+
     def restarted(self, name: str) -> TaskInfo:
         info = self._task(name).info
         state = TaskState.IDLE if info.state is TaskState.FAILED else info.state

@@ -125,6 +125,8 @@ class Supervisor:
         finally:
             if self.metrics is not None:
                 self.metrics.task_stopped(name)
+            if self.board is not None and name in self.board:
+                self.board.stopped(name)
 
     # ----------------------------------------------------------------------------- stopping
     async def close(self) -> None:

@@ -9,6 +9,10 @@ session cannot expire during a shorter freeze) makes leadership unconfirmed, and
 ZooKeeper round trip started after the stall shows our vote still exists and belongs to our current
 session. The admin API reads `Leadership.confirmed`, which also sees a stall the watchdog has not
 beaten yet (the first request answered after a resume).
+
+The limit comes from the configured session timeout (kazoo does not expose the negotiated one); a
+ZooKeeper whose maxSessionTimeout is below half of the configured value would make it too lax, so keep
+`zookeeper.session_timeout_seconds` within the server's bounds.
 """
 from __future__ import annotations
 

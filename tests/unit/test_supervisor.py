@@ -81,8 +81,10 @@ async def test_a_failing_task_is_restarted_alone_with_backoff_and_is_visible() -
     assert info.restarts == 4 and info.failures == 4 and info.state is not TaskState.FAILED
     assert info.last_error == "ValueError: bad state, attempt 4" and info.restart_at is None
     assert sup.failures == {"scrutiny": 4} and sup.last_error["scrutiny"] == "ValueError: bad state, attempt 4"
+    board.start("scrutiny")
     await sup.close()
     assert sample(metrics, "bk_auditor_task_up", task="scrutiny") is None  # not meant to run: no series
+    assert board.get("scrutiny").state is TaskState.IDLE  # a standby shows nothing running
     assert len(sup) == 0
 
 
@@ -103,6 +105,8 @@ async def test_while_waiting_to_restart_the_task_shows_failed_with_its_error() -
     assert info.restart_at is not None and info.failures == 1 and info.restarts == 0
     assert sample(metrics, "bk_auditor_task_up", task="open") == 0
     await sup.close()
+    info = board.get("open")  # stepping down: no restart pending any more; the error stays visible
+    assert info.state is TaskState.IDLE and info.restart_at is None and "NoAuthError" in (info.last_error or "")
 
 
 async def test_a_task_that_ran_long_enough_starts_its_backoff_over() -> None:
