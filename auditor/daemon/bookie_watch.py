@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from posixpath import join
 from typing import Any
 
@@ -27,7 +27,7 @@ from auditor.metadata.errors import CorruptZnodeError, NoSuchLedgerError
 from auditor.metadata.interfaces import CorruptLedger, WriteGuard
 from auditor.metadata.zkstore import ZooKeeperMetadataStore
 
-from .supervisor import Supervisor
+from .supervisor import Spawn, Supervisor
 
 log = get_logger("auditor.bookies")
 
@@ -103,7 +103,6 @@ def parse_incarnations(data: bytes, path: str) -> dict[str, tuple[int, int]]:
 Guard = Callable[[], WriteGuard]
 Report = Callable[[Finding], Awaitable[None] | None]
 Priority = Callable[[set[LedgerId], str], Awaitable[None]]
-Spawn = Callable[[str, Coroutine[Any, Any, Any]], "asyncio.Task[Any]"]
 
 
 class BookieWatch:

@@ -206,7 +206,7 @@ class Auditor:
             self.state.tasks.note_error(name, f"{exc} (replaced with a fresh state)")
             self.metrics.state_replaced(f"checks/{name}")
             fresh = CheckState()
-            await self.checkstate.write(name, fresh, self._guard())
+            await self._save_state(name, fresh)  # guarded; if it fails, the next read replaces it again
             return fresh
 
     async def _check_loop(self, name: str, every: float) -> None:

@@ -25,6 +25,8 @@ from .state import TaskBoard, error_text
 
 log = get_logger("auditor.daemon.tasks")
 
+Spawn = Callable[[str, Coroutine[Any, Any, Any]], "asyncio.Task[Any]"]  # Supervisor.fire, as a parameter type
+
 
 @dataclass(frozen=True)
 class Backoff:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kazoo.exceptions import KazooException
@@ -28,6 +28,7 @@ from auditor.metadata.errors import MetadataError, NotLeaderError
 from auditor.metadata.interfaces import WriteGuard
 
 from .state import Leadership
+from .supervisor import Spawn
 
 log = get_logger("auditor.daemon.watchdog")
 
@@ -35,7 +36,6 @@ STALL_FRACTION = 1 / 3  # of the ZooKeeper session timeout
 RETRY_SECONDS = 1.0     # between two round trips that could not confirm leadership
 
 Confirm = Callable[[], Awaitable[bool]]
-Spawn = Callable[[str, Coroutine[Any, Any, Any]], "asyncio.Task[Any]"]
 
 
 class LoopWatchdog:
