@@ -286,8 +286,12 @@ def test_zookeeper_restart_mid_scan_loses_no_findings_and_duplicates_no_markers(
     a.wait(lambda: any(l.get("event") == "check finished" and l.get("check") == "ledger" for l in a.logs()),
            240, "scan end")
     marker = markers_for(cluster, [r["ledgerId"]])[r["ledgerId"]]
-    replicas = [line for line in marker.splitlines() if line.startswith("replica:")]
-    assert replicas == [f'replica: "{b[3]}"'], marker
+    replicas = [line.split('"')[1] for line in marker.splitlines() if line.startswith("replica:")]
+    assert replicas.count(b[3]) == 1 and len(set(replicas)) == len(replicas), marker  # no duplicates
+    # On a loaded machine the ZooKeeper restart can outlast bookies' sessions (6 s): a bookie whose
+    # registration vanished is lost, and the bookie watch rightly marks its ledgers too.
+    lost = {bk for e in a.logs() if e.get("event") == "bookies lost" for bk in e.get("bookieIds", [])}
+    assert set(replicas) - {b[3]} <= lost, (marker, lost)
     assert a.running
     try:
         cluster.kazoo.delete(marker_path(cluster, r["ledgerId"]))
