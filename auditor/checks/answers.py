@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 
 from auditor.bookie.results import Capability, Outcome, ReadEntryResult
 from auditor.durability.coverage import UNKNOWN, Answer
-from auditor.durability.entry import EntryVerification, verify_lac_body
+from auditor.durability.entry import EntryVerification
 from auditor.durability.findings import Method
+from auditor.durability.ledgerend import LacEvidence, LedgerEnd, closed_end, decide_end, judge_read_lac
 from auditor.durability.model import LedgerMetadata
 from auditor.durability.ranges import RangeSet
 from auditor.durability.schedule import StripedSet, expected_by_bookie
@@ -158,14 +159,20 @@ async def gather_read_answers(ctx: AuditContext, md: LedgerMetadata, end: int, s
     return out
 
 
-async def highest_lac(ctx: AuditContext, md: LedgerMetadata, stats: RunStats) -> int | None:
-    """The highest last-add-confirmed the last segment's bookies know (as a recovery would learn it).
-
-    None when no bookie answered; -1 when every bookie answered that it holds nothing.
-    """
+async def ledger_end(ctx: AuditContext, md: LedgerMetadata, stats: RunStats,
+                     only: Iterable[str] | None = None) -> LedgerEnd:
+    """Where the check of `md` stops: closed, its last entry; open, what the last segment's bookies'
+    READ_LAC answers prove (`auditor.durability.ledgerend`: bodies that fail verification are evidence
+    against their bookie, never an input to the end). `only`: ask just these bookies (a re-check of
+    the ones whose answer was rejected)."""
+    if md.is_closed:
+        return closed_end(md)
     bookies = sorted(set(md.segments[-1].ensemble))
+    if only is not None:
+        wanted = set(only)
+        bookies = [b for b in bookies if b in wanted]
     results = await asyncio.gather(*(ctx.bookies.client(b).read_lac(md.ledger_id) for b in bookies))
-    lac: int | None = None
+    evidence: list[LacEvidence] = []
     answered = False
     for b, r in zip(bookies, results):
         stats.bookie_requests[b] += 1
@@ -173,17 +180,10 @@ async def highest_lac(ctx: AuditContext, md: LedgerMetadata, stats: RunStats) ->
             stats.bookie_unknown[b] += 1
             continue
         answered = True
-        candidates = []
-        header = r.last_entry_header
-        if header is not None:
-            candidates.append(header.last_add_confirmed)
-        if r.lac_body is not None:
-            v = verify_lac_body(r.lac_body, ledger_id=md.ledger_id.ledger, digest_type=md.digest_type,
-                                password=md.password)
-            if v.lac is not None:
-                candidates.append(v.lac)
-        for c in candidates:
-            lac = c if lac is None else max(lac, c)
-    if lac is None:
-        return -1 if answered else None
-    return lac
+        evidence.extend(judge_read_lac(b, r.lac_body, r.last_entry_body, md))
+    return decide_end(md, evidence, answered)
+
+
+async def highest_lac(ctx: AuditContext, md: LedgerMetadata, stats: RunStats) -> int | None:
+    """The end `ledger_end` decides (None when no bookie answered)."""
+    return (await ledger_end(ctx, md, stats)).end

@@ -20,11 +20,12 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 
 from auditor.durability import scrutiny as verdicts
 from auditor.durability.findings import Category, Finding, Method
+from auditor.durability.ledgerend import LedgerEnd, closed_end, lac_findings
 from auditor.durability.model import LedgerMetadata, LedgerState
 from auditor.metadata.errors import NoSuchLedgerError
 from auditor.metadata.interfaces import LedgerRecord, MarkerRecord
 
-from .answers import LedgerAnswers, gather_answers, gather_read_answers, highest_lac
+from .answers import LedgerAnswers, gather_answers, gather_read_answers, ledger_end
 from .context import AuditContext, RunStats
 from .runner import LedgerOutcome
 
@@ -66,9 +67,10 @@ class CoverageCheck:
     def wants(self, md: LedgerMetadata) -> bool:
         return md.is_closed
 
-    async def end_of(self, md: LedgerMetadata, stats: RunStats) -> int | None:
-        """The last entry to check; None when it cannot be known yet (re-check later)."""
-        return md.last_entry_id
+    async def end_of(self, md: LedgerMetadata, stats: RunStats) -> LedgerEnd:
+        """The last entry to check (`.end`; None when it cannot be known yet: re-check later) and the
+        READ_LAC bodies rejected on the way (reported as digest_mismatch once seen twice)."""
+        return closed_end(md)
 
     async def ask(self, md: LedgerMetadata, end: int, stats: RunStats, only: Iterable[str] | None) -> LedgerAnswers:
         return await gather_answers(self.ctx, md, end, stats, only=only)
@@ -122,7 +124,8 @@ class CoverageCheck:
             if not self.wants(md):
                 return LedgerOutcome(skipped=md.state.name.lower())
             marker = await store.read_marker(md.ledger_id) if self.skip_marked else None
-            end = await self.end_of(md, stats) if marker is None else md.last_entry_id
+            where = await self.end_of(md, stats) if marker is None else closed_end(md)
+            end = where.end
             if end is None:
                 if last_attempt:
                     return LedgerOutcome(skipped="lac_unknown")
@@ -134,7 +137,7 @@ class CoverageCheck:
                 # Report nothing yet, not even metadata-only findings: the re-check reports them all.
                 return LedgerOutcome(suspect=True, unknown_bookies={b: answers.errors.get(b, "no answer")
                                                                     for b in result.recheck_bookies})
-            first = self._reportable(result, answers, md, include_pending=last_attempt)
+            first = self._reportable(result, answers, md, include_pending=last_attempt) + lac_findings(md, where)
             unreachable = await self._unreachable(result, answers, md, attempt) if last_attempt else []
             if not first and not unreachable:
                 return LedgerOutcome()
@@ -156,6 +159,9 @@ class CoverageCheck:
                 second_result, second_answers = await self._scrutinize(md, end, marker, stats, only=gaps,
                                                                        previous=answers)
             second = self._reportable(second_result, second_answers, md, include_pending=last_attempt)
+            if where.rejected:  # ask the bookies whose READ_LAC answer was rejected again
+                again = await ledger_end(self.ctx, md, stats, only=where.suspect_bookies)
+                second += lac_findings(md, again)
             confirmed = verdicts.confirm(first, second)
             if self._marker is not None and confirmed:
                 await self._marker(md, confirmed)
@@ -203,8 +209,8 @@ class LedgerReadCheck(CoverageCheck):
     def wants(self, md: LedgerMetadata) -> bool:
         return True
 
-    async def end_of(self, md: LedgerMetadata, stats: RunStats) -> int | None:
-        return md.last_entry_id if md.is_closed else await highest_lac(self.ctx, md, stats)
+    async def end_of(self, md: LedgerMetadata, stats: RunStats) -> LedgerEnd:
+        return await ledger_end(self.ctx, md, stats)
 
     async def ask(self, md: LedgerMetadata, end: int, stats: RunStats, only: Iterable[str] | None) -> LedgerAnswers:
         return await gather_read_answers(self.ctx, md, end, stats, only=only,
@@ -219,8 +225,8 @@ class OpenLedgerCheck(CoverageCheck):
     def wants(self, md: LedgerMetadata) -> bool:
         return md.state in (LedgerState.OPEN, LedgerState.IN_RECOVERY)
 
-    async def end_of(self, md: LedgerMetadata, stats: RunStats) -> int | None:
-        return await highest_lac(self.ctx, md, stats)
+    async def end_of(self, md: LedgerMetadata, stats: RunStats) -> LedgerEnd:
+        return await ledger_end(self.ctx, md, stats)
 
 
 # The checks by the names the CLI, the admin API's trigger and the metrics use.

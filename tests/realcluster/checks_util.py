@@ -8,10 +8,12 @@ from __future__ import annotations
 import asyncio
 import struct
 import time
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable, Mapping
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+from auditor.bookie.pool import BookiePool
 from auditor.checks.build import audit_context
 from auditor.checks.runner import CheckRun
 from auditor.checks.scrutiny import CHECKS
@@ -38,11 +40,15 @@ def settings_for(cluster: Cluster, **over: Any) -> Settings:
 
 async def audit_async(cluster: Cluster, ledger_ids: Iterable[int], checks: Iterable[str] = ("scrutiny",),
                       records: list[Any] | None = None, settings: Settings | None = None,
+                      redirect: Mapping[str, tuple[str, int]] | None = None,
                       **options: Any) -> tuple[list[Finding], dict[str, Any]]:
+    """`redirect`: bookie id -> (host, port) of a stand-in to reach instead of that bookie (e.g. a proxy
+    that rewrites its replies), as if the bookie were registered at that address."""
     settings = settings or settings_for(cluster)
     findings: list[Finding] = []
     stats: dict[str, Any] = {}
-    async with audit_context(settings, one_shot=True, **options) as (ctx, locations):
+    async with audit_context(settings, one_shot=True, **options) as (ctx, locations), \
+            _redirected(ctx, redirect):
         for name in checks:
             check = CHECKS[name](ctx, locations)
             run = CheckRun(ctx, check, findings.append)
@@ -58,6 +64,22 @@ async def audit_async(cluster: Cluster, ledger_ids: Iterable[int], checks: Itera
             await run.drain_rechecks()
             stats[name] = run.stats
     return findings, stats
+
+
+@asynccontextmanager
+async def _redirected(ctx: Any, redirect: Mapping[str, tuple[str, int]] | None) -> AsyncIterator[None]:
+    if not redirect:
+        yield
+        return
+    registered = ctx.store.address_resolver()
+
+    async def resolve(bookie_id: str) -> tuple[str, int]:
+        return redirect[bookie_id] if bookie_id in redirect else await registered(bookie_id)
+    ctx.bookies = BookiePool(resolve, ctx.bookies.config)
+    try:
+        yield
+    finally:
+        await ctx.bookies.close()
 
 
 def audit(cluster: Cluster, ledger_ids: Iterable[int], checks: Iterable[str] = ("scrutiny",), **kw: Any

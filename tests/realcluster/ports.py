@@ -28,3 +28,5 @@ SECOND_HTTP_BASE = HTTP_BASE + 100
 # Identities (host:port) for Java auditor processes and Java-format votes: nothing listens on them.
 JAVA_AUDITOR_PORT = BOOKIE_PORT_BASE + 19
 OUR_VOTE_PORT = BOOKIE_PORT_BASE + 18
+# A scripted stand-in (TCP proxy) registered for one bookie in hostile-bookie tests: base + k, k < 10.
+HOSTILE_PROXY_PORT = BOOKIE_PORT_BASE + 90

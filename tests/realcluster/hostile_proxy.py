@@ -1,0 +1,80 @@
+"""A scripted stand-in for one real bookie: a loopback TCP proxy that forwards every request to the
+bookie unchanged and every reply back, except the replies a test chooses to rewrite.
+
+It makes the hostile answers a real bookie would give only after a disk, memory or software fault
+(a flipped bit in a READ_LAC body, an entry of another ledger), for a ledger the real Java client wrote
+on real bookies. Tests point the auditor at it for one member of the ensemble
+(`checks_util.audit_async(redirect=...)`). Listens on `ports.HOSTILE_PROXY_PORT + k` only.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from typing import Any
+
+from auditor._proto import bookkeeper_protocol_pb2 as pb
+from auditor.bookie import protocol as P
+
+# Rewrites one decoded reply in place; returns False to forward it unchanged.
+Rewrite = Callable[[Any], bool]
+
+
+class ReplyRewritingProxy:
+    def __init__(self, upstream: tuple[str, int], port: int, op: P.Op, rewrite: Rewrite) -> None:
+        self.upstream = upstream
+        self.port = port
+        self.op = op
+        self.rewrite = rewrite
+        self.rewritten = 0
+        self._server: asyncio.Server | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return "127.0.0.1", self.port
+
+    async def __aenter__(self) -> "ReplyRewritingProxy":
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", self.port, reuse_address=True)
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        assert self._server is not None
+        self._server.close()
+        for t in list(self._tasks):
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._server.wait_closed()
+
+    async def _serve(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
+        up_r, up_w = await asyncio.open_connection(*self.upstream)
+        tasks = {asyncio.create_task(self._pipe(client_r, up_w)), asyncio.create_task(self._replies(up_r, client_w))}
+        self._tasks |= tasks
+        try:
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            self._tasks -= tasks
+            for w in (client_w, up_w):
+                w.close()
+                with contextlib.suppress(Exception):
+                    await w.wait_closed()
+
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while data := await reader.read(65536):
+            writer.write(data)
+            await writer.drain()
+
+    async def _replies(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        decoder = P.FrameDecoder()
+        while data := await reader.read(65536):
+            for body in decoder.feed(data):
+                resp = pb.Response()
+                resp.ParseFromString(body)
+                if resp.header.operation == int(self.op) and self.rewrite(resp):
+                    self.rewritten += 1
+                    body = resp.SerializeToString()
+                writer.write(P.frame(body))
+            await writer.drain()

@@ -1,0 +1,135 @@
+"""Hostile answers from one member of a real ledger's ensemble never become a loss on the others.
+
+The ledger is written (and left open) by the real Java client on real bookies; one member is reached
+through `ReplyRewritingProxy`, which rewrites only its READ_LAC replies the way a flipped bit, a
+misdirected read or a corrupt index would. Issue 10, defect 1: such an answer moved the end of the open
+ledger (to ~4.6e18, ~5e6), and the checks reported confirmed gaps and truncation risk for entries that were
+never written. The expected outcome: no entry or truncation finding at all, and, where the bytes fail
+verification, one confirmed `digest_mismatch` naming the bookie that sent them.
+"""
+from __future__ import annotations
+
+import asyncio
+import struct
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from auditor.bookie import protocol as P
+from auditor.bookie.client import BookieClient
+from auditor.durability.findings import Category, Finding
+from tests.realcluster import ports
+from tests.realcluster.checks_util import actionable, audit_async
+from tests.realcluster.harness import Cluster
+from tests.realcluster.hostile_proxy import ReplyRewritingProxy
+
+pytestmark = pytest.mark.realcluster
+
+CHECKS = ("open", "ledger")
+LOSS = {Category.ENTRY_NO_REPLICA, Category.ENTRY_BELOW_ACK_QUORUM, Category.ENTRY_BELOW_WRITE_QUORUM,
+        Category.TRUNCATION_RISK}
+
+
+def _audit_through(cluster: Cluster, ledger_id: int, victim: int, rewrite: Callable[[Any], bool]
+                   ) -> tuple[list[Finding], int]:
+    bookie = cluster.bookie(victim)
+
+    async def run() -> tuple[list[Finding], int]:
+        async with ReplyRewritingProxy((bookie.host, bookie.port), ports.HOSTILE_PROXY_PORT, P.Op.READ_LAC,
+                                       rewrite) as proxy:
+            findings, _ = await audit_async(cluster, [ledger_id], CHECKS, redirect={bookie.bookie_id: proxy.address})
+            return findings, proxy.rewritten
+    return asyncio.run(run())
+
+
+def _open_ledger(cluster: Cluster, digest: str = "CRC32C") -> tuple[dict[str, Any], list[str]]:
+    b = [cluster.bookie(n).bookie_id for n in (1, 2, 3)]
+    r = cluster.create_ledger(ensemble=3, write_quorum=2, ack_quorum=2, entries=20, bookies=b, close=False,
+                              digest=digest)
+    assert r["state"] == "OPEN"
+    return r, b
+
+
+def _set_last_entry(resp: Any, body: bytes) -> bool:
+    resp.readLacResponse.lastEntryBody = body
+    return True
+
+
+def _assert_only_a_digest_mismatch_on(findings: list[Finding], bookie: str) -> None:
+    got = actionable(findings)
+    assert not [f for f in got if f.category in LOSS], got
+    # once per check that asked (open, ledger): the same fault, one dedup key
+    assert {(f.category, f.bookie, f.confirmed) for f in got} == {(Category.DIGEST_MISMATCH, bookie, True)}, got
+    assert len({f.dedup_key() for f in got}) == 1, got
+
+
+def test_a_flipped_lac_bit_in_one_read_lac_answer_is_that_bookies_fault_not_a_loss(cluster: Cluster) -> None:
+    r, b = _open_ledger(cluster)
+
+    def flip_lac_bit_62(resp: Any) -> bool:
+        body = bytearray(resp.readLacResponse.lastEntryBody)
+        if len(body) < 32:
+            return False
+        body[16] ^= 0x40  # bit 62 of the piggybacked LAC: 18 -> ~4.6e18
+        return _set_last_entry(resp, bytes(body))
+
+    findings, rewritten = _audit_through(cluster, r["ledgerId"], 2, flip_lac_bit_62)
+    assert rewritten >= 2  # the first pass and the confirmation both saw it
+    _assert_only_a_digest_mismatch_on(findings, b[1])
+
+
+def test_an_entry_of_another_ledger_as_last_entry_body_is_not_a_loss(cluster: Cluster) -> None:
+    r, b = _open_ledger(cluster)
+    other = cluster.create_ledger(ensemble=3, write_quorum=3, ack_quorum=2, entries=300, bookies=b, close=False)
+
+    async def read_other() -> bytes:
+        async with BookieClient(b[0], (cluster.bookie(1).host, cluster.bookie(1).port)) as c:
+            got = await c.read_lac(other["ledgerId"])
+            assert got.present and got.last_entry_body is not None
+            return got.last_entry_body
+    foreign = asyncio.run(read_other())  # a real stored entry, intact, of the other ledger
+    assert struct.unpack_from(">q", foreign, 16)[0] > r["lac"] + 100  # its LAC: far past this ledger's
+
+    findings, rewritten = _audit_through(cluster, r["ledgerId"], 1, lambda resp: _set_last_entry(resp, foreign))
+    assert rewritten >= 2
+    _assert_only_a_digest_mismatch_on(findings, b[0])
+
+
+def test_a_forged_explicit_lac_body_is_not_a_loss(cluster: Cluster) -> None:
+    r, b = _open_ledger(cluster)
+
+    def forge(resp: Any) -> bool:
+        resp.readLacResponse.lacBody = struct.pack(">qq", r["ledgerId"], 5_000_000) + b"\x00\x00\x00\x00"
+        return True
+
+    findings, _ = _audit_through(cluster, r["ledgerId"], 3, forge)
+    _assert_only_a_digest_mismatch_on(findings, b[2])
+
+
+def test_an_unverifiable_dummy_digest_lac_from_one_bookie_moves_nothing(cluster: Cluster) -> None:
+    """DUMMY digest: nothing in the bytes can be checked, so a consistent-looking header claiming entry
+    1,000,000 (LAC 999,999) is undetectable. One bookie alone must not move the end: no finding at all."""
+    r, b = _open_ledger(cluster, digest="DUMMY")
+
+    def claim_far_entry(resp: Any) -> bool:
+        body = bytearray(resp.readLacResponse.lastEntryBody)
+        if len(body) < 32:
+            return False
+        struct.pack_into(">qq", body, 8, 1_000_000, 999_999)
+        return _set_last_entry(resp, bytes(body))
+
+    findings, rewritten = _audit_through(cluster, r["ledgerId"], 2, claim_far_entry)
+    assert rewritten >= 1
+    assert actionable(findings) == [], findings
+
+
+def test_the_same_ledgers_are_clean_without_the_stand_in(cluster: Cluster) -> None:
+    """Control: the honest answers give the Java client's LAC and no finding."""
+    r, _ = _open_ledger(cluster)
+    d, _ = _open_ledger(cluster, digest="DUMMY")
+
+    async def run() -> list[Finding]:
+        findings, _ = await audit_async(cluster, [r["ledgerId"], d["ledgerId"]], CHECKS)
+        return findings
+    assert actionable(asyncio.run(run())) == []
