@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Union
 
+from auditor.cooperative import finish
 from auditor.durability.entrylist import EntryList, EntryListError
 from auditor.durability.ids import LedgerId
 
@@ -319,7 +320,8 @@ class BookieClient:
             return EntryListResult(self.bookie_id, Outcome.UNKNOWN, reply.status,
                                    f"bookie {self.bookie_id} answered EOK without the entry list", elapsed, lid)
         try:
-            entries = EntryList.decode(sub.availabilityOfEntriesOfLedger)
+            # Stepwise: a large list (up to the frame limit) must not hold the event loop for long.
+            entries = await finish(EntryList.decode_steps(sub.availabilityOfEntriesOfLedger))
         except EntryListError as exc:
             return EntryListResult(self.bookie_id, Outcome.UNKNOWN, reply.status,
                                    f"bookie {self.bookie_id} sent an invalid entry list: {exc}", elapsed, lid)

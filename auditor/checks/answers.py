@@ -14,8 +14,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from auditor.bookie.results import Capability, Outcome, ReadEntryResult
+from auditor.cooperative import finish
 from auditor.durability.coverage import UNKNOWN, Answer
 from auditor.durability.entry import EntryVerification
+from auditor.durability.entrylist import EntryListError, answer_steps
 from auditor.durability.findings import Method
 from auditor.durability.ledgerend import LacEvidence, LedgerEnd, closed_end, decide_end, judge_read_lac
 from auditor.durability.model import LedgerMetadata
@@ -98,7 +100,7 @@ async def _read_answer(ctx: AuditContext, md: LedgerMetadata, bookie: str, expec
         out.answers[bookie] = RangeSet.from_ids(r.entry_id for r in results if r.present)
 
 
-async def _list_answer(ctx: AuditContext, md: LedgerMetadata, bookie: str, expected: StripedSet,
+async def _list_answer(ctx: AuditContext, md: LedgerMetadata, bookie: str, expected: StripedSet, end: int,
                        out: LedgerAnswers, stats: RunStats) -> None:
     client = ctx.bookies.client(bookie)
     # A bookie not yet known to list entries gets a short first try: DbLedgerStorage stays silent.
@@ -115,7 +117,12 @@ async def _list_answer(ctx: AuditContext, md: LedgerMetadata, bookie: str, expec
         out.answers[bookie] = UNKNOWN
         out.errors[bookie] = result.error or "no answer"
         return
-    out.answers[bookie] = result.entries.to_rangeset()
+    try:
+        out.answers[bookie] = await finish(answer_steps(result.entries, end))
+    except EntryListError as exc:  # periodic groups expanding past any real bookie's answer
+        stats.bookie_unknown[bookie] += 1
+        out.answers[bookie] = UNKNOWN
+        out.errors[bookie] = f"bookie {bookie} sent a malformed entry list for ledger {md.ledger_id}: {exc}"
 
 
 async def gather_answers(ctx: AuditContext, md: LedgerMetadata, end: int, stats: RunStats,
@@ -124,7 +131,7 @@ async def gather_answers(ctx: AuditContext, md: LedgerMetadata, end: int, stats:
     expected = expected_by_bookie(md, end)
     wanted = set(only) if only is not None else set(expected)
     out = LedgerAnswers()
-    await asyncio.gather(*(_list_answer(ctx, md, b, expected[b], out, stats)
+    await asyncio.gather(*(_list_answer(ctx, md, b, expected[b], end, out, stats)
                            for b in sorted(wanted) if b in expected and expected[b]))
     return out
 

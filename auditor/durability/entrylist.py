@@ -26,15 +26,20 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from .ranges import RangeSet
+from .steps import Steps, run_steps
 
 HEADER_LENGTH = 64
 RECORD_LENGTH = 24
 CURRENT_VERSION = 0
 MAX_ENTRY_ID = 2**63 - 1
 _MAX_INT32 = 2**31 - 1
-# A periodic group is expanded into one range per sequence when converted to a RangeSet; a hostile
-# record (first 0, last 2**62, period 2, size 1) would otherwise ask for 2**61 ranges.
-DEFAULT_MAX_EXPANDED_RUNS = 10_000_000
+# Periodic groups are expanded into one range per sequence, only inside the window asked for (the
+# ledger's own entries) and at most this many ranges per answer: no real bookie writes periodic groups
+# (§4.3), and a hostile 88-byte record (first 0, last 2*10**7, size 1, period 2) would otherwise cost
+# ten million ranges (seconds of CPU and gigabytes). More is a malformed answer (EntryListError).
+PERIODIC_RUN_LIMIT = 65_536
+# Records validated, or ranges produced, between two yields of a stepwise decode/convert (a few ms).
+STEP = 16_384
 
 _HEADER = struct.Struct(">ii56x")
 _RECORD = struct.Struct(">qqii")
@@ -105,21 +110,32 @@ def _check_record(index: int, first: int, last: int, size: int, period: int) -> 
     return None
 
 
-class EntryList:
-    """A decoded availability list: the set of entry ids one bookie reports for one ledger.
+def _is_run(rec: Record) -> bool:
+    """A record that is one contiguous run (period 0, a single sequence, or sequences that touch)."""
+    first, last, size, period = rec
+    return period == 0 or last == first or size == period
 
-    Membership is O(log G), `len()` is O(1), `to_rangeset()` is O(G) for the period-0 groups real
-    bookies send. Equality is structural (same records); compare `to_rangeset()` for set equality.
-    """
 
-    __slots__ = ("_records", "_firsts", "_total", "_simple", "_rangeset")
+def _run_of(rec: Record) -> tuple[int, int]:
+    first, last, size, _ = rec
+    return first, last + size - 1
 
-    def __init__(self, records: Iterable[Record] = ()) -> None:
-        recs = tuple(records)
-        total = 0
-        prev_end = -1
-        simple = True  # every group is period 0 and none touches the next: ranges map 1:1 to records
-        for i, rec in enumerate(recs):
+
+class _Validation:
+    """Strict validation of records in order, chunk by chunk (same result however they are cut)."""
+
+    __slots__ = ("index", "total", "prev_end", "simple", "periodic")
+
+    def __init__(self) -> None:
+        self.index = 0
+        self.total = 0
+        self.prev_end = -1
+        self.simple = True  # every group is period 0 and none touches the next: ranges map 1:1 to records
+        self.periodic = False  # some group has several separate sequences
+
+    def check(self, recs: Iterable[Record]) -> None:
+        i, total, prev_end, simple = self.index, self.total, self.prev_end, self.simple
+        for rec in recs:
             first, last, size, period = rec
             # Fast path: the only shape real bookies send (and first > prev_end >= -1 implies first >= 0).
             if period == 0 and last == first and size >= 1 and first > prev_end and first + size - 1 <= MAX_ENTRY_ID:
@@ -127,6 +143,7 @@ class EntryList:
                     simple = False
                 prev_end = first + size - 1
                 total += size
+                i += 1
                 continue
             problem = _check_record(i, first, last, size, period)
             if problem:
@@ -136,20 +153,50 @@ class EntryList:
                     f"group {i}: starts at {first}, not after the previous group's last entry {prev_end}"
                     " (groups must be ascending and disjoint)")
             simple = False
+            if not _is_run(rec):
+                self.periodic = True
             prev_end = last + size - 1
             total += _count(first, last, size, period)
+            i += 1
+        self.index, self.total, self.prev_end, self.simple = i, total, prev_end, simple
+
+
+class EntryList:
+    """A decoded availability list: the set of entry ids one bookie reports for one ledger.
+
+    Membership is O(log G), `len()` is O(1), `to_rangeset()` is O(G) for the period-0 groups real
+    bookies send. Equality is structural (same records); compare `to_rangeset()` for set equality.
+    Work on hostile input is bounded: decoding is O(G) (G is fixed by the answer's size), and periodic
+    groups are expanded only within the entries asked for and up to PERIODIC_RUN_LIMIT ranges.
+    """
+
+    __slots__ = ("_records", "_firsts", "_total", "_simple", "_periodic", "_cache")
+
+    def __init__(self, records: Iterable[Record] = ()) -> None:
+        recs = tuple(records)
         if recs and not isinstance(recs[0], tuple):
-            recs = tuple(tuple(r) for r in recs)
-        self._records: tuple[Record, ...] = recs  # type: ignore[assignment]
+            recs = tuple(tuple(r) for r in recs)  # type: ignore[misc]
+        v = _Validation()
+        v.check(recs)
+        self._adopt(recs, v)
+
+    def _adopt(self, recs: tuple[Record, ...], v: _Validation) -> None:
+        self._records: tuple[Record, ...] = recs
         self._firsts = [r[0] for r in recs]
-        self._total = total
-        self._simple = simple
-        self._rangeset: RangeSet | None = None
+        self._total = v.total
+        self._simple = v.simple
+        self._periodic = v.periodic
+        self._cache: tuple[tuple[int, int], RangeSet] | None = None
 
     # ----- construction -------------------------------------------------------------------------
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview) -> "EntryList":
         """Parse and strictly validate the bytes; raise EntryListError with the reason."""
+        return run_steps(cls.decode_steps(data))
+
+    @classmethod
+    def decode_steps(cls, data: bytes | bytearray | memoryview, step: int = STEP) -> Steps["EntryList"]:
+        """`decode`, yielding after every `step` records (see `auditor.durability.steps`)."""
         view = memoryview(data)
         if len(view) < HEADER_LENGTH:
             raise EntryListError(f"entry list is {len(view)} bytes, shorter than the {HEADER_LENGTH}-byte header")
@@ -162,7 +209,19 @@ class EntryList:
         if len(view) != expected:
             raise EntryListError(
                 f"entry list is {len(view)} bytes but {groups} groups need exactly {expected}")
-        return cls(_RECORD.iter_unpack(view[HEADER_LENGTH:]))
+        records: list[Record] = []
+        v = _Validation()
+        for start in range(0, groups, step):
+            stop = min(groups, start + step)
+            chunk = list(_RECORD.iter_unpack(view[HEADER_LENGTH + start * RECORD_LENGTH:
+                                                  HEADER_LENGTH + stop * RECORD_LENGTH]))
+            v.check(chunk)
+            records.extend(chunk)
+            if stop < groups:
+                yield
+        out = cls.__new__(cls)
+        out._adopt(tuple(records), v)
+        return out
 
     @classmethod
     def from_ranges(cls, ranges: RangeSet) -> "EntryList":
@@ -189,6 +248,11 @@ class EntryList:
         return self._records
 
     @property
+    def has_periodic_groups(self) -> bool:
+        """Some group is several separate sequences (no real bookie writes such a group)."""
+        return self._periodic
+
+    @property
     def total(self) -> int:
         """Number of entry ids in the list (the Java `getTotalNumOfAvailableEntries`)."""
         return self._total
@@ -206,51 +270,86 @@ class EntryList:
         return i >= 0 and _group_has(*self._records[i], e)
 
     def __iter__(self) -> Iterator[int]:
+        """Every id, one by one (tests and small lists only: a list can name 2^63 ids)."""
         for first, last, size, period in self._records:
             starts = (first,) if period == 0 else range(first, last + 1, period)
             for s in starts:
                 yield from range(s, s + size)
 
-    def to_rangeset(self, max_runs: int = DEFAULT_MAX_EXPANDED_RUNS) -> RangeSet:
-        """The same ids as a RangeSet (computed once). O(groups) unless periodic groups must be expanded."""
-        if self._rangeset is not None:
-            return self._rangeset
-        if self._simple:
-            rs = RangeSet(tuple([(f, f + s - 1) for f, _, s, _ in self._records]))
-        else:
-            rs = self._merged_rangeset(max_runs)
-        self._rangeset = rs
-        return rs
+    def to_rangeset(self, first: int = 0, last: int = MAX_ENTRY_ID, *,
+                    max_periodic_runs: int = PERIODIC_RUN_LIMIT) -> RangeSet:
+        """The ids in [first, last] as a RangeSet (see `rangeset_steps`)."""
+        return run_steps(self.rangeset_steps(first, last, max_periodic_runs=max_periodic_runs))
 
-    def _merged_rangeset(self, max_runs: int) -> RangeSet:
+    def rangeset_steps(self, first: int = 0, last: int = MAX_ENTRY_ID, *,
+                       max_periodic_runs: int = PERIODIC_RUN_LIMIT, step: int = STEP) -> Steps[RangeSet]:
+        """The ids in [first, last] as a RangeSet, yielding after every `step` records or ranges.
+
+        Pass the ledger's own entries as the window: ids past it are dropped, never expanded. Costs
+        O(G) plus the ranges periodic groups produce inside the window, which may not exceed
+        `max_periodic_runs` (EntryListError: a malformed answer).
+        """
+        key = (first, last)
+        if self._cache is not None and self._cache[0] == key:
+            return self._cache[1]
+        recs = self._records
+        if first > last or not recs:
+            return RangeSet()
+        lo = max(0, bisect_right(self._firsts, first) - 1)
+        hi = bisect_right(self._firsts, last)
+        if self._periodic:
+            runs = sum(_periodic_runs_within(r, first, last) for r in recs[lo:hi] if not _is_run(r))
+            if runs > max_periodic_runs:
+                raise EntryListError(
+                    f"periodic groups expand to {runs} ranges within entries {first}-{last}, more than "
+                    f"{max_periodic_runs} (no bookie sends periodic groups; malformed answer)")
         out: list[tuple[int, int]] = []
-        runs = 0
-        for first, last, size, period in self._records:
-            if period == 0 or last == first or size == period:
-                pieces: Iterable[tuple[int, int]] = ((first, last + size - 1),)
-                runs += 1
+        if self._simple:  # disjoint, non-touching single runs: one range per record, at C speed
+            window = recs[lo:hi]
+            for i in range(0, len(window), step):
+                out.extend([(f, f + size - 1) for f, _, size, _ in window[i:i + step]])
+                if i + step < len(window):
+                    yield
+            if out and out[0][1] < first:
+                del out[0]
+            if out:
+                out[0] = (max(out[0][0], first), out[0][1])
+                out[-1] = (out[-1][0], min(out[-1][1], last))
+            rs = RangeSet(tuple(out))
+            self._cache = (key, rs)
+            return rs
+        since_yield = 0
+        for rec in recs[lo:hi]:
+            if _is_run(rec):
+                a, b = _run_of(rec)
+                pieces: Iterable[tuple[int, int]] = ((max(a, first), min(b, last)),) if a <= last and b >= first else ()
+                since_yield += 1
             else:
-                n = (last - first) // period + 1
-                runs += n
-                if runs > max_runs:
-                    raise EntryListError(f"periodic groups expand to more than {max_runs} ranges")
-                pieces = ((s, s + size - 1) for s in range(first, last + 1, period))
+                pieces = _periodic_pieces(rec, first, last)
             for a, b in pieces:
                 if out and a == out[-1][1] + 1:
                     out[-1] = (out[-1][0], b)
                 else:
                     out.append((a, b))
-        return RangeSet(tuple(out))
+                since_yield += 1
+                if since_yield >= step:
+                    since_yield = 0
+                    yield
+        rs = RangeSet(tuple(out))
+        self._cache = (key, rs)
+        return rs
 
     def missing(self, expected: RangeSet) -> RangeSet:
         """The expected ids this list does not contain (`expected - available`), as ranges.
 
         This is the auditor's core query; unlike BookKeeper's `getUnavailableEntries` it is right for
-        gaps of any width.
+        gaps of any width. Only the expected span is ever materialised.
         """
         if not expected:
             return expected
-        available = self.to_rangeset()
+        first, last = expected.first, expected.last
+        assert first is not None and last is not None
+        available = self.to_rangeset(first, last)
         if expected.ranges == available.ranges:  # the common healthy case, at C speed
             return RangeSet()
         return expected.difference(available)
@@ -263,6 +362,40 @@ class EntryList:
 
     def __repr__(self) -> str:
         return f"EntryList(groups={len(self._records)}, total={self._total})"
+
+
+def _periodic_window(rec: Record, first: int, last: int) -> tuple[int, int]:
+    """Indices k of the sequences [s, s+size-1], s = first_start + k*period, that meet [first, last]
+    (k_lo > k_hi when none does)."""
+    start, stop, size, period = rec
+    n = (stop - start) // period + 1
+    k_lo = max(0, -((start + size - 1 - first) // period))  # ceil((first - size + 1 - start) / period)
+    k_hi = min(n - 1, (last - start) // period)  # negative when last < start
+    return k_lo, k_hi
+
+
+def _periodic_runs_within(rec: Record, first: int, last: int) -> int:
+    k_lo, k_hi = _periodic_window(rec, first, last)
+    return max(0, k_hi - k_lo + 1)
+
+
+def _periodic_pieces(rec: Record, first: int, last: int) -> Iterator[tuple[int, int]]:
+    start, _, size, period = rec
+    k_lo, k_hi = _periodic_window(rec, first, last)
+    for k in range(k_lo, k_hi + 1):
+        s = start + k * period
+        yield max(s, first), min(s + size - 1, last)
+
+
+def answer_steps(entries: EntryList, end: int) -> Steps[RangeSet]:
+    """What a check takes from one bookie's list of a ledger whose entries end at `end`.
+
+    The ids in [0, end]; past `end`, the single runs real bookies send are kept (one record each, so
+    the answer's own size bounds them; they show a bookie holding entries after a closed ledger's last
+    entry). A list with periodic groups — which no real bookie writes — is clipped at `end` entirely,
+    so its expansion is bounded by the ledger's own entries (and PERIODIC_RUN_LIMIT).
+    """
+    return entries.rangeset_steps(0, end if entries.has_periodic_groups else MAX_ENTRY_ID)
 
 
 def _records_for_ranges(ranges: RangeSet) -> Iterator[Record]:

@@ -2,21 +2,28 @@
 strict validation, and properties against plain Python sets."""
 from __future__ import annotations
 
+import asyncio
 import struct
+import tracemalloc
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from auditor.bookie.protocol import DEFAULT_MAX_FRAME_SIZE
+from auditor.cooperative import finish
 from auditor.durability.entrylist import (
+    STEP,
     EntryList,
     EntryListError,
     SequenceGroup,
+    answer_steps,
     decode,
     encode_entry_ids,
     encode_ranges,
 )
 from auditor.durability.ranges import RangeSet
+from auditor.durability.steps import run_steps
 
 
 def rec(first: int, last: int, size: int, period: int) -> bytes:
@@ -207,7 +214,11 @@ def test_hostile_periodic_group_does_not_explode() -> None:
     assert el.total == 2**61 + 1
     assert 2**62 in el and 2**62 - 1 not in el
     with pytest.raises(EntryListError, match="expand"):
-        el.to_rangeset(max_runs=1000)
+        el.to_rangeset()
+    with pytest.raises(EntryListError, match="expand"):
+        el.to_rangeset(0, 99, max_periodic_runs=10)
+    assert el.to_rangeset(0, 99) == RangeSet.from_ids(range(0, 100, 2))
+    assert el.to_rangeset(2**62 - 3, 2**62 + 5) == RangeSet.from_ids([2**62 - 2, 2**62])
 
 
 def test_encode_rejects_negative() -> None:
@@ -272,3 +283,80 @@ def test_periodic_groups_agree_with_expansion(records: list[tuple[int, int, int,
         assert (e in el) == (e in plain)
     assert set(el.missing(RangeSet.from_ids(probes))) == set(probes) - plain
     assert decode(el.encode()) == el
+
+
+# ----- issue 10, defect 3: amplification from a tiny answer -------------------------------------------
+# Header + one record (first 0, last 2*(10**7 - 1), size 1, period 2): ten million single-id ranges.
+HOSTILE_88 = header(1) + rec(0, 2 * (10_000_000 - 1), 1, 2)
+
+
+def test_the_88_byte_answer_stays_within_the_ledger_and_small() -> None:
+    assert len(HOSTILE_88) == 88
+    tracemalloc.start()
+    try:
+        el = decode(HOSTILE_88)
+        assert el.total == 10_000_000 and el.has_periodic_groups
+        # A ledger of 100 entries: only its own entries are ever expanded.
+        assert el.missing(RangeSet.span(0, 99)) == RangeSet.from_ids(range(1, 100, 2))
+        assert run_steps(answer_steps(el, 99)) == RangeSet.from_ids(range(0, 100, 2))
+        # A ledger that long: more ranges than any real bookie answer -> malformed, nothing expanded.
+        with pytest.raises(EntryListError, match="periodic groups expand to 10000000 ranges"):
+            run_steps(answer_steps(el, 10**12))
+        with pytest.raises(EntryListError, match="malformed"):
+            el.to_rangeset()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 2 * 1024 * 1024, peak
+
+
+def test_real_bookie_lists_keep_their_runs_past_the_end() -> None:
+    el = decode(encode_ranges(RangeSet.of([(0, 9), (20, 25), (40, 40)])))
+    assert not el.has_periodic_groups
+    assert run_steps(answer_steps(el, 21)) == RangeSet.of([(0, 9), (20, 25), (40, 40)])
+    assert el.to_rangeset(5, 21) == RangeSet.of([(5, 9), (20, 21)])
+    assert el.to_rangeset(10, 19) == RangeSet()
+    assert el.to_rangeset(30, 10) == RangeSet()
+    mixed = decode(header(2) + rec(0, 0, 3, 0) + rec(10, 30, 1, 10))
+    assert run_steps(answer_steps(mixed, 12)) == RangeSet.of([(0, 2), (10, 10)])
+
+
+@given(periodic_lists(), st.integers(0, 80), st.integers(-1, 80))
+@settings(max_examples=300, deadline=None)
+def test_windowed_conversion_is_the_plain_set_within_the_window(records: list[tuple[int, int, int, int]],
+                                                                 first: int, last: int) -> None:
+    el = EntryList(records)
+    plain = {e for e in el if first <= e <= last}
+    assert set(el.to_rangeset(first, last)) == plain
+    assert set(run_steps(el.rangeset_steps(first, last, step=1))) == plain  # however it is cut
+    assert el.to_rangeset(first, last) == RangeSet.from_ids(plain)
+
+
+async def test_decoding_a_maximum_size_answer_lets_the_event_loop_run() -> None:
+    """Responsiveness, not speed: a heartbeat task must get turns while a frame-limit answer (218k
+    records) is decoded and converted, at least once per STEP records."""
+    n = (DEFAULT_MAX_FRAME_SIZE - 200) // 24
+    data = encode_ranges(RangeSet(tuple((3 * i, 3 * i + 1) for i in range(n))))
+    assert len(data) <= DEFAULT_MAX_FRAME_SIZE
+    ticks = 0
+    running = True
+
+    async def heartbeat() -> None:
+        nonlocal ticks
+        while running:
+            ticks += 1
+            await asyncio.sleep(0)
+
+    beat = asyncio.create_task(heartbeat())
+    await asyncio.sleep(0)
+    start = ticks
+    el = await finish(EntryList.decode_steps(data))
+    during_decode, start = ticks - start, ticks
+    rs = await finish(answer_steps(el, 3 * n))
+    during_convert = ticks - start
+    running = False
+    await beat
+    assert el.total == 2 * n and len(rs.ranges) == n
+    steps = -(-n // STEP)
+    assert during_decode >= steps - 1, during_decode
+    assert during_convert >= steps - 1, during_convert
