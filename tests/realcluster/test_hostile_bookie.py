@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import struct
+import tracemalloc
 from collections.abc import Callable
 from typing import Any
 
@@ -133,3 +134,43 @@ def test_the_same_ledgers_are_clean_without_the_stand_in(cluster: Cluster) -> No
         findings, _ = await audit_async(cluster, [r["ledgerId"], d["ledgerId"]], CHECKS)
         return findings
     assert actionable(asyncio.run(run())) == []
+
+
+# Issue 10, defect 3: header + one periodic group (first 0, last 2*(10**7 - 1), size 1, period 2) —
+# 88 bytes naming ten million single-entry ranges.
+HOSTILE_88 = (struct.pack(">ii", 0, 1) + bytes(56) + struct.pack(">qqii", 0, 2 * (10**7 - 1), 1, 2))
+
+
+def test_an_88_byte_entry_list_costs_only_the_ledgers_own_entries(cluster: Cluster) -> None:
+    assert len(HOSTILE_88) == 88
+    b = [cluster.bookie(n).bookie_id for n in (1, 2, 3)]
+    r = cluster.create_ledger(ensemble=3, write_quorum=2, ack_quorum=2, entries=30, bookies=b)
+    victim = cluster.bookie(2)
+
+    def periodic_list(resp: Any) -> bool:
+        resp.getListOfEntriesOfLedgerResponse.availabilityOfEntriesOfLedger = HOSTILE_88
+        return True
+
+    async def run() -> tuple[list[Finding], int]:
+        async with ReplyRewritingProxy((victim.host, victim.port), ports.HOSTILE_PROXY_PORT + 1,
+                                       P.Op.GET_LIST_OF_ENTRIES_OF_LEDGER, periodic_list) as proxy:
+            findings, _ = await audit_async(cluster, [r["ledgerId"]], ("scrutiny",),
+                                            redirect={victim.bookie_id: proxy.address})
+            return findings, proxy.rewritten
+
+    tracemalloc.start()
+    try:
+        findings, rewritten = asyncio.run(run())
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert rewritten >= 2
+    assert peak < 64 * 1024 * 1024, peak  # the old expansion alone took 1.4 GiB
+    # What the answer says, inside the ledger: bookie 2 (index 1) holds only the even entries. Its odd
+    # entries (by the round-robin rule: index 1 holds e iff (1 - e) mod 3 < 2) have one copy left.
+    should = {e for e in range(30) if (1 - e) % 3 < 2}
+    lost = sorted(e for e in should if e % 2)
+    got = actionable(findings)
+    assert [f.category for f in got] == [Category.ENTRY_BELOW_ACK_QUORUM], got  # 1 copy < AQ 2
+    assert got[0].confirmed and got[0].affected_count == len(lost)
+    assert [m["bookie"] for m in got[0].detail["missing"]] == [b[1]]

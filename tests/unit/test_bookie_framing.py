@@ -32,7 +32,8 @@ from auditor.bookie import (
     UnsafeRequestError,
 )
 from auditor.bookie import protocol as P
-from auditor.durability.entrylist import encode_entry_ids
+from auditor.durability.entrylist import STEP, EntryList, encode_entry_ids, encode_ranges
+from auditor.durability.ranges import RangeSet
 from auditor.durability.ids import LedgerId
 
 # ----- spec §8.1: framed requests, byte for byte ------------------------------------------------------
@@ -614,6 +615,48 @@ async def test_silent_connection_is_replaced() -> None:
         assert not c.connected  # two silent timeouts: presumed dead
         assert (await _eventually(lambda: c.read_entry(1, 0))).present
     await peer.stop()
+
+
+async def test_a_frame_limit_entry_list_is_decoded_without_holding_the_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 10, defect 3: the client decodes a large (legitimate) answer in steps; a heartbeat task gets
+    a turn between every step of the decoding (ticks counted while the decoder runs, not time)."""
+    n = (P.DEFAULT_MAX_FRAME_SIZE - 300) // 24
+    listing = encode_ranges(RangeSet(tuple((3 * i, 3 * i + 1) for i in range(n))))
+
+    async def handler(peer: Peer, req: pb.Request, writer: asyncio.StreamWriter) -> None:
+        ids = _echo_ids(req)
+        send(writer, _response(req, Status.EOK, availabilityOfEntriesOfLedger=listing, **ids))
+        await writer.drain()
+
+    ticks = 0
+    running = True
+    during: list[int] = []
+    real_steps = EntryList.decode_steps.__func__  # type: ignore[attr-defined]
+
+    def counted(cls: type[EntryList], data: bytes, step: int = STEP) -> Any:
+        start = ticks
+        result = yield from real_steps(cls, data, step)
+        during.append(ticks - start)
+        return result
+    monkeypatch.setattr(EntryList, "decode_steps", classmethod(counted))
+
+    async def heartbeat() -> None:
+        nonlocal ticks
+        while running:
+            ticks += 1
+            await asyncio.sleep(0)
+
+    peer = await Peer(handler).start()
+    beat = asyncio.create_task(heartbeat())
+    try:
+        async with await _client(peer, request_timeout=10.0) as c:
+            got = await c.get_entry_list(1)
+    finally:
+        running = False
+        await beat
+        await peer.stop()
+    assert got.present and got.entries is not None and got.entries.total == 2 * n
+    assert during and during[0] >= -(-n // STEP) - 1, during
 
 
 async def test_entry_list_unsupported_is_detected_without_poisoning() -> None:
