@@ -1,14 +1,18 @@
 """An asyncio client for one bookie: one TCP connection carrying many pipelined read-only requests.
 
 * Requests are matched to replies on (txnId, operation); txn ids come from one counter per client and
-  never repeat, so a reply for a txn id sent earlier on the same connection whose request is no longer
-  waiting (it timed out) is a late reply and is dropped quietly. A reply naming a txn id this
-  connection never sent is hostile: the connection is closed.
+  never repeat. Every reply must use up something the connection waits for: a pending request; one
+  late reply of a request that timed out or was cancelled (the last LATE_REPLY_MEMORY of them are
+  remembered), dropped quietly; or one tolerated reply with the right txn but the wrong operation. A
+  reply naming a txn id never sent, a second reply for a txn, or a second wrong-operation reply is
+  hostile: the connection is closed (so a replayed reply cannot keep the event loop busy forever).
 * At most `max_in_flight` requests are on the wire at once, and at most `rate_limit` per second
   (token bucket), so an audit can never overload a bookie.
-* Each request has its own timeout. Timeouts do not close the connection (a bookie answers late, or
-  never — DbLedgerStorage and GET_LIST — without being broken). Only when several requests in a row
-  time out with nothing at all received does the client assume the connection is dead and reconnect.
+* Each request has its own timeout, which also bounds waiting for a connection that does not drain (a
+  peer that stops reading). Timeouts do not close the connection (a bookie answers late, or never —
+  DbLedgerStorage and GET_LIST — without being broken). Only when several requests in a row time out
+  with no reply received does the client assume the connection is dead and reconnect; bytes that never
+  complete a reply (a trickling peer) do not count as life.
 * Anything that is not the protocol (bad length, garbage, missing required fields, an unknown txn)
   closes the connection with an error naming the bookie; every request in flight on it ends UNKNOWN.
 * Connecting is retried with exponential backoff; while backing off, requests fail fast as UNKNOWN.
@@ -21,6 +25,7 @@ import logging
 import random
 import socket
 import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Union
@@ -98,6 +103,12 @@ class _Pending:
     op: Op
     future: asyncio.Future[Reply | str]
     sent_at: float
+    mismatched: bool = False  # one reply with the right txn but the wrong operation was dropped
+
+
+# Txn ids of requests that timed out (or were cancelled) remembered per connection, so that each may
+# still get exactly one late reply; older ones are forgotten (their late reply then closes the link).
+LATE_REPLY_MEMORY = 4096
 
 
 class _Connection(asyncio.Protocol):
@@ -107,8 +118,10 @@ class _Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.decoder = P.FrameDecoder(client.config.max_frame_size)
         self.pending: dict[int, _Pending] = {}
+        self.expired: OrderedDict[int, Op] = OrderedDict()  # may still get one late reply each
         self.closing = False
-        self.last_rx = 0.0
+        self.last_rx = 0.0     # any bytes
+        self.last_reply = 0.0  # a whole reply this connection was waiting for (in time or late)
         self.valid_replies = 0
         self.silent_timeouts = 0
         self._can_write = asyncio.Event()
@@ -131,7 +144,6 @@ class _Connection(asyncio.Protocol):
         if self.closing:
             return
         self.last_rx = time.monotonic()
-        self.silent_timeouts = 0
         try:
             bodies = self.decoder.feed(data)
             for body in bodies:
@@ -177,6 +189,11 @@ class _Connection(asyncio.Protocol):
     async def wait_writable(self) -> None:
         if not self._can_write.is_set():
             await self._can_write.wait()
+
+    def expect_late_reply(self, txn: int, op: Op) -> None:
+        self.expired[txn] = op
+        while len(self.expired) > LATE_REPLY_MEMORY:
+            self.expired.popitem(last=False)
 
 
 class BookieClient:
@@ -380,14 +397,23 @@ class BookieClient:
             txn = self._next_txn
             self._next_txn += 1
             frame = P.encode_request(build(txn))  # raises UnsafeRequestError before anything is written
-            await conn.wait_writable()
+            limit = self.config.request_timeout if timeout is None else timeout
+            try:
+                # A peer that stops reading pauses the transport: waiting for it counts against the
+                # request's own timeout, or the request (and its window slot) would wait forever.
+                async with asyncio.timeout(limit):
+                    await conn.wait_writable()
+            except TimeoutError:
+                self.stats.timeouts += 1
+                self._count_silence(conn, started)
+                return (_TimedOut(f"bookie {self.bookie_id}: {op.name} not sent within {limit:g} s "
+                                  "(the connection does not drain)"), time.monotonic() - started)
             if conn.closing or conn.transport is None:
                 return f"bookie {self.bookie_id}: connection closed before sending", time.monotonic() - started
             loop = asyncio.get_running_loop()
             fut: asyncio.Future[Reply | str] = loop.create_future()
             sent_at = time.monotonic()
             conn.pending[txn] = _Pending(op, fut, sent_at)
-            limit = self.config.request_timeout if timeout is None else timeout
             timer = loop.call_later(limit, self._expire, conn, txn, limit)
             conn.transport.write(frame)
             self.stats.sent += 1
@@ -395,7 +421,8 @@ class BookieClient:
                 result = await fut
             finally:
                 timer.cancel()
-                conn.pending.pop(txn, None)
+                if conn.pending.pop(txn, None) is not None:  # cancelled while waiting: a reply may follow
+                    conn.expect_late_reply(txn, op)
             return result, time.monotonic() - started
 
     def _expire(self, conn: _Connection, txn: int, limit: float) -> None:
@@ -403,30 +430,51 @@ class BookieClient:
         if p is None or p.future.done():
             return
         self.stats.timeouts += 1
+        conn.expect_late_reply(txn, p.op)
         p.future.set_result(_TimedOut(f"bookie {self.bookie_id}: no reply to {p.op.name} within {limit:g} s"))
-        # Nothing at all received since this request went out: count towards "the connection is dead".
         # GET_LIST timeouts are excluded: DbLedgerStorage bookies never answer them on a healthy link.
-        if p.op is not Op.GET_LIST_OF_ENTRIES_OF_LEDGER and conn.last_rx < p.sent_at:
-            conn.silent_timeouts += 1
-            if conn.silent_timeouts >= self.config.dead_after_timeouts:
-                conn.fail(f"{conn.silent_timeouts} requests timed out with nothing received; reconnecting")
+        if p.op is not Op.GET_LIST_OF_ENTRIES_OF_LEDGER:
+            self._count_silence(conn, p.sent_at)
+
+    def _count_silence(self, conn: _Connection, since: float) -> None:
+        """No reply at all since `since`: count towards "the connection is dead". Only whole replies
+        count as life: a peer trickling bytes of a frame it never finishes is as dead as a silent one."""
+        if conn.last_reply >= since or conn.closing:
+            return
+        conn.silent_timeouts += 1
+        if conn.silent_timeouts >= self.config.dead_after_timeouts:
+            conn.fail(f"{conn.silent_timeouts} requests timed out with no reply received; reconnecting")
 
     def _on_reply(self, conn: _Connection, reply: Reply) -> None:
+        # Every frame must use up something this connection waits for: a pending request, one late reply
+        # of an expired one, or a pending request's one tolerated mismatch. Anything else (a replayed
+        # reply, a txn never sent) is not a bookie talking: close, so a flood cannot keep the loop busy.
         p = conn.pending.get(reply.txn_id)
         if p is None:
-            if conn.first_txn <= reply.txn_id < self._next_txn:
+            if conn.expired.pop(reply.txn_id, None) is not None:
                 self.stats.late_replies += 1  # its request timed out or was cancelled: drop quietly
+                conn.last_reply = time.monotonic()
+                conn.silent_timeouts = 0
                 if reply.op is Op.GET_LIST_OF_ENTRIES_OF_LEDGER and reply.status is Status.EOK:
                     # Slow, not unable: undo an UNSUPPORTED concluded from that timeout.
                     self.entry_list_support = Capability.SUPPORTED
                 return
+            if conn.first_txn <= reply.txn_id < self._next_txn:
+                raise P.ProtocolError(f"second reply for txn id {reply.txn_id} (or a late reply too late to "
+                                      "be remembered)")
             raise P.ProtocolError(f"reply for txn id {reply.txn_id}, which was never sent on this connection")
         if p.op is not reply.op:
+            if p.mismatched:
+                raise P.ProtocolError(f"second reply with the wrong operation ({reply.op.name}) for txn "
+                                      f"{reply.txn_id} ({p.op.name})")
+            p.mismatched = True
             self.stats.mismatched_replies += 1  # (txnId, operation) does not match: not our reply
             log.debug("bookie %s: reply txn %d is %s, expected %s; dropped", self.bookie_id, reply.txn_id,
                       reply.op.name, p.op.name)
             return
         del conn.pending[reply.txn_id]
+        conn.last_reply = time.monotonic()
+        conn.silent_timeouts = 0
         self.stats.replies += 1
         conn.valid_replies += 1
         if conn.valid_replies == 1:

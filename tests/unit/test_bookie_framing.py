@@ -617,6 +617,128 @@ async def test_silent_connection_is_replaced() -> None:
     await peer.stop()
 
 
+async def test_a_trickling_peer_that_never_answers_is_replaced() -> None:
+    """A peer that keeps sending bytes of a frame it never finishes is as dead as a silent one: bytes
+    that are not a reply must not keep the connection alive (every request would wait its full timeout
+    forever)."""
+    async def trickle(writer: asyncio.StreamWriter) -> None:
+        writer.write(struct.pack(">i", 100_000))  # announces a frame, then drips it
+        await writer.drain()
+
+        async def drip() -> None:
+            while True:
+                await asyncio.sleep(0.02)
+                writer.write(b"\x00")
+        asyncio.ensure_future(drip())
+
+    async def handler(peer: Peer, req: pb.Request, writer: asyncio.StreamWriter) -> None:
+        if peer.connections >= 2:
+            await answer_ok(peer, req, writer)
+
+    peer = await Peer(handler, on_connect=lambda w: trickle(w) if peer.connections == 1 else _noop()).start()
+    async with await _client(peer, dead_after_timeouts=2) as c:
+        assert (await c.read_entry(1, 0, timeout=0.1)).unknown
+        assert (await c.read_entry(1, 0, timeout=0.1)).unknown
+        assert not c.connected  # two timeouts with no reply at all: presumed dead, bytes or not
+        assert (await _eventually(lambda: c.read_entry(1, 0))).present
+    await peer.stop()
+
+
+async def _noop() -> None:
+    return None
+
+
+async def test_a_peer_that_stops_reading_cannot_hold_a_request_past_its_timeout() -> None:
+    """A peer that stops reading fills the socket buffers and the transport pauses writing; a request
+    waiting to be written must still end (UNKNOWN) within its timeout instead of waiting forever for the
+    link to drain. Loopback send buffers take megabytes (~150k requests), so the transport's own
+    flow-control callback (`pause_writing`, what it calls when its buffer is full) stands for them."""
+    async def silent(peer: Peer, req: pb.Request, writer: asyncio.StreamWriter) -> None:
+        return None
+
+    peer = await Peer(silent).start()
+    async with await _client(peer, dead_after_timeouts=10**9) as c:
+        assert (await c.read_entry(1, 0, timeout=0.05)).unknown  # connected
+        conn = c._conn
+        assert conn is not None
+        conn.pause_writing()
+        try:
+            async with asyncio.timeout(10):  # a guard against the stall itself, not a speed goal
+                r = await c.read_entry(1, 1, timeout=0.2)
+        finally:
+            conn.resume_writing()
+        assert r.unknown and "0.2 s" in (r.error or ""), r
+        assert len(peer.requests) == 1  # it was never written
+    await peer.stop()
+
+
+async def test_a_replayed_reply_closes_the_connection() -> None:
+    """Each request gets one reply. A peer replaying one (endlessly, it costs the loop ~0.1 s per 256 KiB
+    of frames) is not a bookie: the first duplicate closes the connection."""
+    async def handler(peer: Peer, req: pb.Request, writer: asyncio.StreamWriter) -> None:
+        if peer.connections == 1:
+            reply = _response(req, Status.ENOENTRY, **_echo_ids(req)).SerializeToString()
+            writer.write(P.frame(reply) * 50_000)
+        else:
+            await answer_ok(peer, req, writer)
+
+    peer = await Peer(handler).start()
+    async with await _client(peer) as c:
+        r = await c.read_entry(1, 42)
+        assert r.absent  # the first copy is the answer
+        await _until(lambda: not c.connected)
+        assert c.stats.protocol_errors == 1 and c.stats.replies == 1 and c.stats.late_replies == 0
+        assert (await _eventually(lambda: c.read_entry(1, 2))).present
+    await peer.stop()
+
+
+async def test_repeated_wrong_operation_replies_close_the_connection() -> None:
+    async def handler(peer: Peer, req: pb.Request, writer: asyncio.StreamWriter) -> None:
+        if peer.connections == 1:
+            wrong = _response(_req(Op.READ_LAC, req.header.txnId), Status.ENOENTRY, ledgerId=1)
+            writer.write(P.frame(wrong.SerializeToString()) * 1000)
+        else:
+            await answer_ok(peer, req, writer)
+
+    peer = await Peer(handler).start()
+    async with await _client(peer) as c:
+        r = await c.read_entry(1, 2)
+        assert r.unknown and "wrong operation" in (r.error or ""), r
+        assert c.stats.mismatched_replies == 1 and c.stats.protocol_errors == 1
+        assert (await _eventually(lambda: c.read_entry(1, 2))).present
+    await peer.stop()
+
+
+async def test_one_late_reply_per_expired_request_is_dropped_quietly() -> None:
+    async def handler(peer: Peer, req: pb.Request, writer: asyncio.StreamWriter) -> None:
+        if req.header.txnId == 1:
+            async def late() -> None:
+                await asyncio.sleep(0.2)
+                reply = P.frame(_response(req, Status.EOK, body=b"late", **_echo_ids(req)).SerializeToString())
+                writer.write(reply)
+                await asyncio.sleep(0.2)
+                writer.write(reply)  # and again: no request is waiting for it any more
+            asyncio.ensure_future(late())
+        else:
+            await answer_ok(peer, req, writer)
+
+    peer = await Peer(handler).start()
+    async with await _client(peer) as c:
+        assert (await c.read_entry(1, 0, timeout=0.1)).unknown
+        await asyncio.sleep(0.3)
+        assert c.stats.late_replies == 1 and c.connected
+        await asyncio.sleep(0.2)
+        assert c.stats.protocol_errors == 1 and not c.connected
+    await peer.stop()
+
+
+async def _until(predicate: Callable[[], bool], within: float = 5.0) -> None:
+    deadline = time.monotonic() + within
+    while not predicate():
+        assert time.monotonic() < deadline, "condition never became true"
+        await asyncio.sleep(0.01)
+
+
 async def test_a_frame_limit_entry_list_is_decoded_without_holding_the_loop(monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 10, defect 3: the client decodes a large (legitimate) answer in steps; a heartbeat task gets
     a turn between every step of the decoding (ticks counted while the decoder runs, not time)."""
