@@ -6,8 +6,13 @@ the bookies are asked:
 | check | ledgers | end | how bookies are asked |
 |---|---|---|---|
 | `scrutiny` (BP-34) | closed | last entry id | entry lists (reads for bookies that cannot list), placement, markers |
-| `ledger` (Java's checkAllLedgers) | all | closed: last entry; open: highest LAC | reads of the first and last entry of each fragment plus a sample, digests verified |
-| `open` (beyond Java) | open, in recovery | highest LAC | entry lists: would a recovery now truncate acknowledged entries? |
+| `ledger` (Java's checkAllLedgers) | all | closed: last entry; open: the verified LAC | reads of the first and last entry of each fragment plus a sample, digests verified |
+| `open` (beyond Java) | open, in recovery | the verified LAC | entry lists: would a recovery now truncate acknowledged entries? |
+
+"The verified LAC" is the end `auditor.durability.ledgerend` proves from the bookies' READ_LAC answers:
+a body that fails verification never moves it (it is reported as a `digest_mismatch` of its bookie,
+confirmed by asking that bookie again), an unverifiable one (DUMMY digest) needs a second bookie, and
+the metadata's floor holds it up.
 
 Unknown answers send the ledger to the delayed re-check queue. Before anything is reported the marker
 and the metadata are read again (a changed ledger is analysed again instead of reported) and the
@@ -218,7 +223,7 @@ class LedgerReadCheck(CoverageCheck):
 
 
 class OpenLedgerCheck(CoverageCheck):
-    """Open ledgers: entries up to the highest LAC that a recovery now would cut off (truncation_risk)."""
+    """Open ledgers: entries up to the verified LAC that a recovery now would cut off (truncation_risk)."""
 
     name = "open"
 

@@ -1,7 +1,7 @@
 """Quorum coverage of a ledger's entries from the bookies' answers.
 
 Input: ledger metadata, the last entry to consider (`end`: the closed ledger's last entry, or the
-highest LAC seen for an open one) and per bookie id one answer: the `RangeSet` of entries it holds
+LAC `ledgerend.decide_end` proves for an open one) and per bookie id one answer: the `RangeSet` of entries it holds
 (NoSuchLedger = the empty set) or `UNKNOWN` (it did not answer). A bookie missing from the mapping is
 UNKNOWN.
 

@@ -17,6 +17,14 @@ Everything here works per group, never per entry: a bookie holding millions of e
 costs a few records. The "which expected entries are missing" question is range arithmetic on
 `auditor.durability.ranges.RangeSet`, which is correct where BookKeeper's own loop is not (§4.2: it
 reports everything after a gap of two or more ids as missing).
+
+Bounded work on hostile answers (issue 10): an answer's records are validated in O(G), and G is fixed
+by its size (at most the frame limit). Periodic groups — which no real bookie writes — are expanded
+only inside the window the caller asks for (the ledger's own entries: ids past its end are clipped,
+never expanded), and at most PERIODIC_RUN_LIMIT ranges per answer; more is a malformed answer
+(EntryListError, which the check turns into an UNKNOWN answer naming the bookie). Decoding and
+conversion are stepwise (`decode_steps`, `rangeset_steps`, `auditor.durability.steps`), so the
+daemon's event loop runs between every STEP records of a large answer.
 """
 from __future__ import annotations
 

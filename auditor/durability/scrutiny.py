@@ -367,7 +367,7 @@ def scrutinize_ledger(metadata: LedgerMetadata, answers: Mapping[str, Answer] | 
                       writable_bookies: int | None = None, method: str | Method = Method.ENTRY_LIST,
                       text_limit: int = DEFAULT_TEXT_LIMIT) -> LedgerScrutiny:
     """Steps 1-4 for one ledger. `answers` None: no entry lists were gathered (metadata checks only).
-    An open ledger needs `end` (the highest LAC seen) for its coverage; placement is judged for closed
+    An open ledger needs `end` (the LAC `ledgerend.decide_end` proves) for its coverage; placement is judged for closed
     ledgers only, as the Java auditor does (an open ledger's last ensemble may still change)."""
     lid = metadata.ledger_id
     if marked_underreplicated:
