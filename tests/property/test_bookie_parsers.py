@@ -26,6 +26,7 @@ from auditor.durability.model import DigestType, LedgerMetadata, LedgerState, Se
 from auditor.durability.ranges import RangeSet
 from auditor.durability.steps import run_steps
 from tests.property.contract import parse_contract
+from tests.unit.test_entrylist import periodic_lists
 
 SMALL = 16 * 1024 * 1024  # bytes: no single input may cost more (the 88-byte answer once cost 1.4 GiB)
 CHECKING = (DigestType.CRC32, DigestType.CRC32C, DigestType.HMAC)
@@ -56,24 +57,6 @@ def mutated(draw: st.DrawFn, valid: bytes) -> bytes:
 
 # ----- entry lists ---------------------------------------------------------------------------------
 @st.composite
-def periodic_records(draw: st.DrawFn) -> list[tuple[int, int, int, int]]:
-    records = []
-    cursor = draw(st.integers(0, 5))
-    for _ in range(draw(st.integers(0, 6))):
-        size = draw(st.integers(1, 4))
-        if draw(st.booleans()):
-            records.append((cursor, cursor, size, 0))
-            cursor += size + draw(st.integers(0, 4))
-        else:
-            period = draw(st.integers(size, size + 4))
-            n = draw(st.integers(1, 5))
-            last = cursor + (n - 1) * period
-            records.append((cursor, last, size, period))
-            cursor = last + size + draw(st.integers(0, 4))
-    return records
-
-
-@st.composite
 def hostile_entry_lists(draw: st.DrawFn) -> bytes:
     kind = draw(st.sampled_from(["records", "bytes", "mutated"]))
     if kind == "bytes":
@@ -89,7 +72,7 @@ def hostile_entry_lists(draw: st.DrawFn) -> bytes:
     return body
 
 
-@given(st.lists(st.integers(0, 10**6), max_size=80), periodic_records(), st.integers(-1, 120))
+@given(st.lists(st.integers(0, 10**6), max_size=80), periodic_lists(), st.integers(-1, 120))
 def test_entry_list_round_trips(ids: list[int], records: list[tuple[int, int, int, int]], end: int) -> None:
     data = encode_entry_ids(ids)
     el = EntryList.decode(data)

@@ -35,6 +35,7 @@ from auditor.bookie import protocol as P
 from auditor.durability.entrylist import STEP, EntryList, encode_entry_ids, encode_ranges
 from auditor.durability.ranges import RangeSet
 from auditor.durability.ids import LedgerId
+from tests.heartbeat import Heartbeat
 from tests.property.contract import parse_contract
 
 # ----- spec §8.1: framed requests, byte for byte ------------------------------------------------------
@@ -782,32 +783,22 @@ async def test_a_frame_limit_entry_list_is_decoded_without_holding_the_loop(monk
         send(writer, _response(req, Status.EOK, availabilityOfEntriesOfLedger=listing, **ids))
         await writer.drain()
 
-    ticks = 0
-    running = True
+    beat = Heartbeat()
     during: list[int] = []
     real_steps = EntryList.decode_steps.__func__  # type: ignore[attr-defined]
 
     def counted(cls: type[EntryList], data: bytes, step: int = STEP) -> Any:
-        start = ticks
+        start = beat.ticks
         result = yield from real_steps(cls, data, step)
-        during.append(ticks - start)
+        during.append(beat.ticks - start)
         return result
     monkeypatch.setattr(EntryList, "decode_steps", classmethod(counted))
 
-    async def heartbeat() -> None:
-        nonlocal ticks
-        while running:
-            ticks += 1
-            await asyncio.sleep(0)
-
     peer = await Peer(handler).start()
-    beat = asyncio.create_task(heartbeat())
     try:
-        async with await _client(peer, request_timeout=10.0) as c:
+        async with beat, await _client(peer, request_timeout=10.0) as c:
             got = await c.get_entry_list(1)
     finally:
-        running = False
-        await beat
         await peer.stop()
     assert got.present and got.entries is not None and got.entries.total == 2 * n
     assert during and during[0] >= -(-n // STEP) - 1, during

@@ -2,7 +2,6 @@
 strict validation, and properties against plain Python sets."""
 from __future__ import annotations
 
-import asyncio
 import struct
 import tracemalloc
 
@@ -24,6 +23,7 @@ from auditor.durability.entrylist import (
 )
 from auditor.durability.ranges import RangeSet
 from auditor.durability.steps import run_steps
+from tests.heartbeat import Heartbeat
 
 
 def rec(first: int, last: int, size: int, period: int) -> bytes:
@@ -338,24 +338,12 @@ async def test_decoding_a_maximum_size_answer_lets_the_event_loop_run() -> None:
     n = (DEFAULT_MAX_FRAME_SIZE - 200) // 24
     data = encode_ranges(RangeSet(tuple((3 * i, 3 * i + 1) for i in range(n))))
     assert len(data) <= DEFAULT_MAX_FRAME_SIZE
-    ticks = 0
-    running = True
-
-    async def heartbeat() -> None:
-        nonlocal ticks
-        while running:
-            ticks += 1
-            await asyncio.sleep(0)
-
-    beat = asyncio.create_task(heartbeat())
-    await asyncio.sleep(0)
-    start = ticks
-    el = await finish(EntryList.decode_steps(data))
-    during_decode, start = ticks - start, ticks
-    rs = await finish(answer_steps(el, 3 * n))
-    during_convert = ticks - start
-    running = False
-    await beat
+    async with Heartbeat() as beat:
+        start = beat.ticks
+        el = await finish(EntryList.decode_steps(data))
+        during_decode, start = beat.ticks - start, beat.ticks
+        rs = await finish(answer_steps(el, 3 * n))
+        during_convert = beat.ticks - start
     assert el.total == 2 * n and len(rs.ranges) == n
     steps = -(-n // STEP)
     assert during_decode >= steps - 1, during_decode
