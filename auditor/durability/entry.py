@@ -61,6 +61,10 @@ _CRC32C = struct.Struct(">I")
 class EntryFormatError(ValueError):
     """Bytes too short (or otherwise unable) to hold an entry header."""
 
+    def __init__(self, message: str, *, too_short: bool = True) -> None:
+        super().__init__(message)
+        self.too_short = too_short
+
 
 @dataclass(frozen=True, slots=True)
 class EntryHeader:
@@ -81,8 +85,14 @@ def parse_header(body: bytes | bytearray | memoryview) -> EntryHeader:
         if len(view) < V2_HEADER_LENGTH:
             raise EntryFormatError(f"v2 entry is {len(view)} bytes, shorter than its {V2_HEADER_LENGTH}-byte header")
         flags, scope, ledger, entry, lac, length = _V2.unpack_from(view, 0)
+        # The flags must state version 2 and a digest type code (0-4): one flipped top bit of a v1
+        # entry's first byte must not turn it into a plausible v2 entry.
+        if (flags >> 4) & 0x07 != 2 or flags & 0x0F > max(d.value for d in DigestType):
+            raise EntryFormatError(f"v2 entry flags {flags:#04x} state format version {(flags >> 4) & 0x07} and "
+                                   f"digest code {flags & 0x0F} (version 2 and codes 0-4 exist)", too_short=False)
         if scope < 0 or ledger < 0:
-            raise EntryFormatError(f"v2 entry has a negative ledger scope id or ledger id ({scope}, {ledger})")
+            raise EntryFormatError(f"v2 entry has a negative ledger scope id or ledger id ({scope}, {ledger})",
+                                   too_short=False)
         return EntryHeader(2, LedgerId(scope, ledger), entry, lac, length, V2_HEADER_LENGTH,
                            flags, flags & 0x0F)
     if len(view) < V1_HEADER_LENGTH:
@@ -130,6 +140,7 @@ class Verdict(enum.Enum):
 
 class EntryProblem(enum.Enum):
     TOO_SHORT = "too short for header and digest"
+    BAD_HEADER = "header fields no writer produces"
     DIGEST_MISMATCH = "digest mismatch"
     LEDGER_ID_MISMATCH = "ledger id in header differs from the one read"
     ENTRY_ID_MISMATCH = "entry id in header differs from the one read"
@@ -173,7 +184,8 @@ def verify_entry(body: bytes | bytearray | memoryview, *, ledger_id: int | Ledge
     try:
         header = parse_header(data)
     except EntryFormatError as exc:
-        return EntryVerification(Verdict.CORRUPT, (EntryProblem.TOO_SHORT,), str(exc))
+        problem = EntryProblem.TOO_SHORT if exc.too_short else EntryProblem.BAD_HEADER
+        return EntryVerification(Verdict.CORRUPT, (problem,), str(exc))
 
     problems: list[EntryProblem] = []
     notes: list[str] = []

@@ -182,6 +182,22 @@ def test_v2_stated_digest_type_must_agree() -> None:
         parse_header(body[:40])
 
 
+def test_a_flipped_top_bit_does_not_make_a_v1_entry_a_valid_v2_one() -> None:
+    """Found by `make fuzz`: entry 0 of ledger 0 (DUMMY, LAC 0, length 0, 9 payload bytes) with its
+    first bit flipped read as a v2 entry with the same ids, so the flip passed as OK."""
+    body = build_entry(0, 0, 0, 0, bytes(9), DigestType.DUMMY)
+    assert len(body) == 41
+    flipped = bytes([body[0] ^ 0x80]) + body[1:]
+    v = verify_entry(flipped, ledger_id=0, entry_id=0, digest_type=DigestType.DUMMY)
+    assert v.verdict is Verdict.CORRUPT and v.problems == (EntryProblem.BAD_HEADER,), v
+    with pytest.raises(EntryFormatError, match="version 0"):
+        parse_header(flipped)
+    with pytest.raises(EntryFormatError, match="digest code 15"):
+        parse_header(bytes([0x80 | 0x20 | 0x0F]) + bytes(40))
+    for dt in DigestType:  # the real v2 layout still parses
+        assert parse_header(build_entry(LedgerId(3, 4), 0, -1, 1, b"x", dt, format_version=2)).format_version == 2
+
+
 def test_v1_never_has_the_top_bit() -> None:
     # The top byte of a 63-bit ledger id is at most 0x7f, so v1 entries are never taken for v2.
     body = build_entry(2**63 - 1, 0, -1, 1, b"x", DigestType.CRC32)
