@@ -31,7 +31,7 @@ app = typer.Typer(name="bk-auditor", help="Durability auditor for Apache BookKee
 
 
 def _fail(message: str) -> NoReturn:
-    typer.echo(f"error: {message}", err=True)
+    typer.echo(f"error: {' '.join(message.split())}", err=True)  # always one line
     raise typer.Exit(EXIT_ERROR)
 
 

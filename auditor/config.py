@@ -32,7 +32,7 @@ from pydantic_settings import (BaseSettings, NoDecode, PydanticBaseSettingsSourc
                                SettingsError)
 
 from .java_config_keys import is_known_java_key
-from .javaconf import JAVA_KEYS, JAVA_PRECEDENCE, SCRUTINY_KEYS, JavaKey, parse_properties
+from .javaconf import JAVA_KEYS, JAVA_PRECEDENCE, SCRUTINY_KEYS, JavaKey, PropertiesError, parse_properties
 
 __all__ = [
     "ConfigError", "Settings", "TimeWindow", "JAVA_KEYS", "JavaKey", "load_settings", "parse_bind",
@@ -42,8 +42,6 @@ __all__ = [
 ENV_PREFIX = "BKAUDIT_"
 ENV_CONFIG_FILE = "BKAUDIT_CONFIG_FILE"
 DEFAULT_LEDGERS_ROOT = "/ledgers"
-OUR_ELECTION_DIR = "bk-auditor/election"
-JAVA_ELECTION_DIR = "underreplication/auditorelection"
 
 
 class ConfigError(ValueError):
@@ -58,7 +56,7 @@ class ConfigError(ValueError):
 
 def parse_bind(text: str) -> tuple[str, int]:
     """'host:port' or '[v6]:port' -> (host, port). Port 0 means "any free port" (tests)."""
-    m = re.fullmatch(r"\[([0-9A-Fa-f:.]+)\]:(\d+)|([^:\[\]\s]+):(\d+)", text.strip())
+    m = re.fullmatch(r"\[([0-9A-Fa-f:.]+)\]:([0-9]{1,5})|([^:\[\]\s]+):([0-9]{1,5})", text.strip())
     if not m:
         raise ValueError(f"must be host:port (e.g. 127.0.0.1:7979 or [::1]:7979), got {text!r}")
     host, port = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
@@ -76,7 +74,7 @@ class TimeWindow:
 
     @classmethod
     def parse(cls, text: str) -> "TimeWindow":
-        m = re.fullmatch(r"\s*(\d{1,2}):(\d{2})\s*-\s*(\d{1,2}):(\d{2})\s*", text)
+        m = re.fullmatch(r"\s*([0-9]{1,2}):([0-9]{2})\s*-\s*([0-9]{1,2}):([0-9]{2})\s*", text)
         if not m:
             raise ValueError(f"time window must look like 01:00-05:00, got {text!r}")
         h1, m1, h2, m2 = map(int, m.groups())
@@ -343,15 +341,17 @@ class Settings(BaseSettings):
 
     @property
     def java_election_path(self) -> str:
+        from auditor.metadata.election import JAVA_ELECTION_DIR
         return f"{self.ledgers_root.rstrip('/')}/{JAVA_ELECTION_DIR}"
 
     @property
     def election_path(self) -> str:
+        from auditor.metadata.election import election_path
         if self.election.path:
             return self.election.path.rstrip("/")
         if self.election.join_java_election:
             return self.java_election_path
-        return f"{self.ledgers_root.rstrip('/')}/{OUR_ELECTION_DIR}"
+        return election_path(self.ledgers_root)
 
     def require_metadata(self) -> None:
         """Raise ConfigError unless a metadata location is configured (daemon and one-shot checks)."""
@@ -427,24 +427,46 @@ def _flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 def _read_file(path: Path) -> dict[str, Any]:
     """The file's keys as a flat {key: value} dict (our sections flattened to dotted names)."""
+    where = f"config file {path}"
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
     except OSError as exc:
-        raise ConfigError(f"config file {path}: cannot read: {exc.strerror or exc}") from None
+        raise ConfigError(f"{where}: cannot read: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[:exc.start].count(b"\n") + 1
+        raise ConfigError(f"{where}: not UTF-8 text (byte {raw[exc.start]:#04x} on line {line})") from None
     if path.suffix.lower() in (".yaml", ".yml", ".json"):
         try:
             data = yaml.safe_load(text)
+        except yaml.reader.ReaderError as exc:  # a character YAML does not allow, e.g. NUL
+            line = text[:exc.position].count("\n") + 1
+            raise ConfigError(f"{where}: not valid YAML (line {line}): character {chr(exc.character)!r} is "
+                              "not allowed") from None
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
-            where = f" (line {mark.line + 1})" if mark is not None else ""
-            raise ConfigError(f"config file {path}: not valid YAML{where}: "
-                              f"{getattr(exc, 'problem', None) or exc}") from None
+            where_in = f" (line {mark.line + 1})" if mark is not None else ""
+            raise ConfigError(f"{where}: not valid YAML{where_in}: "
+                              f"{one_line(str(getattr(exc, 'problem', None) or exc))}") from None
+        except RecursionError:
+            raise ConfigError(f"{where}: nested too deeply to be a configuration") from None
+        except ValueError as exc:  # e.g. an integer of thousands of digits
+            raise ConfigError(f"{where}: unreadable value: {one_line(str(exc))[:200]}") from None
         if data is None:
             return {}
         if not isinstance(data, dict):
-            raise ConfigError(f"config file {path}: must be a mapping of settings, got {type(data).__name__}")
+            raise ConfigError(f"{where}: must be a mapping of settings, got {type(data).__name__}")
         return _flatten(data)
-    return parse_properties(text)
+    try:
+        return parse_properties(text)
+    except PropertiesError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+
+
+def one_line(text: str) -> str:
+    """`text` with its line breaks made spaces: every error we print is one line."""
+    return " ".join(text.split())
 
 
 def _translate_file(path: Path, origins: dict[str, _Origin]) -> tuple[dict[str, Any], list[str]]:
@@ -626,7 +648,10 @@ def load_settings(config_file: str | Path | None = None, *, overrides: Mapping[s
         raise ConfigError(problems) from None
     except SettingsError as exc:
         cause = exc.__cause__ or exc
-        raise ConfigError(f"environment: {cause}") from None
+        raise ConfigError(f"environment: {one_line(str(cause))}") from None
+    except RecursionError:
+        raise ConfigError(f"environment: {_deeply_nested_env() or 'a ' + ENV_PREFIX + '* variable'}: JSON nested "
+                          "too deeply to be a setting") from None
     finally:
         _FILE_DATA.reset(token)
     settings._config_file = path
@@ -635,6 +660,19 @@ def load_settings(config_file: str | Path | None = None, *, overrides: Mapping[s
     if problems:
         raise ConfigError(problems)
     return settings
+
+
+def _deeply_nested_env() -> str | None:
+    """The first BKAUDIT_* variable whose value is JSON too deep for the decoder (after a RecursionError)."""
+    for name, value in sorted(os.environ.items()):
+        if name.upper().startswith(ENV_PREFIX):
+            try:
+                json.loads(value)
+            except RecursionError:
+                return name
+            except ValueError:
+                pass
+    return None
 
 
 def _cross_checks(s: Settings, stacks: list[dict[str, _Origin]]) -> list[str]:
@@ -650,15 +688,21 @@ def _cross_checks(s: Settings, stacks: list[dict[str, _Origin]]) -> list[str]:
             s.metadata_location()
         except Exception as exc:  # MetadataConfigError / UnsupportedLayoutError from the adapters
             say("metadata_service_uri" if s.metadata_service_uri else "zookeeper.servers", str(exc))
+    from auditor.metadata.election import election_base
+    from auditor.metadata.errors import MetadataConfigError
+    from auditor.metadata.location import zk_path_problem
     root = s.zookeeper.ledgers_root
-    if not root.startswith("/"):
-        say("zookeeper.ledgers_root", f"must be an absolute ZooKeeper path, got {root!r}")
+    if zk_path_problem(root.rstrip("/") or "/"):
+        say("zookeeper.ledgers_root", f"must be a valid absolute ZooKeeper path: {root!r} "
+                                      f"{zk_path_problem(root.rstrip('/') or '/')}")
     path = s.election.path
-    if path is not None and (not path.startswith("/") or path.rstrip("/") == ""):
-        say("election.path", f"must be an absolute ZooKeeper path, got {path!r}")
-    if not s.election.join_java_election and s.election_path == s.java_election_path:
-        say("election.path", f"{s.election_path} is the Java auditor's election; set "
-                             "election.join_java_election=true to take part in it on purpose")
+    if path is not None and (path.rstrip("/") == "" or zk_path_problem(path.rstrip("/"))):
+        say("election.path", f"must be a valid absolute ZooKeeper path, got {path!r}")
+    else:
+        try:
+            election_base(s.election_path, s.ledgers_root, s.election.join_java_election)
+        except MetadataConfigError as exc:
+            say("election.path", str(exc))
     if s.election.join_java_election:
         from auditor.metadata.formats import is_valid_bookie_id
         if not is_valid_bookie_id(s.election.identity):

@@ -35,7 +35,8 @@ from auditor.durability.schedule import expected_by_bookie
 from auditor.logging import get_logger, log_finding
 from auditor.metadata.checkstate import CheckState, CheckStateStore
 from auditor.metadata.election import LeaderElection
-from auditor.metadata.errors import ConcurrentUpdateError, CorruptZnodeError, NoSuchLedgerError, NotLeaderError
+from auditor.metadata.errors import (ConcurrentUpdateError, CorruptZnodeError, LayoutMismatchError,
+                                     MetadataConfigError, NoSuchLedgerError, NotLeaderError, UnsupportedLayoutError)
 from auditor.metadata.interfaces import WriteGuard
 
 from .admin import AdminServer, BookieCopies, LedgerExplanation, LedgerNotFoundError, SegmentCopies, StateBackend
@@ -76,6 +77,7 @@ class Auditor:
         self._triggers: dict[str, asyncio.Event] = {n: asyncio.Event() for n in CHECK_CLASSES}
         self._runs: dict[str, CheckRun] = {}
         self._ready = asyncio.Event()
+        self.fatal: str | None = None  # why the configuration cannot work with this cluster (exit 2)
         for name, every in intervals(settings).items():
             state.tasks.register(name, enabled=every > 0, interval_seconds=every or None)
             metrics.register_check(name)
@@ -376,6 +378,13 @@ class Auditor:
                     await self._elect_and_lead(stop)
             except asyncio.CancelledError:
                 raise
+            except (MetadataConfigError, UnsupportedLayoutError, LayoutMismatchError) as exc:
+                # The configuration does not fit this cluster (e.g. a wrong ledgers root): retrying cannot
+                # help, and standing by unready would hide it. Exit 2, having created nothing.
+                self.fatal = str(exc)
+                log.error("refusing to run: the configuration does not match the cluster", error=str(exc))
+                stop.set()
+                return
             except Exception as exc:
                 log.error("cannot reach the metadata store; retrying", error=str(exc), retryInSeconds=backoff)
                 await admin.set_health(ready=False)
@@ -492,7 +501,7 @@ async def serve(settings: Settings) -> int:
     await admin.stop(grace=1.0)
     if server is not None:
         server.close()
-    return 0
+    return 2 if auditor.fatal else 0
 
 
 async def _sync_metrics(metrics: AuditorMetrics, state: DaemonState) -> None:

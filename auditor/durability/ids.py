@@ -8,10 +8,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .javatext import shown
+
 MAX_ID = 2**63 - 1
-_HEX32 = re.compile(r"^(?:0x)?([0-9a-fA-F]{32})$")
-_DEC = re.compile(r"^[0-9]+$")
-_PAIR = re.compile(r"^([0-9]+)[:/]([0-9]+)$")
+# ASCII digits only, matched over the whole text (Python's \d and int() also take other scripts' digits).
+_HEX32 = re.compile(r"(?:0x)?([0-9a-fA-F]{32})")
+_DEC = re.compile(r"[0-9]+")
+_PAIR = re.compile(r"([0-9]+)[:/]([0-9]+)")
+_MAX_DIGITS = len(str(MAX_ID))
 
 
 class LedgerIdError(ValueError):
@@ -50,15 +54,22 @@ class LedgerId:
         if isinstance(text, int):
             return cls(0, text)
         s = text.strip()
-        if m := _HEX32.match(s):
+        if m := _HEX32.fullmatch(s):
             value = int(m.group(1), 16)
             return cls(value >> 64, value & (2**64 - 1))
-        if _DEC.match(s):
-            return cls(0, int(s))
-        if m := _PAIR.match(s):
-            return cls(int(m.group(1)), int(m.group(2)))
+        if _DEC.fullmatch(s):
+            return cls(0, _decimal(s, "ledger id", text))
+        if m := _PAIR.fullmatch(s):
+            return cls(_decimal(m.group(1), "scope id", text), _decimal(m.group(2), "ledger id", text))
         raise LedgerIdError(
-            f"cannot parse ledger id {text!r}: expected a decimal id, 'scope:ledger', or 32 hex digits")
+            f"cannot parse ledger id {shown(text)}: expected a decimal id, 'scope:ledger', or 32 hex digits")
 
     def __str__(self) -> str:
         return str(self.ledger) if self.scope == 0 else self.qualified_name
+
+
+def _decimal(digits: str, name: str, text: str) -> int:
+    # Too many digits is out of range, said before int() runs (it refuses > 4300 digits with a ValueError).
+    if len(digits.lstrip("0")) > _MAX_DIGITS:
+        raise LedgerIdError(f"{name} in {shown(text)} is outside 0..2^63-1")
+    return int(digits)

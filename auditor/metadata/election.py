@@ -27,17 +27,38 @@ from .location import join
 log = logging.getLogger(__name__)
 
 VOTE_PREFIX = "V_"
-_VOTE = re.compile(r"^V_(\d+)$")
-DEFAULT_ELECTION_DIR = "bk-auditor/election"
+_VOTE = re.compile(r"V_([0-9]+)")  # fullmatch; ASCII digits (ZooKeeper's sequence suffix)
+OUR_SUBTREE = "bk-auditor"
+DEFAULT_ELECTION_DIR = f"{OUR_SUBTREE}/election"
+JAVA_ELECTION_DIR = "underreplication/auditorelection"
 
 
 def election_path(ledgers_root: str, custom: str | None = None) -> str:
     return custom or join(ledgers_root, DEFAULT_ELECTION_DIR)
 
 
+def election_base(path: str, ledgers_root: str, java_compatible: bool) -> str:
+    """The highest znode the election may create for `path`: our subtree `<root>/bk-auditor`, or
+    `<root>/underreplication` for Java's own election (only with `java_compatible`). Anything else is
+    refused (MetadataConfigError): the daemon creates nothing outside its subtree and the markers'.
+    """
+    path = path.rstrip("/")
+    ours = join(ledgers_root, OUR_SUBTREE)
+    java = join(ledgers_root, JAVA_ELECTION_DIR)
+    if path == java:
+        if not java_compatible:
+            raise MetadataConfigError(f"{path} is the Java auditor's election; set "
+                                      "election.join_java_election=true to take part in it on purpose")
+        return join(ledgers_root, "underreplication")
+    if path.startswith(ours + "/"):
+        return ours
+    raise MetadataConfigError(f"election path {path} is outside bk-auditor's own subtree {ours}/ "
+                              f"(and is not Java's {java}); refusing to create znodes there")
+
+
 def sort_votes(children: list[str]) -> list[str]:
     """`V_<seq>` children by numeric sequence (as Java sorts them); other names are ignored."""
-    votes = [(int(m.group(1)), c) for c in children if (m := _VOTE.match(c))]
+    votes = [(int(m.group(1)), c) for c in children if (m := _VOTE.fullmatch(c))]
     return [c for _, c in sorted(votes)]
 
 
@@ -59,13 +80,9 @@ class VoteGuard:
 
 
 class LeaderElection:
-    def __init__(self, bridge: KazooBridge, path: str, identity: str, *, java_compatible: bool = False,
-                 ledgers_root: str | None = None) -> None:
-        if ledgers_root is not None and not java_compatible:
-            java_path = join(ledgers_root, "underreplication", "auditorelection")
-            if path.rstrip("/") == java_path:
-                raise MetadataConfigError(f"{path} is the Java auditor's election; pass java_compatible=True "
-                                          "to take part in it on purpose")
+    def __init__(self, bridge: KazooBridge, path: str, identity: str, *, ledgers_root: str,
+                 java_compatible: bool = False) -> None:
+        self.base = election_base(path, ledgers_root, java_compatible)
         if java_compatible and not formats.is_valid_bookie_id(identity):
             raise MetadataConfigError(f"identity {identity!r} is not a valid BookieId (Java tools would fail)")
         self.bridge = bridge
@@ -204,10 +221,13 @@ class LeaderElection:
                 log.exception("election callback %r failed", cb)
 
     async def _ensure_parent(self) -> None:
+        """Create the election znode and its missing parents from `self.base` down, never above it: the
+        ledgers root must already exist (NoNodeError otherwise; it is never created here)."""
         if await self.bridge.call(self.client.exists_async, self.path) is None:
-            parts = self.path.split("/")
-            for i in range(2, len(parts) + 1):
-                p = "/".join(parts[:i])
+            todo = [self.path]
+            while todo[-1] != self.base:
+                todo.append(todo[-1].rsplit("/", 1)[0])
+            for p in reversed(todo):
                 try:
                     await self.bridge.call(self.client.create_async, p, b"")
                 except NodeExistsError:

@@ -10,6 +10,24 @@ class MetadataConfigError(MetadataError):
     """The configuration (service URI, legacy settings, rack file or script) is unusable."""
 
 
+class NotALedgersRootError(MetadataConfigError):
+    """The configured ledgers root is not a BookKeeper cluster's (no LAYOUT and no `available` znode):
+    a wrong metadataServiceUri path or zkLedgersRootPath. Nothing is audited, nothing is created."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        super().__init__(f"{path}: {problem}")
+        self.path = path
+
+
+class MissingZnodeError(MetadataError):
+    """A znode that every BookKeeper cluster has (e.g. `<root>/available`) is missing: reading it as
+    empty would make an unreadable cluster look healthy."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        super().__init__(f"{path}: {problem}")
+        self.path = path
+
+
 class UnsupportedLayoutError(MetadataError):
     """The cluster uses a ledger manager this auditor cannot read (e.g. MetaStore, a custom class)."""
 

@@ -16,6 +16,7 @@ from google.protobuf.message import DecodeError, Message
 from auditor._proto import bookkeeper_formats_pb2 as pb
 from auditor.durability.ids import LedgerId
 from auditor.durability.model import DigestType, LedgerMetadata, LedgerState, Segment
+from auditor.durability.javatext import JAVA_TRIM, java_int, java_split, shown
 
 from .errors import CorruptZnodeError
 
@@ -23,13 +24,14 @@ HEADER_KEY = b"BookieMetadataFormatVersion\t"
 _MAX_VERSION_DIGITS = 10
 SUPPORTED_FORMAT_VERSIONS = (1, 2, 3)
 V1_IN_RECOVERY = -102
-_BOOKIE_ID = re.compile(r"^[a-zA-Z0-9:-_.\-]+$")
+# Java's BookieId rule; String.matches() must match the whole id (a trailing newline included).
+_BOOKIE_ID = re.compile(r"[a-zA-Z0-9:-_.\-]+")
 _LMF = pb.LedgerMetadataFormat
 
 
 def is_valid_bookie_id(text: str) -> bool:
     """Java's BookieId rule: ASCII letters, digits, ':'..'_', '.', '-'; never 'readonly'."""
-    return bool(_BOOKIE_ID.match(text)) and text.lower() != "readonly"
+    return bool(_BOOKIE_ID.fullmatch(text)) and text.lower() != "readonly"
 
 
 # ---------------------------------------------------------------- varints (Java's writeDelimitedTo)
@@ -77,10 +79,7 @@ def read_header(data: bytes, path: str) -> tuple[int, int]:
         raise CorruptZnodeError(path, "cannot find the end of the metadata format version")
     raw = data[pos:end]
     try:
-        text = raw.decode("ascii")
-        if not re.fullmatch(r"[+-]?\d+", text):
-            raise ValueError
-        version = int(text)
+        version = java_int(raw.decode("ascii"))
     except (UnicodeDecodeError, ValueError):
         raise CorruptZnodeError(path, f"metadata format version {raw[:12]!r} is not a number") from None
     if version not in SUPPORTED_FORMAT_VERSIONS:
@@ -174,27 +173,38 @@ def _from_proto(msg: pb.LedgerMetadataFormat, lid: LedgerId, fmt: int, path: str
     )
 
 
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")  # what Java's BufferedReader.readLine() splits on
+
+
 def _parse_v1(body: bytes, lid: LedgerId, path: str, version: int | None) -> LedgerMetadata:
+    """Format 1, read as Java's parseVersion1Config reads it: three numbers (write quorum, ensemble size,
+    length), then `<first entry>\t<bookie>...` per segment, ended by `<last entry>\tCLOSED` (-102: in
+    recovery). Numbers are Java ints/longs (see auditor.durability.javatext); lines after CLOSED are
+    ignored, as Java ignores them."""
     try:
-        lines = body.decode("utf-8").split("\n")
+        lines = _LINE_BREAK.split(body.decode("utf-8"))
     except UnicodeDecodeError as exc:
         raise CorruptZnodeError(path, f"format 1 metadata is not UTF-8 ({exc})") from None
     if lines and lines[-1] == "":
         lines.pop()
-    try:
-        quorum, ensemble, length = int(lines[0]), int(lines[1]), int(lines[2])
-    except (IndexError, ValueError):
-        raise CorruptZnodeError(path, "format 1 metadata lacks the quorum/ensemble/length lines") from None
+
+    def number(text: str, what: str, bits: int) -> int:
+        try:
+            return java_int(text, bits)
+        except ValueError as exc:
+            raise CorruptZnodeError(path, f"format 1 {what}: {exc}") from None
+    if len(lines) < 3:
+        raise CorruptZnodeError(path, "format 1 metadata lacks the quorum/ensemble/length lines")
+    quorum = number(lines[0], "write quorum", 32)
+    ensemble = number(lines[1], "ensemble size", 32)
+    length = number(lines[2], "length", 64)
     state, last = LedgerState.OPEN, -1
     segments = []
     for line in lines[3:]:
-        parts = line.split("\t")
+        parts = java_split(line, "\t")
         if len(parts) < 2:
-            raise CorruptZnodeError(path, f"format 1 line {line[:80]!r} has no TAB-separated fields")
-        try:
-            first = int(parts[0])
-        except ValueError:
-            raise CorruptZnodeError(path, f"format 1 entry id {parts[0][:20]!r} is not a number") from None
+            raise CorruptZnodeError(path, f"format 1 line {shown(line, 80)} has no TAB-separated fields")
+        first = number(parts[0], "entry id", 64)
         if parts[1] == "CLOSED":
             state, last = (LedgerState.IN_RECOVERY, -1) if first == V1_IN_RECOVERY else (LedgerState.CLOSED, first)
             break
@@ -206,7 +216,14 @@ def _parse_v1(body: bytes, lid: LedgerId, path: str, version: int | None) -> Led
 
 
 def validate(md: LedgerMetadata, path: str = "<ledger metadata>") -> None:
-    """Java's invariants (LedgerMetadataBuilder / LedgerMetadataImpl); CorruptZnodeError if broken."""
+    """The invariants every ledger a BookKeeper client writes keeps; CorruptZnodeError if one is broken.
+
+    Java's own checks (LedgerMetadataBuilder / LedgerMetadataImpl) are only: at least one ensemble, each
+    of the ensemble size, first entry ids increasing, E >= W >= A, valid bookie ids, digest type and
+    password together. We also refuse what no Java writer produces and what would make the audit itself
+    wrong (docs/spec-differences.md): quorums below 1, a first ensemble not at entry 0, a closed ledger
+    whose last entry id is below -1 or whose length is negative, a bookie twice in one ensemble.
+    """
     def bad(problem: str) -> CorruptZnodeError:
         return CorruptZnodeError(path, problem)
     if not md.segments:
@@ -215,6 +232,12 @@ def validate(md: LedgerMetadata, path: str = "<ledger metadata>") -> None:
         raise bad(f"quorums out of order: E={md.ensemble_size} W={md.write_quorum} A={md.ack_quorum}")
     if md.ack_quorum < 1:
         raise bad(f"ack quorum {md.ack_quorum} < 1")
+    if md.is_closed and md.last_entry_id < -1:
+        raise bad(f"closed ledger with last entry id {md.last_entry_id} (below -1)")
+    if md.is_closed and md.length < 0:
+        raise bad(f"closed ledger with negative length {md.length}")
+    if md.segments[0].first_entry_id != 0:
+        raise bad(f"first ensemble starts at entry {md.segments[0].first_entry_id}, not 0")
     prev = None
     for seg in md.segments:
         if len(seg.ensemble) != md.ensemble_size:
@@ -225,7 +248,10 @@ def validate(md: LedgerMetadata, path: str = "<ledger metadata>") -> None:
         prev = seg.first_entry_id
         for b in seg.ensemble:
             if not is_valid_bookie_id(b):
-                raise bad(f"invalid bookie id {b[:80]!r} in segment at entry {seg.first_entry_id}")
+                raise bad(f"invalid bookie id {shown(b, 80)} in segment at entry {seg.first_entry_id}")
+        if len(set(seg.ensemble)) != len(seg.ensemble):
+            twice = sorted({b for b in seg.ensemble if seg.ensemble.count(b) > 1})
+            raise bad(f"bookie {twice[0]} appears twice in the ensemble at entry {seg.first_entry_id}")
     if (md.digest_type is None) != (md.password is None):
         raise bad("digest type and password must be set together")
 
@@ -369,8 +395,9 @@ def serialize_check_ctime(name: str, ctime_ms: int) -> bytes:
 
 
 def parse_lost_bookie_recovery_delay(data: bytes, path: str) -> int:
+    """Seconds, as Java's Integer.parseInt reads them (no surrounding spaces or newline)."""
     try:
-        return int(data.decode("ascii").strip())
+        return java_int(data.decode("ascii"))
     except (UnicodeDecodeError, ValueError):
         raise CorruptZnodeError(path, f"not a decimal number of seconds: {data[:40]!r}") from None
 
@@ -416,12 +443,12 @@ def serialize_bookie_service_info(info: BookieServiceInfo) -> bytes:
     return msg.SerializeToString()
 
 
-_HOST_PORT = re.compile(r"^(?:\[([0-9A-Fa-f:.]+)\]|([^:\[\]]+)):(\d{1,5})$")
+_HOST_PORT = re.compile(r"(?:\[([0-9A-Fa-f:.]+)\]|([^:\[\]\s]+)):([0-9]{1,5})")
 
 
 def parse_host_port(bookie_id: str) -> tuple[str, int] | None:
     """`host:port` from a bookie id, or None when the id is not of that shape (a custom id)."""
-    m = _HOST_PORT.match(bookie_id)
+    m = _HOST_PORT.fullmatch(bookie_id)
     if not m:
         return None
     port = int(m.group(3))
@@ -443,7 +470,7 @@ class Cookie:
     def split_dirs(encoded: str) -> list[str]:
         """`<count>\\t<dir>\\t<dir>...` -> dirs (ledgerDirs / indexDirs encoding)."""
         parts = encoded.split("\t")
-        return parts[1:] if parts and parts[0].isdigit() else parts
+        return parts[1:] if parts and re.fullmatch("[0-9]+", parts[0]) else parts
 
 
 def parse_cookie(data: bytes, path: str) -> Cookie:
@@ -453,9 +480,9 @@ def parse_cookie(data: bytes, path: str) -> Cookie:
         raise CorruptZnodeError(path, f"cookie is not UTF-8 ({exc})") from None
     first, _, rest = text.partition("\n")
     try:
-        layout = int(first.strip())
+        layout = java_int(first.strip(JAVA_TRIM))
     except ValueError:
-        raise CorruptZnodeError(path, f"cookie layout version {first[:20]!r} is not a number") from None
+        raise CorruptZnodeError(path, f"cookie layout version {shown(first)} is not a number") from None
     if layout == 3:
         lines = rest.split("\n")
         if len(lines) < 3:
@@ -469,6 +496,9 @@ def parse_cookie(data: bytes, path: str) -> Cookie:
 
 
 def serialize_cookie(cookie: Cookie) -> bytes:
+    """As Java's Cookie.toString(): layout 3 as three plain lines, later layouts as a text proto."""
+    if cookie.layout_version <= 3:
+        return f"{cookie.layout_version}\n{cookie.bookie_id}\n{cookie.journal_dirs}\n{cookie.ledger_dirs}\n".encode()
     msg = pb.CookieFormat(bookieHost=cookie.bookie_id, journalDir=cookie.journal_dirs, ledgerDirs=cookie.ledger_dirs)
     if cookie.instance_id is not None:
         msg.instanceId = cookie.instance_id

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from auditor.durability.javatext import java_int, java_split, shown
+
 from .errors import CorruptZnodeError, LayoutMismatchError, UnsupportedLayoutError
 from .location import Driver, LedgerManager
 
@@ -30,28 +32,29 @@ class LedgerLayout:
 
 
 def parse_layout(data: bytes, path: str = "LAYOUT") -> LedgerLayout:
-    """Parse LAYOUT content: `<format version>\\n<class>:<manager version>`."""
+    """Parse LAYOUT content, `<format version>\\n<class>:<manager version>`, as Java's LedgerLayout
+    reads it: Java ints with nothing around them, exactly one ':' on the second line."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise CorruptZnodeError(path, f"not UTF-8 text ({exc})") from None
-    lines = text.split("\n")
-    if len(lines) < 2:
-        raise CorruptZnodeError(path, f"expected 2 lines, found {len(lines)}: {text[:80]!r}")
+    lines = java_split(text, "\n")
     try:
-        fmt = int(lines[0].strip())
-    except ValueError:
-        raise CorruptZnodeError(path, f"layout format version {lines[0][:20]!r} is not a number") from None
+        fmt = java_int(lines[0])
+    except ValueError as exc:
+        raise CorruptZnodeError(path, f"layout format version: {exc}") from None
     if fmt not in (1, 2):
         raise CorruptZnodeError(path, f"layout format version {fmt} is not supported (1 or 2 only)")
-    parts = lines[1].split(":")
+    if len(lines) < 2:
+        raise CorruptZnodeError(path, f"no '<class>:<version>' line after the format version: {shown(text, 80)}")
+    parts = java_split(lines[1], ":")
     if len(parts) != 2:
-        raise CorruptZnodeError(path, f"second line {lines[1][:120]!r} is not '<class>:<version>'")
+        raise CorruptZnodeError(path, f"second line {shown(lines[1], 120)} is not '<class>:<version>'")
     try:
-        manager_version = int(parts[1].strip())
-    except ValueError:
-        raise CorruptZnodeError(path, f"manager version {parts[1][:20]!r} is not a number") from None
-    return LedgerLayout(fmt, parts[0].strip(), manager_version)
+        manager_version = java_int(parts[1])
+    except ValueError as exc:
+        raise CorruptZnodeError(path, f"manager version: {exc}") from None
+    return LedgerLayout(fmt, parts[0], manager_version)
 
 
 def manager_of(layout: LedgerLayout, driver: Driver = Driver.ZOOKEEPER) -> LedgerManager:

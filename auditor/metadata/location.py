@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from typing import Mapping
 from urllib.parse import urlsplit
 
+from auditor.durability.javatext import java_int
+
 from .errors import MetadataConfigError, UnsupportedLayoutError
 
 DEFAULT_LEDGERS_ROOT = "/ledgers"
@@ -42,7 +44,8 @@ _LEGACY_FACTORY_CLASSES = {
     "LongHierarchicalLedgerManagerFactory": LedgerManager.LONG_HIERARCHICAL,
     "FlatLedgerManagerFactory": LedgerManager.FLAT,
 }
-_HOST = re.compile(r"^[A-Za-z0-9._\-\[\]:]+$")
+# One ZooKeeper server: a host name / IPv4 address or a bracketed IPv6 address, then an optional port.
+_SERVER = re.compile(r"(?:\[([0-9A-Fa-f:.]+(?:%[A-Za-z0-9._-]+)?)\]|([A-Za-z0-9._-]+))(?::([0-9]{1,5}))?")
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,12 +81,31 @@ def join(parent: str, *children: str) -> str:
     return out or "/"
 
 
+def zk_path_problem(path: str) -> str | None:
+    """Why ZooKeeper would refuse `path` (its PathUtils.validatePath rules), or None if it is valid."""
+    if not path.startswith("/"):
+        return "must start with '/'"
+    if len(path) > 1 and path.endswith("/"):
+        return "must not end with '/'"
+    for name in path.split("/")[1:] if path != "/" else []:
+        if not name:
+            return "has an empty node name ('//')"
+        if name in (".", ".."):
+            return "has a relative part ('.' or '..')"
+    for c in path:
+        n = ord(c)
+        if n == 0 or n <= 0x1F or 0x7F <= n <= 0x9F or 0xD800 <= n <= 0xF8FF or n >= 0xFFF0:
+            return f"has an invalid character {c!r}"
+    return None
+
+
 def _normalise_root(path: str, what: str) -> str:
     path = path.rstrip("/")
     if not path:
         raise MetadataConfigError(f"{what}: empty ledgers root path")
-    if not path.startswith("/") or "//" in path:
-        raise MetadataConfigError(f"{what}: ledgers root {path!r} must be an absolute ZooKeeper path")
+    problem = zk_path_problem(path)
+    if problem:
+        raise MetadataConfigError(f"{what}: ledgers root {path!r} is not a valid ZooKeeper path: it {problem}")
     return path
 
 
@@ -92,8 +114,11 @@ def _servers(text: str, what: str) -> str:
     if not hosts:
         raise MetadataConfigError(f"{what}: no ZooKeeper servers")
     for h in hosts:
-        if not _HOST.match(h):
-            raise MetadataConfigError(f"{what}: bad ZooKeeper server {h!r}")
+        m = _SERVER.fullmatch(h)
+        if not m:
+            raise MetadataConfigError(f"{what}: bad ZooKeeper server {h!r} (expected host:port or [ipv6]:port)")
+        if m.group(3) is not None and not 0 < int(m.group(3)) < 65536:
+            raise MetadataConfigError(f"{what}: ZooKeeper server {h!r}: port {m.group(3)} is not 1..65535")
     return ",".join(hosts)
 
 
@@ -101,9 +126,20 @@ def parse_service_uri(uri: str, session_timeout_ms: int = DEFAULT_ZK_TIMEOUT_MS,
                       store_ledgers_root: str = DEFAULT_LEDGERS_ROOT) -> MetadataLocation:
     """Parse `metadataServiceUri`: `zk[+type]://h1:2181;h2:2181/root` or `metadata-store:zk:h:2181[/chroot]`."""
     raw = uri.strip()
+    bad = next((c for c in raw if ord(c) <= 0x20 or 0x7F <= ord(c) <= 0x9F), None)
+    if bad is not None:
+        # Java's URI refuses them; urlsplit would silently drop tabs and newlines ("/led\ngers" -> /ledgers).
+        raise MetadataConfigError(f"metadata service uri {uri!r}: invalid character {bad!r} (a space or control "
+                                  "character)")
     if raw.lower().startswith("metadata-store:"):
         return _parse_metadata_store(raw, session_timeout_ms, store_ledgers_root)
-    parts = urlsplit(raw)
+    try:
+        parts = urlsplit(raw)
+    except ValueError as exc:  # e.g. "Invalid IPv6 URL" for an unclosed '['
+        raise MetadataConfigError(f"metadata service uri {uri!r}: {exc}") from None
+    if parts.query or parts.fragment or "?" in raw or "#" in raw:
+        raise MetadataConfigError(f"metadata service uri {uri!r}: unexpected '?' or '#' (a ZooKeeper path "
+                                  "cannot hold them)")
     scheme = parts.scheme.lower()
     if not scheme:
         raise MetadataConfigError(f"metadata service uri {uri!r}: no scheme")
@@ -139,8 +175,10 @@ def _parse_metadata_store(uri: str, session_timeout_ms: int, ledgers_root: str) 
     rest = rest.removeprefix("//")
     servers, slash, chroot = rest.partition("/")
     chroot = ("/" + chroot).rstrip("/") if slash else ""
-    if chroot and "//" in chroot:
-        raise MetadataConfigError(f"metadata service uri {uri!r}: bad chroot {chroot!r}")
+    problem = zk_path_problem(chroot) if chroot else None
+    if problem:
+        raise MetadataConfigError(f"metadata service uri {uri!r}: chroot {chroot!r} is not a valid ZooKeeper "
+                                  f"path: it {problem}")
     return MetadataLocation(
         zk_hosts=_servers(servers, f"metadata service uri {uri!r}"),
         ledgers_root=_normalise_root(ledgers_root, "zkLedgersRootPath"),
@@ -157,7 +195,7 @@ def from_settings(settings: Mapping[str, object]) -> MetadataLocation:
     `metadataServiceUri` wins; otherwise `zkServers` + `zkLedgersRootPath` (default /ledgers) with the
     manager from `ledgerManagerFactoryClass` or the older `ledgerManagerType`.
     """
-    timeout = int(str(settings.get("zkTimeout", DEFAULT_ZK_TIMEOUT_MS)))
+    timeout = _timeout_ms(settings.get("zkTimeout", DEFAULT_ZK_TIMEOUT_MS))
     uri = str(settings.get("metadataServiceUri") or "").strip()
     if uri:
         return parse_service_uri(uri, timeout, str(settings.get("zkLedgersRootPath") or DEFAULT_LEDGERS_ROOT))
@@ -176,6 +214,17 @@ def from_settings(settings: Mapping[str, object]) -> MetadataLocation:
     )
 
 
+def _timeout_ms(value: object) -> int:
+    """zkTimeout (ms), a Java int > 0."""
+    try:
+        timeout = value if isinstance(value, int) and not isinstance(value, bool) else java_int(str(value).strip())
+    except ValueError as exc:
+        raise MetadataConfigError(f"zkTimeout: {exc}") from None
+    if timeout <= 0:
+        raise MetadataConfigError(f"zkTimeout: must be > 0 milliseconds, got {timeout}")
+    return timeout
+
+
 def _legacy_manager(settings: Mapping[str, object]) -> LedgerManager | None:
     cls = str(settings.get("ledgerManagerFactoryClass") or "").strip()
     if cls:
@@ -191,17 +240,3 @@ def _legacy_manager(settings: Mapping[str, object]) -> LedgerManager | None:
             raise MetadataConfigError(f"ledgerManagerType {kind!r}: unknown")
         return _URI_TYPES[kind]
     return None
-
-
-def parse_properties(text: str) -> dict[str, str]:
-    """Read a Java-style `key=value` configuration file (bk_server.conf) into a dict."""
-    out: dict[str, str] = {}
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line[0] in "#!":
-            continue
-        key, sep, value = line.partition("=")
-        if not sep:
-            key, sep, value = line.partition(":")
-        out[key.strip()] = value.strip()
-    return out

@@ -52,10 +52,12 @@ class DigitTree:
         return parts
 
     def level_regex(self, depth: int) -> re.Pattern[str]:
+        """A name at `depth`; use with fullmatch(). ASCII digits only: Python's \\d also matches other
+        scripts' digits (`L٠٠٠٧`), which no BookKeeper writes and int() would read as a ledger id."""
         w = self.widths[depth]
         if depth == len(self.widths) - 1:
-            return re.compile(rf"^L(\d{{{w},19}})$" if self.variable_leaf else rf"^L(\d{{{w}}})$")
-        return re.compile(rf"^(\d{{{w}}})$")
+            return re.compile(rf"L([0-9]{{{w},19}})" if self.variable_leaf else rf"L([0-9]{{{w}}})")
+        return re.compile(rf"([0-9]{{{w}}})")
 
     def prefix_range(self, prefix: str) -> tuple[int, int]:
         """Values whose digits start with `prefix` (a directory's accumulated digits)."""
@@ -126,7 +128,7 @@ class LedgerPaths:
                 continue
             digits = []
             for depth, part in enumerate(parts):
-                m = p.tree.level_regex(depth).match(part)
+                m = p.tree.level_regex(depth).fullmatch(part)
                 if not m:
                     break
                 digits.append(m.group(1))
@@ -211,7 +213,7 @@ async def _walk_tree(p: TreePass, children: ChildrenFn, lo: int, hi: int,
         matched: list[tuple[str, str]] = []
         skipped: list[str] = []
         for name in names:
-            m = regex.match(name)
+            m = regex.fullmatch(name)
             if m:
                 matched.append((name, m.group(1)))
             elif depth > 0 or tree is FLAT_TREE:
@@ -245,9 +247,10 @@ async def _walk_tree(p: TreePass, children: ChildrenFn, lo: int, hi: int,
 
 # ---------------------------------------------------------------- under-replication markers
 
-MARKER_LEAF = re.compile(r"^urL(\d+)$")
-SCOPED_MARKER_LEAF = re.compile(r"^urL(\d+)_(\d+)$")
-_HEX4 = re.compile(r"^[0-9a-f]{4}$")
+# Used with fullmatch(); ASCII digits only, at most as many as a Java long has.
+MARKER_LEAF = re.compile(r"urL([0-9]{1,19})")
+SCOPED_MARKER_LEAF = re.compile(r"urL([0-9]{1,19})_([0-9]{1,19})")
+_HEX4 = re.compile(r"[0-9a-f]{4}")
 
 
 def _hex_levels(n: int) -> list[str]:
@@ -294,8 +297,8 @@ class MarkerPaths:
             if rel is None:
                 continue
             parts = rel.split("/")
-            m = regex.match(parts[-1])
-            if len(parts) != levels + 1 or not m or not all(_HEX4.match(x) for x in parts[:-1]):
+            m = regex.fullmatch(parts[-1])
+            if len(parts) != levels + 1 or not m or not all(_HEX4.fullmatch(x) for x in parts[:-1]):
                 return None
             try:
                 lid = LedgerId(0, int(m.group(1))) if levels == 4 else LedgerId(int(m.group(1)), int(m.group(2)))
@@ -357,7 +360,7 @@ async def walk_leaf_directories(paths: LedgerPaths, children: ChildrenFn, includ
                 continue
             subdirs = []
             for name in names:
-                m = regexes[depth].match(name)
+                m = regexes[depth].fullmatch(name)
                 if not m:
                     continue  # other znodes (the root's LAYOUT, available, ...) or strays: not ours to plan
                 lo, top = tree.prefix_range(prefix + m.group(1))

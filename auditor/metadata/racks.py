@@ -17,7 +17,7 @@ from typing import Any, Awaitable, Callable, Iterable, Mapping, Protocol
 
 import yaml
 
-from .errors import MetadataConfigError
+from .errors import CorruptZnodeError, MetadataConfigError
 from .formats import parse_host_port
 
 log = logging.getLogger(__name__)
@@ -74,14 +74,19 @@ class StaticRackMap:
 def load_rack_file(path: str | Path, *, default_rack: str = DEFAULT_RACK, host_of: HostOf | None = None) -> StaticRackMap:
     """A YAML or JSON file: either a flat `{bookie-or-host: rack}` mapping or `{"racks": {...}}`."""
     p = Path(path)
+    kind = "JSON" if p.suffix.lower() == ".json" else "YAML"
     try:
         text = p.read_text(encoding="utf-8")
     except OSError as exc:
         raise MetadataConfigError(f"rack file {p}: cannot read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        raise MetadataConfigError(f"rack file {p}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     try:
-        doc = json.loads(text) if p.suffix.lower() == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        raise MetadataConfigError(f"rack file {p}: not valid {'JSON' if p.suffix.lower() == '.json' else 'YAML'}: {exc}") from None
+        doc = json.loads(text) if kind == "JSON" else yaml.safe_load(text)
+    except (ValueError, yaml.YAMLError) as exc:  # JSONDecodeError is a ValueError, as is a huge YAML int
+        raise MetadataConfigError(f"rack file {p}: not valid {kind}: {' '.join(str(exc).split())[:300]}") from None
+    except RecursionError:
+        raise MetadataConfigError(f"rack file {p}: {kind} nested too deeply") from None
     if isinstance(doc, dict) and isinstance(doc.get("racks"), dict):
         doc = doc["racks"]
     if not isinstance(doc, dict):
@@ -96,17 +101,20 @@ def load_rack_file(path: str | Path, *, default_rack: str = DEFAULT_RACK, host_o
 
 
 def parse_pulsar_bookies_json(data: bytes, path: str = "/bookies") -> dict[str, dict[str, Any]]:
-    """`{group: {bookieId: {"rack": ..., "hostname": ...}}}` -> {bookieId: info} (all groups merged)."""
+    """`{group: {bookieId: {"rack": ..., "hostname": ...}}}` -> {bookieId: info} (all groups merged).
+    CorruptZnodeError naming `path` when the content is not that."""
     try:
         doc = json.loads(data.decode("utf-8")) if data else {}
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise MetadataConfigError(f"{path}: not valid JSON ({exc})") from None
+        raise CorruptZnodeError(path, f"not valid JSON ({exc})") from None
+    except RecursionError:
+        raise CorruptZnodeError(path, "JSON nested too deeply") from None
     if not isinstance(doc, dict):
-        raise MetadataConfigError(f"{path}: expected an object of groups")
+        raise CorruptZnodeError(path, "expected an object of groups")
     out: dict[str, dict[str, Any]] = {}
     for group, members in doc.items():
         if not isinstance(members, dict):
-            raise MetadataConfigError(f"{path}: group {group!r} is not an object")
+            raise CorruptZnodeError(path, f"group {group!r} is not an object")
         for bookie, info in members.items():
             if isinstance(info, dict) and bookie not in out:
                 out[bookie] = {**info, "group": group}

@@ -19,8 +19,9 @@ from auditor.durability.model import LedgerMetadata
 
 from . import formats
 from .bridge import KazooBridge, start_client, stop_client
-from .errors import (ConcurrentUpdateError, CorruptZnodeError, MetadataError, NoSuchLedgerError,
-                     NotLeaderError)
+from .election import OUR_SUBTREE
+from .errors import (ConcurrentUpdateError, CorruptZnodeError, MissingZnodeError, NoSuchLedgerError,
+                     NotALedgersRootError, NotLeaderError)
 from .interfaces import (BookieAddress, BookieRegistration, CookieRecord, CorruptLedger, LedgerRecord,
                          MarkerRecord, MarkResult, NodeStat, Registrations, ScanStats, WriteGuard)
 from .layout import LedgerLayout, parse_layout, resolve_manager
@@ -87,7 +88,12 @@ class ZooKeeperMetadataStore:
                       connect_timeout: float = 30.0, client: KazooClient | None = None,
                       op_timeout: float | None = 30.0,
                       reads_per_second: float | None = None) -> "ZooKeeperMetadataStore":
-        """Connect, read LAYOUT (never written) and check it against the configured manager."""
+        """Connect, check that the ledgers root is a BookKeeper cluster's, read LAYOUT (never written) and
+        check it against the configured manager.
+
+        NotALedgersRootError when the root has neither LAYOUT nor `available` (a wrong path would
+        otherwise look like a healthy, empty cluster). Nothing is created, whatever the outcome.
+        """
         loc = parse_service_uri(location) if isinstance(location, str) else location
         owns = client is None
         if client is None:
@@ -99,14 +105,15 @@ class ZooKeeperMetadataStore:
                              rate_limit=reads_per_second or None)
         layout_path = join(loc.ledgers_root, "LAYOUT")
         try:
-            data, _ = await bridge.call(client.get_async, layout_path)
-            layout: LedgerLayout | None = parse_layout(data, layout_path)
-        except NoNodeError:
-            layout = None
-            log.warning("%s is missing: assuming the hybrid hierarchical layout (not creating it)", layout_path)
-        try:
+            try:
+                data, _ = await bridge.call(client.get_async, layout_path)
+                layout: LedgerLayout | None = parse_layout(data, layout_path)
+            except NoNodeError:
+                await _require_ledgers_root(bridge, loc)
+                layout = None
+                log.warning("%s is missing: assuming the hybrid hierarchical layout (not creating it)", layout_path)
             manager = resolve_manager(loc.manager, layout, loc.driver, layout_path)
-        except MetadataError:
+        except BaseException:
             bridge.detach()
             if owns:
                 await stop_client(client)
@@ -142,6 +149,14 @@ class ZooKeeperMetadataStore:
         except NoNodeError:
             return None
 
+    async def _ledger_children(self, path: str, sync: bool) -> list[str] | None:
+        """Children of a ledger directory; None if it vanished (a race: nothing to list). The ledgers root
+        itself missing is an error: listing it as empty would report a cluster with no ledgers."""
+        names = await self._children(path, sync)
+        if names is None and path == self.root:
+            raise MissingZnodeError(path, "the ledgers root is gone")
+        return names
+
     async def _exists(self, path: str, watch: Any = None) -> Any:
         return await self.bridge.call(self.client.exists_async, path, watch)
 
@@ -167,27 +182,37 @@ class ZooKeeperMetadataStore:
             raise result
         return result
 
-    async def _create_parents(self, path: str, guard: WriteGuard, stop_at: str) -> None:
-        """Create the missing persistent, empty parents of `path` below `stop_at` (each create guarded)."""
+    async def _create_parents(self, path: str, guard: WriteGuard) -> None:
+        """Create the missing persistent, empty parents of `path` strictly below the ledgers root (each
+        create guarded). The root itself is never created: if it vanished, the write fails."""
+        top = self.root.rstrip("/") + "/"
+        if not path.startswith(top):
+            raise ValueError(f"{path} is outside the ledgers root {self.root}")
         parts = path.split("/")
-        prefix = stop_at.rstrip("/")
-        todo = [p for p in ("/".join(parts[:i]) for i in range(2, len(parts))) if p.startswith(prefix + "/") or p == prefix]
-        for parent in todo:
-            if await self._exists(parent):
+        for parent in ("/".join(parts[:i]) for i in range(2, len(parts))):
+            if not parent.startswith(top) or await self._exists(parent):
                 continue
             try:
                 await self._guarded_one(guard, lambda t, p=parent: t.create(p, b""))
             except NodeExistsError:
                 pass
 
+    @property
+    def own_subtree(self) -> str:
+        """`<root>/bk-auditor`: the one place the daemon keeps znodes of its own."""
+        return join(self.root, OUR_SUBTREE)
+
     async def put(self, path: str, data: bytes, guard: WriteGuard) -> None:
-        """Guarded set-or-create of one of our own znodes (missing parents created, each guarded)."""
+        """Guarded set-or-create of one of our own znodes, under `own_subtree` (missing parents created,
+        each guarded)."""
+        if not path.startswith(self.own_subtree + "/"):
+            raise ValueError(f"{path} is not under bk-auditor's own subtree {self.own_subtree}")
         for _ in range(3):
             try:
                 await self._guarded_one(guard, lambda t: t.set_data(path, data))
                 return
             except NoNodeError:
-                await self._create_parents(path, guard, self.root)
+                await self._create_parents(path, guard)
                 try:
                     await self._guarded_one(guard, lambda t: t.create(path, data))
                     return
@@ -217,7 +242,7 @@ class ZooKeeperMetadataStore:
             log.info("skipping non-ledger znode %s/%s", parent, name)
 
         async def children(path: str) -> list[str] | None:
-            return await self._children(path, sync)
+            return await self._ledger_children(path, sync)
 
         async def gen() -> AsyncIterator[LedgerBatch]:
             async for batch in walk_ledgers(self.paths, children, start, end, include_scoped, skip):
@@ -232,7 +257,7 @@ class ZooKeeperMetadataStore:
         directory's child count from its Stat (one exists() per directory, pipelined)."""
 
         async def children(path: str) -> list[str] | None:
-            return await self._children(path, sync)
+            return await self._ledger_children(path, sync)
 
         dirs = [d async for d in walk_leaf_directories(self.paths, children, include_scoped)]
         if not count_children:
@@ -307,7 +332,7 @@ class ZooKeeperMetadataStore:
                     await self._guarded_one(guard, lambda t: t.create(path, data))
                     return 0
                 except NoNodeError:
-                    await self._create_parents(path, guard, self.root)
+                    await self._create_parents(path, guard)
                 except NodeExistsError:
                     raise ConcurrentUpdateError(path, "ledger znode already exists") from None
             raise ConcurrentUpdateError(path, "parents keep vanishing")
@@ -329,8 +354,25 @@ class ZooKeeperMetadataStore:
         return join(self.root, "available", READONLY)
 
     async def _registrations_under(self, parent: str, read_only: bool) -> dict[str, BookieRegistration]:
-        names = await self._children(parent) or []
-        names = [n for n in names if not (n == READONLY and not read_only)]
+        """Registrations under `available` (writable) or `available/readonly`. `available` missing is an
+        error (every BookKeeper cluster has it; Java's registration client fails too); `readonly` missing
+        means none (Java's clients create it lazily). Names that are not valid bookie ids are skipped with
+        a warning: no ensemble can name them (Java's listing throws on them)."""
+        names = await self._children(parent)
+        if names is None:
+            if not read_only:
+                raise MissingZnodeError(parent, "bookie registration directory is missing; this is not a "
+                                                "readable BookKeeper cluster")
+            names = []
+        valid = []
+        for n in names:
+            if n == READONLY and not read_only:
+                continue
+            if formats.is_valid_bookie_id(n):
+                valid.append(n)
+            else:
+                log.warning("skipping %s/%r: not a valid bookie id", parent, n)
+        names = valid
 
         async def one(name: str) -> BookieRegistration | None:
             path = join(parent, name)
@@ -417,7 +459,6 @@ class ZooKeeperMetadataStore:
         lid = ledger_id if isinstance(ledger_id, LedgerId) else LedgerId(0, ledger_id)
         wanted = list(dict.fromkeys(replicas))
         path = self.markers.marker(lid)
-        stop_at = self.markers.base
         for _ in range(100):
             data = formats.serialize_marker(wanted, self._clock_ms() if store_ctime else None)
             try:
@@ -425,7 +466,7 @@ class ZooKeeperMetadataStore:
                 return MarkResult.CREATED
             except NoNodeError:
                 # A parent is missing (maybe a worker is removing empty parents right now): create, retry.
-                await self._create_parents(path, guard, stop_at)
+                await self._create_parents(path, guard)
                 continue
             except NodeExistsError:
                 pass
@@ -588,7 +629,7 @@ class ZooKeeperMetadataStore:
                 await self._guarded_one(guard, lambda t: t.create(path, data))
                 return
             except NoNodeError:
-                await self._create_parents(path, guard, self.root)
+                await self._create_parents(path, guard)
             except NodeExistsError:
                 pass
         raise ConcurrentUpdateError(path, "could not write the check time")
@@ -600,13 +641,26 @@ class ZooKeeperMetadataStore:
         if got is not None:
             formats.check_ur_layout(got[0], path)
             return
-        await self._create_parents(path, guard, self.root)
+        await self._create_parents(path, guard)
         try:
             await self._guarded_one(guard, lambda t: t.create(path, formats.serialize_ur_layout()))
         except NodeExistsError:
             got = await self._get(path)
             if got is not None:
                 formats.check_ur_layout(got[0], path)
+
+
+async def _require_ledgers_root(bridge: KazooBridge, loc: MetadataLocation) -> None:
+    """Refuse a root with neither LAYOUT (the caller found none) nor `available`: every formatted
+    BookKeeper cluster has both, so this is a wrong path (e.g. /wrongroot, /zookeeper). Read-only."""
+    root = loc.ledgers_root
+    if await bridge.call(bridge.client.exists_async, join(root, "available")) is not None:
+        return
+    exists = await bridge.call(bridge.client.exists_async, root) is not None
+    shown = loc.chroot + root
+    raise NotALedgersRootError(shown, "not a BookKeeper ledgers root: " + (
+        "it has neither LAYOUT nor available" if exists else "no such znode") +
+        " (check the path of the metadata service URI or zkLedgersRootPath)")
 
 
 async def _call(fn: Callable[[], Any]) -> None:

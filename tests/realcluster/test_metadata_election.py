@@ -78,7 +78,8 @@ async def test_java_election_path_needs_opt_in(cluster: Cluster) -> None:
             LeaderElection(bridge, f"{cluster.ledgers_root}/underreplication/auditorelection", "x:1",
                            ledgers_root=cluster.ledgers_root)
         with pytest.raises(MetadataConfigError):
-            LeaderElection(bridge, "/x", "not a bookie id", java_compatible=True)
+            LeaderElection(bridge, f"{cluster.ledgers_root}/bk-auditor/x", "not a bookie id", java_compatible=True,
+                           ledgers_root=cluster.ledgers_root)
     finally:
         bridge.detach()
         await stop_client(client)

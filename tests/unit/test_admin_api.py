@@ -241,6 +241,18 @@ async def test_explain_errors(env: Env) -> None:
     assert env.cluster.explained == [LedgerId.of(123)]
 
 
+@pytest.mark.parametrize("ledger", ["9" * 5000, "1:" + "9" * 5000, "9" * 30, "\u0661\u0662", "7\n\n7"])
+async def test_hostile_ledger_ids_are_invalid_argument(env: Env, ledger: str) -> None:
+    """Never INTERNAL: int() refuses > 4300 digits with a plain ValueError, which once escaped as INTERNAL."""
+    for call in (lambda: env.stub.ExplainLedger(pb.ExplainLedgerRequest(ledger=ledger), timeout=5),
+                 lambda: env.stub.ListFindings(pb.ListFindingsRequest(ledger=ledger), timeout=5)):
+        with pytest.raises(aio.AioRpcError) as exc:
+            await call()
+        assert exc.value.code() is grpc.StatusCode.INVALID_ARGUMENT, exc.value.details()
+        assert len(exc.value.details()) < 200
+    assert env.cluster.explained == []
+
+
 # ------------------------------------------------------------------------------------------ pause
 
 async def test_pause_and_resume(env: Env) -> None:

@@ -395,3 +395,82 @@ def test_parse_bind() -> None:
     for bad in ("7979", "host:99999", "a b:1"):
         with pytest.raises(ValueError):
             parse_bind(bad)
+
+
+# ------------------------------------------------------------------------------------------ hostile input (issue 10)
+
+def test_non_utf8_config_file_is_one_config_error(tmp_path: Path) -> None:
+    for name in ("bad.conf", "bad.yaml"):
+        p = tmp_path / name
+        p.write_bytes(b"# ok\nmetadataServiceUri=zk://h:1/l\xff\n" if name.endswith(".conf") else b"a: 1\nb: \xfe\n")
+        with pytest.raises(ConfigError) as exc:
+            load_settings(p)
+        assert problems(exc) == [f"config file {p}: not UTF-8 text (byte {'0xff' if 'conf' in name else '0xfe'} "
+                                 "on line 2)"]
+
+
+@pytest.mark.parametrize("text", ["zkServers=h:1\nmetadataServiceUri=zk://h:1/l\\u12\n", "a\\u=1\n",
+                                  "zkServers=h:1\nx\\uZZZZ=1\n"])
+def test_short_unicode_escape_in_properties_is_one_config_error(tmp_path: Path, text: str) -> None:
+    p = write(tmp_path, "e.conf", text)
+    with pytest.raises(ConfigError) as exc:
+        load_settings(p)
+    (line,) = problems(exc)
+    assert line.startswith(f"config file {p}: line ") and "malformed \\uxxxx escape" in line, line
+
+
+@pytest.mark.parametrize("name, text, words", [
+    ("deep.yaml", "a: " + "[" * 3000 + "]" * 3000 + "\n", "nested too deeply"),
+    ("deep.json", '{"a": ' + "[" * 3000 + "]" * 3000 + "}", "nested too deeply"),
+    ("big.yaml", "max_concurrent_ledgers: " + "9" * 5000 + "\n", "unreadable value"),
+    ("nul.yaml", "log:\n  level: '\x00'\n", "not valid YAML (line 2): character '\\x00' is not allowed"),
+])
+def test_hostile_yaml_is_one_config_error(tmp_path: Path, name: str, text: str, words: str) -> None:
+    p = write(tmp_path, name, text)
+    with pytest.raises(ConfigError) as exc:
+        load_settings(p)
+    (line,) = problems(exc)
+    assert line.startswith(f"config file {p}: ") and words in line and "\n" not in line, line
+
+
+def test_deeply_nested_env_json_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BKAUDIT_ZOOKEEPER", '{"servers": ' + "[" * 5000 + "]" * 5000 + "}")
+    with pytest.raises(ConfigError) as exc:
+        load_settings()
+    assert problems(exc) == ["environment: BKAUDIT_ZOOKEEPER: JSON nested too deeply to be a setting"]
+
+
+@pytest.mark.parametrize("path", ["/elsewhere", "/ledgers", "/ledgers/bk-auditor", "/ledgers/underreplication/x",
+                                  "/other/bk-auditor/election"])
+def test_election_path_outside_our_subtree_is_refused(path: str) -> None:
+    with pytest.raises(ConfigError) as exc:
+        load_settings(overrides={"metadata_service_uri": "zk+hierarchical://h:2181/ledgers",
+                                 "election": {"path": path}}, option_names={"election.path": "--election-path"})
+    (line,) = problems(exc)
+    assert line.startswith("command line: --election-path: election path") and "outside bk-auditor's own subtree" in line, line
+    ok = load_settings(overrides={"metadata_service_uri": "zk+hierarchical://h:2181/ledgers",
+                                  "election": {"path": "/ledgers/bk-auditor/e2"}})
+    assert ok.election_path == "/ledgers/bk-auditor/e2"
+
+
+@pytest.mark.parametrize("value", ["127.0.0.1:\u0667\u0669", "h:79790", "h:\u00b2"])
+def test_bind_ports_are_ascii_and_in_range(value: str) -> None:
+    with pytest.raises(ValueError):
+        parse_bind(value)
+
+
+def test_time_window_digits_are_ascii() -> None:
+    with pytest.raises(ValueError):
+        TimeWindow.parse("\u0661:00-02:00")
+
+
+def test_malformed_uri_and_zk_timeout_are_config_errors(tmp_path: Path) -> None:
+    p = write(tmp_path, "u.conf", "metadataServiceUri=zk+hierarchical://[::1/ledgers\n")
+    with pytest.raises(ConfigError) as exc:
+        load_settings(p)
+    assert problems(exc) == [f"config file {p}: metadataServiceUri: metadata service uri "
+                             "'zk+hierarchical://[::1/ledgers': Invalid IPv6 URL"]
+    p = write(tmp_path, "t.conf", "zkServers=h:2181\nzkTimeout=abc\n")
+    with pytest.raises(ConfigError) as exc:
+        load_settings(p)
+    assert problems(exc) == [f"config file {p}: zkTimeout: must be an integer (milliseconds), got 'abc'"]

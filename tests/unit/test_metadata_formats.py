@@ -129,8 +129,8 @@ def metadata(draw) -> LedgerMetadata:
     e = draw(st.integers(1, 6))
     w = draw(st.integers(1, e))
     a = draw(st.integers(1, w))
-    firsts = sorted(draw(st.sets(st.integers(0, 10**12), min_size=1, max_size=4)))
-    segs = tuple(Segment(x, tuple(draw(st.lists(bookie_ids, min_size=e, max_size=e)))) for x in firsts)
+    firsts = sorted({0} | draw(st.sets(st.integers(1, 10**12), max_size=3)))  # a writer starts at entry 0
+    segs = tuple(Segment(x, tuple(draw(st.lists(bookie_ids, min_size=e, max_size=e, unique=True)))) for x in firsts)
     state = draw(st.sampled_from(list(LedgerState)))
     closed = state is LedgerState.CLOSED
     return LedgerMetadata(
@@ -262,3 +262,99 @@ def test_fuzzed_binary_payloads_only_raise_typed_errors(data: bytes) -> None:
             parse(data)
         except CorruptZnodeError as exc:
             assert exc.path == "/r"
+
+
+# ------------------------------------------------------------------ what Java refuses (issue 10, defect 4)
+
+V1 = b"BookieMetadataFormatVersion\t1\n"
+
+
+@pytest.mark.parametrize("body, problem", [
+    (b"2\n3\n1280\n0\ta:1\tb:2\tc:3\n99999999999999999999990\tCLOSED", "out of range for a Java long"),
+    (b"2\n3\n1_280\n0\ta:1\tb:2\tc:3\n19\tCLOSED", "length: '1_280' is not a decimal number"),
+    (b"2\n3\n1280\n0\ta:1\tb:2\tc:3\n1_9\tCLOSED", "entry id: '1_9' is not a decimal number"),
+    ("2\n3\n1280\n0\ta:1\tb:2\tc:3\n\u0661\u0669\tCLOSED".encode(), "is not a decimal number"),
+    ("\u0662\n3\n0\n0\ta:1\tb:2\tc:3\n".encode(), "write quorum"),
+    (b" 2\n3\n0\n0\ta:1\tb:2\tc:3\n", "write quorum: ' 2' is not a decimal number"),
+    (b"2\n3\n1280\n0\ta:1\tb:2\tc:3\n-7\tCLOSED", "last entry id -7 (below -1)"),
+    (b"2\n3\n-5\n0\ta:1\tb:2\tc:3\n4\tCLOSED", "negative length -5"),
+    (b"2\n3\n0\n-1\ta:1\tb:2\tc:3\n", "first ensemble starts at entry -1"),
+    (b"2\n3\n0\n0\ta:1\tb:2\tc:3\n-4\ta:1\tb:2\tc:3\n", "do not increase"),
+    (b"2\n3\n0\n0\ta:1\tb:2\tb:2\n", "bookie b:2 appears twice"),
+    (b"2\n3\n0\n0\ta:1\tb:2\n", "has 2 bookies"),
+    (b"2\n3\n0\n0 a:1 b:2 c:3\n", "no TAB-separated fields"),
+    (b"2\n3\n9223372036854775808\n", "length: '9223372036854775808' is out of range"),
+    (b"2147483648\n3\n0\n", "write quorum: '2147483648' is out of range for a Java int"),
+    (b"2\n3\n", "lacks the quorum/ensemble/length"),
+])
+def test_v1_refuses_what_java_refuses_or_no_writer_writes(body: bytes, problem: str) -> None:
+    with pytest.raises(CorruptZnodeError) as err:
+        f.parse_ledger_metadata(V1 + body, 7, PATH)
+    assert err.value.path == PATH and problem in err.value.problem, err.value.problem
+
+
+def test_v1_line_breaks_and_trailing_tabs_as_java_reads_them() -> None:
+    # Java's readLine splits on \r\n, \r and \n; String.split("\t") drops trailing empty fields.
+    md = f.parse_ledger_metadata(V1 + b"2\r\n3\r0\n0\ta:1\tb:2\tc:3\t\t\r\n+4\tCLOSED\r\nignored", 7, PATH)
+    assert md.segments == (Segment(0, ("a:1", "b:2", "c:3")),) and md.last_entry_id == 4
+
+
+def _v3(md: LedgerMetadata) -> bytes:
+    raw = f._to_proto(md)
+    raw.cToken = 0
+    body = raw.SerializePartialToString()
+    return f.HEADER_KEY + b"3\n" + f._encode_varint(len(body)) + body
+
+
+def _v2(md: LedgerMetadata) -> bytes:
+    from google.protobuf import text_format
+    return f.HEADER_KEY + b"2\n" + text_format.MessageToString(f._to_proto(md)).encode()
+
+
+@pytest.mark.parametrize("encode", [_v2, _v3], ids=["v2", "v3"])
+@pytest.mark.parametrize("md, problem", [
+    (_md(length=-1280), "negative length -1280"),
+    (_md(last_entry_id=-7), "last entry id -7 (below -1)"),
+    (_md(segments=(Segment(0, (B[0], B[1], B[0])),)), f"bookie {B[0]} appears twice"),
+    (_md(segments=(Segment(3, tuple(B[:3])),)), "first ensemble starts at entry 3, not 0"),
+    (_md(segments=(Segment(0, (B[0] + "\n", B[1], B[2])),)), "invalid bookie id"),
+    (_md(ensemble_size=0, write_quorum=0, ack_quorum=0, segments=(Segment(0, ()),)), "ack quorum 0 < 1"),
+])
+def test_v2_v3_refuse_what_no_writer_writes(encode, md: LedgerMetadata, problem: str) -> None:
+    with pytest.raises(CorruptZnodeError) as err:
+        f.parse_ledger_metadata(encode(md), 7, PATH)
+    assert err.value.path == PATH and problem in err.value.problem, err.value.problem
+
+
+def test_a_closed_empty_ledger_is_fine() -> None:
+    md = _md(last_entry_id=-1, length=0, segments=(Segment(0, tuple(B[:3])),))
+    assert f.parse_ledger_metadata(_v3(md), 7, PATH).last_entry_id == -1
+
+
+def test_bookie_id_is_matched_whole_like_java() -> None:
+    # Java's String.matches() covers the whole id; Python's `$` also matches before a trailing newline.
+    for bad in ("127.0.0.1:3181\n", "a:1\n\n", "a\n:1", "\u0661:1", "a:1 "):
+        assert not f.is_valid_bookie_id(bad), repr(bad)
+    assert f.is_valid_bookie_id("a;b<c>@[x]^_:1")  # ':'..'_' is a range in Java's pattern too
+
+
+def test_host_port_ascii_whole() -> None:
+    assert f.parse_host_port("h:3181\n") is None and f.parse_host_port("h:\u0663\u0661") is None
+    assert f.parse_host_port("h h:1") is None
+
+
+@pytest.mark.parametrize("data", [b"60\n", b" 60", b"6_0", "\u0666\u0660".encode(), b"2147483648", b""])
+def test_lost_bookie_recovery_delay_read_like_integer_parse_int(data: bytes) -> None:
+    with pytest.raises(CorruptZnodeError) as err:
+        f.parse_lost_bookie_recovery_delay(data, "/ledgers/underreplication/lostBookieRecoveryDelay")
+    assert err.value.path.endswith("lostBookieRecoveryDelay")
+    assert f.parse_lost_bookie_recovery_delay(b"-3", "/x") == -3  # Java takes a sign
+
+
+def test_cookie_numbers_and_layout_3_round_trip() -> None:
+    for bad in (b"1_0\n", "\u0665\n".encode(), b"99999999999\n"):
+        with pytest.raises(CorruptZnodeError):
+            f.parse_cookie(bad, "/c")
+    c3 = f.Cookie(3, "host:1", "/j", "/l")
+    assert f.parse_cookie(f.serialize_cookie(c3), "/c") == c3
+    assert f.parse_cookie(b"\t 3 \nhost:1\n/j\n/l\n", "/c") == c3  # Java trims the version line

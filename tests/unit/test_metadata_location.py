@@ -6,7 +6,8 @@ import pytest
 from auditor.metadata.errors import (CorruptZnodeError, LayoutMismatchError, MetadataConfigError,
                                      UnsupportedLayoutError)
 from auditor.metadata.layout import LedgerLayout, manager_of, parse_layout, resolve_manager
-from auditor.metadata.location import (Driver, LedgerManager, from_settings, parse_properties,
+from auditor.javaconf import parse_properties
+from auditor.metadata.location import (Driver, LedgerManager, from_settings,
                                        parse_service_uri)
 
 H, LH, FL, LEG = (LedgerManager.HIERARCHICAL, LedgerManager.LONG_HIERARCHICAL, LedgerManager.FLAT,
@@ -99,3 +100,46 @@ def test_resolve_manager() -> None:
     assert resolve_manager(LH, long_layout) is LH
     with pytest.raises(LayoutMismatchError):
         resolve_manager(H, long_layout)
+
+
+@pytest.mark.parametrize("data, problem", [
+    (b"2\norg.apache.bookkeeper.meta.HierarchicalLedgerManagerFactory:1_0", "manager version: '1_0'"),
+    ("\u0662\norg.apache.bookkeeper.meta.HierarchicalLedgerManagerFactory:1".encode(), "layout format version"),
+    (b" 2\norg.apache.bookkeeper.meta.HierarchicalLedgerManagerFactory:1", "layout format version"),
+    (b"2\norg.apache.bookkeeper.meta.HierarchicalLedgerManagerFactory: 1", "manager version"),
+    (b"2\norg.apache.bookkeeper.meta.HierarchicalLedgerManagerFactory:" + b"9" * 5000, "out of range"),
+])
+def test_layout_numbers_read_like_java(data: bytes, problem: str) -> None:
+    with pytest.raises(CorruptZnodeError) as err:
+        parse_layout(data, "/ledgers/LAYOUT")
+    assert err.value.path == "/ledgers/LAYOUT" and problem in err.value.problem, err.value.problem
+    # Java's split(":") drops a trailing empty field, so "cls:1:" is still two parts.
+    assert parse_layout(b"2\nx.Y:1:\n", "/l").manager_version == 1
+
+
+@pytest.mark.parametrize("uri, words", [
+    ("zk+hierarchical://[::1/ledgers", "Invalid IPv6 URL"),
+    ("zk+hierarchical://[::1]]:2181/ledgers", "bad ZooKeeper server"),
+    ("zk+hierarchical://h:99999/ledgers", "port 99999 is not 1..65535"),
+    ("zk+hierarchical://h:\u0662\u0661\u0668\u0661/ledgers", "bad ZooKeeper server"),
+    ("zk+hierarchical://user@h:2181/ledgers", "bad ZooKeeper server"),
+    ("zk+hierarchical://h:2181/led\ngers", "invalid character"),
+    ("zk+hierarchical://h:2181/ledgers/../x", "relative part"),
+    ("zk+hierarchical://h:2181/led\x00gers", "invalid character"),
+    ("zk+hierarchical://h:2181/ledgers?x=1", "unexpected '?' or '#'"),
+    ("zk+hierarchical://h:2181/ledgers#f", "unexpected '?' or '#'"),
+    ("metadata-store:zk:h:2181/chroot/./x", "relative part"),
+])
+def test_malformed_uris_are_config_errors(uri: str, words: str) -> None:
+    with pytest.raises(MetadataConfigError) as err:
+        parse_service_uri(uri)
+    assert words in str(err.value) and "metadata service uri" in str(err.value), str(err.value)
+
+
+@pytest.mark.parametrize("value, words", [("abc", "'abc' is not a decimal number"), ("1.5", "not a decimal"),
+                                          ("0", "must be > 0"), ("9" * 5000, "out of range"),
+                                          ("\u0661\u0660", "not a decimal")])
+def test_zk_timeout_must_be_a_java_int(value: str, words: str) -> None:
+    with pytest.raises(MetadataConfigError) as err:
+        from_settings({"zkServers": "h:2181", "zkTimeout": value})
+    assert str(err.value).startswith("zkTimeout: ") and words in str(err.value), str(err.value)

@@ -153,3 +153,39 @@ def test_walk_tolerates_vanished_directories() -> None:
     del tree["/ledgers/000/0000/0000/0000"]  # deleted between listing its parent and listing it
     got, _, _ = _walk(p, tree)
     assert got == [LedgerId(0, 10**12)]
+
+
+@pytest.mark.parametrize("manager", list(LedgerManager))
+def test_only_ascii_digits_name_a_ledger(manager: LedgerManager) -> None:
+    """`L٠٠٠٧` (Arabic-Indic digits) or a trailing newline must not be read as ledger 7: no BookKeeper
+    writes such a name, and reading ledger 7's metadata would fetch another znode."""
+    paths = LedgerPaths("/ledgers", manager)
+    good = paths.path(7)
+    parent, leaf = good.rsplit("/", 1)
+    arabic = "".join(chr(ord(c) - ord("0") + 0x660) if c.isdigit() else c for c in leaf)
+    for bad in (f"{parent}/{arabic}", good + "\n", f"{parent}/L{'0' * (len(leaf) - 2)}\u0667", " " + good):
+        assert paths.parse(bad) is None, repr(bad)
+    assert paths.parse(good) == LedgerId(0, 7)
+
+
+async def test_walk_skips_names_with_non_ascii_digits() -> None:
+    paths = LedgerPaths("/ledgers", LedgerManager.HIERARCHICAL)
+    tree = {"/ledgers": ["00", "\u0660\u0660"], "/ledgers/00": ["0000"],
+            "/ledgers/00/0000": ["L0007", "L\u0660\u0660\u0660\u0668", "L0009\n"]}
+    skipped: list[str] = []
+
+    async def children(path: str):
+        return tree.get(path)
+    got = [b async for b in walk_ledgers(paths, children, include_scoped=False,
+                                         on_skip=lambda d, n: skipped.append(n))]
+    assert [i.ledger for b in got for i in b.ledger_ids] == [7]
+    assert sorted(skipped) == sorted(["L\u0660\u0660\u0660\u0668", "L0009\n"])
+
+
+def test_marker_paths_only_ascii() -> None:
+    m = MarkerPaths("/ledgers")
+    good = m.marker(7)
+    assert m.parse_marker(good) == LedgerId(0, 7)
+    assert m.parse_marker(good.replace("urL0000000007", "urL000000000\u0667")) is None
+    assert m.parse_marker(good + "\n") is None
+    assert m.parse_marker(good.replace("urL0000000007", "urL" + "9" * 5000)) is None

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from auditor.metadata.errors import MetadataConfigError
+from auditor.metadata.errors import CorruptZnodeError, MetadataConfigError
 from auditor.metadata.racks import (DEFAULT_RACK, ScriptRackResolver, load_rack_file, normalise_rack,
                                     pulsar_rack_map)
 
@@ -30,7 +30,7 @@ async def test_pulsar_json() -> None:
         return "bk1.local"
     by_host = pulsar_rack_map(json.dumps(doc).encode(), host_of=host_of)
     assert (await by_host.racks(["custom-id"]))["custom-id"] == "/rack-a"
-    with pytest.raises(MetadataConfigError, match="/bookies"):
+    with pytest.raises(CorruptZnodeError, match="/bookies"):
         pulsar_rack_map(b"{not json")
 
 
