@@ -44,3 +44,19 @@ def java_to_string(md: LedgerMetadata) -> str:
 
 async def collect(it: AsyncIterator) -> list:
     return [x async for x in it]
+
+
+def zk_tree(kazoo, top: str = "/") -> dict[str, tuple[int, int]]:
+    """Every znode under `top` (inclusive) -> (mzxid, pzxid): any create, delete or set changes it."""
+    from kazoo.exceptions import NoNodeError
+    out: dict[str, tuple[int, int]] = {}
+    stack = [top]
+    while stack:
+        path = stack.pop()
+        try:
+            children, stat = kazoo.get_children(path, include_data=True)
+        except NoNodeError:
+            continue
+        out[path] = (stat.mzxid, stat.pzxid)
+        stack.extend(f"{path.rstrip('/')}/{c}" for c in children)
+    return out

@@ -1,0 +1,168 @@
+"""A wrong ledgers root (issue 10, defect 2): refused at connect with exit 2 and a message naming the path,
+for `check`, `sweep` and `run`; nothing created, whatever happens (the ZooKeeper tree is diffed). Missing
+structural znodes are errors naming the path, never empty lists; the daemon never creates the ledgers
+root or anything outside `<root>/bk-auditor` and the markers."""
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kazoo.exceptions import NoNodeError
+
+from auditor.metadata.election import LeaderElection
+from auditor.metadata.errors import MetadataConfigError, MetadataError
+from auditor.metadata.zkstore import ZooKeeperMetadataStore
+from tests.realcluster.daemon_util import Daemon
+from tests.realcluster.harness import Cluster
+from tests.realcluster.metadata_helpers import collect, leader_of, open_store, zk_tree
+
+pytestmark = pytest.mark.realcluster
+
+BIN = Path(sys.executable).with_name("bk-auditor")
+LAYOUT = b"2\norg.apache.bookkeeper.meta.HierarchicalLedgerManagerFactory:1"
+
+
+def uri(cluster: Cluster, root: str) -> str:
+    return f"zk+hierarchical://{cluster.zk_hosts}{root}"
+
+
+@pytest.fixture
+def scratch(cluster: Cluster) -> Iterator[str]:
+    """A fresh root path (not created); removed afterwards with everything under it."""
+    root = f"/scratch-{uuid.uuid4().hex[:8]}"
+    yield root
+    try:
+        cluster.kazoo.delete(root, recursive=True)
+    except NoNodeError:
+        pass
+
+
+def cli(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("BKAUDIT_")}
+    return subprocess.run([str(BIN), *args], capture_output=True, text=True, timeout=timeout, env=env,
+                          stdin=subprocess.DEVNULL)
+
+
+def error_lines(stderr: str) -> list[str]:
+    """stderr without the JSON log lines (and Spark's own chatter, which is not ours)."""
+    return [line for line in stderr.splitlines() if line.startswith(("bk-auditor", "error:"))]
+
+
+@pytest.mark.parametrize("root, why", [("/wrongroot", "no such znode"),
+                                       ("/zookeeper", "it has neither LAYOUT nor available")])
+def test_check_refuses_a_wrong_root_and_creates_nothing(cluster: Cluster, root: str, why: str) -> None:
+    before = zk_tree(cluster.kazoo)
+    r = cli("check", "--metadata-service-uri", uri(cluster, root), "--log-format", "json")
+    assert r.returncode == 2, (r.returncode, r.stdout[-1000:], r.stderr[-2000:])
+    (line,) = error_lines(r.stderr)
+    assert f"{root}: not a BookKeeper ledgers root: {why}" in line, line
+    assert "healthy" not in r.stdout
+    assert zk_tree(cluster.kazoo) == before
+
+
+def test_sweep_refuses_a_wrong_root(cluster: Cluster) -> None:
+    before = zk_tree(cluster.kazoo)
+    r = cli("sweep", "--metadata-service-uri", uri(cluster, "/wrongroot"), "--master", "local[1]")
+    assert r.returncode == 2, (r.returncode, r.stderr[-3000:])
+    (line,) = error_lines(r.stderr)
+    assert "/wrongroot: not a BookKeeper ledgers root" in line, line
+    assert zk_tree(cluster.kazoo) == before
+
+
+def test_daemon_on_a_wrong_root_exits_2_and_creates_nothing(cluster: Cluster, tmp_path: Path) -> None:
+    """An operator expects a misconfigured root to fail loudly (exit 2: a crash loop with the reason in the
+    log), not a pod that stays unready forever or, worse, leads an empty cluster."""
+    before = zk_tree(cluster.kazoo)
+    d = Daemon(cluster, "wrong-root", tmp_path, metadata_service_uri=uri(cluster, "/wrongroot")).start()
+    try:
+        rc = d.proc.wait(60)
+    finally:
+        d.kill()
+    assert rc == 2, d.tail()
+    errors = [e for e in d.logs() if e.get("level") == "error"]
+    assert errors and "/wrongroot: not a BookKeeper ledgers root" in errors[-1]["error"], d.tail()
+    assert zk_tree(cluster.kazoo) == before
+
+
+async def test_connect_accepts_layout_or_available_and_refuses_neither(cluster: Cluster, scratch: str) -> None:
+    zk = cluster.kazoo
+    with pytest.raises(MetadataConfigError, match=f"{scratch}: not a BookKeeper ledgers root: no such znode"):
+        await open_store(uri(cluster, scratch))
+    zk.create(scratch)
+    with pytest.raises(MetadataConfigError, match="neither LAYOUT nor available"):
+        await open_store(uri(cluster, scratch))
+    assert zk.get_children(scratch) == []  # nothing created by the attempts
+    zk.create(f"{scratch}/available")  # a root Java's metaformat made, LAYOUT lost: accepted (warning)
+    store = await open_store(uri(cluster, scratch))
+    try:
+        assert store.layout is None and (await store.registrations()).available == frozenset()
+    finally:
+        await store.close()
+    zk.delete(f"{scratch}/available")
+    zk.create(f"{scratch}/LAYOUT", LAYOUT)  # LAYOUT but no `available`: connect, but reading bookies fails
+    store = await open_store(uri(cluster, scratch))
+    try:
+        with pytest.raises(MetadataError, match=f"{scratch}/available: bookie registration directory is missing"):
+            await store.registrations()
+    finally:
+        await store.close()
+    assert sorted(zk.get_children(scratch)) == ["LAYOUT"]
+
+
+async def test_a_vanished_root_is_an_error_and_is_never_recreated(cluster: Cluster, scratch: str) -> None:
+    """Reads: the root listing is an error, not an empty cluster. Writes (our subtree, markers, the
+    election): each fails instead of re-creating the root."""
+    zk = cluster.kazoo
+    zk.create(f"{scratch}/LAYOUT", LAYOUT, makepath=True)
+    zk.create(f"{scratch}/available")
+    main = await open_store(cluster.metadata_service_uri)
+    store = await open_store(uri(cluster, scratch))
+    leader = await leader_of(main)  # a real guard (the writes below are leader-guarded)
+    election = LeaderElection(store.bridge, f"{scratch}/bk-auditor/election", "auditor-py-x:1", ledgers_root=scratch)
+    try:
+        await store.put(f"{scratch}/bk-auditor/checks/scrutiny", b"{}", leader.guard)  # root there: fine
+        assert zk.exists(f"{scratch}/bk-auditor/checks/scrutiny")
+        zk.delete(scratch, recursive=True)
+        with pytest.raises(MetadataError, match=f"{scratch}: the ledgers root is gone"):
+            await collect(store.list_ledgers())
+        with pytest.raises(MetadataError, match=f"{scratch}/available"):
+            await store.registrations()
+        for write in (lambda: store.put(f"{scratch}/bk-auditor/checks/scrutiny", b"{}", leader.guard),
+                      lambda: store.mark_underreplicated(7, ["127.0.0.1:1"], leader.guard),
+                      lambda: store.set_check_ctime("checkallledgersctime", 1, leader.guard)):
+            with pytest.raises(Exception):
+                await write()
+            assert zk.exists(scratch) is None
+        await election.start()
+        await asyncio.sleep(2.0)  # it retries every 0.5 s: several attempts to vote
+        assert not election.is_leader and zk.exists(scratch) is None
+    finally:
+        await election.close()
+        await leader.close()
+        await store.close()
+        await main.close()
+
+
+async def test_our_writes_stay_in_our_subtree(cluster: Cluster) -> None:
+    store = await open_store(cluster.metadata_service_uri)
+    leader = await leader_of(store)
+    try:
+        for path in (f"{cluster.ledgers_root}/x", f"{cluster.ledgers_root}/bk-auditor", "/elsewhere/bk-auditor/x",
+                     f"{cluster.ledgers_root}/bk-auditorx/y"):
+            with pytest.raises(ValueError, match="not under bk-auditor's own subtree"):
+                await store.put(path, b"", leader.guard)
+        bridge = store.bridge
+        for path in ("/elsewhere", f"{cluster.ledgers_root}/underreplication/other", cluster.ledgers_root):
+            with pytest.raises(MetadataConfigError, match="outside bk-auditor's own subtree"):
+                LeaderElection(bridge, path, "auditor-py-x:1", ledgers_root=cluster.ledgers_root)
+    finally:
+        await leader.close()
+        await store.close()
+    assert cluster.kazoo.exists("/elsewhere") is None
