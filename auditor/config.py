@@ -646,12 +646,10 @@ def load_settings(config_file: str | Path | None = None, *, overrides: Mapping[s
             label = origin.label() if origin else dotted
             problems.append(f"{label}: {_describe(err, origin.raw if origin else None)}")
         raise ConfigError(problems) from None
-    except SettingsError as exc:
-        cause = exc.__cause__ or exc
-        raise ConfigError(f"environment: {one_line(str(cause))}") from None
-    except RecursionError:
-        raise ConfigError(f"environment: {_deeply_nested_env() or 'a ' + ENV_PREFIX + '* variable'}: JSON nested "
-                          "too deeply to be a setting") from None
+    except (SettingsError, RecursionError) as exc:
+        # A whole section given as JSON in BKAUDIT_<SECTION> did not decode: name the variable.
+        name, problem = _bad_section_json() or (None, one_line(str(exc.__cause__ or exc)))
+        raise ConfigError(f"environment: {name or 'a ' + ENV_PREFIX + '* variable'}: {problem}") from None
     finally:
         _FILE_DATA.reset(token)
     settings._config_file = path
@@ -662,16 +660,17 @@ def load_settings(config_file: str | Path | None = None, *, overrides: Mapping[s
     return settings
 
 
-def _deeply_nested_env() -> str | None:
-    """The first BKAUDIT_* variable whose value is JSON too deep for the decoder (after a RecursionError)."""
+def _bad_section_json() -> tuple[str, str] | None:
+    """(variable, problem) for the first BKAUDIT_<SECTION> variable whose value is not usable JSON."""
+    sections = {ENV_PREFIX + name.upper() for name in Settings.model_fields if _model_for([name]) is not None}
     for name, value in sorted(os.environ.items()):
-        if name.upper().startswith(ENV_PREFIX):
+        if name.upper() in sections:
             try:
                 json.loads(value)
             except RecursionError:
-                return name
-            except ValueError:
-                pass
+                return name, "JSON nested too deeply to be a setting"
+            except ValueError as exc:
+                return name, f"not valid JSON ({exc})"
     return None
 
 

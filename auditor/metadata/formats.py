@@ -432,7 +432,12 @@ def parse_bookie_service_info(data: bytes, path: str) -> BookieServiceInfo | Non
     _parse_binary(msg, data, path)
     eps = tuple(Endpoint(_str(e.id), _str(e.host), e.port, _str(e.protocol), tuple(map(_str, e.auth)),
                          tuple(map(_str, e.extensions))) for e in msg.endpoints)
-    return BookieServiceInfo(eps, MappingProxyType({_str(k): _str(v) for k, v in msg.properties.items()}))
+    try:
+        # protobuf decodes map keys only when they are read (and then raises on bad UTF-8, unlike strings).
+        properties = {_str(k): _str(v) for k, v in msg.properties.items()}
+    except UnicodeDecodeError:
+        raise CorruptZnodeError(path, "a registration property is not UTF-8") from None
+    return BookieServiceInfo(eps, MappingProxyType(properties))
 
 
 def serialize_bookie_service_info(info: BookieServiceInfo) -> bytes:
@@ -484,7 +489,7 @@ def parse_cookie(data: bytes, path: str) -> Cookie:
     except ValueError:
         raise CorruptZnodeError(path, f"cookie layout version {shown(first)} is not a number") from None
     if layout == 3:
-        lines = rest.split("\n")
+        lines = _LINE_BREAK.split(rest)
         if len(lines) < 3:
             raise CorruptZnodeError(path, "layout 3 cookie needs 3 lines after the version")
         return Cookie(3, lines[0], lines[1], lines[2])

@@ -56,7 +56,9 @@ class DigitTree:
         scripts' digits (`L٠٠٠٧`), which no BookKeeper writes and int() would read as a ledger id."""
         w = self.widths[depth]
         if depth == len(self.widths) - 1:
-            return re.compile(rf"L([0-9]{{{w},19}})" if self.variable_leaf else rf"L([0-9]{{{w}}})")
+            # Flat: `L%010d`, so more than 10 digits only without a leading zero (`L00000000007` is not
+            # where ledger 7 lives, though Java's Long.parseLong would read it as 7).
+            return re.compile(rf"L([0-9]{{{w}}}|[1-9][0-9]{{{w},18}})" if self.variable_leaf else rf"L([0-9]{{{w}}})")
         return re.compile(rf"([0-9]{{{w}}})")
 
     def prefix_range(self, prefix: str) -> tuple[int, int]:
