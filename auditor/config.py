@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from pydantic_settings import (BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict,
                                SettingsError)
 
+from . import safeyaml
 from .java_config_keys import is_known_java_key
 from .javaconf import JAVA_KEYS, JAVA_PRECEDENCE, SCRUTINY_KEYS, JavaKey, PropertiesError, parse_properties
 
@@ -439,7 +440,7 @@ def _read_file(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{where}: not UTF-8 text (byte {raw[exc.start]:#04x} on line {line})") from None
     if path.suffix.lower() in (".yaml", ".yml", ".json"):
         try:
-            data = yaml.safe_load(text)
+            data = safeyaml.load(text)
         except yaml.reader.ReaderError as exc:  # a character YAML does not allow, e.g. NUL
             line = text[:exc.position].count("\n") + 1
             raise ConfigError(f"{where}: not valid YAML (line {line}): character {chr(exc.character)!r} is "
@@ -449,8 +450,6 @@ def _read_file(path: Path) -> dict[str, Any]:
             where_in = f" (line {mark.line + 1})" if mark is not None else ""
             raise ConfigError(f"{where}: not valid YAML{where_in}: "
                               f"{one_line(str(getattr(exc, 'problem', None) or exc))}") from None
-        except RecursionError:
-            raise ConfigError(f"{where}: nested too deeply to be a configuration") from None
         except ValueError as exc:  # e.g. an integer of thousands of digits
             raise ConfigError(f"{where}: unreadable value: {one_line(str(exc))[:200]}") from None
         if data is None:

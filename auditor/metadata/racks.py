@@ -17,6 +17,8 @@ from typing import Any, Awaitable, Callable, Iterable, Mapping, Protocol
 
 import yaml
 
+from auditor import safeyaml
+
 from .errors import CorruptZnodeError, MetadataConfigError
 from .formats import parse_host_port
 
@@ -82,7 +84,7 @@ def load_rack_file(path: str | Path, *, default_rack: str = DEFAULT_RACK, host_o
     except UnicodeDecodeError as exc:
         raise MetadataConfigError(f"rack file {p}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     try:
-        doc = json.loads(text) if kind == "JSON" else yaml.safe_load(text)
+        doc = json.loads(text) if kind == "JSON" else safeyaml.load(text)
     except (ValueError, yaml.YAMLError) as exc:  # JSONDecodeError is a ValueError, as is a huge YAML int
         raise MetadataConfigError(f"rack file {p}: not valid {kind}: {' '.join(str(exc).split())[:300]}") from None
     except RecursionError:

@@ -33,7 +33,7 @@ FILES: list[tuple[str, bytes, str]] = [
     ("shortu.conf", b"zkServers=h:1\nmetadataServiceUri=zk://h:1/l\\u12\n", "line 2: malformed \\uxxxx escape"),
     ("badzkto.conf", b"metadataServiceUri=" + URI.encode() + b"\nzkTimeout=abc\n", "zkTimeout: must be an integer"),
     ("ipv6.conf", b"metadataServiceUri=zk://[::1/ledgers\n", "metadataServiceUri: metadata service uri"),
-    ("deep.yaml", b"a: " + b"[" * 3000 + b"]" * 3000 + b"\n", "nested too deeply"),
+    ("deep.yaml", b"a: " + b"[" * 3000 + b"]" * 3000 + b"\n", "nested deeper than 64 levels"),
     ("hugeint.yaml", b"max_concurrent_ledgers: " + b"9" * 5000 + b"\n", "unreadable value"),
     ("nul.yaml", b"log:\n  level: '\x00'\n", "not valid YAML (line 2)"),
     ("election.yaml", b"metadata_service_uri: " + URI.encode() + b"\nelection:\n  path: /elsewhere\n",

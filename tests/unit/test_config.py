@@ -420,8 +420,8 @@ def test_short_unicode_escape_in_properties_is_one_config_error(tmp_path: Path, 
 
 
 @pytest.mark.parametrize("name, text, words", [
-    ("deep.yaml", "a: " + "[" * 3000 + "]" * 3000 + "\n", "nested too deeply"),
-    ("deep.json", '{"a": ' + "[" * 3000 + "]" * 3000 + "}", "nested too deeply"),
+    ("deep.yaml", "a: " + "[" * 3000 + "]" * 3000 + "\n", "not valid YAML: nested deeper than 64 levels"),
+    ("deep.json", '{"a": ' + "[" * 3000 + "]" * 3000 + "}", "nested deeper than 64 levels"),
     ("big.yaml", "max_concurrent_ledgers: " + "9" * 5000 + "\n", "unreadable value"),
     ("nul.yaml", "log:\n  level: '\x00'\n", "not valid YAML (line 2): character '\\x00' is not allowed"),
 ])
