@@ -49,8 +49,13 @@ class ConfigError(ValueError):
     """The configuration is unusable. `problems` holds one line per problem; str() joins them."""
 
     def __init__(self, problems: list[str] | str) -> None:
-        self.problems = [problems] if isinstance(problems, str) else list(problems)
+        # One line each, whatever a key or value held: control characters and line breaks are escaped.
+        self.problems = [_printable(p) for p in ([problems] if isinstance(problems, str) else problems)]
         super().__init__("; ".join(self.problems))
+
+
+def _printable(text: str) -> str:
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 # ---------------------------------------------------------------------------------------- helpers
@@ -105,6 +110,8 @@ def _split_list(value: Any) -> Any:
                 return json.loads(text)
             except json.JSONDecodeError as exc:
                 raise ValueError(f"not a valid JSON list: {exc.msg}") from None
+            except RecursionError:
+                raise ValueError("not a valid JSON list: nested too deeply") from None
         return [p.strip() for p in text.split(",") if p.strip()]
     return value
 

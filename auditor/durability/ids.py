@@ -53,6 +53,15 @@ class LedgerId:
         """Accept a decimal ledger id (scope 0), `scope:ledger` in decimal, or a 32-hex qualified name."""
         if isinstance(text, int):
             return cls(0, text)
+        try:
+            return cls._parse_text(text)
+        except LedgerIdError as exc:
+            if shown(text) in str(exc):
+                raise
+            raise LedgerIdError(f"ledger id {shown(text)}: {exc}") from None
+
+    @classmethod
+    def _parse_text(cls, text: str) -> "LedgerId":
         s = text.strip()
         if m := _HEX32.fullmatch(s):
             value = int(m.group(1), 16)

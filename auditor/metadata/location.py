@@ -217,7 +217,7 @@ def from_settings(settings: Mapping[str, object]) -> MetadataLocation:
 def _timeout_ms(value: object) -> int:
     """zkTimeout (ms), a Java int > 0."""
     try:
-        timeout = value if isinstance(value, int) and not isinstance(value, bool) else java_int(str(value).strip())
+        timeout = java_int(str(value).strip())
     except ValueError as exc:
         raise MetadataConfigError(f"zkTimeout: {exc}") from None
     if timeout <= 0:

@@ -20,7 +20,9 @@ BOOKIES = "/bookies"
 racks = st.one_of(st.from_regex(r"/?[a-z0-9-]{1,8}(/[a-z0-9-]{1,8}){0,2}", fullmatch=True), st.sampled_from(["", "/"]))
 pulsar_docs = st.dictionaries(
     st.sampled_from(["default", "group-a", "group-b"]),
-    st.dictionaries(bookie_ids, st.fixed_dictionaries({"rack": racks}, optional={"hostname": bookie_ids}), max_size=4),
+    # Host names spelled unlike bookie ids ('~'), so that a host key never shadows another bookie's id.
+    st.dictionaries(bookie_ids, st.fixed_dictionaries({"rack": racks}, optional={"hostname": bookie_ids.map("~".__add__)}),
+                    max_size=4),
     max_size=3)
 
 
