@@ -32,6 +32,7 @@ from auditor._proto import admin_pb2 as pb
 from auditor._proto import admin_pb2_grpc as pb_grpc
 from auditor.config import parse_bind
 from auditor.durability.ids import LedgerId, LedgerIdError
+from auditor.durability.javatext import shown
 
 from .state import DaemonState, FindingRecord, TaskInfo
 from .supervisor import Supervisor
@@ -194,7 +195,7 @@ class StateBackend:
 
     async def trigger(self, check: str) -> TriggerResult:
         if check not in self.state.tasks:
-            raise UnknownCheckError(f"unknown check {check!r}; known: {', '.join(self.state.tasks.names())}")
+            raise UnknownCheckError(f"unknown check {shown(check)}; known: {', '.join(self.state.tasks.names())}")
         lead = self.state.leadership
         assert lead is not None
         if not lead.confirmed:
@@ -321,6 +322,10 @@ def explanation_to_pb(e: LedgerExplanation, findings: Iterable[FindingRecord]) -
 
 # ------------------------------------------------------------------------------------------ servicer
 
+def _short(message: str, limit: int = 1000) -> str:
+    return message if len(message) <= limit else message[:limit] + f"... ({len(message)} characters)"
+
+
 def _parse_ledger(text: str) -> LedgerId:
     return LedgerId.parse(text)
 
@@ -330,15 +335,18 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
         self.backend = backend
 
     async def _fail(self, context: aio.ServicerContext, exc: BaseException) -> None:
+        # Details travel as a gRPC trailer (16 KiB at most): a message quoting a huge input would turn
+        # the answer into RESOURCE_EXHAUSTED, so every message is cut to a readable length.
+        message = _short(str(exc))
         if isinstance(exc, AdminError):
-            await context.abort(exc.code, str(exc))
+            await context.abort(exc.code, message)
         if type(exc).__name__ == "NotLeaderError":  # e.g. auditor.metadata's guard, raised by the daemon
-            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, message)
         if isinstance(exc, LedgerIdError):
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, message)
         if type(exc).__name__ == "NoSuchLedgerError" or isinstance(exc, LookupError):
-            await context.abort(grpc.StatusCode.NOT_FOUND, str(exc) or "not found")
-        await context.abort(grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}")
+            await context.abort(grpc.StatusCode.NOT_FOUND, message or "not found")
+        await context.abort(grpc.StatusCode.INTERNAL, _short(f"{type(exc).__name__}: {exc}"))
 
     async def Status(self, request: pb.StatusRequest, context: aio.ServicerContext) -> pb.StatusResponse:
         return status_to_pb(self.backend.status())

@@ -253,6 +253,14 @@ async def test_hostile_ledger_ids_are_invalid_argument(env: Env, ledger: str) ->
     assert env.cluster.explained == []
 
 
+async def test_huge_unknown_check_name_is_not_found_not_resource_exhausted(env: Env) -> None:
+    """Found by the fuzz campaign: the whole name in the details overflowed gRPC's 16 KiB trailer."""
+    with pytest.raises(aio.AioRpcError) as exc:
+        await env.stub.TriggerCheck(pb.TriggerCheckRequest(check="x" * 100_000), timeout=5)
+    assert exc.value.code() is grpc.StatusCode.NOT_FOUND and "unknown check 'xxxx" in exc.value.details()
+    assert len(exc.value.details()) < 300
+
+
 # ------------------------------------------------------------------------------------------ pause
 
 async def test_pause_and_resume(env: Env) -> None:
