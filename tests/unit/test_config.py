@@ -29,6 +29,14 @@ def problems(exc: pytest.ExceptionInfo[ConfigError]) -> list[str]:
     return exc.value.problems
 
 
+def file_problems(tmp_path: Path, name: str, text: str) -> tuple[Path, list[str]]:
+    """Write a config file that must be refused: (its path, the problems named)."""
+    p = write(tmp_path, name, text)
+    with pytest.raises(ConfigError) as exc:
+        load_settings(p)
+    return p, problems(exc)
+
+
 # ------------------------------------------------------------------------------------------ defaults
 
 def test_defaults_without_any_source() -> None:
@@ -287,15 +295,11 @@ def test_error_from_a_properties_file_keeps_the_written_value(tmp_path: Path) ->
 
 
 def test_unknown_key_is_an_error_with_a_suggestion(tmp_path: Path) -> None:
-    f = write(tmp_path, "a.conf", "auditorPeriodicChekInterval=5\nbookiePort=3181\n")
-    with pytest.raises(ConfigError) as exc:
-        load_settings(f)
-    assert problems(exc) == [f"config file {f}: auditorPeriodicChekInterval: unknown setting "
-                             "(did you mean auditorPeriodicCheckInterval?)"]
-    y = write(tmp_path, "a.yaml", "schedule:\n  scrutiny: 5\n")
-    with pytest.raises(ConfigError) as exc:
-        load_settings(y)
-    assert problems(exc)[0].startswith(f"config file {y}: schedule.scrutiny: unknown setting")
+    f, found = file_problems(tmp_path, "a.conf", "auditorPeriodicChekInterval=5\nbookiePort=3181\n")
+    assert found == [f"config file {f}: auditorPeriodicChekInterval: unknown setting "
+                     "(did you mean auditorPeriodicCheckInterval?)"]
+    y, found = file_problems(tmp_path, "a.yaml", "schedule:\n  scrutiny: 5\n")
+    assert found[0].startswith(f"config file {y}: schedule.scrutiny: unknown setting")
 
 
 def test_java_and_our_name_for_the_same_setting_conflict(tmp_path: Path) -> None:
@@ -412,10 +416,7 @@ def test_non_utf8_config_file_is_one_config_error(tmp_path: Path) -> None:
 @pytest.mark.parametrize("text", ["zkServers=h:1\nmetadataServiceUri=zk://h:1/l\\u12\n", "a\\u=1\n",
                                   "zkServers=h:1\nx\\uZZZZ=1\n"])
 def test_short_unicode_escape_in_properties_is_one_config_error(tmp_path: Path, text: str) -> None:
-    p = write(tmp_path, "e.conf", text)
-    with pytest.raises(ConfigError) as exc:
-        load_settings(p)
-    (line,) = problems(exc)
+    p, (line,) = file_problems(tmp_path, "e.conf", text)
     assert line.startswith(f"config file {p}: line ") and "malformed \\uxxxx escape" in line, line
 
 
@@ -426,10 +427,7 @@ def test_short_unicode_escape_in_properties_is_one_config_error(tmp_path: Path, 
     ("nul.yaml", "log:\n  level: '\x00'\n", "not valid YAML (line 2): character '\\x00' is not allowed"),
 ])
 def test_hostile_yaml_is_one_config_error(tmp_path: Path, name: str, text: str, words: str) -> None:
-    p = write(tmp_path, name, text)
-    with pytest.raises(ConfigError) as exc:
-        load_settings(p)
-    (line,) = problems(exc)
+    p, (line,) = file_problems(tmp_path, name, text)
     assert line.startswith(f"config file {p}: ") and words in line and "\n" not in line, line
 
 
@@ -465,12 +463,8 @@ def test_time_window_digits_are_ascii() -> None:
 
 
 def test_malformed_uri_and_zk_timeout_are_config_errors(tmp_path: Path) -> None:
-    p = write(tmp_path, "u.conf", "metadataServiceUri=zk+hierarchical://[::1/ledgers\n")
-    with pytest.raises(ConfigError) as exc:
-        load_settings(p)
-    assert problems(exc) == [f"config file {p}: metadataServiceUri: metadata service uri "
-                             "'zk+hierarchical://[::1/ledgers': Invalid IPv6 URL"]
-    p = write(tmp_path, "t.conf", "zkServers=h:2181\nzkTimeout=abc\n")
-    with pytest.raises(ConfigError) as exc:
-        load_settings(p)
-    assert problems(exc) == [f"config file {p}: zkTimeout: must be an integer (milliseconds), got 'abc'"]
+    p, found = file_problems(tmp_path, "u.conf", "metadataServiceUri=zk+hierarchical://[::1/ledgers\n")
+    assert found == [f"config file {p}: metadataServiceUri: metadata service uri "
+                     "'zk+hierarchical://[::1/ledgers': Invalid IPv6 URL"]
+    p, found = file_problems(tmp_path, "t.conf", "zkServers=h:2181\nzkTimeout=abc\n")
+    assert found == [f"config file {p}: zkTimeout: must be an integer (milliseconds), got 'abc'"]
