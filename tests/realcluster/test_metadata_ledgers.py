@@ -10,7 +10,8 @@ import pytest
 from auditor.durability.ids import LedgerId
 from auditor.durability.model import LedgerState, Segment
 from auditor.metadata import formats
-from auditor.metadata.errors import ConcurrentUpdateError, LayoutMismatchError, NoSuchLedgerError, NotLeaderError
+from auditor.metadata.errors import (ConcurrentUpdateError, LayoutMismatchError, MetadataConfigError, NoSuchLedgerError,
+                                     NotLeaderError)
 from auditor.metadata.location import LedgerManager
 from auditor.metadata.zkstore import ScanStats
 from tests.realcluster.harness import Cluster
@@ -211,15 +212,12 @@ async def test_pulsar_metadata_store_uri_and_missing_layout(cluster: Cluster) ->
         assert (await store.registrations()).available == frozenset(b.bookie_id for b in cluster.bookies)
     finally:
         await store.close()
-    # A chroot with no BookKeeper metadata at all: no LAYOUT -> assume hybrid hierarchical, create nothing.
+    # A chroot with no BookKeeper metadata at all is not audited as an empty cluster (issue 10): refused,
+    # naming the path inside the chroot, and nothing created. (A root with `available` but no LAYOUT is
+    # still read as hybrid hierarchical: test_wrong_root.py.)
     chroot = f"/empty-{random.randrange(10**9)}"
-    store = await open_store(f"metadata-store:zk:{cluster.zk_hosts}{chroot}")
-    try:
-        assert store.layout is None and store.manager is LedgerManager.HIERARCHICAL
-        assert await collect(store.list_ledgers()) == []
-        assert await store.instance_id() is None and (await store.registrations()).available == frozenset()
-    finally:
-        await store.close()
+    with pytest.raises(MetadataConfigError, match=f"{chroot}/ledgers: not a BookKeeper ledgers root"):
+        await open_store(f"metadata-store:zk:{cluster.zk_hosts}{chroot}")
     assert cluster.kazoo.exists(chroot) is None
 
 
