@@ -23,6 +23,9 @@ from .contract import parse_contract
 from .strategies import scoped_ledger_ids, weird_numbers
 
 TASKS = ["bookies", "scrutiny", "ledger", "open"]
+# A round trip crosses threads (the server's loop, gRPC's own): on a loaded machine the scheduler alone can
+# hold one for seconds. The bound is there to catch a stall in our code, so it is the RPC's own deadline.
+RPC_SECONDS = 10.0
 DELIBERATE = {grpc.StatusCode.OK, grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND,
               grpc.StatusCode.FAILED_PRECONDITION}
 
@@ -90,7 +93,7 @@ def _expected(text: str) -> LedgerId | None:
 @given(ledger_texts)
 def test_explain_ledger(daemon: _Daemon, text: str) -> None:
     code, details = parse_contract(lambda: daemon.call(daemon.stub.ExplainLedger, pb.ExplainLedgerRequest(ledger=text)),
-                                   ()).value
+                                   (), max_seconds=RPC_SECONDS).value
     assert code in DELIBERATE and len(details) < 300, (code, details[:300])
     if _expected(text) is None:
         assert code is grpc.StatusCode.INVALID_ARGUMENT and repr(text[:24])[:-1] in details, (code, details)
@@ -101,7 +104,7 @@ def test_explain_ledger(daemon: _Daemon, text: str) -> None:
 @given(ledger_texts, st.text(max_size=20), st.text(max_size=20), st.integers(-2**31, 2**31 - 1), st.booleans())
 def test_list_findings(daemon: _Daemon, ledger: str, category: str, bookie: str, limit: int, resolved: bool) -> None:
     req = pb.ListFindingsRequest(ledger=ledger, category=category, bookie=bookie, limit=limit, include_resolved=resolved)
-    code, details = parse_contract(lambda: daemon.call(daemon.stub.ListFindings, req), ()).value
+    code, details = parse_contract(lambda: daemon.call(daemon.stub.ListFindings, req), (), max_seconds=RPC_SECONDS).value
     assert code in DELIBERATE and len(details) < 300, (code, details[:300])
     if limit < 0 or (ledger and _expected(ledger) is None):
         assert code is grpc.StatusCode.INVALID_ARGUMENT
@@ -112,7 +115,7 @@ def test_list_findings(daemon: _Daemon, ledger: str, category: str, bookie: str,
 @given(st.one_of(st.sampled_from(TASKS), st.text(max_size=40), st.just("x" * 100_000)))
 def test_trigger_check(daemon: _Daemon, check: str) -> None:
     code, details = parse_contract(lambda: daemon.call(daemon.stub.TriggerCheck, pb.TriggerCheckRequest(check=check)),
-                                   ()).value
+                                   (), max_seconds=RPC_SECONDS).value
     assert code in DELIBERATE and len(details) < 300, (code, details[:300])
     if check in TASKS:
         assert code is grpc.StatusCode.OK
