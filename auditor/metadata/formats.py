@@ -24,6 +24,7 @@ HEADER_KEY = b"BookieMetadataFormatVersion\t"
 _MAX_VERSION_DIGITS = 10
 SUPPORTED_FORMAT_VERSIONS = (1, 2, 3)
 V1_IN_RECOVERY = -102
+V1_CLOSED = "CLOSED"
 # Java's BookieId rule; String.matches() must match the whole id (a trailing newline included).
 _BOOKIE_ID = re.compile(r"[a-zA-Z0-9:-_.\-]+")
 _LMF = pb.LedgerMetadataFormat
@@ -205,7 +206,7 @@ def _parse_v1(body: bytes, lid: LedgerId, path: str, version: int | None) -> Led
         if len(parts) < 2:
             raise CorruptZnodeError(path, f"format 1 line {shown(line, 80)} has no TAB-separated fields")
         first = number(parts[0], "entry id", 64)
-        if parts[1] == "CLOSED":
+        if parts[1] == V1_CLOSED:
             state, last = (LedgerState.IN_RECOVERY, -1) if first == V1_IN_RECOVERY else (LedgerState.CLOSED, first)
             break
         segments.append(Segment(first, tuple(parts[1:])))
@@ -295,12 +296,16 @@ def serialize_ledger_metadata(md: LedgerMetadata, format_version: int | None = N
         # The v2 writer never emits cToken.
         return header + text_format.MessageToString(_to_proto(md)).encode("utf-8")
     if fmt == 1:
+        if any(s.ensemble[0] == V1_CLOSED for s in md.segments):
+            # `<first>\tCLOSED` is the close line: such an ensemble reads back (in Java too) as a close.
+            raise ValueError(f"ledger {md.ledger_id}: a bookie named {V1_CLOSED} first in an ensemble cannot be "
+                             "written in format 1")
         lines = [str(md.write_quorum), str(md.ensemble_size), str(md.length)]
         lines += ["\t".join([str(s.first_entry_id), *s.ensemble]) for s in md.segments]
         if md.state is LedgerState.IN_RECOVERY:
-            lines.append(f"{V1_IN_RECOVERY}\tCLOSED")
+            lines.append(f"{V1_IN_RECOVERY}\t{V1_CLOSED}")
         elif md.is_closed:
-            lines.append(f"{md.last_entry_id}\tCLOSED")
+            lines.append(f"{md.last_entry_id}\t{V1_CLOSED}")
         return header + "\n".join(lines).encode("utf-8")
     raise ValueError(f"unsupported metadata format version {fmt}")
 

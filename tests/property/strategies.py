@@ -38,7 +38,9 @@ def ledger_metadata(draw: st.DrawFn, fmt: int = 3) -> LedgerMetadata:
     w = draw(st.integers(1, e))
     a = w if fmt == 1 else draw(st.integers(1, w))
     firsts = sorted({0} | draw(st.sets(st.integers(1, 10**12), max_size=3)))  # a writer starts at entry 0
-    segs = tuple(Segment(x, tuple(draw(st.lists(bookie_ids, min_size=e, max_size=e, unique=True)))) for x in firsts)
+    # Format 1 cannot hold an ensemble led by a bookie named CLOSED (that line is the close marker).
+    members = bookie_ids.filter(lambda b: b != "CLOSED") if fmt == 1 else bookie_ids
+    segs = tuple(Segment(x, tuple(draw(st.lists(members, min_size=e, max_size=e, unique=True)))) for x in firsts)
     state = draw(st.sampled_from(list(LedgerState)))
     closed = state is LedgerState.CLOSED
     v1 = fmt == 1

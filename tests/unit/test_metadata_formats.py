@@ -294,3 +294,13 @@ def test_registration_with_a_non_utf8_property_name_is_corrupt() -> None:
     with pytest.raises(CorruptZnodeError) as err:
         f.parse_bookie_service_info(data, "/ledgers/available/b:1")
     assert err.value.path == "/ledgers/available/b:1" and "not UTF-8" in err.value.problem
+
+
+def test_v1_cannot_write_an_ensemble_led_by_a_bookie_named_closed() -> None:
+    """Found by the fuzz campaign: `CLOSED` is a valid bookie id, but `0\\tCLOSED` is format 1's close line
+    (Java reads it so too), so such metadata must not be written in format 1."""
+    md = _md(format_version=1, digest_type=None, password=None, creator_token=None, ack_quorum=2,
+             segments=(Segment(0, ("CLOSED", B[1], B[2])),))
+    with pytest.raises(ValueError, match="CLOSED"):
+        f.serialize_ledger_metadata(md)
+    assert f.serialize_ledger_metadata(replace(md, format_version=3, digest_type=DigestType.CRC32C, password=b"p"))
