@@ -189,3 +189,11 @@ def test_marker_paths_only_ascii() -> None:
     assert m.parse_marker(good.replace("urL0000000007", "urL000000000\u0667")) is None
     assert m.parse_marker(good + "\n") is None
     assert m.parse_marker(good.replace("urL0000000007", "urL" + "9" * 5000)) is None
+
+
+def test_flat_names_must_be_canonical() -> None:
+    """Ledger 7 lives at L0000000007 (%010d); L00000000007 names no ledger (Java would parse it as 7)."""
+    paths = LedgerPaths("/ledgers", LedgerManager.FLAT)
+    assert paths.parse("/ledgers/L0000000007") == LedgerId(0, 7)
+    assert paths.parse("/ledgers/L00000000007") is None
+    assert paths.parse("/ledgers/L12345678901") == LedgerId(0, 12345678901)
