@@ -468,3 +468,8 @@ def test_malformed_uri_and_zk_timeout_are_config_errors(tmp_path: Path) -> None:
                      "'zk+hierarchical://[::1/ledgers': Invalid IPv6 URL"]
     p, found = file_problems(tmp_path, "t.conf", "zkServers=h:2181\nzkTimeout=abc\n")
     assert found == [f"config file {p}: zkTimeout: must be an integer (milliseconds), got 'abc'"]
+
+
+def test_a_key_with_a_line_break_still_makes_one_line(tmp_path: Path) -> None:
+    p, found = file_problems(tmp_path, "k.yaml", '? "a\\nb"\n: 1\n')
+    assert found == [f"config file {p}: a\\nb: unknown setting"]

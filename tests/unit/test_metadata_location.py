@@ -138,6 +138,7 @@ def test_malformed_uris_are_config_errors(uri: str, words: str) -> None:
 
 @pytest.mark.parametrize("value, words", [("abc", "'abc' is not a decimal number"), ("1.5", "not a decimal"),
                                           ("0", "must be > 0"), ("9" * 5000, "out of range"),
+                                          (2**31, "out of range for a Java int"),
                                           ("\u0661\u0660", "not a decimal")])
 def test_zk_timeout_must_be_a_java_int(value: str, words: str) -> None:
     with pytest.raises(MetadataConfigError) as err:

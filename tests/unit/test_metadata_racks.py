@@ -90,3 +90,24 @@ async def test_script_errors_name_the_script(tmp_path: Path) -> None:
     s.chmod(0o644)
     with pytest.raises(MetadataConfigError, match="cannot run"):
         await ScriptRackResolver(s).racks(["1.2.3.4:1"])
+
+
+@pytest.mark.parametrize("name, data, words", [
+    ("deep.yaml", b"racks: " + b"[" * 3000 + b"]" * 3000, "nested deeper than 64 levels"),
+    ("deep.json", b'{"racks": ' + b"[" * 3000 + b"]" * 3000 + b"}", "nested too deeply"),
+    ("latin1.yaml", b"bk1: /r\xe9\n", "not UTF-8"),
+    ("big.yaml", b"bk1: " + b"9" * 5000, "not valid YAML"),
+])
+def test_hostile_rack_files_are_config_errors(tmp_path: Path, name: str, data: bytes, words: str) -> None:
+    p = tmp_path / name
+    p.write_bytes(data)
+    with pytest.raises(MetadataConfigError) as err:
+        load_rack_file(p)
+    assert str(p) in str(err.value) and words in str(err.value), str(err.value)
+
+
+@pytest.mark.parametrize("data", [b"[" * 5000 + b"]" * 5000, b"\xff", b"[]", b'{"g": []}'])
+def test_hostile_pulsar_rack_json_names_the_znode(data: bytes) -> None:
+    with pytest.raises(CorruptZnodeError) as err:
+        pulsar_rack_map(data, path="/bookies")
+    assert err.value.path == "/bookies"

@@ -1,0 +1,20 @@
+"""LedgerId.parse on text from operators and clients: every error quotes the input, short."""
+from __future__ import annotations
+
+import pytest
+
+from auditor.durability.ids import LedgerId, LedgerIdError
+
+
+@pytest.mark.parametrize("text", ["00000000000000008000000000000000", "9223372036854775808", "1:9223372036854775808",
+                                  "9" * 5000, "1:" + "9" * 5000, "\u0661", "1_0", "7\n\n7"])
+def test_errors_quote_the_input(text: str) -> None:
+    with pytest.raises(LedgerIdError) as err:
+        LedgerId.parse(text)
+    assert repr(text[:24])[:-1] in str(err.value) and len(str(err.value)) < 200, str(err.value)
+
+
+def test_accepted_forms() -> None:
+    assert LedgerId.parse(" 7\n") == LedgerId(0, 7)
+    assert LedgerId.parse("5:7") == LedgerId.parse("5/7") == LedgerId(5, 7)
+    assert LedgerId.parse("0x" + LedgerId(5, 7).qualified_name.upper()) == LedgerId(5, 7)
