@@ -32,11 +32,12 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 
 
 class Daemon:
-    def __init__(self, cluster: Cluster, name: str, workdir: Path, **settings: Any) -> None:
+    def __init__(self, cluster: Cluster, name: str, workdir: Path, *, admin_port: int | None = None,
+                 metrics_port: int | None = None, **settings: Any) -> None:
         self.cluster = cluster
         self.name = name
-        self.admin_port = next(_ports)
-        self.metrics_port = next(_ports)
+        self.admin_port = admin_port if admin_port is not None else next(_ports)
+        self.metrics_port = metrics_port if metrics_port is not None else next(_ports)
         base = {
             "metadata_service_uri": cluster.metadata_service_uri,
             "zookeeper": {"session_timeout_seconds": SESSION_TIMEOUT},

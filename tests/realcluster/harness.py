@@ -75,6 +75,13 @@ LOG4J_SHELL = """<?xml version="1.0" encoding="UTF-8"?>
 """
 
 
+# A proxied bookie advertises this name. Every client resolves it with the system resolver to
+# PROXY_HOST, where the test's TCP proxy listens on the bookie's port; the bookie's own JVM resolves it
+# (through its private `jdk.net.hosts.file`) to its own 127.0.0.N, where it binds.
+PROXY_NAME = "localhost"
+PROXY_HOST = "127.0.0.1"
+
+
 class HarnessError(RuntimeError):
     """The real cluster could not be set up or did not behave; the message says which process and log."""
 
@@ -188,10 +195,17 @@ class BookieProc:
     conf_path: Path
     proc: Proc
     paused: bool = False
+    # Set for a bookie registered behind a proxy: the name it advertises (see Cluster.proxied).
+    advertised_host: str | None = None
 
     @property
     def bookie_id(self) -> str:
-        return f"{self.host}:{self.port}"
+        return f"{self.advertised_host or self.host}:{self.port}"
+
+    @property
+    def advertised_address(self) -> tuple[str, int]:
+        """Where clients that follow the registration connect: the proxy for a proxied bookie."""
+        return (PROXY_HOST, self.port) if self.advertised_host else (self.host, self.port)
 
     @property
     def journal_dir(self) -> Path:
@@ -221,6 +235,11 @@ class Cluster:
     port_base: int = 3180
     http_base: int = 8180
     lost_bookie_recovery_delay: int | None = None
+    # Bookies registered behind a proxy. BookKeeper 4.17.3 publishes one bookie-rpc endpoint,
+    # advertisedAddress:bookiePort, and binds that same address (or the wildcard) on that same port, so the
+    # endpoint cannot name another port. Such a bookie advertises PROXY_NAME instead: clients resolve it
+    # to PROXY_HOST (the proxy, same port), its own JVM to 127.0.0.N. Not bookie 1 (it binds PROXY_HOST).
+    proxied: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         self.workdir = Path(self.workdir)
@@ -300,6 +319,7 @@ class Cluster:
         """Refuse to start over another cluster: a busy port would silently join us to it."""
         wanted = [("127.0.0.1", self.zk_port)] + [(f"127.0.0.{n}", self.port_base + n)
                                                   for n in range(1, self.num_bookies + 1)]
+        wanted += [(PROXY_HOST, self.port_base + n) for n in self.proxied]
         for host, port in wanted:
             with socket.socket() as s:
                 s.settimeout(0.5)
@@ -369,8 +389,18 @@ class Cluster:
         port, http_port = self.port_base + n, self.http_base + n
         root = self.workdir / f"bookie{n}"
         conf = self.conf_dir / f"bookie-{n}.conf"
+        jvm_hosts: list[str] = []
+        advertised = None
+        if n in self.proxied:
+            if host == PROXY_HOST:
+                raise HarnessError(f"bookie {n} binds {PROXY_HOST}, where its proxy would listen: proxy another one")
+            advertised = PROXY_NAME
+            hosts_file = self.conf_dir / f"hosts-bookie-{n}"
+            hosts_file.write_text(f"{host} {PROXY_NAME}\n127.0.0.1 {socket.gethostname()}\n")
+            jvm_hosts = [f"-Djdk.net.hosts.file={hosts_file}"]
         lines = [
-            f"bookiePort={port}", f"advertisedAddress={host}", "listeningInterface=lo", "allowLoopback=true",
+            f"bookiePort={port}", f"advertisedAddress={advertised or host}", "listeningInterface=lo",
+            "allowLoopback=true",
             "useHostNameAsBookieID=false", f"metadataServiceUri={self.metadata_service_uri}", "zkTimeout=6000",
             f"journalDirectories={root / 'journal'}", f"ledgerDirectories={root / 'ledgers'}",
             f"ledgerStorageClass={STORAGE_CLASSES[storage]}",
@@ -390,11 +420,11 @@ class Cluster:
         conf.write_text("\n".join(lines) + "\n")
         for d in ("journal", "ledgers"):
             (root / d).mkdir(parents=True, exist_ok=True)
-        argv = ["java", *JVM_COMMON, f"-Dlog4j.configurationFile={self.conf_dir / 'log4j2-server.xml'}",
+        argv = ["java", *JVM_COMMON, *jvm_hosts, f"-Dlog4j.configurationFile={self.conf_dir / 'log4j2-server.xml'}",
                 "-Xms64m", "-Xmx256m", "-XX:MaxDirectMemorySize=256m", "-XX:+ExitOnOutOfMemoryError",
                 "-cp", _classpath(), "org.apache.bookkeeper.server.Main", "--conf", str(conf)]
         return BookieProc(n, host, port, http_port, storage, root, conf,
-                          Proc(f"bookie{n}", argv, self.logs_dir / f"bookie{n}.log"))
+                          Proc(f"bookie{n}", argv, self.logs_dir / f"bookie{n}.log"), advertised_host=advertised)
 
     def bookie(self, n: int) -> BookieProc:
         for b in self.bookies:

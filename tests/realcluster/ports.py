@@ -25,6 +25,11 @@ DAEMON_PORT_BASE = _env("BK_TEST_DAEMON_PORT_BASE", 17900 + _STRIDE * SLOT)
 SECOND_ZK_PORT = ZK_PORT + 1
 SECOND_PORT_BASE = BOOKIE_PORT_BASE + 100
 SECOND_HTTP_BASE = HTTP_BASE + 100
+# The chaos campaign's own cluster (bench/chaos.py and its smoke test), beside the session one.
+CHAOS_ZK_PORT = ZK_PORT + 2
+CHAOS_PORT_BASE = BOOKIE_PORT_BASE + 200
+CHAOS_HTTP_BASE = HTTP_BASE + 200
+CHAOS_DAEMON_PORT_BASE = DAEMON_PORT_BASE + 200
 # Identities (host:port) for Java auditor processes and Java-format votes: nothing listens on them.
 JAVA_AUDITOR_PORT = BOOKIE_PORT_BASE + 19
 OUR_VOTE_PORT = BOOKIE_PORT_BASE + 18

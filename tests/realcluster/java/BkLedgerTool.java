@@ -44,6 +44,12 @@ import org.apache.bookkeeper.stats.StatsLogger;
  *   recover --ledger-id ID [--password P]      open with recovery: fences and closes the ledger
  *   delete  --ledger-id ID
  *   info    --ledger-id ID [--password P]      open without recovery, print metadata
+ *   copies  --ledgers ID[:END],... [--password P]
+ *                                              census of the stored copies: every entry up to END
+ *                                              (default: the metadata's last entry) is read from each
+ *                                              bookie of its write set by the real BookieClient and its
+ *                                              digest verified; one JSON line per ledger lists per bookie
+ *                                              the entries missing, corrupt or unreadable there
  *   replication-worker --seconds S             run only a Java ReplicationWorker (no auditor, no
  *                                              election) for S seconds: it acts on under-replication
  *                                              markers exactly as in AutoRecoveryMain
@@ -105,9 +111,15 @@ public class BkLedgerTool {
                     recover(bk, opts, false);
                     break;
                 case "delete":
-                    long id = Long.parseLong(one(opts, "ledger-id", "-1"));
-                    bk.newDeleteLedgerOp().withLedgerId(id).execute().get(30, TimeUnit.SECONDS);
-                    emit("{\"ledgerId\":" + id + ",\"deleted\":true}");
+                    // --ledger-id takes one id or a comma-separated list (one JVM for many deletions).
+                    for (String one : one(opts, "ledger-id", "-1").split(",")) {
+                        long id = Long.parseLong(one.trim());
+                        bk.newDeleteLedgerOp().withLedgerId(id).execute().get(30, TimeUnit.SECONDS);
+                        emit("{\"ledgerId\":" + id + ",\"deleted\":true}");
+                    }
+                    break;
+                case "copies":
+                    copies((org.apache.bookkeeper.client.BookKeeper) bk, conf, opts);
                     break;
                 default:
                     fail("unknown command " + cmd);
@@ -212,6 +224,96 @@ public class BkLedgerTool {
                 .execute().get(60, TimeUnit.SECONDS)) {
             emit(describe(id, rh.getLedgerMetadata(), rh.getLastAddConfirmed(), opts, password, -1, -1));
         }
+    }
+
+    /** Which copies each bookie really holds: ground truth for the chaos campaign, from Java alone. */
+    static void copies(org.apache.bookkeeper.client.BookKeeper bk, ClientConfiguration conf,
+                       Map<String, List<String>> opts) throws Exception {
+        byte[] password = one(opts, "password", "pw").getBytes(StandardCharsets.UTF_8);
+        io.netty.channel.EventLoopGroup group = new io.netty.channel.nio.NioEventLoopGroup(2);
+        org.apache.bookkeeper.common.util.OrderedExecutor executor =
+                org.apache.bookkeeper.common.util.OrderedExecutor.newBuilder().numThreads(2).name("copies").build();
+        java.util.concurrent.ScheduledExecutorService scheduler =
+                java.util.concurrent.Executors.newSingleThreadScheduledExecutor();
+        org.apache.bookkeeper.proto.BookieClient client = new org.apache.bookkeeper.proto.BookieClientImpl(
+                conf, group, io.netty.buffer.UnpooledByteBufAllocator.DEFAULT, executor, scheduler,
+                org.apache.bookkeeper.stats.NullStatsLogger.INSTANCE, bk.getBookieAddressResolver());
+        for (String spec : one(opts, "ledgers", "").split(",")) {
+            if (spec.isEmpty()) {
+                continue;
+            }
+            String[] parts = spec.split(":");
+            long id = Long.parseLong(parts[0]);
+            LedgerMetadata md;
+            try {
+                md = bk.getLedgerManager().readLedgerMetadata(id).get(30, TimeUnit.SECONDS).getValue();
+            } catch (Exception e) {
+                emit("{\"ledgerId\":" + id + ",\"metadataError\":" + str(e.toString()) + "}");
+                continue;
+            }
+            long end = parts.length > 1 ? Long.parseLong(parts[1]) : md.getLastEntryId();
+            org.apache.bookkeeper.proto.checksum.DigestManager digest =
+                    org.apache.bookkeeper.proto.checksum.DigestManager.instantiate(id, password,
+                            org.apache.bookkeeper.client.BookKeeper.DigestType.toProtoDigestType(
+                                    org.apache.bookkeeper.client.BookKeeper.DigestType.fromApiDigestType(
+                                            md.getDigestType())),
+                            io.netty.buffer.UnpooledByteBufAllocator.DEFAULT, false);
+            org.apache.bookkeeper.client.RoundRobinDistributionSchedule schedule =
+                    new org.apache.bookkeeper.client.RoundRobinDistributionSchedule(
+                            md.getWriteQuorumSize(), md.getAckQuorumSize(), md.getEnsembleSize());
+            Map<String, List<Long>> missing = new java.util.TreeMap<>();
+            Map<String, List<Long>> corrupt = new java.util.TreeMap<>();
+            Map<String, List<Long>> unreadable = new java.util.TreeMap<>();
+            List<CompletableFuture<Void>> reads = new ArrayList<>();
+            for (long entry = 0; entry <= end; entry++) {
+                List<BookieId> ensemble = md.getEnsembleAt(entry);
+                DistributionSchedule.WriteSet ws = schedule.getWriteSet(entry);
+                for (int k = 0; k < ws.size(); k++) {
+                    BookieId bookie = ensemble.get(ws.get(k));
+                    final long eid = entry;
+                    CompletableFuture<Void> done = new CompletableFuture<>();
+                    reads.add(done);
+                    client.readEntry(bookie, id, eid, (rc, lid, e2, buffer, ctx) -> {
+                        synchronized (missing) {
+                            if (rc == org.apache.bookkeeper.client.BKException.Code.NoSuchEntryException
+                                    || rc == org.apache.bookkeeper.client.BKException.Code.NoSuchLedgerExistsException) {
+                                missing.computeIfAbsent(bookie.toString(), x -> new ArrayList<>()).add(eid);
+                            } else if (rc != org.apache.bookkeeper.client.BKException.Code.OK) {
+                                unreadable.computeIfAbsent(bookie.toString(), x -> new ArrayList<>()).add(eid);
+                            } else {
+                                try {
+                                    digest.verifyDigestAndReturnData(eid, buffer);
+                                } catch (Exception bad) {
+                                    corrupt.computeIfAbsent(bookie.toString(), x -> new ArrayList<>()).add(eid);
+                                }
+                            }
+                        }
+                        done.complete(null);
+                    }, null, org.apache.bookkeeper.proto.BookieProtocol.FLAG_NONE);
+                }
+                ws.recycle();
+            }
+            for (CompletableFuture<Void> f : reads) {
+                f.get(60, TimeUnit.SECONDS);
+            }
+            emit("{\"ledgerId\":" + id + ",\"state\":" + str(md.getState().toString()) + ",\"checkedUpTo\":" + end
+                    + ",\"reads\":" + reads.size() + ",\"missing\":" + lists(missing) + ",\"corrupt\":"
+                    + lists(corrupt) + ",\"unreadable\":" + lists(unreadable) + "}");
+        }
+        client.close();
+        group.shutdownGracefully();
+        executor.shutdown();
+        scheduler.shutdown();
+    }
+
+    static String lists(Map<String, List<Long>> m) {
+        StringBuilder sb = new StringBuilder("{");
+        for (Map.Entry<String, List<Long>> e : m.entrySet()) {
+            List<Long> v = new ArrayList<>(e.getValue());
+            Collections.sort(v);
+            sb.append(sb.length() > 1 ? "," : "").append(str(e.getKey())).append(":").append(v);
+        }
+        return sb.append('}').toString();
     }
 
     static void replicationWorker(String uri, int seconds) throws Exception {
