@@ -1,5 +1,5 @@
 # The two commands (see README.md): `make demo` and `make test`. Both do all set-up first.
-.PHONY: setup demo test fuzz
+.PHONY: setup demo test fuzz chaos
 
 setup:
 	./scripts/setup.sh
@@ -14,3 +14,8 @@ test: setup
 fuzz: setup
 	HYPOTHESIS_PROFILE=fuzz .venv/bin/python -m pytest -q -p no:cacheprovider --timeout=0 \
 	  --hypothesis-show-statistics tests/property
+
+# The chaos campaign on the real cluster (docs/reliability.md, "Chaos campaign"): 200 rounds, seed 1,
+# hours on 2 cores. Ports follow BK_TEST_PORT_SLOT; the JSON report goes to bench/results/chaos/.
+chaos: setup
+	.venv/bin/python bench/chaos.py --rounds 200 --seed 1
