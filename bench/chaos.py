@@ -19,7 +19,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.realcluster.chaos.campaign import KINDS, Campaign, ChaosConfig, summary_text, write_report  # noqa: E402
+from tests.realcluster.chaos.campaign import (KINDS, Campaign, CampaignError, ChaosConfig,  # noqa: E402
+                                               summary_text, write_report)
+from tests.realcluster.harness import HarnessError  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -51,7 +53,11 @@ def main(argv: list[str] | None = None) -> int:
                       progress=lambda line: print(line, flush=True))
     # Our own ZooKeeper clients reconnect through every ZooKeeper restart: keep their chatter out.
     logging.getLogger("kazoo").setLevel(logging.ERROR)
-    report = Campaign(cfg).run()
+    try:
+        report = Campaign(cfg).run()
+    except (CampaignError, HarnessError) as exc:
+        print(f"error: the campaign could not start: {exc}", file=sys.stderr)
+        return 1
     path = write_report(report, args.results)
     print(summary_text(report))
     print(f"report: {path}")

@@ -16,8 +16,10 @@ from auditor.daemon.admin import AdminClient, AdminClientError
 
 @dataclass(frozen=True)
 class Sample:
+    t_start: float                    # time.time() when both were asked
     t: float                          # time.time() when both answers were in
     claims: dict[str, bool | None]    # daemon name -> leader? (None: did not answer in time)
+    since: dict[str, float]           # for a claimant: when it says it became the leader (Status.leader_since)
 
 
 class Monitor:
@@ -59,10 +61,12 @@ class Monitor:
         clients = {n: AdminClient(f"127.0.0.1:{port}", timeout=self.rpc_timeout) for n, port in self.daemons.items()}
         try:
             while not self._stop.is_set():
-                started = time.monotonic()
+                started, asked = time.monotonic(), time.time()
                 answers = await asyncio.gather(*(self._claim(c) for c in clients.values()))
+                claims = {n: a[0] for n, a in zip(clients, answers)}
+                since = {n: a[1] for n, a in zip(clients, answers) if a[0] and a[1] is not None}
                 with self._lock:
-                    self.samples.append(Sample(time.time(), dict(zip(clients, answers))))
+                    self.samples.append(Sample(asked, time.time(), claims, since))
                     if len(self.samples) > 200_000:
                         del self.samples[:100_000]
                 await asyncio.sleep(max(0.0, self.period - (time.monotonic() - started)))
@@ -71,13 +75,12 @@ class Monitor:
                 await c.close()
 
     @staticmethod
-    async def _claim(client: AdminClient) -> bool | None:
+    async def _claim(client: AdminClient) -> tuple[bool | None, float | None]:
         try:
-            return bool((await client.status()).leader)
-        except (AdminClientError, asyncio.TimeoutError, OSError):
-            return None
-        except Exception:
-            return None
+            st = await client.status()
+        except Exception:  # unreachable, frozen, restarting: no claim
+            return None, None
+        return bool(st.leader), (st.leader_since if st.HasField("leader_since") else None)
 
     def window(self, t0: float, t1: float | None = None) -> list[Sample]:
         with self._lock:
@@ -86,12 +89,16 @@ class Monitor:
     def leaders_at(self, s: Sample) -> list[str]:
         return [n for n, c in s.claims.items() if c]
 
-    def first_single_leader(self, t0: float, t1: float, exclude: str | None = None) -> float | None:
-        """First sample time in [t0, t1] when exactly one daemon (not `exclude`) claims leadership."""
+    def first_single_leader(self, t0: float, t1: float, exclude: str | None = None) -> Sample | None:
+        """The first sample asked at or after t0 (and answered by t1) in which exactly one daemon (not
+        `exclude`) claims leadership. Samples asked before t0 do not count: an answer sent just before a
+        fault says nothing about after it."""
         for s in self.window(t0, t1):
+            if s.t_start < t0:
+                continue
             ls = self.leaders_at(s)
             if len(ls) == 1 and ls[0] != exclude:
-                return s.t
+                return s
         return None
 
     def dual_leaders(self, t0: float, t1: float | None = None) -> list[Sample]:
