@@ -313,26 +313,25 @@ class Campaign:
     def fault(self, r: Round) -> None:
         getattr(self, "fault_" + r.kind.replace("-", "_"))(r)
 
-    def _victim_bookie(self, sorted_only: bool = False) -> int:
-        choices = [b.index for b in self.c.bookies if not sorted_only or b.storage == "sorted"]
-        return self.rng.choice(choices)
+    def _bookie_fault(self, r: Round, sorted_only: bool = False, **params: Any) -> int:
+        """Draw the victim bookie, record it and the fault's parameters; the fault starts now."""
+        n = self.rng.choice([b.index for b in self.c.bookies if not sorted_only or b.storage == "sorted"])
+        b = self.c.bookie(n)
+        r.params.update(bookie=b.bookie_id, **params)
+        r.faulted_bookies.add(b.bookie_id)
+        r.fault_at = time.time()
+        return n
 
     def fault_bookie_kill(self, r: Round) -> None:
-        n = self._victim_bookie()
         down = round(self.rng.uniform(0, 10), 1)
-        r.params.update(bookie=self.c.bookie(n).bookie_id, down_seconds=down)
-        r.faulted_bookies.add(self.c.bookie(n).bookie_id)
-        r.fault_at = time.time()
+        n = self._bookie_fault(r, down_seconds=down)
         self.c.kill_bookie(n)
         time.sleep(down)
         self.c.start_bookie(n, timeout=120)
 
     def fault_bookie_stop(self, r: Round) -> None:
-        n = self._victim_bookie()
         hold = round(self.rng.uniform(1, 20), 1)
-        r.params.update(bookie=self.c.bookie(n).bookie_id, stopped_seconds=hold)
-        r.faulted_bookies.add(self.c.bookie(n).bookie_id)
-        r.fault_at = time.time()
+        n = self._bookie_fault(r, stopped_seconds=hold)
         self.c.pause_bookie(n)
         time.sleep(hold)
         self.c.resume_bookie(n)
@@ -340,14 +339,12 @@ class Campaign:
         self.c.wait_ready(n, 60)
 
     def fault_bookie_wipe(self, r: Round) -> None:
-        n = self._victim_bookie()
+        n = self._bookie_fault(r)
         b = self.c.bookie(n)
         affected = [rec for rec in self.pool.values() if b.bookie_id in rec.bookies]
-        r.params.update(bookie=b.bookie_id, storage=b.storage, ledgers=len(affected))
-        r.faulted_bookies.add(b.bookie_id)
+        r.params.update(storage=b.storage, ledgers=len(affected))
         r.wiped.add(b.bookie_id)
         r.written.add(f"{self.c.ledgers_root}/cookies/{b.bookie_id}")
-        r.fault_at = time.time()
         self.c.stop_bookie(n)
         self.c.wipe_bookie(n)
         in_place = time.time()  # the copies are gone from here on
@@ -424,13 +421,11 @@ class Campaign:
 
     def fault_loss_copy(self, r: Round) -> None:
         """Remove one bookie's copy of 1-3 closed ledgers (their index files, bookie stopped cleanly)."""
-        n = self._victim_bookie(sorted_only=True)
+        n = self._bookie_fault(r, sorted_only=True)
         b = self.c.bookie(n)
         candidates = self._healthy_closed(on=b.bookie_id)
         chosen = self.rng.sample(candidates, min(len(candidates), self.rng.randint(1, 3)))
-        r.params.update(bookie=b.bookie_id, ledgers=[x.ledger_id for x in chosen])
-        r.faulted_bookies.add(b.bookie_id)
-        r.fault_at = time.time()
+        r.params.update(ledgers=[x.ledger_id for x in chosen])
         self.c.stop_bookie(n)
         for rec in chosen:
             lid = rec.ledger_id
@@ -470,17 +465,15 @@ class Campaign:
 
     def fault_loss_bookie_gone(self, r: Round) -> None:
         """A bookie that stays away past the lost-bookie delay: every ledger on it must be marked."""
-        n = self._victim_bookie()
+        n = self._bookie_fault(r)
         b = self.c.bookie(n)
         on_it = sorted(lid for lid, rec in self.pool.items() if b.bookie_id in rec.bookies)
-        r.params.update(bookie=b.bookie_id, ledgers=len(on_it))
-        r.faulted_bookies.add(b.bookie_id)
+        r.params.update(ledgers=len(on_it))
         r.gone_bookie = b.bookie_id
-        r.fault_at = time.time()
         self.c.kill_bookie(n)
         self.c.wait_unregistered(n, 30)
         gone_at = time.time()
-        deadline = gone_at + self.cfg.lost_bookie_delay + 20
+        deadline = gone_at + self.cfg.lost_bookie_delay + 30
         want = set(on_it)
         while time.time() < deadline:
             if want <= set(read_markers(self.c.kazoo, self.c.ledgers_root)):
@@ -493,7 +486,7 @@ class Campaign:
                 r.planted_found[lid] = r.params["marked_after_seconds"]
             else:
                 r.planted_missed.append({"ledger": lid, "why": f"no marker naming {b.bookie_id} within "
-                                                               f"{self.cfg.lost_bookie_delay + 20}s of its loss"})
+                                                               f"{self.cfg.lost_bookie_delay + 30}s of its loss"})
         self.c.start_bookie(n, timeout=120)
 
     def verify_plants(self, r: Round, recs: list[LedgerRecord], bookie: str) -> None:
@@ -638,13 +631,17 @@ class Campaign:
                 self.false_keys.add(f.key)
 
     def spot_check(self, f: Seen) -> dict[str, Any]:
-        """Ask the real BookieShell about a finding we think is false, so the report carries evidence."""
+        """Ask the real Java tools about a finding we think is false, so the report carries evidence: the
+        census (digests verified) and `readledger -b` (presence only) for each bookie the finding names."""
         rec = self.pool[f.ledger]  # type: ignore[index]
+        row = census(self.c, [rec])[rec.ledger_id]
         out: dict[str, Any] = {}
         for b in sorted(f.claimed | ({f.bookie} if f.bookie else set()))[:2]:
             ok, failed = readledger(self.c, rec, b)
             exp = rec.expected_on(b)
-            out[b] = {"expected": len(exp), "read": len(ok & exp), "failed": len(failed & exp)}
+            out[b] = {"expected": len(exp), "census_missing": len(row.missing.get(b, [])),
+                      "census_corrupt": len(row.corrupt.get(b, [])), "readledger_read": len(ok & exp),
+                      "readledger_failed": len(failed & exp)}
         return out
 
     def check_planted(self, r: Round) -> None:
