@@ -88,6 +88,7 @@ class Round:
     failover_seconds: float | None = None
     single_leader_after: float | None = None
     leader_observed_after: float | None = None   # when our 0.2 s poll first saw that leader
+    resumed_at: float | None = None              # leader-stop: when the stopped leader was resumed
     passes: dict[str, float] = field(default_factory=dict)      # check -> seconds the verifying pass took
     findings_expected: int = 0
     findings_false: list[dict[str, Any]] = field(default_factory=list)
@@ -382,6 +383,7 @@ class Campaign:
         r.leader_deadline_from = r.fault_at
         time.sleep(hold)
         lead.resume()
+        r.resumed_at = time.time()
         time.sleep(self.cfg.session_timeout + 4)  # the resumed one may act: watch for a second leader
 
     def _await_failover(self, r: Round, timeout: float) -> None:
@@ -577,6 +579,13 @@ class Campaign:
                 if r.single_leader_after > bound:
                     r.violations.append(f"no single leader within {bound:.0f}s (session timeout + 2 s) after the "
                                         f"{r.kind}: {r.single_leader_after}s (poll saw it at {r.leader_observed_after}s)")
+            if moved and r.resumed_at is not None:
+                # Deposed while frozen: once resumed it must not say it leads (it lost its session).
+                claims = [x for x in self.mon.window(r.resumed_at, r.resumed_at + self.cfg.session_timeout + 4)
+                          if x.t_start >= r.resumed_at and x.claims.get(r.leader_fault or "")]
+                if claims:
+                    r.violations.append(f"the resumed {r.leader_fault} claimed leadership in {len(claims)} samples "
+                                        f"({claims[0].t - r.resumed_at:.2f}s after SIGCONT)")
         r.leader_after = self.mon.current_leader()
         if r.leader_after is None:
             r.violations.append("no single leader at the end of the round")
