@@ -145,6 +145,8 @@ class Campaign:
         self.rounds: list[Round] = []
         self.heal_violations: list[dict[str, str]] = []
         self.false_keys: set[tuple[Any, ...]] = set()
+        self.judged: set[tuple[Any, ...]] = set()
+        self.last_checked = 0.0            # end of the last findings check: the next one starts there
         self.started = time.time()
         self.baseline: dict[str, Any] = {}
         self.self_test_result: dict[str, bool] = {}
@@ -199,6 +201,7 @@ class Campaign:
             self.daemons[name] = Daemon(self.c, name, self.workdir, admin_port=base + 2 * i,
                                         metrics_port=base + 2 * i + 1, **settings)
         a, b2 = self.daemons["auditor-a"], self.daemons["auditor-b"]
+        started = time.time()
         a.start()
         a.wait(a.is_leader, 60, "leadership")
         b2.start()
@@ -208,12 +211,14 @@ class Campaign:
                                self.c.ledgers_root, [x.bookie_id for x in self.c.bookies]).start()
         # Baseline: a complete pass of every check over the healthy pool reports nothing actionable.
         t0 = time.time()
+        self.last_checked = started
         for check in ("scrutiny", "open", "ledger"):
             p = self.wait_pass(check, t0, self.pass_timeout(check))
             if p is None:
                 raise CampaignError(f"no complete {check} pass within {self.pass_timeout(check):.0f}s at start")
         base_round = Round(0, "baseline", started=t0)
-        self.check_findings(base_round, t0)
+        self.check_findings(base_round, started)
+        self.last_checked = time.time()
         self.check_markers(base_round)
         self.baseline = {"false_findings": base_round.findings_false, "false_markers": base_round.markers_false,
                          "seconds": round(time.time() - t0, 1)}
@@ -275,12 +280,6 @@ class Campaign:
                 return self.daemons[name]
             time.sleep(0.2)
         raise CampaignError(f"no single leader for {timeout:.0f}s")
-
-    def bookie_of(self, bookie_id: str) -> int:
-        for b in self.c.bookies:
-            if b.bookie_id == bookie_id:
-                return b.index
-        raise KeyError(bookie_id)
 
     def ensure_cluster_whole(self) -> None:
         """Every bookie running and registered, both daemons running (restart what is not), the link clean."""
@@ -542,7 +541,8 @@ class Campaign:
         # 2. Leadership.
         self.check_leadership(r)
         # 3. Findings and markers against the ground truth; planted losses found.
-        self.check_findings(r, r.started)
+        self.check_findings(r, self.last_checked)
+        self.last_checked = r.checked_at
         self.check_planted(r)
         self.check_markers(r)
         # 4. Every leader task alive.
@@ -621,10 +621,13 @@ class Campaign:
         return "false"
 
     def check_findings(self, r: Round, since: float) -> None:
-        seen: dict[tuple[Any, ...], Seen] = {}
+        """Judge every finding reported or seen again since `since` (the end of the previous check, so heal
+        windows are covered too); each one is counted once, in the round that first sees it."""
         for f in self.obs.findings(since):
-            seen.setdefault((f.daemon,) + f.key, f)
-        for key, f in seen.items():
+            key = (f.daemon,) + f.key + (int(f.first_seen),)
+            if key in self.judged:
+                continue
+            self.judged.add(key)
             verdict = self.classify(f, r)
             if verdict == "expected":
                 r.findings_expected += 1

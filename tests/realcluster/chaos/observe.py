@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from posixpath import join
@@ -138,8 +138,20 @@ class Observer:
 
     # ------------------------------------------------------------------ findings
     def findings(self, since: float) -> list[Seen]:
-        """Every finding reported or seen again at or after `since`, by any daemon (logs + admin API)."""
+        """Every finding reported or seen again at or after `since`, by any daemon: its log line (kept
+        even when the daemon was killed since) merged with its admin API record (re-sightings, resolved
+        ones included), one per daemon, category, ledger and bookie."""
         self.poll()
+        merged: dict[tuple[Any, ...], Seen] = {}
+        for f in self._sightings(since):
+            k = (f.daemon,) + f.key
+            old = merged.get(k)
+            merged[k] = f if old is None else replace(old, first_seen=min(old.first_seen, f.first_seen),
+                                                      last_seen=max(old.last_seen, f.last_seen),
+                                                      claimed=old.claimed | f.claimed)
+        return list(merged.values())
+
+    def _sightings(self, since: float) -> list[Seen]:
         out: list[Seen] = []
         for ev in self.events:
             if ev.get("event") == "finding" and ev["_t"] >= since:
