@@ -19,11 +19,14 @@ import shutil
 import statistics
 import subprocess
 import time
+import urllib.request
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.realcluster import ports
 from tests.realcluster.checks_util import ledger_path, marker_path
@@ -146,6 +149,7 @@ class Campaign:
         self.heal_violations: list[dict[str, str]] = []
         self.false_keys: set[tuple[Any, ...]] = set()
         self.judged: set[tuple[Any, ...]] = set()
+        self.task_counts: dict[tuple[str, str], int] = {}   # (daemon, task) -> failures seen so far
         self.last_checked = 0.0            # end of the last findings check: the next one starts there
         self.started = time.time()
         self.baseline: dict[str, Any] = {}
@@ -698,11 +702,13 @@ class Campaign:
                 r.markers_false.append({"ledger": lid, "replicas": sorted(replicas), "truth_lacking": sorted(lacking)})
 
     def check_tasks(self, r: Round) -> None:
+        """Every leader task alive, or visibly failed and due for a restart (Status and the metrics)."""
         try:
             lead = self.leader(15)
             st = lead.status()
+            metrics = scrape(lead.metrics_port)
         except Exception as exc:
-            r.violations.append(f"leader status unavailable: {exc}")
+            r.violations.append(f"leader status or metrics unavailable: {exc}")
             return
         now = time.time()
         # A new leader's tasks have not run yet: count from when it took over.
@@ -713,21 +719,30 @@ class Campaign:
             if t is None:
                 r.violations.append(f"task {name} missing from the leader's status")
                 continue
-            if t.failures:
-                r.task_failures[name] = int(t.failures)
+            before = self.task_counts.get((lead.name, name), 0)
+            self.task_counts[(lead.name, name)] = int(t.failures)  # per process: a restart starts at 0
+            if t.failures > before:  # report what is new
+                r.task_failures[name] = int(t.failures) - before
+                r.notes.append(f"task {name} on {lead.name}: {t.failures} failures, {t.restarts} restarts, "
+                               f"state {t.state}, last error {t.last_error!r}")
+            if t.state == "failed":
+                restart_at = t.restart_at if t.HasField("restart_at") else None
+                if restart_at is None or now - restart_at > 120:
+                    r.violations.append(f"task {name} failed and not restarted (restart_at {restart_at})")
+                continue
             if name == "bookies":
-                if t.state != "running" and not (t.failures and t.last_error):
+                if t.state != "running":
                     r.violations.append(f"bookie watch not running and no visible failure (state {t.state})")
                 continue
             every = t.interval_seconds if t.HasField("interval_seconds") else 0.0
             last = max(t.last_start if t.HasField("last_start") else 0.0,
                        t.last_finish if t.HasField("last_finish") else 0.0, since)
-            allowance = every + self.pass_timeout(name)
-            if t.state == "running":
-                continue
-            if now - last > allowance and not (t.failures and t.last_error):
+            if t.state != "running" and now - last > every + self.pass_timeout(name):
                 r.violations.append(f"task {name} silently idle: last ran {now - last:.0f}s ago "
                                     f"(interval {every:.0f}s, state {t.state})")
+        for (metric, task), value in metrics.items():
+            if metric == "bk_auditor_task_up" and value == 0 and not metrics.get(("bk_auditor_task_failures_total", task)):
+                r.violations.append(f"task {task} is down (bk_auditor_task_up 0) without a counted failure")
 
     # ================================================================== heal
     def heal(self, r: Round) -> None:
@@ -919,6 +934,17 @@ class Campaign:
             shutil.rmtree(self.workdir, ignore_errors=True)
         else:
             self.log(f"logs kept in {self.workdir}")
+
+
+def scrape(port: int) -> dict[tuple[str, str], float]:
+    """A daemon's Prometheus samples by (name, task label) for the task metrics."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    out: dict[tuple[str, str], float] = {}
+    for fam in text_string_to_metric_families(text):
+        for sample in fam.samples:
+            if sample.name.startswith("bk_auditor_task_"):
+                out[(sample.name, sample.labels.get("task", ""))] = sample.value
+    return out
 
 
 def _median(xs: list[float]) -> float | None:
