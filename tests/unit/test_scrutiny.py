@@ -6,7 +6,7 @@ import dataclasses
 import pytest
 
 from auditor.durability.coverage import UNKNOWN, Answer, analyze_coverage
-from auditor.durability.findings import Category, Severity
+from auditor.durability.findings import Category, Finding, Severity
 from auditor.durability.ids import LedgerId
 from auditor.durability.model import LedgerMetadata, LedgerState, Segment
 from auditor.durability.placement import PlacementPolicy
@@ -201,6 +201,21 @@ def test_confirm_keeps_what_the_recheck_saw_again() -> None:
     confirmed = confirm(first, second)
     assert len(confirmed) == 1 and confirmed[0].confirmed
     assert confirm(first, fixed) == []
+
+
+def test_a_digest_mismatch_is_confirmed_only_when_the_same_bytes_are_read_again() -> None:
+    """Found by the chaos campaign: over a corrupting link both reads of one entry failed verification
+    (differently) and a healthy copy was reported as corrupt and marked under-replicated."""
+    md = ledger(3, 3, 2, 9)
+
+    def corrupt(stored: str, computed: str) -> list[Finding]:
+        return [Finding.of(Category.DIGEST_MISMATCH, "entry 4 on a fails verification", metadata=md, bookie="a",
+                           entry_id=4, method="read", detail={"problems": ["digest mismatch"],
+                                                              "storedDigest": stored, "computedDigest": computed})]
+    stored_damage = confirm(corrupt("ad49e26e", "14da3899"), corrupt("ad49e26e", "14da3899"))
+    assert len(stored_damage) == 1 and stored_damage[0].confirmed
+    assert confirm(corrupt("ad49e26e", "14da3899"), corrupt("ad49e26e", "0866975c")) == []
+    assert confirm(corrupt("ad49e26e", "14da3899"), corrupt("2bc07a7b", "4523a965")) == []
 
 
 def test_unreachable_bookie_finding() -> None:
