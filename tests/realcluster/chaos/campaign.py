@@ -573,11 +573,10 @@ class Campaign:
             else:
                 # When the single leader took over: its own Status.leader_since if that is after the fault
                 # (a leader that kept its place reports an earlier time), else when our poll saw it.
-                name = self.mon.leaders_at(first)[0]
-                since = first.since.get(name)
+                since = first.since
                 took_over = since if since is not None and since >= t0 else None
-                r.single_leader_after = round((took_over or first.t) - t0, 2)
-                r.leader_observed_after = round(first.t - t0, 2)
+                r.single_leader_after = round((took_over or first.answered) - t0, 2)
+                r.leader_observed_after = round(first.answered - t0, 2)
                 if moved:
                     r.failover_seconds = r.single_leader_after
                 if r.single_leader_after > bound:
@@ -585,11 +584,11 @@ class Campaign:
                                         f"{r.kind}: {r.single_leader_after}s (poll saw it at {r.leader_observed_after}s)")
             if moved and r.resumed_at is not None:
                 # Deposed while frozen: once resumed it must not say it leads (it lost its session).
-                claims = [x for x in self.mon.window(r.resumed_at, r.resumed_at + self.cfg.session_timeout + 4)
-                          if x.t_start >= r.resumed_at and x.claims.get(r.leader_fault or "")]
+                claims = self.mon.claims_by(r.leader_fault or "", r.resumed_at,
+                                            r.resumed_at + self.cfg.session_timeout + 4)
                 if claims:
-                    r.violations.append(f"the resumed {r.leader_fault} claimed leadership in {len(claims)} samples "
-                                        f"({claims[0].t - r.resumed_at:.2f}s after SIGCONT)")
+                    r.violations.append(f"the resumed {r.leader_fault} claimed leadership in {len(claims)} answers "
+                                        f"({claims[0].answered - r.resumed_at:.2f}s after SIGCONT)")
         r.leader_after = self.mon.current_leader()
         if r.leader_after is None:
             r.violations.append("no single leader at the end of the round")

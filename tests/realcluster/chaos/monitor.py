@@ -15,11 +15,14 @@ from auditor.daemon.admin import AdminClient, AdminClientError
 
 
 @dataclass(frozen=True)
-class Sample:
-    t_start: float                    # time.time() when both were asked
-    t: float                          # time.time() when both answers were in
-    claims: dict[str, bool | None]    # daemon name -> leader? (None: did not answer in time)
-    since: dict[str, float]           # for a claimant: when it says it became the leader (Status.leader_since)
+class Answer:
+    """One daemon's answer to one `Status` poll."""
+
+    daemon: str
+    asked: float                      # time.time() when asked
+    answered: float                   # when the answer (or the timeout) came
+    leader: bool | None               # None: no answer within the RPC timeout (frozen, down, restarting)
+    since: float | None = None        # Status.leader_since, for a claimant
 
 
 class Monitor:
@@ -28,7 +31,7 @@ class Monitor:
         self.daemons = daemons            # name -> admin port
         self.period = period
         self.rpc_timeout = rpc_timeout
-        self.samples: list[Sample] = []
+        self.answers: dict[str, list[Answer]] = {n: [] for n in daemons}
         self.registered: dict[str, list[tuple[float, bool]]] = {b: [] for b in bookie_ids}
         self._zk = KazooClient(hosts=zk_hosts, timeout=10.0)
         self._available = join(ledgers_root, "available")
@@ -55,61 +58,66 @@ class Monitor:
 
     # ------------------------------------------------------------------ leadership
     def _leaders(self) -> None:
-        asyncio.run(self._poll_leaders())
+        async def main() -> None:
+            await asyncio.gather(*(self._poll(n, port) for n, port in self.daemons.items()))
+        asyncio.run(main())
 
-    async def _poll_leaders(self) -> None:
-        clients = {n: AdminClient(f"127.0.0.1:{port}", timeout=self.rpc_timeout) for n, port in self.daemons.items()}
+    async def _poll(self, name: str, port: int) -> None:
+        """One loop per daemon, so a frozen one (its RPCs time out) does not slow the other's sampling."""
+        client = AdminClient(f"127.0.0.1:{port}", timeout=self.rpc_timeout)
         try:
             while not self._stop.is_set():
-                started, asked = time.monotonic(), time.time()
-                answers = await asyncio.gather(*(self._claim(c) for c in clients.values()))
-                claims = {n: a[0] for n, a in zip(clients, answers)}
-                since = {n: a[1] for n, a in zip(clients, answers) if a[0] and a[1] is not None}
+                asked = time.time()
+                try:
+                    st = await client.status()
+                    leader: bool | None = bool(st.leader)
+                    since = st.leader_since if st.leader and st.HasField("leader_since") else None
+                except Exception:  # unreachable, frozen, restarting: no claim
+                    leader, since = None, None
                 with self._lock:
-                    self.samples.append(Sample(asked, time.time(), claims, since))
-                    if len(self.samples) > 200_000:
-                        del self.samples[:100_000]
-                await asyncio.sleep(max(0.0, self.period - (time.monotonic() - started)))
+                    hist = self.answers[name]
+                    hist.append(Answer(name, asked, time.time(), leader, since))
+                    if len(hist) > 200_000:
+                        del hist[:100_000]
+                await asyncio.sleep(max(0.0, self.period - (time.time() - asked)))
         finally:
-            for c in clients.values():
-                await c.close()
+            await client.close()
 
-    @staticmethod
-    async def _claim(client: AdminClient) -> tuple[bool | None, float | None]:
-        try:
-            st = await client.status()
-        except Exception:  # unreachable, frozen, restarting: no claim
-            return None, None
-        return bool(st.leader), (st.leader_since if st.HasField("leader_since") else None)
-
-    def window(self, t0: float, t1: float | None = None) -> list[Sample]:
+    def _claims(self, t0: float, t1: float | None = None) -> list[Answer]:
         with self._lock:
-            return [s for s in self.samples if s.t >= t0 and (t1 is None or s.t <= t1)]
+            out = [a for hist in self.answers.values() for a in hist
+                   if a.leader and a.asked >= t0 and (t1 is None or a.answered <= t1)]
+        return sorted(out, key=lambda a: a.answered)
 
-    def leaders_at(self, s: Sample) -> list[str]:
-        return [n for n, c in s.claims.items() if c]
+    def _claim_near(self, daemon: str, t: float) -> bool:
+        """Did `daemon` claim leadership in an answer overlapping [t - period, t + period]?"""
+        with self._lock:
+            return any(a.leader and a.asked <= t + self.period and a.answered >= t - self.period
+                       for a in self.answers[daemon])
 
-    def first_single_leader(self, t0: float, t1: float, exclude: str | None = None) -> Sample | None:
-        """The first sample asked at or after t0 (and answered by t1) in which exactly one daemon (not
-        `exclude`) claims leadership. Samples asked before t0 do not count: an answer sent just before a
-        fault says nothing about after it."""
-        for s in self.window(t0, t1):
-            if s.t_start < t0:
-                continue
-            ls = self.leaders_at(s)
-            if len(ls) == 1 and ls[0] != exclude:
-                return s
+    def first_single_leader(self, t0: float, t1: float, exclude: str | None = None) -> Answer | None:
+        """The first claim of leadership asked at or after t0 (answered by t1) by a daemon other than
+        `exclude` while no other daemon claimed it. Answers asked before t0 do not count: an answer sent
+        just before a fault says nothing about after it."""
+        for a in self._claims(t0, t1):
+            if a.daemon != exclude and not any(self._claim_near(o, a.answered) for o in self.daemons if o != a.daemon):
+                return a
         return None
 
-    def dual_leaders(self, t0: float, t1: float | None = None) -> list[Sample]:
-        return [s for s in self.window(t0, t1) if len(self.leaders_at(s)) > 1]
+    def dual_leaders(self, t0: float, t1: float | None = None) -> list[Answer]:
+        """Claims answered within one poll period of a claim by another daemon."""
+        return [a for a in self._claims(t0, t1)
+                if any(self._claim_near(o, a.answered) for o in self.daemons if o != a.daemon)]
+
+    def claims_by(self, daemon: str, t0: float, t1: float) -> list[Answer]:
+        return [a for a in self._claims(t0, t1) if a.daemon == daemon]
 
     def current_leader(self) -> str | None:
+        """The one daemon whose latest answer (within 3 s) claims leadership, if exactly one does."""
+        now = time.time()
         with self._lock:
-            recent = self.samples[-1] if self.samples else None
-        if recent is None:
-            return None
-        ls = self.leaders_at(recent)
+            latest = [h[-1] for h in self.answers.values() if h and now - h[-1].answered < 3]
+        ls = [a.daemon for a in latest if a.leader]
         return ls[0] if len(ls) == 1 else None
 
     # ------------------------------------------------------------------ bookie registrations
