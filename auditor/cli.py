@@ -8,6 +8,7 @@
 
 Every error (bad config, daemon unreachable, bad ledger id) is one line on stderr and exit code 2.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -15,9 +16,9 @@ import inspect
 import json
 import sys
 from collections.abc import Awaitable, Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any, NoReturn, Optional
+from typing import Annotated, Any, NoReturn
 
 import typer
 
@@ -26,8 +27,13 @@ from auditor import __version__
 EXIT_ERROR = 2
 DEFAULT_ADMIN = "127.0.0.1:7979"
 
-app = typer.Typer(name="bk-auditor", help="Durability auditor for Apache BookKeeper clusters.",
-                  no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+app = typer.Typer(
+    name="bk-auditor",
+    help="Durability auditor for Apache BookKeeper clusters.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
 
 
 def _fail(message: str) -> NoReturn:
@@ -42,24 +48,36 @@ def _version(value: bool) -> None:
 
 
 @app.callback()
-def main(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
-                                               help="Print the version and exit.")] = False) -> None:
+def main(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
     """Durability auditor for Apache BookKeeper clusters."""
 
 
 # ------------------------------------------------------------------------------------------ settings
 
-ConfigOpt = Annotated[Optional[Path], typer.Option("--config", "-c", envvar="BKAUDIT_CONFIG_FILE",
-                                                   help="YAML or Java .properties/.conf file (bk_server.conf works).")]
-UriOpt = Annotated[Optional[str], typer.Option("--metadata-service-uri",
-                                               help="e.g. zk+hierarchical://zk1:2181;zk2:2181/ledgers")]
-LogLevelOpt = Annotated[Optional[str], typer.Option("--log-level", help="debug|info|warning|error")]
-LogFormatOpt = Annotated[Optional[str], typer.Option("--log-format", help="json|console")]
+ConfigOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--config",
+        "-c",
+        envvar="BKAUDIT_CONFIG_FILE",
+        help="YAML or Java .properties/.conf file (bk_server.conf works).",
+    ),
+]
+UriOpt = Annotated[
+    str | None, typer.Option("--metadata-service-uri", help="e.g. zk+hierarchical://zk1:2181;zk2:2181/ledgers")
+]
+LogLevelOpt = Annotated[str | None, typer.Option("--log-level", help="debug|info|warning|error")]
+LogFormatOpt = Annotated[str | None, typer.Option("--log-format", help="json|console")]
 
 
 def _load(config: Path | None, flags: dict[str, tuple[str, Any]]) -> Any:
     """Settings from flags (dotted name -> (flag, value)), env and file; exits 2 with one line on error."""
     from auditor.config import ConfigError, load_settings
+
     overrides: dict[str, Any] = {}
     names: dict[str, str] = {}
     for dotted, (flag, value) in flags.items():
@@ -79,13 +97,17 @@ def _load(config: Path | None, flags: dict[str, tuple[str, Any]]) -> Any:
 
 def _start_logging(settings: Any) -> None:
     from auditor.logging import configure_logging, get_logger
+
     configure_logging(settings.log.level, settings.log.format)
     log = get_logger("auditor.config")
     if settings.config_file is not None:
         log.info("config file read", path=str(settings.config_file))
     if settings.ignored_java_keys:
-        log.info("BookKeeper settings ignored (not used by bk-auditor)", configFile=str(settings.config_file),
-                 keys=list(settings.ignored_java_keys))
+        log.info(
+            "BookKeeper settings ignored (not used by bk-auditor)",
+            configFile=str(settings.config_file),
+            keys=list(settings.ignored_java_keys),
+        )
 
 
 def _run_with_loop(fn: Callable[..., Any], *args: Any, loop: str = "asyncio") -> Any:
@@ -94,30 +116,36 @@ def _run_with_loop(fn: Callable[..., Any], *args: Any, loop: str = "asyncio") ->
         return fn(*args)
     if loop == "uvloop":
         import uvloop
+
         with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
             return runner.run(fn(*args))
     return asyncio.run(fn(*args))
 
 
 @app.command()
-def run(config: ConfigOpt = None,
-        metadata_service_uri: UriOpt = None,
-        identity: Annotated[Optional[str], typer.Option("--identity", help="Election identity (default: hostname).")] = None,
-        admin_bind: Annotated[Optional[str], typer.Option("--admin-bind", help="Admin API host:port.")] = None,
-        metrics_bind: Annotated[Optional[str], typer.Option("--metrics-bind", help="Metrics host:port.")] = None,
-        log_level: LogLevelOpt = None,
-        log_format: LogFormatOpt = None,
-        loop: Annotated[Optional[str], typer.Option("--loop", help="asyncio|uvloop")] = None) -> None:
+def run(
+    config: ConfigOpt = None,
+    metadata_service_uri: UriOpt = None,
+    identity: Annotated[str | None, typer.Option("--identity", help="Election identity (default: hostname).")] = None,
+    admin_bind: Annotated[str | None, typer.Option("--admin-bind", help="Admin API host:port.")] = None,
+    metrics_bind: Annotated[str | None, typer.Option("--metrics-bind", help="Metrics host:port.")] = None,
+    log_level: LogLevelOpt = None,
+    log_format: LogFormatOpt = None,
+    loop: Annotated[str | None, typer.Option("--loop", help="asyncio|uvloop")] = None,
+) -> None:
     """Run the auditor daemon (leader election, bookie watch, scheduled checks, admin API, metrics)."""
-    settings = _load(config, {
-        "metadata_service_uri": ("--metadata-service-uri", metadata_service_uri),
-        "election.identity": ("--identity", identity),
-        "admin.bind": ("--admin-bind", admin_bind),
-        "metrics.bind": ("--metrics-bind", metrics_bind),
-        "log.level": ("--log-level", log_level),
-        "log.format": ("--log-format", log_format),
-        "event_loop": ("--loop", loop),
-    })
+    settings = _load(
+        config,
+        {
+            "metadata_service_uri": ("--metadata-service-uri", metadata_service_uri),
+            "election.identity": ("--identity", identity),
+            "admin.bind": ("--admin-bind", admin_bind),
+            "metrics.bind": ("--metrics-bind", metrics_bind),
+            "log.level": ("--log-level", log_level),
+            "log.format": ("--log-format", log_format),
+            "event_loop": ("--loop", loop),
+        },
+    )
     _require_metadata(settings)
     _start_logging(settings)
     try:
@@ -132,23 +160,28 @@ def _prepare_run(config: Any, metadata_service_uri: Any, fmt: str, log_level: An
     """What `check` and `sweep` share: the output format, settings with flags applied, logging."""
     if fmt not in ("table", "json"):
         _fail(f"--format must be table or json, got {fmt!r}")
-    settings = _load(config, {
-        "metadata_service_uri": ("--metadata-service-uri", metadata_service_uri),
-        "log.level": ("--log-level", log_level),
-        "log.format": ("--log-format", log_format),
-    })
+    settings = _load(
+        config,
+        {
+            "metadata_service_uri": ("--metadata-service-uri", metadata_service_uri),
+            "log.level": ("--log-level", log_level),
+            "log.format": ("--log-format", log_format),
+        },
+    )
     _require_metadata(settings)
     _start_logging(settings)
     return settings
 
 
 @app.command()
-def check(config: ConfigOpt = None,
-          metadata_service_uri: UriOpt = None,
-          checks: Annotated[str, typer.Option("--checks", help="Comma-separated checks; empty = all.")] = "",
-          fmt: Annotated[str, typer.Option("--format", help="table|json")] = "table",
-          log_level: LogLevelOpt = None,
-          log_format: LogFormatOpt = None) -> None:
+def check(
+    config: ConfigOpt = None,
+    metadata_service_uri: UriOpt = None,
+    checks: Annotated[str, typer.Option("--checks", help="Comma-separated checks; empty = all.")] = "",
+    fmt: Annotated[str, typer.Option("--format", help="table|json")] = "table",
+    log_level: LogLevelOpt = None,
+    log_format: LogFormatOpt = None,
+) -> None:
     """Run checks once and exit: 0 clean, 1 findings, 2 errors."""
     settings = _prepare_run(config, metadata_service_uri, fmt, log_level, log_format)
     names = [c.strip() for c in checks.split(",") if c.strip()]
@@ -161,26 +194,40 @@ def check(config: ConfigOpt = None,
 
 
 @app.command()
-def sweep(config: ConfigOpt = None,
-          metadata_service_uri: UriOpt = None,
-          checks: Annotated[str, typer.Option("--checks", help="Comma-separated checks; empty = all.")] = "",
-          master: Annotated[Optional[str], typer.Option(
-              "--master", help="Spark master; default: spark-submit's, $SPARK_MASTER, spark-defaults, else local[*].")] = None,
-          partitions: Annotated[Optional[int], typer.Option(
-              "--partitions", min=1, help="Id-range partitions (default: Spark parallelism x 4).")] = None,
-          max_concurrent_partitions: Annotated[Optional[int], typer.Option(
-              "--max-concurrent-partitions", min=1,
-              help="Partitions in flight; per-bookie load = this x bookie_client.requests_per_second.")] = None,
-          output: Annotated[Optional[str], typer.Option(
-              "--output", help="Directory or Hadoop URI for findings.jsonl and summary.json.")] = None,
-          conf: Annotated[Optional[list[str]], typer.Option("--conf", help="Extra Spark conf KEY=VALUE (repeatable).")] = None,
-          start: Annotated[Optional[str], typer.Option("--start", help="First ledger id to sweep.")] = None,
-          end: Annotated[Optional[str], typer.Option("--end", help="Sweep ledger ids below this one.")] = None,
-          fmt: Annotated[str, typer.Option("--format", help="table|json")] = "table",
-          executor_log_level: Annotated[str, typer.Option("--executor-log-level",
-                                                          help="Log level on the Spark executors.")] = "warning",
-          log_level: LogLevelOpt = None,
-          log_format: LogFormatOpt = None) -> None:
+def sweep(
+    config: ConfigOpt = None,
+    metadata_service_uri: UriOpt = None,
+    checks: Annotated[str, typer.Option("--checks", help="Comma-separated checks; empty = all.")] = "",
+    master: Annotated[
+        str | None,
+        typer.Option(
+            "--master", help="Spark master; default: spark-submit's, $SPARK_MASTER, spark-defaults, else local[*]."
+        ),
+    ] = None,
+    partitions: Annotated[
+        int | None, typer.Option("--partitions", min=1, help="Id-range partitions (default: Spark parallelism x 4).")
+    ] = None,
+    max_concurrent_partitions: Annotated[
+        int | None,
+        typer.Option(
+            "--max-concurrent-partitions",
+            min=1,
+            help="Partitions in flight; per-bookie load = this x bookie_client.requests_per_second.",
+        ),
+    ] = None,
+    output: Annotated[
+        str | None, typer.Option("--output", help="Directory or Hadoop URI for findings.jsonl and summary.json.")
+    ] = None,
+    conf: Annotated[list[str] | None, typer.Option("--conf", help="Extra Spark conf KEY=VALUE (repeatable).")] = None,
+    start: Annotated[str | None, typer.Option("--start", help="First ledger id to sweep.")] = None,
+    end: Annotated[str | None, typer.Option("--end", help="Sweep ledger ids below this one.")] = None,
+    fmt: Annotated[str, typer.Option("--format", help="table|json")] = "table",
+    executor_log_level: Annotated[
+        str, typer.Option("--executor-log-level", help="Log level on the Spark executors.")
+    ] = "warning",
+    log_level: LogLevelOpt = None,
+    log_format: LogFormatOpt = None,
+) -> None:
     """Sweep the whole cluster as a Spark job (local[*] by default); exit 0 clean, 1 findings, 2 errors."""
     settings = _prepare_run(config, metadata_service_uri, fmt, log_level, log_format)
     try:
@@ -193,9 +240,14 @@ def sweep(config: ConfigOpt = None,
     except ValueError as exc:
         _fail(str(exc))
     bounds = [_parse_ledger_id(v) if v else None for v in (start, end)]
-    options = SweepOptions(checks=[c.strip() for c in checks.split(",") if c.strip()], partitions=partitions,
-                           max_concurrent_partitions=max_concurrent_partitions, start=bounds[0], end=bounds[1],
-                           executor_log_level=executor_log_level.lower())
+    options = SweepOptions(
+        checks=[c.strip() for c in checks.split(",") if c.strip()],
+        partitions=partitions,
+        max_concurrent_partitions=max_concurrent_partitions,
+        start=bounds[0],
+        end=bounds[1],
+        executor_log_level=executor_log_level.lower(),
+    )
     quiet_spark_client_logs()
     code = sweep_main(settings, options, master=master, conf=spark_conf, output=output, fmt=fmt)
     raise typer.Exit(int(code or 0))
@@ -203,6 +255,7 @@ def sweep(config: ConfigOpt = None,
 
 def _parse_ledger_id(text: str) -> Any:
     from auditor.durability.ids import LedgerId, LedgerIdError
+
     try:
         return LedgerId.parse(text)
     except LedgerIdError as exc:
@@ -211,6 +264,7 @@ def _parse_ledger_id(text: str) -> Any:
 
 def _require_metadata(settings: Any) -> None:
     from auditor.config import ConfigError
+
     try:
         settings.require_metadata()
     except ConfigError as exc:
@@ -220,18 +274,18 @@ def _require_metadata(settings: Any) -> None:
 # ------------------------------------------------------------------------------------------ admin clients
 
 AdminOpt = Annotated[str, typer.Option("--admin", envvar="BK_AUDITOR_ADMIN", help="The daemon's admin API host:port.")]
-TlsCaOpt = Annotated[Optional[Path], typer.Option("--tls-ca", help="CA certificate when the admin API uses TLS.")]
+TlsCaOpt = Annotated[Path | None, typer.Option("--tls-ca", help="CA certificate when the admin API uses TLS.")]
 TimeoutOpt = Annotated[float, typer.Option("--timeout", help="Seconds to wait for the daemon.")]
 FormatOpt = Annotated[str, typer.Option("--format", help="table|json")]
 
 
-def _client_call(admin: str, tls_ca: Path | None, timeout: float,
-                 call: Callable[[Any], Awaitable[Any]]) -> Any:
+def _client_call(admin: str, tls_ca: Path | None, timeout: float, call: Callable[[Any], Awaitable[Any]]) -> Any:
     from auditor.daemon.admin import AdminClient, AdminClientError
 
     async def go() -> Any:
         async with AdminClient(admin, timeout=timeout, tls_ca=tls_ca) as client:
             return await call(client)
+
     if tls_ca is not None and not tls_ca.is_file():
         _fail(f"--tls-ca {tls_ca}: no such file")
     try:
@@ -248,7 +302,7 @@ def _check_format(fmt: str) -> None:
 def _ts(value: float | None) -> str:
     if not value:
         return "-"
-    return datetime.fromtimestamp(value, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.fromtimestamp(value, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _duration(seconds: float | None) -> str:
@@ -270,6 +324,7 @@ def _table(rows: list[list[str]], header: list[str]) -> str:
 
 def _msg_dict(msg: Any) -> dict[str, Any]:
     from google.protobuf.json_format import MessageToDict
+
     return MessageToDict(msg, preserving_proto_field_name=False, always_print_fields_with_no_presence=True)
 
 
@@ -278,8 +333,9 @@ def _opt(msg: Any, name: str) -> Any:
 
 
 @app.command()
-def status(admin: AdminOpt = DEFAULT_ADMIN, fmt: FormatOpt = "table", tls_ca: TlsCaOpt = None,
-           timeout: TimeoutOpt = 10.0) -> None:
+def status(
+    admin: AdminOpt = DEFAULT_ADMIN, fmt: FormatOpt = "table", tls_ca: TlsCaOpt = None, timeout: TimeoutOpt = 10.0
+) -> None:
     """Leader, pause state, tasks with progress and ETA, re-check queue, finding counts."""
     _check_format(fmt)
     resp = _client_call(admin, tls_ca, timeout, lambda c: c.status())
@@ -287,22 +343,37 @@ def status(admin: AdminOpt = DEFAULT_ADMIN, fmt: FormatOpt = "table", tls_ca: Tl
         typer.echo(json.dumps(_msg_dict(resp), indent=2, sort_keys=True))
         return
     leader = "yes" if resp.leader else f"no (leader: {resp.leader_identity or 'unknown'})"
-    paused = f"yes: {resp.pause_reason or 'no reason given'} (since {_ts(_opt(resp, 'paused_since'))})" \
-        if resp.paused else "no"
+    paused = (
+        f"yes: {resp.pause_reason or 'no reason given'} (since {_ts(_opt(resp, 'paused_since'))})"
+        if resp.paused
+        else "no"
+    )
     counts = ", ".join(f"{k}={v}" for k, v in sorted(resp.finding_counts.items()) if v) or "none"
-    typer.echo(f"identity        {resp.identity}\nversion         {resp.version}\nleader          {leader}\n"
-               f"paused          {paused}\nre-check queue  {resp.recheck_queue_depth}\nfindings        {counts}\n")
+    typer.echo(
+        f"identity        {resp.identity}\nversion         {resp.version}\nleader          {leader}\n"
+        f"paused          {paused}\nre-check queue  {resp.recheck_queue_depth}\nfindings        {counts}\n"
+    )
     rows = []
     for t in resp.tasks:
         total = _opt(t, "total")
         progress = f"{t.done}/{total}" if total is not None else (str(t.done) if t.done else "-")
-        rows.append([t.name, t.state, _ts(_opt(t, "last_success")), progress, _duration(_opt(t, "eta_seconds")),
-                     _ts(_opt(t, "next_run")), t.last_error or ""])
+        rows.append(
+            [
+                t.name,
+                t.state,
+                _ts(_opt(t, "last_success")),
+                progress,
+                _duration(_opt(t, "eta_seconds")),
+                _ts(_opt(t, "next_run")),
+                t.last_error or "",
+            ]
+        )
     typer.echo(_table(rows, ["TASK", "STATE", "LAST SUCCESS", "PROGRESS", "ETA", "NEXT RUN", "LAST ERROR"]))
 
 
 def _validate_ledger(text: str) -> str:
     from auditor.durability.ids import LedgerId, LedgerIdError
+
     try:
         LedgerId.parse(text)
     except LedgerIdError as exc:
@@ -312,36 +383,68 @@ def _validate_ledger(text: str) -> str:
 
 def _finding_json(f: Any) -> dict[str, Any]:
     out = json.loads(f.fields_json) if f.fields_json else {}
-    out.update({"check": f.check, "firstSeen": _ts(f.first_seen), "lastSeen": _ts(f.last_seen),
-                "timesSeen": f.times_seen, "dedupKey": f.dedup_key})
+    out.update(
+        {
+            "check": f.check,
+            "firstSeen": _ts(f.first_seen),
+            "lastSeen": _ts(f.last_seen),
+            "timesSeen": f.times_seen,
+            "dedupKey": f.dedup_key,
+        }
+    )
     if f.HasField("resolved_at"):
         out["resolvedAt"] = _ts(f.resolved_at)
     return out
 
 
 def _findings_table(findings: Any) -> str:
-    rows = [[f.severity, f.category, f.ledger_id or "-", f.bookie_id or "-", str(f.times_seen), _ts(f.first_seen),
-             f.message] for f in findings]
+    rows = [
+        [
+            f.severity,
+            f.category,
+            f.ledger_id or "-",
+            f.bookie_id or "-",
+            str(f.times_seen),
+            _ts(f.first_seen),
+            f.message,
+        ]
+        for f in findings
+    ]
     return _table(rows, ["SEVERITY", "CATEGORY", "LEDGER", "BOOKIE", "SEEN", "FIRST SEEN", "MESSAGE"])
 
 
 @app.command()
-def findings(admin: AdminOpt = DEFAULT_ADMIN,
-             category: Annotated[str, typer.Option("--category", help="Only this category.")] = "",
-             ledger: Annotated[str, typer.Option("--ledger", help="Only this ledger (id or qualified name).")] = "",
-             bookie: Annotated[str, typer.Option("--bookie", help="Only findings about this bookie.")] = "",
-             limit: Annotated[int, typer.Option("--limit", min=0, help="At most this many (0 = server default).")] = 0,
-             include_resolved: Annotated[bool, typer.Option("--include-resolved")] = False,
-             fmt: FormatOpt = "table", tls_ca: TlsCaOpt = None, timeout: TimeoutOpt = 10.0) -> None:
+def findings(
+    admin: AdminOpt = DEFAULT_ADMIN,
+    category: Annotated[str, typer.Option("--category", help="Only this category.")] = "",
+    ledger: Annotated[str, typer.Option("--ledger", help="Only this ledger (id or qualified name).")] = "",
+    bookie: Annotated[str, typer.Option("--bookie", help="Only findings about this bookie.")] = "",
+    limit: Annotated[int, typer.Option("--limit", min=0, help="At most this many (0 = server default).")] = 0,
+    include_resolved: Annotated[bool, typer.Option("--include-resolved")] = False,
+    fmt: FormatOpt = "table",
+    tls_ca: TlsCaOpt = None,
+    timeout: TimeoutOpt = 10.0,
+) -> None:
     """List the daemon's findings, most severe first."""
     _check_format(fmt)
     if ledger:
         ledger = _validate_ledger(ledger)
-    resp = _client_call(admin, tls_ca, timeout, lambda c: c.findings(
-        category=category, ledger=ledger, bookie=bookie, limit=limit, include_resolved=include_resolved))
+    resp = _client_call(
+        admin,
+        tls_ca,
+        timeout,
+        lambda c: c.findings(
+            category=category, ledger=ledger, bookie=bookie, limit=limit, include_resolved=include_resolved
+        ),
+    )
     if fmt == "json":
-        typer.echo(json.dumps({"findings": [_finding_json(f) for f in resp.findings],
-                               "totalMatching": resp.total_matching}, indent=2, sort_keys=True))
+        typer.echo(
+            json.dumps(
+                {"findings": [_finding_json(f) for f in resp.findings], "totalMatching": resp.total_matching},
+                indent=2,
+                sort_keys=True,
+            )
+        )
         return
     if not resp.findings:
         typer.echo("no findings")
@@ -352,9 +455,13 @@ def findings(admin: AdminOpt = DEFAULT_ADMIN,
 
 
 @app.command()
-def explain(ledger: Annotated[str, typer.Argument(help="Decimal ledger id, scope:ledger, or 32-hex qualified name.")],
-            admin: AdminOpt = DEFAULT_ADMIN, fmt: FormatOpt = "table", tls_ca: TlsCaOpt = None,
-            timeout: TimeoutOpt = 30.0) -> None:
+def explain(
+    ledger: Annotated[str, typer.Argument(help="Decimal ledger id, scope:ledger, or 32-hex qualified name.")],
+    admin: AdminOpt = DEFAULT_ADMIN,
+    fmt: FormatOpt = "table",
+    tls_ca: TlsCaOpt = None,
+    timeout: TimeoutOpt = 30.0,
+) -> None:
     """Why is a ledger flagged? Metadata, expected vs actual copies per bookie per segment, findings."""
     _check_format(fmt)
     ledger = _validate_ledger(ledger)
@@ -371,22 +478,34 @@ def _explain_text(resp: Any) -> str:
     lines: list[str] = []
     if resp.HasField("metadata"):
         m = resp.metadata
-        lines.append(f"ledger {m.ledger_id} ({m.qualified_name})  state {m.state}  E/WQ/AQ "
-                     f"{m.ensemble_size}/{m.write_quorum}/{m.ack_quorum}  last entry {m.last_entry_id}  "
-                     f"length {m.length}  digest {m.digest_type or '-'}")
+        lines.append(
+            f"ledger {m.ledger_id} ({m.qualified_name})  state {m.state}  E/WQ/AQ "
+            f"{m.ensemble_size}/{m.write_quorum}/{m.ack_quorum}  last entry {m.last_entry_id}  "
+            f"length {m.length}  digest {m.digest_type or '-'}"
+        )
         if m.custom_metadata:
             lines.append("custom metadata: " + ", ".join(f"{k}={v}" for k, v in sorted(m.custom_metadata.items())))
     lines.append(f"under-replication marker: {'yes' if resp.under_replicated else 'no'}")
     for s in resp.segments:
         copies = f"  min copies {s.min_copies}" if s.HasField("min_copies") else ""
-        lines.append(f"segment {s.index}: entries {s.first_entry_id}..{s.last_entry_id}  "
-                     f"ensemble {', '.join(s.ensemble)}{copies}")
+        lines.append(
+            f"segment {s.index}: entries {s.first_entry_id}..{s.last_entry_id}  "
+            f"ensemble {', '.join(s.ensemble)}{copies}"
+        )
         rows = []
         for b in s.bookies:
             present = str(b.present_entries) if b.HasField("present_entries") else "?"
             missing = ",".join(str(r.first) if r.first == r.last else f"{r.first}-{r.last}" for r in b.missing)
-            rows.append([f"  [{b.ensemble_index}] {b.bookie_id}", b.status, str(b.expected_entries), present,
-                         missing or "-", ("" if b.registered else "NOT REGISTERED ") + b.error])
+            rows.append(
+                [
+                    f"  [{b.ensemble_index}] {b.bookie_id}",
+                    b.status,
+                    str(b.expected_entries),
+                    present,
+                    missing or "-",
+                    ("" if b.registered else "NOT REGISTERED ") + b.error,
+                ]
+            )
         if rows:
             lines.append(_table(rows, ["  BOOKIE", "STATUS", "EXPECTED", "PRESENT", "MISSING", "NOTE"]))
     if resp.findings:
@@ -399,17 +518,24 @@ def _explain_text(resp: Any) -> str:
 
 
 @app.command()
-def trigger(check_name: Annotated[str, typer.Argument(metavar="CHECK", help="A task name from `status`.")],
-            admin: AdminOpt = DEFAULT_ADMIN, tls_ca: TlsCaOpt = None, timeout: TimeoutOpt = 10.0) -> None:
+def trigger(
+    check_name: Annotated[str, typer.Argument(metavar="CHECK", help="A task name from `status`.")],
+    admin: AdminOpt = DEFAULT_ADMIN,
+    tls_ca: TlsCaOpt = None,
+    timeout: TimeoutOpt = 10.0,
+) -> None:
     """Run a check now (on the leader)."""
     resp = _client_call(admin, tls_ca, timeout, lambda c: c.trigger(check_name))
     typer.echo(resp.message or (f"{check_name} triggered" if resp.accepted else f"{check_name} not triggered"))
 
 
 @app.command()
-def pause(admin: AdminOpt = DEFAULT_ADMIN,
-          reason: Annotated[str, typer.Option("--reason", help="Shown in status and logs.")] = "",
-          tls_ca: TlsCaOpt = None, timeout: TimeoutOpt = 10.0) -> None:
+def pause(
+    admin: AdminOpt = DEFAULT_ADMIN,
+    reason: Annotated[str, typer.Option("--reason", help="Shown in status and logs.")] = "",
+    tls_ca: TlsCaOpt = None,
+    timeout: TimeoutOpt = 10.0,
+) -> None:
     """Pause all checks (running ones stop at their next unit of work)."""
     resp = _client_call(admin, tls_ca, timeout, lambda c: c.pause(reason))
     typer.echo("paused" if resp.changed else "already paused (reason updated)")
@@ -423,9 +549,12 @@ def resume(admin: AdminOpt = DEFAULT_ADMIN, tls_ca: TlsCaOpt = None, timeout: Ti
 
 
 @app.command()
-def health(admin: AdminOpt = DEFAULT_ADMIN,
-           service: Annotated[str, typer.Option("--service", help="'', liveness, readiness or leader.")] = "",
-           tls_ca: TlsCaOpt = None, timeout: TimeoutOpt = 5.0) -> None:
+def health(
+    admin: AdminOpt = DEFAULT_ADMIN,
+    service: Annotated[str, typer.Option("--service", help="'', liveness, readiness or leader.")] = "",
+    tls_ca: TlsCaOpt = None,
+    timeout: TimeoutOpt = 5.0,
+) -> None:
     """Probe a health status (exit 0 when SERVING, 1 otherwise): an exec-probe fallback for old kubelets."""
     state = _client_call(admin, tls_ca, timeout, lambda c: c.health(service))
     typer.echo(state)

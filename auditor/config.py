@@ -11,6 +11,7 @@ anything else is an error. Every error names the setting as it was written and w
 Durations are seconds (floats) everywhere; Java milliseconds are converted on the way in.
 docs/configuration.md has the full table.
 """
+
 from __future__ import annotations
 
 import contextvars
@@ -21,23 +22,29 @@ import re
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, time, timezone
+from datetime import UTC, datetime, time
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
-from pydantic_settings import (BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict,
-                               SettingsError)
+from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict, SettingsError
 
 from . import safeyaml
 from .java_config_keys import is_known_java_key
 from .javaconf import JAVA_KEYS, JAVA_PRECEDENCE, SCRUTINY_KEYS, JavaKey, PropertiesError, parse_properties
 
 __all__ = [
-    "ConfigError", "Settings", "TimeWindow", "JAVA_KEYS", "JavaKey", "load_settings", "parse_bind",
-    "parse_properties", "java_key_table",
+    "ConfigError",
+    "Settings",
+    "TimeWindow",
+    "JAVA_KEYS",
+    "JavaKey",
+    "load_settings",
+    "parse_bind",
+    "parse_properties",
+    "java_key_table",
 ]
 
 ENV_PREFIX = "BKAUDIT_"
@@ -60,6 +67,7 @@ def _printable(text: str) -> str:
 
 # ---------------------------------------------------------------------------------------- helpers
 
+
 def parse_bind(text: str) -> tuple[str, int]:
     """'host:port' or '[v6]:port' -> (host, port). Port 0 means "any free port" (tests)."""
     m = re.fullmatch(r"\[([0-9A-Fa-f:.]+)\]:([0-9]{1,5})|([^:\[\]\s]+):([0-9]{1,5})", text.strip())
@@ -79,7 +87,7 @@ class TimeWindow:
     end: time
 
     @classmethod
-    def parse(cls, text: str) -> "TimeWindow":
+    def parse(cls, text: str) -> TimeWindow:
         m = re.fullmatch(r"\s*([0-9]{1,2}):([0-9]{2})\s*-\s*([0-9]{1,2}):([0-9]{2})\s*", text)
         if not m:
             raise ValueError(f"time window must look like 01:00-05:00, got {text!r}")
@@ -128,6 +136,7 @@ def _default_identity() -> str:
 
 # ---------------------------------------------------------------------------------------- the model
 
+
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
@@ -137,21 +146,21 @@ class ZooKeeperSettings(_Section):
     ledgers_root: str = DEFAULT_LEDGERS_ROOT
     ledger_manager: Literal["hierarchical", "longhierarchical", "flat"] | None = None
     session_timeout_seconds: float = Field(10.0, gt=0)
-    reads_per_second: float = Field(2000.0, ge=0)   # 0 = unlimited
+    reads_per_second: float = Field(2000.0, ge=0)  # 0 = unlimited
     max_concurrent_reads: int = Field(64, ge=1)
 
 
 class ElectionSettings(_Section):
-    path: str | None = None                        # default <ledgersRoot>/bk-auditor/election
+    path: str | None = None  # default <ledgersRoot>/bk-auditor/election
     identity: str = Field(default_factory=_default_identity)
-    join_java_election: bool = False               # vote in <root>/underreplication/auditorelection
+    join_java_election: bool = False  # vote in <root>/underreplication/auditorelection
 
 
 class ScheduleSettings(_Section):
-    bookie_check_seconds: float = Field(86400.0, ge=0)         # 0 = off (bookie watch still reacts)
-    ledger_check_seconds: float = Field(604800.0, ge=0)        # 0 = off
-    scrutiny_seconds: float = Field(86400.0, ge=0)             # replicas + placement; 0 = off
-    open_ledger_check_seconds: float = Field(3600.0, ge=0)     # 0 = off
+    bookie_check_seconds: float = Field(86400.0, ge=0)  # 0 = off (bookie watch still reacts)
+    ledger_check_seconds: float = Field(604800.0, ge=0)  # 0 = off
+    scrutiny_seconds: float = Field(86400.0, ge=0)  # replicas + placement; 0 = off
+    open_ledger_check_seconds: float = Field(3600.0, ge=0)  # 0 = off
     lost_bookie_delay_seconds: float = Field(0.0, ge=0)
     windows: Annotated[list[str], NoDecode] = Field(default_factory=list)  # [] = always
     windows_timezone: str = "UTC"
@@ -179,7 +188,7 @@ class ScheduleSettings(_Section):
         """True when heavy checks may run now (always when no windows are configured)."""
         if not self.windows:
             return True
-        now = (when or datetime.now(timezone.utc)).astimezone(ZoneInfo(self.windows_timezone))
+        now = (when or datetime.now(UTC)).astimezone(ZoneInfo(self.windows_timezone))
         return any(w.contains(now.time()) for w in self.parsed_windows())
 
 
@@ -234,8 +243,8 @@ class RackSettings(_Section):
 class BookieClientSettings(_Section):
     timeout_seconds: float = Field(5.0, gt=0)
     connect_timeout_seconds: float = Field(10.0, gt=0)
-    requests_per_second: float = Field(50.0, ge=0)   # per bookie; 0 = unlimited
-    max_in_flight: int = Field(8, ge=1)              # per bookie
+    requests_per_second: float = Field(50.0, ge=0)  # per bookie; 0 = unlimited
+    max_in_flight: int = Field(8, ge=1)  # per bookie
     max_frame_bytes: int = Field(5 * 1024 * 1024, ge=1024)
 
 
@@ -264,22 +273,23 @@ class LogSettings(_Section):
         return v.strip().lower() if isinstance(v, str) else v
 
 
-_FILE_DATA: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar("bkaudit_file_data", default={})
+_FILE_DATA: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar("bkaudit_file_data")
 
 
 class _FileSource(PydanticBaseSettingsSource):
     """The already-translated config file (Java names mapped) as one settings source."""
 
     def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
-        return _FILE_DATA.get().get(field_name), field_name, False
+        return _FILE_DATA.get({}).get(field_name), field_name, False
 
     def __call__(self) -> dict[str, Any]:
-        return dict(_FILE_DATA.get())
+        return dict(_FILE_DATA.get({}))
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid",
-                                      case_sensitive=False, validate_assignment=True)
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid", case_sensitive=False, validate_assignment=True
+    )
 
     metadata_service_uri: str | None = None
     zookeeper: ZooKeeperSettings = Field(default_factory=ZooKeeperSettings)
@@ -301,12 +311,14 @@ class Settings(BaseSettings):
     _ignored_java_keys: tuple[str, ...] = PrivateAttr(default=())
 
     @classmethod
-    def settings_customise_sources(cls, settings_cls: type[BaseSettings],
-                                   init_settings: PydanticBaseSettingsSource,
-                                   env_settings: PydanticBaseSettingsSource,
-                                   dotenv_settings: PydanticBaseSettingsSource,
-                                   file_secret_settings: PydanticBaseSettingsSource,
-                                   ) -> tuple[PydanticBaseSettingsSource, ...]:
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
         return init_settings, env_settings, _FileSource(settings_cls)
 
     # -------------------------------------------------------------------------- derived values
@@ -323,9 +335,12 @@ class Settings(BaseSettings):
     def metadata_location(self) -> Any:
         """The resolved `auditor.metadata.MetadataLocation` (URI wins over zkServers + root)."""
         from auditor.metadata.location import from_settings
+
         zk = self.zookeeper
-        java: dict[str, object] = {"zkTimeout": int(zk.session_timeout_seconds * 1000),
-                                   "zkLedgersRootPath": zk.ledgers_root}
+        java: dict[str, object] = {
+            "zkTimeout": int(zk.session_timeout_seconds * 1000),
+            "zkLedgersRootPath": zk.ledgers_root,
+        }
         if self.metadata_service_uri:
             java["metadataServiceUri"] = self.metadata_service_uri
         if zk.servers:
@@ -350,11 +365,13 @@ class Settings(BaseSettings):
     @property
     def java_election_path(self) -> str:
         from auditor.metadata.election import JAVA_ELECTION_DIR
+
         return f"{self.ledgers_root.rstrip('/')}/{JAVA_ELECTION_DIR}"
 
     @property
     def election_path(self) -> str:
         from auditor.metadata.election import election_path
+
         if self.election.path:
             return self.election.path.rstrip("/")
         if self.election.join_java_election:
@@ -364,18 +381,21 @@ class Settings(BaseSettings):
     def require_metadata(self) -> None:
         """Raise ConfigError unless a metadata location is configured (daemon and one-shot checks)."""
         if not self.has_metadata:
-            raise ConfigError("metadata_service_uri: not set (give --metadata-service-uri, "
-                              "BKAUDIT_METADATA_SERVICE_URI, or metadataServiceUri / zkServers in the config file)")
+            raise ConfigError(
+                "metadata_service_uri: not set (give --metadata-service-uri, "
+                "BKAUDIT_METADATA_SERVICE_URI, or metadataServiceUri / zkServers in the config file)"
+            )
 
 
 # ---------------------------------------------------------------------------------------- loading
+
 
 @dataclass
 class _Origin:
     """Where a value came from, for error messages."""
 
-    where: str       # "config file /x.yaml", "environment", "command line"
-    name: str        # the key as the user wrote it
+    where: str  # "config file /x.yaml", "environment", "command line"
+    name: str  # the key as the user wrote it
     raw: Any = None  # the value as written (before unit conversion)
 
     def label(self) -> str:
@@ -410,6 +430,7 @@ def _our_names() -> list[str]:
                 walk(ann, f"{prefix}{name}.")
             else:
                 names.append(prefix + name)
+
     walk(Settings, "")
     return names
 
@@ -443,20 +464,22 @@ def _read_file(path: Path) -> dict[str, Any]:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = raw[:exc.start].count(b"\n") + 1
+        line = raw[: exc.start].count(b"\n") + 1
         raise ConfigError(f"{where}: not UTF-8 text (byte {raw[exc.start]:#04x} on line {line})") from None
     if path.suffix.lower() in (".yaml", ".yml", ".json"):
         try:
             data = safeyaml.load(text)
         except yaml.reader.ReaderError as exc:  # a character YAML does not allow, e.g. NUL
-            line = text[:exc.position].count("\n") + 1
-            raise ConfigError(f"{where}: not valid YAML (line {line}): character {chr(exc.character)!r} is "
-                              "not allowed") from None
+            line = text[: exc.position].count("\n") + 1
+            raise ConfigError(
+                f"{where}: not valid YAML (line {line}): character {chr(exc.character)!r} is not allowed"
+            ) from None
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where_in = f" (line {mark.line + 1})" if mark is not None else ""
-            raise ConfigError(f"{where}: not valid YAML{where_in}: "
-                              f"{one_line(str(getattr(exc, 'problem', None) or exc))}") from None
+            raise ConfigError(
+                f"{where}: not valid YAML{where_in}: {one_line(str(getattr(exc, 'problem', None) or exc))}"
+            ) from None
         except ValueError as exc:  # e.g. an integer of thousands of digits
             raise ConfigError(f"{where}: unreadable value: {one_line(str(exc))[:200]}") from None
         if data is None:
@@ -492,11 +515,16 @@ def _translate_file(path: Path, origins: dict[str, _Origin]) -> tuple[dict[str, 
         _set_path(tree, dotted, value)
         origins[dotted] = _Origin(where, key, raw)
 
-    java_present = {k: v for k, v in flat.items()
-                    if k in JAVA_KEYS and v is not None and not (isinstance(v, str) and not v.strip())}
+    java_present = {
+        k: v for k, v in flat.items() if k in JAVA_KEYS and v is not None and not (isinstance(v, str) and not v.strip())
+    }
     # Java keys whose fallback partner is present are skipped (the preferred one wins, as in Java).
-    shadowed = {lower for keys in JAVA_PRECEDENCE.values() for i, lower in enumerate(keys)
-                if any(k in java_present for k in keys[:i])}
+    shadowed = {
+        lower
+        for keys in JAVA_PRECEDENCE.values()
+        for i, lower in enumerate(keys)
+        if any(k in java_present for k in keys[:i])
+    }
     for key, value in flat.items():
         if value is None or (isinstance(value, str) and not value.strip()):
             # Blank means "not set", as Java reads `metadataServiceUri=`; still catch typos in the name.
@@ -566,8 +594,7 @@ def _env_origins(origins: dict[str, _Origin]) -> None:
                 origins.setdefault(".".join(parts[:i]), _Origin("environment", sec, env[sec]))
 
 
-def _init_origins(kwargs: Mapping[str, Any], origins: dict[str, _Origin],
-                  option_names: Mapping[str, str]) -> None:
+def _init_origins(kwargs: Mapping[str, Any], origins: dict[str, _Origin], option_names: Mapping[str, str]) -> None:
     for dotted, value in _flatten(kwargs).items():
         origins[dotted] = _Origin("command line", option_names.get(dotted, dotted), value)
 
@@ -622,15 +649,22 @@ def _describe(err: Mapping[str, Any], raw: Any) -> str:
     return msg.removeprefix("Value error, ")
 
 
-def load_settings(config_file: str | Path | None = None, *, overrides: Mapping[str, Any] | None = None,
-                  option_names: Mapping[str, str] | None = None) -> Settings:
+def load_settings(
+    config_file: str | Path | None = None,
+    *,
+    overrides: Mapping[str, Any] | None = None,
+    option_names: Mapping[str, str] | None = None,
+) -> Settings:
     """Build and validate the settings. `overrides` (our nested names, from CLI flags) beat environment
     variables, which beat the config file (`config_file`, else $BKAUDIT_CONFIG_FILE), which beats defaults.
     `option_names` maps dotted setting names to the CLI flag that set them (for messages).
     Raises ConfigError with one clear line per problem."""
     overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
-    path = Path(config_file) if config_file else (Path(os.environ[ENV_CONFIG_FILE])
-                                                  if os.environ.get(ENV_CONFIG_FILE) else None)
+    path = (
+        Path(config_file)
+        if config_file
+        else (Path(os.environ[ENV_CONFIG_FILE]) if os.environ.get(ENV_CONFIG_FILE) else None)
+    )
     file_origins: dict[str, _Origin] = {}
     env_origins: dict[str, _Origin] = {}
     cli_origins: dict[str, _Origin] = {}
@@ -696,10 +730,13 @@ def _cross_checks(s: Settings, stacks: list[dict[str, _Origin]]) -> list[str]:
     from auditor.metadata.election import election_base
     from auditor.metadata.errors import MetadataConfigError
     from auditor.metadata.location import zk_path_problem
+
     root = s.zookeeper.ledgers_root
     if zk_path_problem(root.rstrip("/") or "/"):
-        say("zookeeper.ledgers_root", f"must be a valid absolute ZooKeeper path: {root!r} "
-                                      f"{zk_path_problem(root.rstrip('/') or '/')}")
+        say(
+            "zookeeper.ledgers_root",
+            f"must be a valid absolute ZooKeeper path: {root!r} {zk_path_problem(root.rstrip('/') or '/')}",
+        )
     path = s.election.path
     if path is not None and (path.rstrip("/") == "" or zk_path_problem(path.rstrip("/"))):
         say("election.path", f"must be a valid absolute ZooKeeper path, got {path!r}")
@@ -710,16 +747,22 @@ def _cross_checks(s: Settings, stacks: list[dict[str, _Origin]]) -> list[str]:
             say("election.path", str(exc))
     if s.election.join_java_election:
         from auditor.metadata.formats import is_valid_bookie_id
+
         if not is_valid_bookie_id(s.election.identity):
-            say("election.identity", f"{s.election.identity!r} is not a valid BookKeeper bookie id, which the "
-                                     "Java election needs (letters, digits, ':', '.', '-')")
+            say(
+                "election.identity",
+                f"{s.election.identity!r} is not a valid BookKeeper bookie id, which the "
+                "Java election needs (letters, digits, ':', '.', '-')",
+            )
     if not s.election.identity.strip():
         say("election.identity", "must not be empty")
     p = s.placement
     if p.desired_zones_per_write_quorum < p.min_zones_per_write_quorum:
-        say("placement.desired_zones_per_write_quorum",
+        say(
+            "placement.desired_zones_per_write_quorum",
             f"must be >= min_zones_per_write_quorum ({p.min_zones_per_write_quorum}), "
-            f"got {p.desired_zones_per_write_quorum}")
+            f"got {p.desired_zones_per_write_quorum}",
+        )
     r = s.racks
     if r.source == "file":
         if r.file is None:

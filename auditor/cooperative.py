@@ -1,6 +1,7 @@
 """Drive a stepwise computation (`auditor.durability.steps`) on the event loop, letting other tasks
 (health checks, timeouts, the election) run between its steps, so CPU-heavy decoding of a large bookie
 answer never blocks the loop for longer than one step."""
+
 from __future__ import annotations
 
 import asyncio

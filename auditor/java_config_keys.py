@@ -7,12 +7,14 @@ Only the names are recorded here (facts needed for interoperability), gathered f
 ServerConfiguration, ClientConfiguration, AbstractConfiguration, the placement policies and
 conf/bk_server.conf of release-4.17.3.
 """
+
 from __future__ import annotations
 
 # Key prefixes whose members vary by release (DbLedgerStorage tunables).
 KNOWN_PREFIXES: tuple[str, ...] = ("dbStorage_",)
 
-KNOWN_JAVA_KEYS: frozenset[str] = frozenset("""
+KNOWN_JAVA_KEYS: frozenset[str] = frozenset(
+    """
 addEntryQuorumTimeoutSec addEntryTimeoutSec advertisedAddress allocatorExitOnOutOfMemory
 allocatorLeakDetectionPolicy allocatorOutOfMemoryPolicy allocatorPoolingConcurrency allocatorPoolingPolicy
 allowEphemeralPorts allowLoopback allowMultipleDirsUnderSameDiskPartition
@@ -109,7 +111,8 @@ useShortHostName useTargetEntryLogSizeForGc useTransactionalCompaction useV2Wire
 waitTimeoutOnBackpressureMs waitTimeoutOnResponseBackpressureMs write-cache-max-size writeBufferSizeBytes
 zkEnableSecurity zkLedgersRootPath zkRequestRateLimit zkRetryBackoffMaxMs zkRetryBackoffMaxRetries
 zkRetryBackoffStartMs zkServers zkTimeout
-""".split())
+""".split()
+)
 
 
 def is_known_java_key(key: str) -> bool:

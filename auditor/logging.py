@@ -9,6 +9,7 @@ Key convention, shared with BookKeeper's own structured logs: camelCase `ledgerI
 `entryId`. Snake-case spellings of those (`ledger_id=...`) are renamed on the way out, so a call site
 cannot break the convention by accident.
 """
+
 from __future__ import annotations
 
 import enum
@@ -28,14 +29,18 @@ LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNI
 
 # snake_case spelling -> the camelCase key every line must use
 CAMEL_KEYS = {
-    "ledger_id": "ledgerId", "bookie_id": "bookieId", "entry_id": "entryId", "scope_id": "scopeId",
-    "segment_index": "segmentIndex", "first_entry_id": "firstEntryId", "last_entry_id": "lastEntryId",
+    "ledger_id": "ledgerId",
+    "bookie_id": "bookieId",
+    "entry_id": "entryId",
+    "scope_id": "scopeId",
+    "segment_index": "segmentIndex",
+    "first_entry_id": "firstEntryId",
+    "last_entry_id": "lastEntryId",
 }
 # Keys structlog itself owns; a finding field with one of these names is prefixed instead of clobbering it.
 _RESERVED = {"event", "level", "timestamp", "logger", "exception", "stack"}
 # Finding severity -> log level.
-_SEVERITY_LEVEL = {"critical": logging.ERROR, "major": logging.WARNING, "minor": logging.WARNING,
-                   "info": logging.INFO}
+_SEVERITY_LEVEL = {"critical": logging.ERROR, "major": logging.WARNING, "minor": logging.WARNING, "info": logging.INFO}
 
 
 def _camel_keys(_: WrappedLogger, __: str, event: EventDict) -> EventDict:
@@ -109,8 +114,7 @@ def configure_logging(level: str = "info", fmt: str = "json", stream: IO[str] | 
     root.setLevel(LEVELS[level.lower()])
     logging.captureWarnings(True)
     structlog.configure(
-        processors=[structlog.stdlib.filter_by_level, *shared,
-                    structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
+        processors=[structlog.stdlib.filter_by_level, *shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
         logger_factory=structlog.stdlib.LoggerFactory(),
         wrapper_class=structlog.stdlib.BoundLogger,
         cache_logger_on_first_use=False,  # reconfiguration (level, stream) must reach existing loggers

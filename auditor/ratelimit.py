@@ -1,4 +1,5 @@
 """A requests-per-second limiter shared by the bookie client and the ZooKeeper bridge."""
+
 from __future__ import annotations
 
 import asyncio

@@ -5,6 +5,7 @@ work per open collection on every token, so a few kilobytes of `[[[[...` cost se
 crashes the process (segmentation fault) on 100,000 levels. No configuration nests more than a handful
 of levels: deeper than MAX_DEPTH is a YAMLError, raised as soon as the parser gets there.
 """
+
 from __future__ import annotations
 
 import re
@@ -27,8 +28,9 @@ class _BoundedSafeLoader(yaml.SafeLoader):
         self._depth += 1
         try:
             if self._depth > MAX_DEPTH:
-                raise yaml.composer.ComposerError(None, None, f"nested deeper than {MAX_DEPTH} levels",
-                                                  self.peek_event().start_mark)
+                raise yaml.composer.ComposerError(
+                    None, None, f"nested deeper than {MAX_DEPTH} levels", self.peek_event().start_mark
+                )
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
@@ -49,4 +51,4 @@ def load(text: str) -> Any:
     """Like yaml.safe_load, with nesting bounded (yaml.YAMLError beyond MAX_DEPTH levels)."""
     if _flow_depth_exceeded(text):
         raise yaml.YAMLError(f"nested deeper than {MAX_DEPTH} levels")
-    return yaml.load(text, Loader=_BoundedSafeLoader)  # noqa: S506 - a SafeLoader subclass
+    return yaml.load(text, Loader=_BoundedSafeLoader)

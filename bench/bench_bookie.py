@@ -10,6 +10,7 @@ per second over ONE connection, at several in-flight windows. Codec part: decode
 per second for 1M-entry ledgers of three shapes. Prints a Markdown table (paste into docs/benchmarks.md).
 Not a test: nothing here asserts a speed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -77,14 +78,23 @@ def codec_rows() -> list[tuple[str, ...]]:
         t_rs = timeit(lambda: EntryList.decode(data).to_rangeset())
         probe = list(range(0, ONE_MILLION, ONE_MILLION // 1000))
         t_member = timeit(lambda: [e in el for e in probe]) / len(probe)
-        rows.append((name, f"{len(data):,}", f"{1 / t_dec:,.1f}", f"{t_dec / groups * 1e6:.2f}",
-                     f"{1 / t_enc:,.1f}", f"{1 / t_rs:,.1f}", f"{1 / t_miss:,.1f}", f"{1 / t_same:,.1f}",
-                     f"{t_member * 1e6:.2f}"))
+        rows.append(
+            (
+                name,
+                f"{len(data):,}",
+                f"{1 / t_dec:,.1f}",
+                f"{t_dec / groups * 1e6:.2f}",
+                f"{1 / t_enc:,.1f}",
+                f"{1 / t_rs:,.1f}",
+                f"{1 / t_miss:,.1f}",
+                f"{1 / t_same:,.1f}",
+                f"{t_member * 1e6:.2f}",
+            )
+        )
     return rows
 
 
-async def pipelined_rate(call: Callable[[], Awaitable[object]], total: int, check: Callable[[object], bool]
-                         ) -> float:
+async def pipelined_rate(call: Callable[[], Awaitable[object]], total: int, check: Callable[[object], bool]) -> float:
     t0 = time.perf_counter()
     results = await asyncio.gather(*(call() for _ in range(total)))
     dt = time.perf_counter() - t0
@@ -107,8 +117,14 @@ async def wire_rows(host: str, port: int, ledgers: list[tuple[int, str]], total:
                     raise SystemExit(f"GET_LIST for ledger {lid} failed: {first}")
                 groups = len(first.entries.records)
                 rate = await pipelined_rate(lambda: c.get_entry_list(lid), n, lambda r: r.present)  # type: ignore
-                rows.append((f"GET_LIST {label} ({groups:,} groups, {first.entries.total:,} entries)",
-                             str(window), f"{n:,}", f"{rate:,.0f}"))
+                rows.append(
+                    (
+                        f"GET_LIST {label} ({groups:,} groups, {first.entries.total:,} entries)",
+                        str(window),
+                        f"{n:,}",
+                        f"{rate:,.0f}",
+                    )
+                )
             lid = ledgers[0][0]
             rate = await pipelined_rate(lambda: c.read_entry(lid, 0), n, lambda r: r.present)  # type: ignore
             rows.append(("READ_ENTRY (100-byte payload)", str(window), f"{n:,}", f"{rate:,.0f}"))
@@ -128,18 +144,35 @@ def table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bookie", help="host:port of a running bookie (default: start a 1-bookie cluster)")
-    ap.add_argument("--ledger", type=int, action="append", default=[], help="ledger id the bookie holds (with --bookie)")
+    ap.add_argument(
+        "--ledger", type=int, action="append", default=[], help="ledger id the bookie holds (with --bookie)"
+    )
     ap.add_argument("--requests", type=int, default=20_000, help="requests per measurement")
     ap.add_argument("--codec-only", action="store_true")
     ap.add_argument("--uvloop", action="store_true", help="run the wire part on uvloop")
     args = ap.parse_args()
 
-    print(f"# {platform.python_implementation()} {platform.python_version()} on {platform.machine()}, "
-          f"{os.cpu_count()} CPUs\n")
+    print(
+        f"# {platform.python_implementation()} {platform.python_version()} on {platform.machine()}, "
+        f"{os.cpu_count()} CPUs\n"
+    )
     print("## Entry-list codec, 1M-entry ledger\n")
-    print(table(("bookie holds", "encoded bytes", "decode/s", "decode µs/group", "encode/s",
-                 "decode+to_rangeset/s", "decode+missing(all 1M)/s", "decode+missing(own schedule)/s",
-                 "membership µs"), codec_rows()))
+    print(
+        table(
+            (
+                "bookie holds",
+                "encoded bytes",
+                "decode/s",
+                "decode µs/group",
+                "encode/s",
+                "decode+to_rangeset/s",
+                "decode+missing(all 1M)/s",
+                "decode+missing(own schedule)/s",
+                "membership µs",
+            ),
+            codec_rows(),
+        )
+    )
     print()
     if args.codec_only:
         return 0
@@ -155,6 +188,7 @@ def main() -> int:
             ledgers = [(lid, f"ledger {lid}") for lid in args.ledger]
         else:
             from tests.realcluster.harness import Cluster
+
             workdir = Path(tempfile.mkdtemp(prefix="bk-bench-"))
             cluster = Cluster(workdir, num_bookies=3, zk_port=21811, port_base=3280, http_base=8280)
             t0 = time.monotonic()
@@ -163,15 +197,20 @@ def main() -> int:
             b = cluster.bookie(1)
             host, port = b.host, b.port
             ids = [x.bookie_id for x in cluster.bookies]
-            contiguous = cluster.create_ledger(ensemble=1, write_quorum=1, ack_quorum=1, entries=1000,
-                                               entry_size=100, bookies=[b.bookie_id])
+            contiguous = cluster.create_ledger(
+                ensemble=1, write_quorum=1, ack_quorum=1, entries=1000, entry_size=100, bookies=[b.bookie_id]
+            )
             # E=3, WQ=1: bookie 1 holds every third entry, one group per entry.
-            striped = cluster.create_ledger(ensemble=3, write_quorum=1, ack_quorum=1, entries=3000,
-                                            entry_size=100, bookies=ids)
-            ledgers = [(contiguous["ledgerId"], "1,000 contiguous entries"),
-                       (striped["ledgerId"], "every 3rd of 3,000 entries")]
+            striped = cluster.create_ledger(
+                ensemble=3, write_quorum=1, ack_quorum=1, entries=3000, entry_size=100, bookies=ids
+            )
+            ledgers = [
+                (contiguous["ledgerId"], "1,000 contiguous entries"),
+                (striped["ledgerId"], "every 3rd of 3,000 entries"),
+            ]
         if args.uvloop:
             import uvloop
+
             uvloop.install()
         rows = asyncio.run(wire_rows(host, port, ledgers, args.requests))
         print(f"## Pipelined requests over one connection to one real bookie ({host}:{port})\n")

@@ -6,6 +6,7 @@ For each scenario it builds the bookies' answers (what GET_LIST_OF_ENTRIES_OF_LE
 one run per maximal run of ids, as real bookies send) and times `analyze_coverage` (plus the scrutiny
 verdict on top). Building the answers is not timed: in the daemon it is the entry-list decoder's work.
 """
+
 from __future__ import annotations
 
 import gc
@@ -15,18 +16,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from auditor.durability.coverage import UNKNOWN, Answer, analyze_coverage  # noqa: E402
-from auditor.durability.ids import LedgerId  # noqa: E402
-from auditor.durability.model import LedgerMetadata, LedgerState, Segment  # noqa: E402
-from auditor.durability.ranges import RangeSet  # noqa: E402
-from auditor.durability.schedule import expected_by_bookie  # noqa: E402
-from auditor.durability.scrutiny import durability_findings, triage  # noqa: E402
+from auditor.durability.coverage import UNKNOWN, Answer, analyze_coverage
+from auditor.durability.ids import LedgerId
+from auditor.durability.model import LedgerMetadata, LedgerState, Segment
+from auditor.durability.ranges import RangeSet
+from auditor.durability.schedule import expected_by_bookie
+from auditor.durability.scrutiny import durability_findings, triage
 
 
 def closed_ledger(entries: int, e: int, wq: int, aq: int, segments: int = 1) -> LedgerMetadata:
     pool = [f"10.0.0.{i}:3181" for i in range(e + segments)]
     step = max(1, entries // segments)
-    segs = tuple(Segment(k * step, tuple(pool[k:k + e])) for k in range(segments))
+    segs = tuple(Segment(k * step, tuple(pool[k : k + e])) for k in range(segments))
     return LedgerMetadata(LedgerId.of(2**33 + 7), e, wq, aq, LedgerState.CLOSED, entries - 1, 0, segs)
 
 
@@ -46,8 +47,10 @@ def run(name: str, md: LedgerMetadata, answers: dict[str, Answer], repeat: int =
         best = min(best, time.perf_counter() - t0)
     worst = cov.worst.value if cov.worst else "clean"
     affected = cov.buckets[cov.worst].confirmed.count() if cov.worst else 0
-    print(f"{name:<46} entries={cov.entries:>10,} answer-runs={runs:>10,} time/ledger={best * 1000:9.1f} ms  "
-          f"worst={worst} affected={affected:,} findings={len(findings)} triage={verdict.disposition.value}")
+    print(
+        f"{name:<46} entries={cov.entries:>10,} answer-runs={runs:>10,} time/ledger={best * 1000:9.1f} ms  "
+        f"worst={worst} affected={affected:,} findings={len(findings)} triage={verdict.disposition.value}"
+    )
 
 
 def main() -> None:

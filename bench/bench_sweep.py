@@ -7,6 +7,7 @@ layout), then times the leaf-directory walk (`walk_leaf_directories`, which list
 above the leaves) and the partitioner (`plan_partitions`). It reports how many directories the walk
 listed against how many a full listing would need, and how even the partitions came out.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -17,10 +18,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from auditor.durability.ids import LedgerId  # noqa: E402
-from auditor.metadata.location import LedgerManager  # noqa: E402
-from auditor.metadata.paths import LedgerPaths, walk_leaf_directories  # noqa: E402
-from auditor.spark.partitions import Span, check_cover, plan_partitions  # noqa: E402
+from auditor.durability.ids import LedgerId
+from auditor.metadata.location import LedgerManager
+from auditor.metadata.paths import LedgerPaths, walk_leaf_directories
+from auditor.spark.partitions import Span, check_cover, plan_partitions
 
 LEAF = 10_000
 
@@ -64,12 +65,18 @@ def main() -> None:
     t_plan = time.perf_counter() - t0
     check_cover(parts)
     weights = [p.weight for p in parts]
-    print(f"python {sys.version.split()[0]}: {ledgers:,} ledgers in {len(dirs):,} leaf directories, "
-          f"{partitions:,} partitions wanted")
-    print(f"walk: listed {tree.listed:,} directories (a full listing: {tree.listed + len(dirs):,} listings and "
-          f"{ledgers:,} names) in {t_walk * 1000:.1f} ms (in memory: ZooKeeper round trips not included)")
-    print(f"plan: {len(parts):,} partitions in {t_plan * 1000:.1f} ms; ledgers per partition "
-          f"min {min(weights):,.0f} median {statistics.median(weights):,.0f} max {max(weights):,.0f}")
+    print(
+        f"python {sys.version.split()[0]}: {ledgers:,} ledgers in {len(dirs):,} leaf directories, "
+        f"{partitions:,} partitions wanted"
+    )
+    print(
+        f"walk: listed {tree.listed:,} directories (a full listing: {tree.listed + len(dirs):,} listings and "
+        f"{ledgers:,} names) in {t_walk * 1000:.1f} ms (in memory: ZooKeeper round trips not included)"
+    )
+    print(
+        f"plan: {len(parts):,} partitions in {t_plan * 1000:.1f} ms; ledgers per partition "
+        f"min {min(weights):,.0f} median {statistics.median(weights):,.0f} max {max(weights):,.0f}"
+    )
 
 
 if __name__ == "__main__":

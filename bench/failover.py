@@ -17,6 +17,7 @@ many claimed to lead (must never be 2).
 The killed / frozen daemon then comes back as the standby of the next round. Prints one line per round
 and the summary (n, median, p90, max). Not a test: nothing here asserts a time.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -79,6 +80,7 @@ def one_round(cluster: Cluster, leader: Daemon, standby: Daemon, fault: str, ses
     def on_vote(event: Any) -> None:  # kazoo thread
         vote_gone.append(time.monotonic())
         deleted.set()
+
     assert cluster.kazoo.exists(vote, watch=on_vote) is not None
     t0 = time.monotonic()
     os.kill(leader.pid, signal.SIGKILL if fault == "kill" else signal.SIGSTOP)
@@ -90,6 +92,7 @@ def one_round(cluster: Cluster, leader: Daemon, standby: Daemon, fault: str, ses
             if lead:
                 return at
             await asyncio.sleep(POLL_SECONDS)
+
     led_at = asyncio.run(watch())
     out = {"total": led_at - t0}
     if deleted.wait(10):
@@ -111,6 +114,7 @@ def one_round(cluster: Cluster, leader: Daemon, standby: Daemon, fault: str, ses
                 if not a and b and len(election_votes(cluster)) == 2:
                     return
                 await asyncio.sleep(POLL_SECONDS)
+
         asyncio.run(both())
         out["polls"] = polls
         out["both_claimed"] = both_claimed
@@ -121,8 +125,10 @@ def summary(name: str, xs: list[float]) -> str:
     if not xs:
         return f"{name}: no samples"
     q = statistics.quantiles(xs, n=10) if len(xs) >= 2 else xs
-    return (f"{name:9s} n={len(xs)} median={statistics.median(xs):.2f}s p90={q[-1]:.2f}s "
-            f"min={min(xs):.2f}s max={max(xs):.2f}s")
+    return (
+        f"{name:9s} n={len(xs)} median={statistics.median(xs):.2f}s p90={q[-1]:.2f}s "
+        f"min={min(xs):.2f}s max={max(xs):.2f}s"
+    )
 
 
 def main() -> int:
@@ -132,8 +138,13 @@ def main() -> int:
     ap.add_argument("--fault", choices=("kill", "stop"), default="kill")
     args = ap.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="bk-auditor-failover-"))
-    cluster = Cluster(workdir, num_bookies=1, zk_port=ports.SECOND_ZK_PORT, port_base=ports.SECOND_PORT_BASE,
-                      http_base=ports.SECOND_HTTP_BASE)
+    cluster = Cluster(
+        workdir,
+        num_bookies=1,
+        zk_port=ports.SECOND_ZK_PORT,
+        port_base=ports.SECOND_PORT_BASE,
+        http_base=ports.SECOND_HTTP_BASE,
+    )
     daemons: list[Daemon] = []
     rows: list[dict[str, Any]] = []
     try:
@@ -149,8 +160,11 @@ def main() -> int:
             time.sleep(1.0 + (i % 5) * 0.37)  # spread the fault over the leader's ping cycle
             row = one_round(cluster, leader, standby, args.fault, args.session_timeout)
             rows.append(row)
-            print(f"round {i + 1:3d}: " + " ".join(f"{k}={v:.2f}" if isinstance(v, float) else f"{k}={v}"
-                                                   for k, v in row.items()), flush=True)
+            print(
+                f"round {i + 1:3d}: "
+                + " ".join(f"{k}={v:.2f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()),
+                flush=True,
+            )
             if args.fault == "kill":
                 leader = start_daemon(cluster, leader.name, workdir, args.session_timeout)
                 daemons.append(leader)
@@ -160,8 +174,10 @@ def main() -> int:
         for key in ("expiry", "reaction", "total"):
             print(summary(key, [r[key] for r in rows if key in r]))
         if args.fault == "stop":
-            print(f"polls of both daemons after resume: {sum(r['polls'] for r in rows)}, "
-                  f"polls where both claimed to lead: {sum(r['both_claimed'] for r in rows)}")
+            print(
+                f"polls of both daemons after resume: {sum(r['polls'] for r in rows)}, "
+                f"polls where both claimed to lead: {sum(r['both_claimed'] for r in rows)}"
+            )
         over = [r["total"] for r in rows if r["total"] > args.session_timeout + 2]
         print(f"rounds over session timeout + 2 s: {len(over)}")
         return 0

@@ -1,4 +1,5 @@
 """Test-session fixtures. The real cluster is started once per session, on first use, and reused."""
+
 from __future__ import annotations
 
 import os
@@ -20,8 +21,14 @@ SESSION_STORAGE = {6: "db"}  # bookies 1-5 SortedLedgerStorage, bookie 6 DbLedge
 def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
     workdir = Path(tempfile.mkdtemp(prefix="bk-auditor-cluster-"))
     # Ports can be moved so that several suites can run side by side on one machine.
-    c = Cluster(workdir, num_bookies=SESSION_BOOKIES, storage=SESSION_STORAGE,
-                zk_port=ports.ZK_PORT, port_base=ports.BOOKIE_PORT_BASE, http_base=ports.HTTP_BASE)
+    c = Cluster(
+        workdir,
+        num_bookies=SESSION_BOOKIES,
+        storage=SESSION_STORAGE,
+        zk_port=ports.ZK_PORT,
+        port_base=ports.BOOKIE_PORT_BASE,
+        http_base=ports.HTTP_BASE,
+    )
     try:
         c.start()
         yield c

@@ -3,6 +3,7 @@
 Responsiveness is asserted by counting turns while some work runs (the work must let the loop run
 between its steps), never by wall-clock speed.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -20,7 +21,7 @@ class Heartbeat:
             self.ticks += 1
             await asyncio.sleep(0)
 
-    async def __aenter__(self) -> "Heartbeat":
+    async def __aenter__(self) -> Heartbeat:
         self._running = True
         self._task = asyncio.create_task(self._beat())
         await asyncio.sleep(0)

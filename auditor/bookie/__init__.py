@@ -8,6 +8,7 @@ Outcomes are `results.Outcome` PRESENT / ABSENT / UNKNOWN values, never exceptio
 refuses every operation except READ_ENTRY, READ_LAC, GET_BOOKIE_INFO, GET_LIST_OF_ENTRIES_OF_LEDGER
 and the AUTH probe (`protocol.UnsafeRequestError`).
 """
+
 from .client import BookieClient, BookieClientConfig, ClientStats, TokenBucket, parse_bookie_id_address
 from .pool import BookieClients, BookiePool, legacy_resolver
 from .protocol import Op, ProtocolError, Status, UnsafeRequestError
@@ -23,8 +24,24 @@ from .results import (
 )
 
 __all__ = [
-    "AuthProbeResult", "BookieClient", "BookieClientConfig", "BookieClients", "BookieInfoResult", "BookiePool",
-    "BookieResult", "Capability", "ClientStats", "EntryListResult", "Op", "Outcome", "ProtocolError",
-    "ReadEntryResult", "ReadLacResult", "Status", "TokenBucket", "UnsafeRequestError", "legacy_resolver",
+    "AuthProbeResult",
+    "BookieClient",
+    "BookieClientConfig",
+    "BookieClients",
+    "BookieInfoResult",
+    "BookiePool",
+    "BookieResult",
+    "Capability",
+    "ClientStats",
+    "EntryListResult",
+    "Op",
+    "Outcome",
+    "ProtocolError",
+    "ReadEntryResult",
+    "ReadLacResult",
+    "Status",
+    "TokenBucket",
+    "UnsafeRequestError",
+    "legacy_resolver",
     "parse_bookie_id_address",
 ]

@@ -17,6 +17,7 @@
   closes the connection with an error naming the bookie; every request in flight on it ends UNKNOWN.
 * Connecting is retried with exponential backoff; while backing off, requests fail fast as UNKNOWN.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -27,12 +28,13 @@ import socket
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import Any, Union
+from dataclasses import dataclass
+from typing import Any
 
 from auditor.cooperative import finish
 from auditor.durability.entrylist import EntryList, EntryListError
 from auditor.durability.ids import LedgerId
+from auditor.ratelimit import TokenBucket
 
 from . import protocol as P
 from .protocol import Op, Reply, Status
@@ -47,28 +49,26 @@ from .results import (
     ReadLacResult,
 )
 
-from auditor.ratelimit import TokenBucket  # noqa: E402  (re-exported for callers)
-
 log = logging.getLogger(__name__)
 
 Address = tuple[str, int]
-Resolver = Callable[[str], Union[Address, Awaitable[Address]]]
+Resolver = Callable[[str], Address | Awaitable[Address]]
 
 
 @dataclass(frozen=True, slots=True)
 class BookieClientConfig:
-    request_timeout: float = 5.0          # per request, from write to reply (Java default read timeout: 5 s)
+    request_timeout: float = 5.0  # per request, from write to reply (Java default read timeout: 5 s)
     connect_timeout: float = 5.0
-    max_in_flight: int = 128              # concurrency limit: requests on the wire at once
-    rate_limit: float | None = None       # requests per second; None = only the concurrency limit
-    rate_burst: float | None = None       # token bucket size; default max(1, rate_limit)
+    max_in_flight: int = 128  # concurrency limit: requests on the wire at once
+    rate_limit: float | None = None  # requests per second; None = only the concurrency limit
+    rate_burst: float | None = None  # token bucket size; default max(1, rate_limit)
     max_frame_size: int = P.DEFAULT_MAX_FRAME_SIZE
     backoff_initial: float = 0.1
     backoff_max: float = 10.0
     backoff_multiplier: float = 2.0
-    liveness_timeout: float = 2.0         # for the GET_BOOKIE_INFO ping that tells "alive" from "silent"
+    liveness_timeout: float = 2.0  # for the GET_BOOKIE_INFO ping that tells "alive" from "silent"
     entry_list_probe_timeout: float = 1.0  # for probe_entry_list_support
-    dead_after_timeouts: int = 3          # consecutive timeouts with nothing received -> reconnect
+    dead_after_timeouts: int = 3  # consecutive timeouts with nothing received -> reconnect
     keepalive: bool = True
 
     def __post_init__(self) -> None:
@@ -84,7 +84,7 @@ class BookieClientConfig:
 class ClientStats:
     sent: int = 0
     replies: int = 0
-    late_replies: int = 0       # replies for requests that had already timed out: dropped
+    late_replies: int = 0  # replies for requests that had already timed out: dropped
     mismatched_replies: int = 0  # right txn, wrong operation: dropped
     timeouts: int = 0
     connects: int = 0
@@ -112,7 +112,7 @@ LATE_REPLY_MEMORY = 4096
 
 
 class _Connection(asyncio.Protocol):
-    def __init__(self, client: "BookieClient", first_txn: int) -> None:
+    def __init__(self, client: BookieClient, first_txn: int) -> None:
         self.client = client
         self.first_txn = first_txn
         self.transport: asyncio.Transport | None = None
@@ -120,7 +120,7 @@ class _Connection(asyncio.Protocol):
         self.pending: dict[int, _Pending] = {}
         self.expired: OrderedDict[int, Op] = OrderedDict()  # may still get one late reply each
         self.closing = False
-        self.last_rx = 0.0     # any bytes
+        self.last_rx = 0.0  # any bytes
         self.last_reply = 0.0  # a whole reply this connection was waiting for (in time or late)
         self.valid_replies = 0
         self.silent_timeouts = 0
@@ -199,8 +199,9 @@ class _Connection(asyncio.Protocol):
 class BookieClient:
     """Read-only client for one bookie. Safe to share between many concurrent tasks."""
 
-    def __init__(self, bookie_id: str, address: Address | Resolver | None = None,
-                 config: BookieClientConfig | None = None) -> None:
+    def __init__(
+        self, bookie_id: str, address: Address | Resolver | None = None, config: BookieClientConfig | None = None
+    ) -> None:
         self.bookie_id = bookie_id
         self.config = config or BookieClientConfig()
         if address is None:
@@ -230,8 +231,9 @@ class BookieClient:
         return len(self._conn.pending) if self._conn else 0
 
     # ----- public operations ------------------------------------------------------------------------
-    async def read_entry(self, ledger_id: int | LedgerId, entry_id: int, *,
-                         timeout: float | None = None) -> ReadEntryResult:
+    async def read_entry(
+        self, ledger_id: int | LedgerId, entry_id: int, *, timeout: float | None = None
+    ) -> ReadEntryResult:
         """READ_ENTRY without fence or long poll. entry_id -1 reads the bookie's highest entry."""
         lid = _wire_ledger_id(ledger_id)
         P.check_entry_id(entry_id)  # a bad argument raises here, before anything is queued
@@ -245,24 +247,41 @@ class BookieClient:
         if sub is None:  # only top-level error paths (EUA, EBADREQ, ...) omit the sub-response
             return ReadEntryResult(outcome=Outcome.UNKNOWN, status=reply.status, error=self._explain(reply), **base)
         if sub.ledgerId != lid or sub.entryId != entry_id:
-            return ReadEntryResult(outcome=Outcome.UNKNOWN, status=reply.status,
-                                   error=(f"bookie {self.bookie_id} answered for ledger {sub.ledgerId} entry "
-                                          f"{sub.entryId}, asked {lid}/{entry_id}"), **base)
+            return ReadEntryResult(
+                outcome=Outcome.UNKNOWN,
+                status=reply.status,
+                error=(
+                    f"bookie {self.bookie_id} answered for ledger {sub.ledgerId} entry "
+                    f"{sub.entryId}, asked {lid}/{entry_id}"
+                ),
+                **base,
+            )
         if reply.status in ABSENT_STATUSES:
             return ReadEntryResult(outcome=Outcome.ABSENT, status=reply.status, error=None, **base)
         if reply.status is not Status.EOK:
             return ReadEntryResult(outcome=Outcome.UNKNOWN, status=reply.status, error=self._explain(reply), **base)
         if not sub.HasField("body"):
-            return ReadEntryResult(outcome=Outcome.UNKNOWN, status=reply.status,
-                                   error=f"bookie {self.bookie_id} answered EOK without a body", **base)
-        return ReadEntryResult(outcome=Outcome.PRESENT, status=reply.status, error=None, body=sub.body,
-                               max_lac=sub.maxLAC if sub.HasField("maxLAC") else None, **base)
+            return ReadEntryResult(
+                outcome=Outcome.UNKNOWN,
+                status=reply.status,
+                error=f"bookie {self.bookie_id} answered EOK without a body",
+                **base,
+            )
+        return ReadEntryResult(
+            outcome=Outcome.PRESENT,
+            status=reply.status,
+            error=None,
+            body=sub.body,
+            max_lac=sub.maxLAC if sub.HasField("maxLAC") else None,
+            **base,
+        )
 
     async def read_last_entry(self, ledger_id: int | LedgerId, *, timeout: float | None = None) -> ReadEntryResult:
         return await self.read_entry(ledger_id, -1, timeout=timeout)
 
-    async def read_entries(self, ledger_id: int | LedgerId, entry_ids: list[int], *,
-                           timeout: float | None = None) -> list[ReadEntryResult]:
+    async def read_entries(
+        self, ledger_id: int | LedgerId, entry_ids: list[int], *, timeout: float | None = None
+    ) -> list[ReadEntryResult]:
         """Many READ_ENTRYs pipelined on the one connection (bounded by the window and rate limit)."""
         return list(await asyncio.gather(*(self.read_entry(ledger_id, e, timeout=timeout) for e in entry_ids)))
 
@@ -276,32 +295,55 @@ class BookieClient:
         lac_body = sub.lacBody if sub is not None and sub.HasField("lacBody") else None
         last = sub.lastEntryBody if sub is not None and sub.HasField("lastEntryBody") else None
         if sub is not None and sub.ledgerId != lid:
-            return ReadLacResult(outcome=Outcome.UNKNOWN, status=reply.status,
-                                 error=f"bookie {self.bookie_id} answered READ_LAC for ledger {sub.ledgerId}, asked {lid}",
-                                 **base)
+            return ReadLacResult(
+                outcome=Outcome.UNKNOWN,
+                status=reply.status,
+                error=f"bookie {self.bookie_id} answered READ_LAC for ledger {sub.ledgerId}, asked {lid}",
+                **base,
+            )
         if lac_body is not None or last is not None:
             # Bodies are the bookie's data whatever the status says (one of its two reads may have failed).
             note = None if reply.status is Status.EOK else f"status {self._status_name(reply)} with data"
-            return ReadLacResult(outcome=Outcome.PRESENT, status=reply.status, error=note,
-                                 lac_body=lac_body, last_entry_body=last, **base)
+            return ReadLacResult(
+                outcome=Outcome.PRESENT,
+                status=reply.status,
+                error=note,
+                lac_body=lac_body,
+                last_entry_body=last,
+                **base,
+            )
         if reply.status in ABSENT_STATUSES and sub is not None:
             # READ_LAC says ENOENTRY for unknown ledgers and also when its reads failed (spec §3.5).
-            return ReadLacResult(outcome=Outcome.ABSENT, status=reply.status, error=None,
-                                 conclusive=reply.status is Status.ENOLEDGER, **base)
+            return ReadLacResult(
+                outcome=Outcome.ABSENT,
+                status=reply.status,
+                error=None,
+                conclusive=reply.status is Status.ENOLEDGER,
+                **base,
+            )
         return ReadLacResult(outcome=Outcome.UNKNOWN, status=reply.status, error=self._explain(reply), **base)
 
-    async def get_bookie_info(self, requested: int = int(P.BookieInfoFlags.TOTAL_DISK_CAPACITY
-                                                         | P.BookieInfoFlags.FREE_DISK_SPACE), *,
-                              timeout: float | None = None) -> BookieInfoResult:
+    async def get_bookie_info(
+        self,
+        requested: int = int(P.BookieInfoFlags.TOTAL_DISK_CAPACITY | P.BookieInfoFlags.FREE_DISK_SPACE),
+        *,
+        timeout: float | None = None,
+    ) -> BookieInfoResult:
         reply, elapsed = await self._call(Op.GET_BOOKIE_INFO, lambda t: P.bookie_info_request(t, requested), timeout)
         if isinstance(reply, str):
             return BookieInfoResult(self.bookie_id, Outcome.UNKNOWN, None, reply, elapsed)
         if reply.status is not Status.EOK:
             return BookieInfoResult(self.bookie_id, Outcome.UNKNOWN, reply.status, self._explain(reply), elapsed)
         sub = reply.sub
-        return BookieInfoResult(self.bookie_id, Outcome.PRESENT, reply.status, None, elapsed,
-                                sub.totalDiskCapacity if sub.HasField("totalDiskCapacity") else None,
-                                sub.freeDiskSpace if sub.HasField("freeDiskSpace") else None)
+        return BookieInfoResult(
+            self.bookie_id,
+            Outcome.PRESENT,
+            reply.status,
+            None,
+            elapsed,
+            sub.totalDiskCapacity if sub.HasField("totalDiskCapacity") else None,
+            sub.freeDiskSpace if sub.HasField("freeDiskSpace") else None,
+        )
 
     async def ping(self, *, timeout: float | None = None) -> BookieInfoResult:
         """GET_BOOKIE_INFO asking for nothing: the cheapest request that proves the bookie answers."""
@@ -312,40 +354,60 @@ class BookieClient:
         returns UNKNOWN with `unsupported=True` at once, without sending anything."""
         lid = _wire_ledger_id(ledger_id)
         if self.entry_list_support is Capability.UNSUPPORTED:
-            return EntryListResult(self.bookie_id, Outcome.UNKNOWN, None, self._unsupported_message(), 0.0,
-                                   lid, None, True)
-        reply, elapsed = await self._call(Op.GET_LIST_OF_ENTRIES_OF_LEDGER,
-                                          lambda t: P.entry_list_request(t, lid), timeout)
+            return EntryListResult(
+                self.bookie_id, Outcome.UNKNOWN, None, self._unsupported_message(), 0.0, lid, None, True
+            )
+        reply, elapsed = await self._call(
+            Op.GET_LIST_OF_ENTRIES_OF_LEDGER, lambda t: P.entry_list_request(t, lid), timeout
+        )
         if isinstance(reply, str):
             # Only silence is evidence; a broken link (e.g. a restart) says nothing about the capability.
-            unsupported = (self.entry_list_support is Capability.UNSUPPORTED
-                           or (isinstance(reply, _TimedOut) and await self._maybe_unsupported(reply)))
+            unsupported = self.entry_list_support is Capability.UNSUPPORTED or (
+                isinstance(reply, _TimedOut) and await self._maybe_unsupported(reply)
+            )
             error = f"{reply}; {self._unsupported_message()}" if unsupported else reply
             return EntryListResult(self.bookie_id, Outcome.UNKNOWN, None, error, elapsed, lid, None, unsupported)
         sub = reply.sub
         if reply.status is None or sub is None:
             return EntryListResult(self.bookie_id, Outcome.UNKNOWN, reply.status, self._explain(reply), elapsed, lid)
         if sub.ledgerId != lid:
-            return EntryListResult(self.bookie_id, Outcome.UNKNOWN, reply.status,
-                                   f"bookie {self.bookie_id} listed ledger {sub.ledgerId}, asked {lid}", elapsed, lid)
+            return EntryListResult(
+                self.bookie_id,
+                Outcome.UNKNOWN,
+                reply.status,
+                f"bookie {self.bookie_id} listed ledger {sub.ledgerId}, asked {lid}",
+                elapsed,
+                lid,
+            )
         if reply.status is Status.ENOLEDGER:
             return EntryListResult(self.bookie_id, Outcome.ABSENT, reply.status, None, elapsed, lid, EntryList())
         if reply.status is not Status.EOK:
             return EntryListResult(self.bookie_id, Outcome.UNKNOWN, reply.status, self._explain(reply), elapsed, lid)
         self.entry_list_support = Capability.SUPPORTED
         if not sub.HasField("availabilityOfEntriesOfLedger"):
-            return EntryListResult(self.bookie_id, Outcome.UNKNOWN, reply.status,
-                                   f"bookie {self.bookie_id} answered EOK without the entry list", elapsed, lid)
+            return EntryListResult(
+                self.bookie_id,
+                Outcome.UNKNOWN,
+                reply.status,
+                f"bookie {self.bookie_id} answered EOK without the entry list",
+                elapsed,
+                lid,
+            )
         try:
             # Stepwise: a large list (up to the frame limit) must not hold the event loop for long.
             entries = await finish(EntryList.decode_steps(sub.availabilityOfEntriesOfLedger))
         except EntryListError as exc:
-            return EntryListResult(self.bookie_id, Outcome.UNKNOWN, reply.status,
-                                   f"bookie {self.bookie_id} sent an invalid entry list: {exc}", elapsed, lid)
+            return EntryListResult(
+                self.bookie_id,
+                Outcome.UNKNOWN,
+                reply.status,
+                f"bookie {self.bookie_id} sent an invalid entry list: {exc}",
+                elapsed,
+                lid,
+            )
         return EntryListResult(self.bookie_id, Outcome.PRESENT, reply.status, None, elapsed, lid, entries)
 
-    async def probe_entry_list_support(self, ledger_id: int | LedgerId, *,
-                                       timeout: float | None = None) -> Capability:
+    async def probe_entry_list_support(self, ledger_id: int | LedgerId, *, timeout: float | None = None) -> Capability:
         """Find out quickly whether this bookie answers GET_LIST for a ledger it is KNOWN to hold.
 
         A short GET_LIST; an answer means SUPPORTED; silence while a GET_BOOKIE_INFO ping is answered
@@ -376,7 +438,7 @@ class BookieClient:
             self._conn.fail("client closed")
             self._conn = None
 
-    async def __aenter__(self) -> "BookieClient":
+    async def __aenter__(self) -> BookieClient:
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
@@ -406,8 +468,13 @@ class BookieClient:
             except TimeoutError:
                 self.stats.timeouts += 1
                 self._count_silence(conn, started)
-                return (_TimedOut(f"bookie {self.bookie_id}: {op.name} not sent within {limit:g} s "
-                                  "(the connection does not drain)"), time.monotonic() - started)
+                return (
+                    _TimedOut(
+                        f"bookie {self.bookie_id}: {op.name} not sent within {limit:g} s "
+                        "(the connection does not drain)"
+                    ),
+                    time.monotonic() - started,
+                )
             if conn.closing or conn.transport is None:
                 return f"bookie {self.bookie_id}: connection closed before sending", time.monotonic() - started
             loop = asyncio.get_running_loop()
@@ -460,17 +527,24 @@ class BookieClient:
                     self.entry_list_support = Capability.SUPPORTED
                 return
             if conn.first_txn <= reply.txn_id < self._next_txn:
-                raise P.ProtocolError(f"second reply for txn id {reply.txn_id} (or a late reply too late to "
-                                      "be remembered)")
+                raise P.ProtocolError(
+                    f"second reply for txn id {reply.txn_id} (or a late reply too late to be remembered)"
+                )
             raise P.ProtocolError(f"reply for txn id {reply.txn_id}, which was never sent on this connection")
         if p.op is not reply.op:
             if p.mismatched:
-                raise P.ProtocolError(f"second reply with the wrong operation ({reply.op.name}) for txn "
-                                      f"{reply.txn_id} ({p.op.name})")
+                raise P.ProtocolError(
+                    f"second reply with the wrong operation ({reply.op.name}) for txn {reply.txn_id} ({p.op.name})"
+                )
             p.mismatched = True
             self.stats.mismatched_replies += 1  # (txnId, operation) does not match: not our reply
-            log.debug("bookie %s: reply txn %d is %s, expected %s; dropped", self.bookie_id, reply.txn_id,
-                      reply.op.name, p.op.name)
+            log.debug(
+                "bookie %s: reply txn %d is %s, expected %s; dropped",
+                self.bookie_id,
+                reply.txn_id,
+                reply.op.name,
+                p.op.name,
+            )
             return
         del conn.pending[reply.txn_id]
         conn.last_reply = time.monotonic()
@@ -507,8 +581,7 @@ class BookieClient:
         if self._connecting is None:
             wait = self._retry_at - time.monotonic()
             if wait > 0:
-                return (f"bookie {self.bookie_id}: not connected ({self.stats.last_error}); "
-                        f"next attempt in {wait:.2f} s")
+                return f"bookie {self.bookie_id}: not connected ({self.stats.last_error}); next attempt in {wait:.2f} s"
             self._connecting = asyncio.ensure_future(self._connect())
         connecting = self._connecting
         try:
@@ -559,16 +632,21 @@ class BookieClient:
         alive = await asyncio.shield(self._liveness_check)
         if alive and self.entry_list_support is Capability.UNKNOWN:
             self.entry_list_support = Capability.UNSUPPORTED
-            log.warning("bookie %s does not answer GET_LIST_OF_ENTRIES_OF_LEDGER (%s); callers must read entries",
-                        self.bookie_id, failure)
+            log.warning(
+                "bookie %s does not answer GET_LIST_OF_ENTRIES_OF_LEDGER (%s); callers must read entries",
+                self.bookie_id,
+                failure,
+            )
         return self.entry_list_support is Capability.UNSUPPORTED
 
     async def _alive(self) -> bool:
         return (await self.ping(timeout=self.config.liveness_timeout)).present
 
     def _unsupported_message(self) -> str:
-        return (f"bookie {self.bookie_id} does not answer GET_LIST_OF_ENTRIES_OF_LEDGER for ledgers it holds "
-                "(DbLedgerStorage); read the entries instead")
+        return (
+            f"bookie {self.bookie_id} does not answer GET_LIST_OF_ENTRIES_OF_LEDGER for ledgers it holds "
+            "(DbLedgerStorage); read the entries instead"
+        )
 
     def _status_name(self, reply: Reply) -> str:
         return reply.status.name if reply.status is not None else f"unknown({reply.raw_status})"

@@ -1,4 +1,5 @@
 """One client (hence one connection) per bookie, created on first use."""
+
 from __future__ import annotations
 
 import asyncio
@@ -18,8 +19,12 @@ class BookiePool:
     """Hands out one BookieClient per bookie id. `resolver(bookie_id)` returns (host, port), or an
     awaitable of it; it is called on every (re)connect so a bookie that moved is followed."""
 
-    def __init__(self, resolver: Resolver = legacy_resolver, config: BookieClientConfig | None = None,
-                 overrides: Mapping[str, BookieClientConfig] | None = None) -> None:
+    def __init__(
+        self,
+        resolver: Resolver = legacy_resolver,
+        config: BookieClientConfig | None = None,
+        overrides: Mapping[str, BookieClientConfig] | None = None,
+    ) -> None:
         self._resolver = resolver
         self.config = config or BookieClientConfig()
         self._overrides = dict(overrides or {})
@@ -57,7 +62,7 @@ class BookiePool:
         clients, self._clients = self._clients, {}
         await asyncio.gather(*(c.close() for c in clients.values()))
 
-    async def __aenter__(self) -> "BookiePool":
+    async def __aenter__(self) -> BookiePool:
         return self
 
     async def __aexit__(self, *exc: Any) -> None:

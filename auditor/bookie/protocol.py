@@ -6,6 +6,7 @@ Framing (spec bookie-protocol.md §1.2): a 4-byte big-endian signed length N, th
 protobuf message (`Request` one way, `Response` the other). `N + 4` may not exceed the frame limit
 (5 MiB by default on bookies; configurable here because bookies can be configured larger).
 """
+
 from __future__ import annotations
 
 import enum
@@ -139,8 +140,9 @@ def read_lac_request(txn_id: int, ledger_id: int) -> Any:
     return req
 
 
-def bookie_info_request(txn_id: int, requested: int = int(BookieInfoFlags.TOTAL_DISK_CAPACITY
-                                                          | BookieInfoFlags.FREE_DISK_SPACE)) -> Any:
+def bookie_info_request(
+    txn_id: int, requested: int = int(BookieInfoFlags.TOTAL_DISK_CAPACITY | BookieInfoFlags.FREE_DISK_SPACE)
+) -> Any:
     """GET_BOOKIE_INFO; `requested=0` is a cheap liveness ping."""
     req = pb.Request()
     _header(req, Op.GET_BOOKIE_INFO, txn_id)
@@ -238,7 +240,7 @@ class FrameDecoder:
                 raise self._failed
             if end - pos - 4 < n:
                 break
-            out.append(bytes(buf[pos + 4:pos + 4 + n]))
+            out.append(bytes(buf[pos + 4 : pos + 4 + n]))
             pos += 4 + n
         if pos:
             del buf[:pos]
@@ -343,8 +345,9 @@ def decode_response(body: bytes) -> Reply:
     if top is not Status.EOK:
         if sub is not None and op is not Op.AUTH and sub_raw != top_raw:
             # Bookies set both to the same value on every error path that has a sub-response.
-            return Reply(h.txnId, op, None, top_raw, sub,
-                         f"status {top.name} but {field} status {sub_raw}: contradictory reply")
+            return Reply(
+                h.txnId, op, None, top_raw, sub, f"status {top.name} but {field} status {sub_raw}: contradictory reply"
+            )
         return Reply(h.txnId, op, top, top_raw, sub)
     if sub is None:
         return Reply(h.txnId, op, None, top_raw, None, f"EOK without {field}")

@@ -9,6 +9,7 @@ Every request ends in exactly one of:
 Only a bookie's own "I don't have it" answer produces ABSENT; no error path ever does. Outcomes are
 values, never exceptions.
 """
+
 from __future__ import annotations
 
 import enum
@@ -43,8 +44,8 @@ class BookieResult:
     bookie_id: str
     outcome: Outcome
     status: Status | None  # effective status if the bookie answered with a known one
-    error: str | None      # why the outcome is UNKNOWN (or a note), None for a clean answer
-    elapsed: float         # seconds from sending (or failing to send) to the outcome
+    error: str | None  # why the outcome is UNKNOWN (or a note), None for a clean answer
+    elapsed: float  # seconds from sending (or failing to send) to the outcome
 
     @property
     def present(self) -> bool:
@@ -63,7 +64,7 @@ class BookieResult:
 class ReadEntryResult(BookieResult):
     ledger_id: int
     entry_id: int
-    body: bytes | None = None   # stored entry bytes (header, digest, payload) when PRESENT
+    body: bytes | None = None  # stored entry bytes (header, digest, payload) when PRESENT
     max_lac: int | None = None  # the bookie's LAC for the ledger, when it sent one
 
     @property
@@ -74,8 +75,9 @@ class ReadEntryResult(BookieResult):
         """Check the body's header ids and digest. Only meaningful when PRESENT."""
         if self.body is None:
             raise ValueError(f"no body to verify: outcome {self.outcome.value}")
-        return verify_entry(self.body, ledger_id=self.ledger_id, entry_id=self.entry_id,
-                            digest_type=digest_type, password=password)
+        return verify_entry(
+            self.body, ledger_id=self.ledger_id, entry_id=self.entry_id, digest_type=digest_type, password=password
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,6 +7,7 @@ answer only ever proves absence of the entries it read, so it can never invent a
 
 Outcomes stay three-valued: a bookie that did not answer is UNKNOWN, never "holds nothing".
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -70,8 +71,15 @@ def sample_entries(expected: StripedSet, budget: int) -> list[int]:
     return sorted(picked)
 
 
-async def _read_answer(ctx: AuditContext, md: LedgerMetadata, bookie: str, expected: StripedSet,
-                       out: LedgerAnswers, stats: RunStats, entries: list[int] | None = None) -> None:
+async def _read_answer(
+    ctx: AuditContext,
+    md: LedgerMetadata,
+    bookie: str,
+    expected: StripedSet,
+    out: LedgerAnswers,
+    stats: RunStats,
+    entries: list[int] | None = None,
+) -> None:
     client = ctx.bookies.client(bookie)
     if entries is None:
         entries = sample_entries(expected, ctx.options.fallback_read_budget)
@@ -100,8 +108,15 @@ async def _read_answer(ctx: AuditContext, md: LedgerMetadata, bookie: str, expec
         out.answers[bookie] = RangeSet.from_ids(r.entry_id for r in results if r.present)
 
 
-async def _list_answer(ctx: AuditContext, md: LedgerMetadata, bookie: str, expected: StripedSet, end: int,
-                       out: LedgerAnswers, stats: RunStats) -> None:
+async def _list_answer(
+    ctx: AuditContext,
+    md: LedgerMetadata,
+    bookie: str,
+    expected: StripedSet,
+    end: int,
+    out: LedgerAnswers,
+    stats: RunStats,
+) -> None:
     client = ctx.bookies.client(bookie)
     # A bookie not yet known to list entries gets a short first try: DbLedgerStorage stays silent.
     probing = client.entry_list_support is Capability.UNKNOWN
@@ -125,19 +140,26 @@ async def _list_answer(ctx: AuditContext, md: LedgerMetadata, bookie: str, expec
         out.errors[bookie] = f"bookie {bookie} sent a malformed entry list for ledger {md.ledger_id}: {exc}"
 
 
-async def gather_answers(ctx: AuditContext, md: LedgerMetadata, end: int, stats: RunStats,
-                         only: Iterable[str] | None = None) -> LedgerAnswers:
+async def gather_answers(
+    ctx: AuditContext, md: LedgerMetadata, end: int, stats: RunStats, only: Iterable[str] | None = None
+) -> LedgerAnswers:
     """One answer per bookie that should hold some entry in [0, end] (or only the bookies named)."""
     expected = expected_by_bookie(md, end)
     wanted = set(only) if only is not None else set(expected)
     out = LedgerAnswers()
-    await asyncio.gather(*(_list_answer(ctx, md, b, expected[b], end, out, stats)
-                           for b in sorted(wanted) if b in expected and expected[b]))
+    await asyncio.gather(
+        *(
+            _list_answer(ctx, md, b, expected[b], end, out, stats)
+            for b in sorted(wanted)
+            if b in expected and expected[b]
+        )
+    )
     return out
 
 
-def fragment_sample(md: LedgerMetadata, bookie: str, expected: StripedSet, end: int, percentage: float,
-                    budget: int) -> list[int]:
+def fragment_sample(
+    md: LedgerMetadata, bookie: str, expected: StripedSet, end: int, percentage: float, budget: int
+) -> list[int]:
     """Java's LedgerChecker choice: the first and last entry this bookie should hold in each segment,
     plus `percentage` of the rest (evenly spaced), within the read budget."""
     picked: set[int] = set()
@@ -153,21 +175,39 @@ def fragment_sample(md: LedgerMetadata, bookie: str, expected: StripedSet, end: 
     return sorted(picked)
 
 
-async def gather_read_answers(ctx: AuditContext, md: LedgerMetadata, end: int, stats: RunStats,
-                              only: Iterable[str] | None = None, percentage: float = 0.0) -> LedgerAnswers:
+async def gather_read_answers(
+    ctx: AuditContext,
+    md: LedgerMetadata,
+    end: int,
+    stats: RunStats,
+    only: Iterable[str] | None = None,
+    percentage: float = 0.0,
+) -> LedgerAnswers:
     """Answers from reads (digests verified): fragment ends plus a sample, per bookie."""
     expected = expected_by_bookie(md, end)
     wanted = set(only) if only is not None else set(expected)
     out = LedgerAnswers()
-    await asyncio.gather(*(
-        _read_answer(ctx, md, b, expected[b], out, stats,
-                     fragment_sample(md, b, expected[b], end, percentage, ctx.options.fallback_read_budget))
-        for b in sorted(wanted) if b in expected and expected[b]))
+    await asyncio.gather(
+        *(
+            _read_answer(
+                ctx,
+                md,
+                b,
+                expected[b],
+                out,
+                stats,
+                fragment_sample(md, b, expected[b], end, percentage, ctx.options.fallback_read_budget),
+            )
+            for b in sorted(wanted)
+            if b in expected and expected[b]
+        )
+    )
     return out
 
 
-async def ledger_end(ctx: AuditContext, md: LedgerMetadata, stats: RunStats,
-                     only: Iterable[str] | None = None) -> LedgerEnd:
+async def ledger_end(
+    ctx: AuditContext, md: LedgerMetadata, stats: RunStats, only: Iterable[str] | None = None
+) -> LedgerEnd:
     """Where the check of `md` stops: closed, its last entry; open, what the last segment's bookies'
     READ_LAC answers prove (`auditor.durability.ledgerend`: bodies that fail verification are evidence
     against their bookie, never an input to the end). `only`: ask just these bookies (a re-check of

@@ -2,12 +2,13 @@
 
 Used by the one-shot command, the daemon and each Spark partition alike.
 """
+
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator
+from typing import Any
 
 from auditor.bookie.client import BookieClientConfig
 from auditor.bookie.pool import BookiePool
@@ -22,8 +23,12 @@ from .context import AuditContext, CheckOptions
 
 log = logging.getLogger("auditor.checks")
 
-_POLICY_KINDS = {"rackaware": "RackawareEnsemblePlacementPolicy", "regionaware": "RegionAwareEnsemblePlacementPolicy",
-                 "zoneaware": "ZoneawareEnsemblePlacementPolicy", "default": "DefaultEnsemblePlacementPolicy"}
+_POLICY_KINDS = {
+    "rackaware": "RackawareEnsemblePlacementPolicy",
+    "regionaware": "RegionAwareEnsemblePlacementPolicy",
+    "zoneaware": "ZoneawareEnsemblePlacementPolicy",
+    "default": "DefaultEnsemblePlacementPolicy",
+}
 
 
 def placement_policy(settings: Settings) -> PlacementPolicy | None:
@@ -31,14 +36,18 @@ def placement_policy(settings: Settings) -> PlacementPolicy | None:
     kind = PolicyKind.parse(_POLICY_KINDS[p.policy])
     if p.policy == "default":
         return None  # the default (random) policy promises nothing to check
-    return PlacementPolicy(kind=kind, min_num_racks_per_write_quorum=p.min_racks_per_write_quorum,
-                           enforce_min_num_racks_per_write_quorum=p.enforce_min_racks_per_write_quorum,
-                           minimum_regions_for_durability=p.min_regions_for_durability,
-                           min_num_zones_per_write_quorum=p.min_zones_per_write_quorum,
-                           desired_num_zones_per_write_quorum=p.desired_zones_per_write_quorum,
-                           enforce_strict_zoneaware_placement=p.enforce_strict_zoneaware_placement,
-                           default_location=None if kind is PolicyKind.RACK_AWARE and
-                           settings.racks.default_rack == "/default-rack" else settings.racks.default_rack)
+    return PlacementPolicy(
+        kind=kind,
+        min_num_racks_per_write_quorum=p.min_racks_per_write_quorum,
+        enforce_min_num_racks_per_write_quorum=p.enforce_min_racks_per_write_quorum,
+        minimum_regions_for_durability=p.min_regions_for_durability,
+        min_num_zones_per_write_quorum=p.min_zones_per_write_quorum,
+        desired_num_zones_per_write_quorum=p.desired_zones_per_write_quorum,
+        enforce_strict_zoneaware_placement=p.enforce_strict_zoneaware_placement,
+        default_location=None
+        if kind is PolicyKind.RACK_AWARE and settings.racks.default_rack == "/default-rack"
+        else settings.racks.default_rack,
+    )
 
 
 def check_options(settings: Settings, *, one_shot: bool = False) -> CheckOptions:
@@ -46,20 +55,28 @@ def check_options(settings: Settings, *, one_shot: bool = False) -> CheckOptions
     if one_shot:
         # A one-shot run should finish in seconds, not wait out the daemon's minutes-long delays.
         delays = tuple(min(d, 3.0) for d in delays) or (2.0,)
-    return CheckOptions(max_concurrent_ledgers=settings.max_concurrent_ledgers, recheck_delays=delays,
-                        underreplicated_grace_period=settings.under_replication.grace_seconds,
-                        verification_percentage=settings.ledger_check.verification_percentage,
-                        placement=placement_policy(settings))
+    return CheckOptions(
+        max_concurrent_ledgers=settings.max_concurrent_ledgers,
+        recheck_delays=delays,
+        underreplicated_grace_period=settings.under_replication.grace_seconds,
+        verification_percentage=settings.ledger_check.verification_percentage,
+        placement=placement_policy(settings),
+    )
 
 
 def bookie_config(settings: Settings) -> BookieClientConfig:
     b = settings.bookie_client
     t = b.timeout_seconds
     # The probes must never outlast the operator's timeout: a silent bookie costs at most ~2 timeouts.
-    return BookieClientConfig(request_timeout=t, connect_timeout=b.connect_timeout_seconds,
-                              max_in_flight=b.max_in_flight, rate_limit=b.requests_per_second or None,
-                              max_frame_size=b.max_frame_bytes, liveness_timeout=min(2.0, t),
-                              entry_list_probe_timeout=min(1.0, t))
+    return BookieClientConfig(
+        request_timeout=t,
+        connect_timeout=b.connect_timeout_seconds,
+        max_in_flight=b.max_in_flight,
+        rate_limit=b.requests_per_second or None,
+        max_frame_size=b.max_frame_bytes,
+        liveness_timeout=min(2.0, t),
+        entry_list_probe_timeout=min(1.0, t),
+    )
 
 
 class Locations:
@@ -70,8 +87,9 @@ class Locations:
     `finding()` reports it as `metadata_unreadable`, every other check goes on, and the next `refresh()`
     tries again."""
 
-    def __init__(self, resolver: RackResolver | None,
-                 rebuild: Callable[[], Awaitable[RackResolver | None]] | None = None) -> None:
+    def __init__(
+        self, resolver: RackResolver | None, rebuild: Callable[[], Awaitable[RackResolver | None]] | None = None
+    ) -> None:
         self._resolver = resolver
         self._rebuild = rebuild
         self._cache: dict[str, str | None] = {}
@@ -103,9 +121,13 @@ class Locations:
         """While rack data is unusable: the `metadata_unreadable` finding that says so (no ledger)."""
         if self.problem is None:
             return None
-        return Finding.of(Category.METADATA_UNREADABLE,
-                          f"rack information unusable, placement is not checked: {self.problem}",
-                          method=Method.METADATA, confirmed=True, detail={"problem": self.problem})
+        return Finding.of(
+            Category.METADATA_UNREADABLE,
+            f"rack information unusable, placement is not checked: {self.problem}",
+            method=Method.METADATA,
+            confirmed=True,
+            detail={"problem": self.problem},
+        )
 
     async def __call__(self, bookie_ids: Iterable[str]) -> Mapping[str, str | None]:
         ids = set(bookie_ids)
@@ -135,22 +157,25 @@ async def rack_resolver(settings: Settings, store: ZooKeeperMetadataStore) -> Ra
         return load_rack_file(r.file, default_rack=r.default_rack, host_of=host_of)
     if r.source == "script":
         assert r.script is not None
-        return ScriptRackResolver(r.script, default_rack=r.default_rack, host_of=host_of,
-                                  max_args=r.script_max_args)
+        return ScriptRackResolver(r.script, default_rack=r.default_rack, host_of=host_of, max_args=r.script_max_args)
     return await pulsar_racks(store, path=r.pulsar_path, default_rack=r.default_rack)
 
 
 @asynccontextmanager
-async def audit_context(settings: Settings, *, one_shot: bool = False, **overrides: Any
-                        ) -> AsyncIterator[tuple[AuditContext, Locations]]:
-    store = await ZooKeeperMetadataStore.connect(settings.metadata_location(),
-                                                 max_in_flight=settings.zookeeper.max_concurrent_reads,
-                                                 reads_per_second=settings.zookeeper.reads_per_second or None)
+async def audit_context(
+    settings: Settings, *, one_shot: bool = False, **overrides: Any
+) -> AsyncIterator[tuple[AuditContext, Locations]]:
+    store = await ZooKeeperMetadataStore.connect(
+        settings.metadata_location(),
+        max_in_flight=settings.zookeeper.max_concurrent_reads,
+        reads_per_second=settings.zookeeper.reads_per_second or None,
+    )
     pool = BookiePool(store.address_resolver(), bookie_config(settings))
     try:
         options = check_options(settings, one_shot=one_shot)
         if overrides:
             from dataclasses import replace
+
             options = replace(options, **overrides)
         rebuild = lambda: rack_resolver(settings, store)  # noqa: E731
         if settings.racks.source in ("file", "script"):
@@ -162,8 +187,9 @@ async def audit_context(settings: Settings, *, one_shot: bool = False, **overrid
             locations = Locations(None, rebuild)
             await locations.refresh()
         if not locations.available and locations.problem is None and options.placement is not None:
-            log.warning("no rack information (racks.source=%s found nothing): placement is not checked",
-                        settings.racks.source)
+            log.warning(
+                "no rack information (racks.source=%s found nothing): placement is not checked", settings.racks.source
+            )
         yield AuditContext(store, pool, options), locations
     finally:
         await pool.close()

@@ -1,4 +1,5 @@
 """What a check needs to run: the metadata store, the bookie clients, the options, and run counters."""
+
 from __future__ import annotations
 
 import time
@@ -55,13 +56,19 @@ class RunStats:
         return (self.finished or time.time()) - self.started
 
     def as_dict(self) -> dict[str, Any]:
-        return {"check": self.check, "durationSeconds": round(self.duration, 3),
-                "ledgersSeen": self.ledgers_seen, "ledgersChecked": self.ledgers_checked,
-                "ledgersSkipped": dict(self.ledgers_skipped), "ledgersRechecked": self.ledgers_rechecked,
-                "metadataUnreadable": self.metadata_unreadable,
-                "bookieRequests": sum(self.bookie_requests.values()),
-                "bookieRequestsByBookie": dict(self.bookie_requests),
-                "bookieUnknownByBookie": dict(self.bookie_unknown), "reanalysed": self.reanalysed}
+        return {
+            "check": self.check,
+            "durationSeconds": round(self.duration, 3),
+            "ledgersSeen": self.ledgers_seen,
+            "ledgersChecked": self.ledgers_checked,
+            "ledgersSkipped": dict(self.ledgers_skipped),
+            "ledgersRechecked": self.ledgers_rechecked,
+            "metadataUnreadable": self.metadata_unreadable,
+            "bookieRequests": sum(self.bookie_requests.values()),
+            "bookieRequestsByBookie": dict(self.bookie_requests),
+            "bookieUnknownByBookie": dict(self.bookie_unknown),
+            "reanalysed": self.reanalysed,
+        }
 
 
 @dataclass

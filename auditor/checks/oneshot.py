@@ -3,13 +3,13 @@
 Findings go to stdout (a table, or JSON: one object per finding, then a summary object); logs go to
 stderr. A progress bar is shown on a terminal and nothing on a pipe.
 """
+
 from __future__ import annotations
 
 import json
 import sys
-from collections import Counter
 import time
-from collections.abc import Callable
+from collections import Counter
 from typing import Any, TextIO
 
 from auditor.config import Settings
@@ -26,8 +26,14 @@ log = get_logger("auditor.check")
 # scrutiny: closed ledgers: placement, every entry on its WQ bookies, markers
 # ledger: all ledgers: read first/last (+ a sample) of each fragment, verify digests
 # open: open ledgers: would a recovery now truncate acknowledged entries?
-ALIASES = {"replicas": "scrutiny", "placement": "scrutiny", "ledgers": "ledger", "checkallledgers": "ledger",
-           "open-ledgers": "open", "truncation": "open"}
+ALIASES = {
+    "replicas": "scrutiny",
+    "placement": "scrutiny",
+    "ledgers": "ledger",
+    "checkallledgers": "ledger",
+    "open-ledgers": "open",
+    "truncation": "open",
+}
 
 
 def resolve_checks(names: list[str]) -> list[str]:
@@ -52,12 +58,19 @@ class _Bar:
         self._tasks: dict[str, Any] = {}
         if self.enabled:
             from rich.console import Console
-            from rich.progress import BarColumn, Progress as RichProgress, TextColumn, TimeElapsedColumn
-            self._progress = RichProgress(TextColumn("{task.description}"), BarColumn(),
-                                          TextColumn("{task.completed} ledgers"), TimeElapsedColumn(),
-                                          console=Console(file=stream), transient=True)
+            from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
+            from rich.progress import Progress as RichProgress
 
-    def __enter__(self) -> "_Bar":
+            self._progress = RichProgress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                TextColumn("{task.completed} ledgers"),
+                TimeElapsedColumn(),
+                console=Console(file=stream),
+                transient=True,
+            )
+
+    def __enter__(self) -> _Bar:
         if self._progress:
             self._progress.start()
         return self
@@ -85,12 +98,22 @@ def print_table(findings: list[Finding], summary: FindingSummary, runs: list[dic
         table = Table(title=f"{len(findings)} finding(s)", show_lines=False)
         for col in ("severity", "category", "ledger", "bookie", "entries", "detail"):
             table.add_column(col, overflow="fold")
-        for f in sorted(findings, key=lambda f: (f.severity.rank, f.category.value,
-                                                 f.ledger.qualified_name if f.ledger else "")):
-            entries = f"{f.affected_count} [{f.affected_ranges}]" if f.affected_count else (
-                str(f.entry_id) if f.entry_id is not None else "")
-            table.add_row(f.severity.value, f.category.value, str(f.ledger) if f.ledger else "",
-                          f.bookie or "", entries, f.message)
+        for f in sorted(
+            findings, key=lambda f: (f.severity.rank, f.category.value, f.ledger.qualified_name if f.ledger else "")
+        ):
+            entries = (
+                f"{f.affected_count} [{f.affected_ranges}]"
+                if f.affected_count
+                else (str(f.entry_id) if f.entry_id is not None else "")
+            )
+            table.add_row(
+                f.severity.value,
+                f.category.value,
+                str(f.ledger) if f.ledger else "",
+                f.bookie or "",
+                entries,
+                f.message,
+            )
         console.print(table)
     else:
         console.print("no findings: every checked ledger is healthy")
@@ -98,14 +121,17 @@ def print_table(findings: list[Finding], summary: FindingSummary, runs: list[dic
         kinds = ", ".join(f"{c}: {n}" for c, n in sorted(Counter(f.category.value for f in info).items()))
         console.print(f"{len(info)} informational finding(s) not shown ({kinds}); --format json lists them")
     for r in runs:
-        console.print(f"{r['check']}: {r['ledgersChecked']} ledgers checked "
-                      f"({r['ledgersSeen']} seen, skipped {r['ledgersSkipped'] or 'none'}), "
-                      f"{r['ledgersRechecked']} re-checked, {r['bookieRequests']} bookie requests, "
-                      f"{r['durationSeconds']}s")
+        console.print(
+            f"{r['check']}: {r['ledgersChecked']} ledgers checked "
+            f"({r['ledgersSeen']} seen, skipped {r['ledgersSkipped'] or 'none'}), "
+            f"{r['ledgersRechecked']} re-checked, {r['bookieRequests']} bookie requests, "
+            f"{r['durationSeconds']}s"
+        )
 
 
-async def main(settings: Settings, checks: list[str], fmt: str, *, out: TextIO | None = None,
-               err: TextIO | None = None) -> int:
+async def main(
+    settings: Settings, checks: list[str], fmt: str, *, out: TextIO | None = None, err: TextIO | None = None
+) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
     try:
@@ -141,8 +167,12 @@ async def main(settings: Settings, checks: list[str], fmt: str, *, out: TextIO |
     if fmt == "json":
         for f in findings:
             out.write(f.to_json() + "\n")
-        out.write(json.dumps({"summary": {**summary.as_dict(), "checks": runs,
-                                          "durationSeconds": round(time.time() - started, 3)}}) + "\n")
+        out.write(
+            json.dumps(
+                {"summary": {**summary.as_dict(), "checks": runs, "durationSeconds": round(time.time() - started, 3)}}
+            )
+            + "\n"
+        )
     else:
         print_table(findings, summary, runs, out)
     out.flush()

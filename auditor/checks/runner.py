@@ -5,6 +5,7 @@ The scan streams ledger metadata one leaf directory at a time and keeps at most
 answer) goes to the delayed re-check queue; the scan never waits for it. `drain_rechecks` then works
 the queue until every suspect ledger was either settled or ran out of attempts.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -41,8 +42,7 @@ class LedgerOutcome:
 class LedgerCheck(Protocol):
     name: str
 
-    async def check(self, record: LedgerRecord, stats: RunStats, attempt: int, last_attempt: bool
-                    ) -> LedgerOutcome: ...
+    async def check(self, record: LedgerRecord, stats: RunStats, attempt: int, last_attempt: bool) -> LedgerOutcome: ...
 
 
 FindingSink = Callable[[Finding], Awaitable[None] | None]
@@ -74,10 +74,14 @@ ProgressSink = Callable[[Progress], None]
 
 
 def unreadable_finding(corrupt: CorruptLedger) -> Finding:
-    return Finding.of(Category.METADATA_UNREADABLE,
-                      f"ledger metadata at {corrupt.path} cannot be parsed: {corrupt.problem}",
-                      ledger=corrupt.ledger_id, method=Method.METADATA, confirmed=True,
-                      detail={"path": corrupt.path, "problem": corrupt.problem})
+    return Finding.of(
+        Category.METADATA_UNREADABLE,
+        f"ledger metadata at {corrupt.path} cannot be parsed: {corrupt.problem}",
+        ledger=corrupt.ledger_id,
+        method=Method.METADATA,
+        confirmed=True,
+        detail={"path": corrupt.path, "problem": corrupt.problem},
+    )
 
 
 async def _emit(sink: FindingSink, finding: Finding) -> None:
@@ -89,9 +93,15 @@ async def _emit(sink: FindingSink, finding: Finding) -> None:
 class CheckRun:
     """One pass of one check over a set of ledgers."""
 
-    def __init__(self, ctx: AuditContext, check: LedgerCheck, sink: FindingSink,
-                 queue: RecheckQueue[LedgerId] | None = None, progress: ProgressSink | None = None,
-                 gate: Callable[[], Awaitable[None]] | None = None) -> None:
+    def __init__(
+        self,
+        ctx: AuditContext,
+        check: LedgerCheck,
+        sink: FindingSink,
+        queue: RecheckQueue[LedgerId] | None = None,
+        progress: ProgressSink | None = None,
+        gate: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
         self.ctx = ctx
         self._gate = gate  # awaited before each ledger: pause, time-of-day windows
         # Highest ledger id such that it and every ledger before it in this scan are finished: a new
@@ -130,11 +140,20 @@ class CheckRun:
             if not self.queue.submit(lid, lid, attempt + 1):
                 log.warning("re-check attempts exhausted", ledgerId=lid.ledger, check=self.check.name)
             else:
-                log.info("ledger suspect, re-check queued", ledgerId=lid.ledger, check=self.check.name,
-                         attempt=attempt + 1, unknownBookies=outcome.unknown_bookies)
+                log.info(
+                    "ledger suspect, re-check queued",
+                    ledgerId=lid.ledger,
+                    check=self.check.name,
+                    attempt=attempt + 1,
+                    unknownBookies=outcome.unknown_bookies,
+                )
 
-    async def scan(self, start: LedgerId | None = None, end: LedgerId | None = None,
-                   records: AsyncIterator[list[LedgerRecord | CorruptLedger]] | None = None) -> RunStats:
+    async def scan(
+        self,
+        start: LedgerId | None = None,
+        end: LedgerId | None = None,
+        records: AsyncIterator[list[LedgerRecord | CorruptLedger]] | None = None,
+    ) -> RunStats:
         """Check every ledger in [start, end) once (re-checks are queued, not awaited)."""
         limit = asyncio.Semaphore(self.ctx.options.max_concurrent_ledgers)
         tasks: set[asyncio.Task[None]] = set()

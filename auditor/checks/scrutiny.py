@@ -18,6 +18,7 @@ Unknown answers send the ledger to the delayed re-check queue. Before anything i
 and the metadata are read again (a changed ledger is analysed again instead of reported) and the
 bookies with gaps are asked again, so only a fault seen twice is reported.
 """
+
 from __future__ import annotations
 
 import time
@@ -47,13 +48,22 @@ def corrupt_findings(md: LedgerMetadata, answers: LedgerAnswers) -> list[Finding
     out = []
     for c in answers.corrupt:
         problems = ", ".join(p.value for p in c.verification.problems)
-        out.append(Finding.of(
-            Category.DIGEST_MISMATCH,
-            f"ledger {md.ledger_id}: entry {c.entry_id} on bookie {c.bookie} fails verification ({problems})",
-            metadata=md, bookie=c.bookie, entry_id=c.entry_id, method=Method.READ,
-            detail={"problems": [p.value for p in c.verification.problems], "why": c.verification.detail,
+        out.append(
+            Finding.of(
+                Category.DIGEST_MISMATCH,
+                f"ledger {md.ledger_id}: entry {c.entry_id} on bookie {c.bookie} fails verification ({problems})",
+                metadata=md,
+                bookie=c.bookie,
+                entry_id=c.entry_id,
+                method=Method.READ,
+                detail={
+                    "problems": [p.value for p in c.verification.problems],
+                    "why": c.verification.detail,
                     "storedDigest": (c.verification.stored_digest or b"").hex(),
-                    "computedDigest": (c.verification.computed_digest or b"").hex()}))
+                    "computedDigest": (c.verification.computed_digest or b"").hex(),
+                },
+            )
+        )
     return out
 
 
@@ -80,9 +90,15 @@ class CoverageCheck:
     async def ask(self, md: LedgerMetadata, end: int, stats: RunStats, only: Iterable[str] | None) -> LedgerAnswers:
         return await gather_answers(self.ctx, md, end, stats, only=only)
 
-    async def _scrutinize(self, md: LedgerMetadata, end: int, marker: MarkerRecord | None, stats: RunStats,
-                          only: Iterable[str] | None = None, previous: LedgerAnswers | None = None
-                          ) -> tuple[verdicts.LedgerScrutiny, LedgerAnswers]:
+    async def _scrutinize(
+        self,
+        md: LedgerMetadata,
+        end: int,
+        marker: MarkerRecord | None,
+        stats: RunStats,
+        only: Iterable[str] | None = None,
+        previous: LedgerAnswers | None = None,
+    ) -> tuple[verdicts.LedgerScrutiny, LedgerAnswers]:
         opts = self.ctx.options
         answers = LedgerAnswers()
         if marker is None:
@@ -93,25 +109,38 @@ class CoverageCheck:
                     answers.methods.setdefault(b, previous.methods.get(b, ""))
         policy, locations = await self._placement(md)
         result = verdicts.scrutinize_ledger(
-            md, answers.answers if marker is None else None, end=end, policy=policy, locations=locations,
-            marked_underreplicated=marker is not None, marker_ctime_ms=marker.ctime if marker else None,
+            md,
+            answers.answers if marker is None else None,
+            end=end,
+            policy=policy,
+            locations=locations,
+            marked_underreplicated=marker is not None,
+            marker_ctime_ms=marker.ctime if marker else None,
             missing_replicas=marker.replicas if marker else (),
-            grace_period_s=int(opts.underreplicated_grace_period), now_ms=int(time.time() * 1000),
-            method=method_of(answers), text_limit=opts.text_limit)
+            grace_period_s=int(opts.underreplicated_grace_period),
+            now_ms=int(time.time() * 1000),
+            method=method_of(answers),
+            text_limit=opts.text_limit,
+        )
         return result, answers
 
     async def _placement(self, md: LedgerMetadata) -> tuple[object | None, Mapping[str, str | None]]:
         """The policy to judge (None: this check does not, or there is no rack information) and racks."""
-        if not (self.use_placement and self.ctx.options.placement is not None and self._locations is not None
-                and getattr(self._locations, "available", True)):
+        if not (
+            self.use_placement
+            and self.ctx.options.placement is not None
+            and self._locations is not None
+            and getattr(self._locations, "available", True)
+        ):
             return None, {}
         racks = await self._locations(md.bookies)
         if not getattr(self._locations, "available", True):
             return None, {}  # the rack data just turned out unusable: placement is not judged
         return self.ctx.options.placement, racks
 
-    def _reportable(self, result: verdicts.LedgerScrutiny, answers: LedgerAnswers, md: LedgerMetadata,
-                    include_pending: bool) -> list[Finding]:
+    def _reportable(
+        self, result: verdicts.LedgerScrutiny, answers: LedgerAnswers, md: LedgerMetadata, include_pending: bool
+    ) -> list[Finding]:
         found = list(result.findings) + (list(result.pending) if include_pending else [])
         found += corrupt_findings(md, answers)
         list_only = all(m == Method.ENTRY_LIST.value for m in answers.methods.values())
@@ -140,8 +169,10 @@ class CoverageCheck:
                 return LedgerOutcome(skipped="underreplicated")
             if result.disposition is verdicts.Disposition.RECHECK and not last_attempt:
                 # Report nothing yet, not even metadata-only findings: the re-check reports them all.
-                return LedgerOutcome(suspect=True, unknown_bookies={b: answers.errors.get(b, "no answer")
-                                                                    for b in result.recheck_bookies})
+                return LedgerOutcome(
+                    suspect=True,
+                    unknown_bookies={b: answers.errors.get(b, "no answer") for b in result.recheck_bookies},
+                )
             first = self._reportable(result, answers, md, include_pending=last_attempt) + lac_findings(md, where)
             unreachable = await self._unreachable(result, answers, md, attempt) if last_attempt else []
             if not first and not unreachable:
@@ -161,8 +192,9 @@ class CoverageCheck:
             gaps = {g.bookie for g in result.coverage.gaps} if result.coverage else set()
             gaps |= {c.bookie for c in answers.corrupt}
             if gaps:
-                second_result, second_answers = await self._scrutinize(md, end, marker, stats, only=gaps,
-                                                                       previous=answers)
+                second_result, second_answers = await self._scrutinize(
+                    md, end, marker, stats, only=gaps, previous=answers
+                )
             second = self._reportable(second_result, second_answers, md, include_pending=last_attempt)
             if where.rejected:  # ask the bookies whose READ_LAC answer was rejected again
                 again = await ledger_end(self.ctx, md, stats, only=where.suspect_bookies)
@@ -179,20 +211,29 @@ class CoverageCheck:
         if not self.wants(md):
             return LedgerOutcome(skipped=md.state.name.lower())
         policy, locations = await self._placement(md)
-        result = verdicts.scrutinize_ledger(md, None, policy=policy, locations=locations,
-                                            text_limit=self.ctx.options.text_limit)
-        return LedgerOutcome(findings=[f.confirm() for f in result.findings],
-                             skipped="scoped: entries not checkable over the v3 protocol")
+        result = verdicts.scrutinize_ledger(
+            md, None, policy=policy, locations=locations, text_limit=self.ctx.options.text_limit
+        )
+        return LedgerOutcome(
+            findings=[f.confirm() for f in result.findings],
+            skipped="scoped: entries not checkable over the v3 protocol",
+        )
 
-    async def _unreachable(self, result: verdicts.LedgerScrutiny, answers: LedgerAnswers, md: LedgerMetadata,
-                           attempt: int) -> list[Finding]:
+    async def _unreachable(
+        self, result: verdicts.LedgerScrutiny, answers: LedgerAnswers, md: LedgerMetadata, attempt: int
+    ) -> list[Finding]:
         if not result.recheck_bookies:
             return []
         regs = await self.ctx.store.registrations()
         out = []
         for b in result.recheck_bookies:
-            f = verdicts.unreachable_bookie_finding(b, registered=b in regs.available, attempts=attempt + 1,
-                                                    ledgers=[md.ledger_id], error=answers.errors.get(b, ""))
+            f = verdicts.unreachable_bookie_finding(
+                b,
+                registered=b in regs.available,
+                attempts=attempt + 1,
+                ledgers=[md.ledger_id],
+                error=answers.errors.get(b, ""),
+            )
             if f is not None:
                 out.append(f.confirm())
         return out
@@ -218,8 +259,9 @@ class LedgerReadCheck(CoverageCheck):
         return await ledger_end(self.ctx, md, stats)
 
     async def ask(self, md: LedgerMetadata, end: int, stats: RunStats, only: Iterable[str] | None) -> LedgerAnswers:
-        return await gather_read_answers(self.ctx, md, end, stats, only=only,
-                                         percentage=self.ctx.options.verification_percentage)
+        return await gather_read_answers(
+            self.ctx, md, end, stats, only=only, percentage=self.ctx.options.verification_percentage
+        )
 
 
 class OpenLedgerCheck(CoverageCheck):
@@ -235,5 +277,4 @@ class OpenLedgerCheck(CoverageCheck):
 
 
 # The checks by the names the CLI, the admin API's trigger and the metrics use.
-CHECKS: dict[str, type[CoverageCheck]] = {"scrutiny": ScrutinyCheck, "ledger": LedgerReadCheck,
-                                          "open": OpenLedgerCheck}
+CHECKS: dict[str, type[CoverageCheck]] = {"scrutiny": ScrutinyCheck, "ledger": LedgerReadCheck, "open": OpenLedgerCheck}

@@ -13,6 +13,7 @@ Health service names (grpc.health.v1):
 * ``          - overall: mirrors readiness.
 All flip to NOT_SERVING when `stop()` begins.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -50,6 +51,7 @@ NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 
 # ------------------------------------------------------------------------------------------ errors
 
+
 class AdminError(Exception):
     """Base of the errors a backend raises on purpose; each maps to one gRPC status."""
 
@@ -86,6 +88,7 @@ class NotSupportedError(AdminError):
 
 # ------------------------------------------------------------------------------------------ data
 
+
 @dataclass(frozen=True, slots=True)
 class StatusSnapshot:
     identity: str
@@ -100,7 +103,7 @@ class StatusSnapshot:
     started_at: float
     leader_since: float | None = None
     version: str = __version__
-    leadership: str = "standby"     # leader | unconfirmed | standby (state.Leadership.status)
+    leadership: str = "standby"  # leader | unconfirmed | standby (state.Leadership.status)
     vote_path: str | None = None
 
 
@@ -116,7 +119,7 @@ class BookieCopies:
 
     bookie: str
     ensemble_index: int
-    status: str                      # ok | missing | unreachable | not_checked | error
+    status: str  # ok | missing | unreachable | not_checked | error
     expected_entries: int = 0
     present_entries: int | None = None
     missing: Any = ()
@@ -149,8 +152,9 @@ class AdminBackend(Protocol):
 
     def status(self) -> StatusSnapshot: ...
 
-    def query_findings(self, *, category: str | None, ledger: LedgerId | None, bookie: str | None,
-                       include_resolved: bool) -> list[FindingRecord]: ...
+    def query_findings(
+        self, *, category: str | None, ledger: LedgerId | None, bookie: str | None, include_resolved: bool
+    ) -> list[FindingRecord]: ...
 
     async def trigger(self, check: str) -> TriggerResult: ...
 
@@ -169,8 +173,14 @@ class StateBackend:
     """AdminBackend over a DaemonState. `trigger` runs only on the leader (standbys raise NotLeaderError)
     and only for tasks on the board; `explain` works on any replica."""
 
-    def __init__(self, state: DaemonState, *, trigger: TriggerFn | None = None, explain: ExplainFn | None = None,
-                 version: str = __version__) -> None:
+    def __init__(
+        self,
+        state: DaemonState,
+        *,
+        trigger: TriggerFn | None = None,
+        explain: ExplainFn | None = None,
+        version: str = __version__,
+    ) -> None:
         self.state = state
         self._trigger = trigger
         self._explain = explain
@@ -182,16 +192,33 @@ class StateBackend:
         assert lead is not None
         confirmed = lead.confirmed
         return StatusSnapshot(
-            identity=s.identity, is_leader=confirmed, leader=lead.leader if confirmed or not lead.is_leader else None,
-            paused=s.pause.paused, pause_reason=s.pause.reason, paused_since=s.pause.since, tasks=s.tasks.snapshot(),
-            recheck_queue_depth=s.recheck_depth(), finding_counts=s.findings.counts(), started_at=s.started_at,
-            leader_since=lead.since if lead.is_leader else None, version=self.version,
-            leadership=lead.status, vote_path=lead.vote_path)
+            identity=s.identity,
+            is_leader=confirmed,
+            leader=lead.leader if confirmed or not lead.is_leader else None,
+            paused=s.pause.paused,
+            pause_reason=s.pause.reason,
+            paused_since=s.pause.since,
+            tasks=s.tasks.snapshot(),
+            recheck_queue_depth=s.recheck_depth(),
+            finding_counts=s.findings.counts(),
+            started_at=s.started_at,
+            leader_since=lead.since if lead.is_leader else None,
+            version=self.version,
+            leadership=lead.status,
+            vote_path=lead.vote_path,
+        )
 
-    def query_findings(self, *, category: str | None = None, ledger: LedgerId | None = None,
-                       bookie: str | None = None, include_resolved: bool = False) -> list[FindingRecord]:
-        return self.state.findings.query(category=category, ledger=ledger, bookie=bookie,
-                                         include_resolved=include_resolved)
+    def query_findings(
+        self,
+        *,
+        category: str | None = None,
+        ledger: LedgerId | None = None,
+        bookie: str | None = None,
+        include_resolved: bool = False,
+    ) -> list[FindingRecord]:
+        return self.state.findings.query(
+            category=category, ledger=ledger, bookie=bookie, include_resolved=include_resolved
+        )
 
     async def trigger(self, check: str) -> TriggerResult:
         if check not in self.state.tasks:
@@ -226,11 +253,30 @@ class StateBackend:
 
 # ------------------------------------------------------------------------------------------ conversion
 
+
 def task_to_pb(t: TaskInfo) -> pb.TaskStatus:
-    msg = pb.TaskStatus(name=t.name, state=str(t.state), last_error=t.last_error or "", done=t.done,
-                        cursor=t.cursor or "", runs=t.runs, failures=t.failures, restarts=t.restarts)
-    for name in ("interval_seconds", "last_start", "last_finish", "last_success", "last_error_at", "total",
-                 "eta_seconds", "rate_per_second", "next_run", "restart_at"):
+    msg = pb.TaskStatus(
+        name=t.name,
+        state=str(t.state),
+        last_error=t.last_error or "",
+        done=t.done,
+        cursor=t.cursor or "",
+        runs=t.runs,
+        failures=t.failures,
+        restarts=t.restarts,
+    )
+    for name in (
+        "interval_seconds",
+        "last_start",
+        "last_finish",
+        "last_success",
+        "last_error_at",
+        "total",
+        "eta_seconds",
+        "rate_per_second",
+        "next_run",
+        "restart_at",
+    ):
         value = getattr(t, name)
         if value is not None:
             setattr(msg, name, value)
@@ -238,11 +284,20 @@ def task_to_pb(t: TaskInfo) -> pb.TaskStatus:
 
 
 def status_to_pb(s: StatusSnapshot) -> pb.StatusResponse:
-    msg = pb.StatusResponse(identity=s.identity, leader=s.is_leader, leader_identity=s.leader or "",
-                            paused=s.paused, pause_reason=s.pause_reason, tasks=[task_to_pb(t) for t in s.tasks],
-                            recheck_queue_depth=s.recheck_queue_depth, finding_counts=dict(s.finding_counts),
-                            version=s.version, started_at=s.started_at, leadership=s.leadership,
-                            vote_path=s.vote_path or "")
+    msg = pb.StatusResponse(
+        identity=s.identity,
+        leader=s.is_leader,
+        leader_identity=s.leader or "",
+        paused=s.paused,
+        pause_reason=s.pause_reason,
+        tasks=[task_to_pb(t) for t in s.tasks],
+        recheck_queue_depth=s.recheck_queue_depth,
+        finding_counts=dict(s.finding_counts),
+        version=s.version,
+        started_at=s.started_at,
+        leadership=s.leadership,
+        vote_path=s.vote_path or "",
+    )
     if s.paused_since is not None:
         msg.paused_since = s.paused_since
     if s.leader_since is not None:
@@ -259,13 +314,21 @@ def _key_text(key: Any) -> str:
 def finding_to_pb(rec: FindingRecord) -> pb.Finding:
     f = rec.finding
     ledger: LedgerId | None = f.ledger
-    msg = pb.Finding(category=rec.category, severity=rec.severity, message=str(getattr(f, "message", "")),
-                     ledger_id=str(ledger) if ledger is not None else "",
-                     qualified_name=ledger.qualified_name if ledger is not None else "",
-                     bookie_id=f.bookie or "", confirmed=bool(f.confirmed), dedup_key=_key_text(rec.key),
-                     check=rec.check or "", first_seen=rec.first_seen, last_seen=rec.last_seen,
-                     times_seen=rec.times_seen,
-                     fields_json=json.dumps(f.to_log_dict(), default=str, sort_keys=True))
+    msg = pb.Finding(
+        category=rec.category,
+        severity=rec.severity,
+        message=str(getattr(f, "message", "")),
+        ledger_id=str(ledger) if ledger is not None else "",
+        qualified_name=ledger.qualified_name if ledger is not None else "",
+        bookie_id=f.bookie or "",
+        confirmed=bool(f.confirmed),
+        dedup_key=_key_text(rec.key),
+        check=rec.check or "",
+        first_seen=rec.first_seen,
+        last_seen=rec.last_seen,
+        times_seen=rec.times_seen,
+        fields_json=json.dumps(f.to_log_dict(), default=str, sort_keys=True),
+    )
     if rec.resolved_at is not None:
         msg.resolved_at = rec.resolved_at
     return msg
@@ -288,12 +351,18 @@ def _custom_text(value: bytes | str) -> str:
 
 def metadata_to_pb(md: Any) -> pb.LedgerMetadataView:
     msg = pb.LedgerMetadataView(
-        ledger_id=str(md.ledger_id), qualified_name=md.ledger_id.qualified_name, state=md.state.name,
-        ensemble_size=md.ensemble_size, write_quorum=md.write_quorum, ack_quorum=md.ack_quorum,
-        last_entry_id=md.last_entry_id, length=md.length,
+        ledger_id=str(md.ledger_id),
+        qualified_name=md.ledger_id.qualified_name,
+        state=md.state.name,
+        ensemble_size=md.ensemble_size,
+        write_quorum=md.write_quorum,
+        ack_quorum=md.ack_quorum,
+        last_entry_id=md.last_entry_id,
+        length=md.length,
         digest_type=md.digest_type.name if md.digest_type is not None else "",
         custom_metadata={k: _custom_text(v) for k, v in md.custom_metadata.items()},
-        format_version=md.format_version)
+        format_version=md.format_version,
+    )
     if md.ctime is not None:
         msg.ctime = md.ctime
     if md.version is not None:
@@ -302,25 +371,37 @@ def metadata_to_pb(md: Any) -> pb.LedgerMetadataView:
 
 
 def explanation_to_pb(e: LedgerExplanation, findings: Iterable[FindingRecord]) -> pb.ExplainLedgerResponse:
-    msg = pb.ExplainLedgerResponse(under_replicated=e.under_replicated, notes=list(e.notes),
-                                   findings=[finding_to_pb(r) for r in findings])
+    msg = pb.ExplainLedgerResponse(
+        under_replicated=e.under_replicated, notes=list(e.notes), findings=[finding_to_pb(r) for r in findings]
+    )
     if e.metadata is not None:
         msg.metadata.CopyFrom(metadata_to_pb(e.metadata))
     for seg in e.segments:
-        s = msg.segments.add(index=seg.index, first_entry_id=seg.first_entry_id, last_entry_id=seg.last_entry_id,
-                             ensemble=list(seg.ensemble))
+        s = msg.segments.add(
+            index=seg.index,
+            first_entry_id=seg.first_entry_id,
+            last_entry_id=seg.last_entry_id,
+            ensemble=list(seg.ensemble),
+        )
         if seg.min_copies is not None:
             s.min_copies = seg.min_copies
         for b in seg.bookies:
-            bc = s.bookies.add(bookie_id=b.bookie, ensemble_index=b.ensemble_index, status=b.status,
-                               expected_entries=b.expected_entries, error=b.error, registered=b.registered,
-                               missing=[pb.EntryRange(first=a, last=z) for a, z in _ranges(b.missing)])
+            bc = s.bookies.add(
+                bookie_id=b.bookie,
+                ensemble_index=b.ensemble_index,
+                status=b.status,
+                expected_entries=b.expected_entries,
+                error=b.error,
+                registered=b.registered,
+                missing=[pb.EntryRange(first=a, last=z) for a, z in _ranges(b.missing)],
+            )
             if b.present_entries is not None:
                 bc.present_entries = b.present_entries
     return msg
 
 
 # ------------------------------------------------------------------------------------------ servicer
+
 
 def _short(message: str, limit: int = 1000) -> str:
     return message if len(message) <= limit else message[:limit] + f"... ({len(message)} characters)"
@@ -351,8 +432,9 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
     async def Status(self, request: pb.StatusRequest, context: aio.ServicerContext) -> pb.StatusResponse:
         return status_to_pb(self.backend.status())
 
-    async def TriggerCheck(self, request: pb.TriggerCheckRequest,
-                           context: aio.ServicerContext) -> pb.TriggerCheckResponse:
+    async def TriggerCheck(
+        self, request: pb.TriggerCheckRequest, context: aio.ServicerContext
+    ) -> pb.TriggerCheckResponse:
         if not request.check:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "check name is empty")
         try:
@@ -362,29 +444,34 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
             raise
         return pb.TriggerCheckResponse(accepted=result.accepted, message=result.message)
 
-    async def ListFindings(self, request: pb.ListFindingsRequest,
-                           context: aio.ServicerContext) -> pb.ListFindingsResponse:
+    async def ListFindings(
+        self, request: pb.ListFindingsRequest, context: aio.ServicerContext
+    ) -> pb.ListFindingsResponse:
         if request.limit < 0:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"limit must be >= 0, got {request.limit}")
         try:
             ledger = _parse_ledger(request.ledger) if request.ledger else None
-            records = self.backend.query_findings(category=request.category or None, ledger=ledger,
-                                                  bookie=request.bookie or None,
-                                                  include_resolved=request.include_resolved)
+            records = self.backend.query_findings(
+                category=request.category or None,
+                ledger=ledger,
+                bookie=request.bookie or None,
+                include_resolved=request.include_resolved,
+            )
         except Exception as exc:
             await self._fail(context, exc)
             raise
         limit = min(request.limit or DEFAULT_LIMIT, MAX_LIMIT)
-        return pb.ListFindingsResponse(findings=[finding_to_pb(r) for r in records[:limit]],
-                                       total_matching=len(records))
+        return pb.ListFindingsResponse(
+            findings=[finding_to_pb(r) for r in records[:limit]], total_matching=len(records)
+        )
 
-    async def ExplainLedger(self, request: pb.ExplainLedgerRequest,
-                            context: aio.ServicerContext) -> pb.ExplainLedgerResponse:
+    async def ExplainLedger(
+        self, request: pb.ExplainLedgerRequest, context: aio.ServicerContext
+    ) -> pb.ExplainLedgerResponse:
         try:
             ledger = _parse_ledger(request.ledger)
             explanation = await self.backend.explain(ledger)
-            findings = self.backend.query_findings(category=None, ledger=ledger, bookie=None,
-                                                   include_resolved=False)
+            findings = self.backend.query_findings(category=None, ledger=ledger, bookie=None, include_resolved=False)
         except Exception as exc:
             await self._fail(context, exc)
             raise
@@ -407,6 +494,7 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
 
 # ------------------------------------------------------------------------------------------ server
 
+
 class _HealthServicer(health_aio.HealthServicer):
     """The standard health service, except that `leader` is SERVING only while `leader_claim()` holds at
     the moment of the check (a stored SERVING could be answered by a process that has just resumed from
@@ -416,8 +504,13 @@ class _HealthServicer(health_aio.HealthServicer):
 
     async def Check(self, request: health_pb2.HealthCheckRequest, context: Any) -> health_pb2.HealthCheckResponse:
         resp = await super().Check(request, context)
-        if (request.service == HEALTH_LEADER and resp is not None and resp.status == SERVING
-                and self.leader_claim is not None and not self.leader_claim()):
+        if (
+            request.service == HEALTH_LEADER
+            and resp is not None
+            and resp.status == SERVING
+            and self.leader_claim is not None
+            and not self.leader_claim()
+        ):
             return health_pb2.HealthCheckResponse(status=NOT_SERVING)
         return resp
 
@@ -426,8 +519,16 @@ class AdminServer:
     """The gRPC server: admin service + health (+ reflection). Binds loopback by default; TLS when given
     a certificate and key."""
 
-    def __init__(self, backend: AdminBackend, bind: str = "127.0.0.1:7979", *, tls_cert: Path | None = None,
-                 tls_key: Path | None = None, reflection: bool = True, supervisor: Supervisor | None = None) -> None:
+    def __init__(
+        self,
+        backend: AdminBackend,
+        bind: str = "127.0.0.1:7979",
+        *,
+        tls_cert: Path | None = None,
+        tls_key: Path | None = None,
+        reflection: bool = True,
+        supervisor: Supervisor | None = None,
+    ) -> None:
         self.backend = backend
         self._supervisor = supervisor or Supervisor()
         self.bind = bind
@@ -453,8 +554,9 @@ class AdminServer:
         address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         try:
             if self.tls_cert is not None and self.tls_key is not None:
-                creds = grpc.ssl_server_credentials([(Path(self.tls_key).read_bytes(),
-                                                      Path(self.tls_cert).read_bytes())])
+                creds = grpc.ssl_server_credentials(
+                    [(Path(self.tls_key).read_bytes(), Path(self.tls_cert).read_bytes())]  # noqa: ASYNC240 (once, at start)
+                )
                 self.port = server.add_secure_port(address, creds)
             else:
                 self.port = server.add_insecure_port(address)
@@ -475,8 +577,9 @@ class AdminServer:
         self._server = server
         return self.port
 
-    async def set_health(self, *, live: bool | None = None, ready: bool | None = None,
-                         leader: bool | None = None) -> None:
+    async def set_health(
+        self, *, live: bool | None = None, ready: bool | None = None, leader: bool | None = None
+    ) -> None:
         """Update the probe statuses (ignored once stop() began)."""
         if live is not None:
             await self.health.set(HEALTH_LIVENESS, SERVING if live else NOT_SERVING)
@@ -505,6 +608,7 @@ class AdminServer:
                 coro_starter()
             else:
                 loop.call_soon_threadsafe(coro_starter)
+
         leadership.add_listener(changed)
         if getattr(leadership, "is_leader", False):
             changed(True)
@@ -533,6 +637,7 @@ def _enable_reflection(server: aio.Server) -> bool:
 
 # ------------------------------------------------------------------------------------------ client
 
+
 class AdminClientError(Exception):
     """A failed admin call, worded for a person: what failed and why."""
 
@@ -544,8 +649,7 @@ class AdminClientError(Exception):
 class AdminClient:
     """Async client of the admin API (used by the CLI). Use as `async with AdminClient(addr) as c:`."""
 
-    def __init__(self, target: str = "127.0.0.1:7979", *, timeout: float = 10.0,
-                 tls_ca: Path | None = None) -> None:
+    def __init__(self, target: str = "127.0.0.1:7979", *, timeout: float = 10.0, tls_ca: Path | None = None) -> None:
         self.target = target
         self.timeout = timeout
         if tls_ca is not None:
@@ -556,7 +660,7 @@ class AdminClient:
         self._stub = pb_grpc.AdminServiceStub(self._channel)
         self._health = health_pb2_grpc.HealthStub(self._channel)
 
-    async def __aenter__(self) -> "AdminClient":
+    async def __aenter__(self) -> AdminClient:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -568,8 +672,9 @@ class AdminClient:
     def _error(self, exc: aio.AioRpcError, what: str) -> AdminClientError:
         code = exc.code()
         if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
-            return AdminClientError(f"cannot reach the bk-auditor admin API at {self.target}: "
-                                    f"{exc.details() or code.name}", code)
+            return AdminClientError(
+                f"cannot reach the bk-auditor admin API at {self.target}: {exc.details() or code.name}", code
+            )
         return AdminClientError(f"{what} failed: {exc.details() or code.name} ({code.name})", code)
 
     async def _call(self, method: Callable[..., Any], request: Any, what: str) -> Any:
@@ -584,15 +689,18 @@ class AdminClient:
     async def trigger(self, check: str) -> pb.TriggerCheckResponse:
         return await self._call(self._stub.TriggerCheck, pb.TriggerCheckRequest(check=check), f"trigger {check}")
 
-    async def findings(self, *, category: str = "", ledger: str = "", bookie: str = "", limit: int = 0,
-                       include_resolved: bool = False) -> pb.ListFindingsResponse:
-        req = pb.ListFindingsRequest(category=category, ledger=ledger, bookie=bookie, limit=limit,
-                                     include_resolved=include_resolved)
+    async def findings(
+        self, *, category: str = "", ledger: str = "", bookie: str = "", limit: int = 0, include_resolved: bool = False
+    ) -> pb.ListFindingsResponse:
+        req = pb.ListFindingsRequest(
+            category=category, ledger=ledger, bookie=bookie, limit=limit, include_resolved=include_resolved
+        )
         return await self._call(self._stub.ListFindings, req, "list findings")
 
     async def explain(self, ledger: str) -> pb.ExplainLedgerResponse:
-        return await self._call(self._stub.ExplainLedger, pb.ExplainLedgerRequest(ledger=ledger),
-                                f"explain ledger {ledger}")
+        return await self._call(
+            self._stub.ExplainLedger, pb.ExplainLedgerRequest(ledger=ledger), f"explain ledger {ledger}"
+        )
 
     async def pause(self, reason: str = "") -> pb.PauseResponse:
         return await self._call(self._stub.Pause, pb.PauseRequest(reason=reason), "pause")

@@ -10,6 +10,7 @@ Which ledgers a bookie holds comes from `LedgerIndex`, built once per leadership
 date incrementally (new ledger ids are read as they appear; every ledger is re-read before it is
 marked), never by rescanning all metadata on every event.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -93,8 +94,11 @@ def parse_incarnations(data: bytes, path: str) -> dict[str, tuple[int, int]]:
         raise CorruptZnodeError(path, f"bk-auditor bookie state is not a JSON object but {type(doc).__name__}")
     out = {}
     for bookie, value in doc.items():
-        if not (isinstance(value, list) and len(value) == 2
-                and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value)):
+        if not (
+            isinstance(value, list)
+            and len(value) == 2
+            and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value)
+        ):
             raise CorruptZnodeError(path, f"bk-auditor bookie state: {bookie!r:.80} is not [czxid, mzxid]")
         out[bookie] = (value[0], value[1])
     return out
@@ -106,10 +110,21 @@ Priority = Callable[[set[LedgerId], str], Awaitable[None]]
 
 
 class BookieWatch:
-    def __init__(self, store: ZooKeeperMetadataStore, index: LedgerIndex, guard: Guard, report: Report,
-                 priority: Priority, *, metrics: object | None = None, default_delay: float = 0.0,
-                 periodic_seconds: float = 0.0, state_path: str | None = None, spawn: Spawn | None = None,
-                 on_corrupt_state: Callable[[CorruptZnodeError], None] | None = None) -> None:
+    def __init__(
+        self,
+        store: ZooKeeperMetadataStore,
+        index: LedgerIndex,
+        guard: Guard,
+        report: Report,
+        priority: Priority,
+        *,
+        metrics: object | None = None,
+        default_delay: float = 0.0,
+        periodic_seconds: float = 0.0,
+        state_path: str | None = None,
+        spawn: Spawn | None = None,
+        on_corrupt_state: Callable[[CorruptZnodeError], None] | None = None,
+    ) -> None:
         self.store = store
         self.index = index
         self._guard = guard
@@ -248,8 +263,12 @@ class BookieWatch:
         for bookie in sorted(still_lost):
             ledgers = self.index.ledgers_on(bookie)
             if disabled:
-                log.warning("lost bookie not marked: auto-recovery is disabled (U/disable exists)",
-                            bookieId=bookie, ledgers=len(ledgers), reason=reason)
+                log.warning(
+                    "lost bookie not marked: auto-recovery is disabled (U/disable exists)",
+                    bookieId=bookie,
+                    ledgers=len(ledgers),
+                    reason=reason,
+                )
                 continue
             marked = 0
             for lid in sorted(ledgers):
@@ -265,8 +284,7 @@ class BookieWatch:
                 marked += 1
             self.marked[bookie] = self.marked.get(bookie, 0) + marked
             self._count("ledgers_marked", marked)
-            log.warning("lost bookie's ledgers marked under-replicated", bookieId=bookie, ledgers=marked,
-                        reason=reason)
+            log.warning("lost bookie's ledgers marked under-replicated", bookieId=bookie, ledgers=marked, reason=reason)
 
     # ----------------------------------------------------------------------------- reincarnation
     async def _load_incarnations(self) -> dict[str, tuple[int, int]]:
@@ -277,8 +295,11 @@ class BookieWatch:
             return parse_incarnations(got[0], self.state_path)
         except CorruptZnodeError as exc:
             # Ours, so ours to repair: start afresh; the first save (right after start) replaces it.
-            log.warning("bk-auditor state is corrupt: replacing it with a fresh state", path=self.state_path,
-                        problem=exc.problem)
+            log.warning(
+                "bk-auditor state is corrupt: replacing it with a fresh state",
+                path=self.state_path,
+                problem=exc.problem,
+            )
             self._on_corrupt_state(exc)
             return {}
 
@@ -299,9 +320,16 @@ class BookieWatch:
                         Category.BOOKIE_REINCARNATED,
                         f"bookie {bookie} was reformatted (new cookie, czxid {before[0]} -> {inc[0]}) while "
                         f"{len(ledgers)} ledger(s) still name it: their copies on it may be gone",
-                        bookie=bookie, method=Method.REGISTRATION, confirmed=True,
-                        detail={"oldCookieCzxid": before[0], "newCookieCzxid": inc[0], "ledgers": len(ledgers),
-                                "sampleLedgers": [lid.qualified_name for lid in sorted(ledgers)[:20]]})
+                        bookie=bookie,
+                        method=Method.REGISTRATION,
+                        confirmed=True,
+                        detail={
+                            "oldCookieCzxid": before[0],
+                            "newCookieCzxid": inc[0],
+                            "ledgers": len(ledgers),
+                            "sampleLedgers": [lid.qualified_name for lid in sorted(ledgers)[:20]],
+                        },
+                    )
                     got = self._report(f)
                     if asyncio.iscoroutine(got):
                         await got
@@ -317,6 +345,7 @@ class BookieWatch:
         if self._metrics is None:
             return
         from .metrics import RunSummary
+
         now = time.time()
         self._metrics.observe_run(RunSummary("bookies", now, now, True, len(self.index), {}, True))  # type: ignore[attr-defined]
 

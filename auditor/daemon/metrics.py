@@ -5,6 +5,7 @@ Auditor's metric.
 Served by prometheus-client's own HTTP server thread (`serve`): it keeps answering while the event loop is
 busy, which is what you want when debugging a stuck daemon.
 """
+
 from __future__ import annotations
 
 import os
@@ -12,29 +13,46 @@ import os
 # Before prometheus_client is imported anywhere: no `*_created` series (the Pulsar chart drops them too).
 os.environ.setdefault("PROMETHEUS_DISABLE_CREATED_SERIES", "True")
 
-import time  # noqa: E402
-from collections.abc import Iterable, Iterator, Mapping  # noqa: E402
-from contextlib import contextmanager  # noqa: E402
-from dataclasses import dataclass, field  # noqa: E402
-from typing import Any  # noqa: E402
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
 
-import prometheus_client  # noqa: E402
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, generate_latest  # noqa: E402
+import prometheus_client
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, generate_latest
 
-from auditor.config import parse_bind  # noqa: E402
+from auditor.config import parse_bind
 
-from .state import DaemonState, FindingStore, TaskBoard, TaskState, category_of, severity_of  # noqa: E402
+from .state import DaemonState, FindingStore, TaskBoard, TaskState, category_of, severity_of
 
 prometheus_client.disable_created_metrics()  # in case prometheus_client was imported before us
 
 PREFIX = "bk_auditor_"
 # Check durations run from milliseconds (one ledger) to days (a full sweep of a big cluster).
-DURATION_BUCKETS = (0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 86400,
-                    3 * 86400, 7 * 86400, float("inf"))
+DURATION_BUCKETS = (
+    0.1,
+    0.5,
+    1,
+    5,
+    15,
+    60,
+    300,
+    900,
+    3600,
+    3 * 3600,
+    6 * 3600,
+    12 * 3600,
+    86400,
+    3 * 86400,
+    7 * 86400,
+    float("inf"),
+)
 
 
 def _categories() -> list[str]:
     from auditor.durability.findings import Category
+
     return [c.value for c in Category]
 
 
@@ -43,12 +61,12 @@ class RunSummary:
     """The outcome of one run of a check."""
 
     check: str
-    started: float               # epoch seconds
+    started: float  # epoch seconds
     finished: float
     ok: bool
-    ledgers: int = 0             # ledgers covered
+    ledgers: int = 0  # ledgers covered
     findings: Mapping[str, int] = field(default_factory=dict)  # per category, found by this run
-    complete: bool = True        # covered everything it meant to (a stopped/partial run is False)
+    complete: bool = True  # covered everything it meant to (a stopped/partial run is False)
 
     @property
     def duration(self) -> float:
@@ -75,8 +93,14 @@ class MetricsServer:
 class AuditorMetrics:
     """All daemon metrics. Attributes are the prometheus-client objects; methods are the update paths."""
 
-    def __init__(self, registry: CollectorRegistry | None = None, *, checks: Iterable[str] = (),
-                 categories: Iterable[str] | None = None, process_metrics: bool = False) -> None:
+    def __init__(
+        self,
+        registry: CollectorRegistry | None = None,
+        *,
+        checks: Iterable[str] = (),
+        categories: Iterable[str] | None = None,
+        process_metrics: bool = False,
+    ) -> None:
         self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
         r = self.registry
         if process_metrics:  # the daemon's own CPU, memory, fds, GC (process_*, python_*)
@@ -86,75 +110,118 @@ class AuditorMetrics:
         p = PREFIX
         self.info = Info(p[:-1], "bk-auditor build and identity", registry=r)
         self.is_leader = Gauge(p + "is_leader", "1 while this process is the elected auditor", registry=r)
-        self.leadership_changes = Counter(p + "leadership_changes", "Times this process gained or lost leadership",
-                                          registry=r)
+        self.leadership_changes = Counter(
+            p + "leadership_changes", "Times this process gained or lost leadership", registry=r
+        )
         self.paused = Gauge(p + "paused", "1 while checks are paused by an operator", registry=r)
         # findings
         self.findings = Gauge(p + "findings", "Active (unresolved) confirmed findings", ["category"], registry=r)
-        self.ledgers_with_findings = Gauge(p + "ledgers_with_findings",
-                                           "Distinct ledgers with an active finding", ["category"], registry=r)
-        self.findings_reported = Counter(p + "findings_reported", "New findings reported (one per distinct fault)",
-                                         ["category", "severity"], registry=r)
-        self.findings_resolved = Counter(p + "findings_resolved",
-                                         "Findings resolved because a later complete run no longer saw them",
-                                         ["category"], registry=r)
+        self.ledgers_with_findings = Gauge(
+            p + "ledgers_with_findings", "Distinct ledgers with an active finding", ["category"], registry=r
+        )
+        self.findings_reported = Counter(
+            p + "findings_reported",
+            "New findings reported (one per distinct fault)",
+            ["category", "severity"],
+            registry=r,
+        )
+        self.findings_resolved = Counter(
+            p + "findings_resolved",
+            "Findings resolved because a later complete run no longer saw them",
+            ["category"],
+            registry=r,
+        )
         # checks
-        self.check_duration = Histogram(p + "check_duration_seconds", "Duration of check runs",
-                                        ["check", "outcome"], buckets=DURATION_BUCKETS, registry=r)
-        self.check_runs = Counter(p + "check_runs", "Check runs by outcome (success, failure)",
-                                  ["check", "outcome"], registry=r)
-        self.check_skipped = Counter(p + "check_skipped", "Scheduled runs skipped, by reason", ["check", "reason"],
-                                     registry=r)
-        self.check_last_success = Gauge(p + "check_last_success_timestamp_seconds",
-                                        "End time of the last successful run", ["check"], registry=r)
+        self.check_duration = Histogram(
+            p + "check_duration_seconds",
+            "Duration of check runs",
+            ["check", "outcome"],
+            buckets=DURATION_BUCKETS,
+            registry=r,
+        )
+        self.check_runs = Counter(
+            p + "check_runs", "Check runs by outcome (success, failure)", ["check", "outcome"], registry=r
+        )
+        self.check_skipped = Counter(
+            p + "check_skipped", "Scheduled runs skipped, by reason", ["check", "reason"], registry=r
+        )
+        self.check_last_success = Gauge(
+            p + "check_last_success_timestamp_seconds", "End time of the last successful run", ["check"], registry=r
+        )
         self.check_running = Gauge(p + "check_running", "1 while the check runs", ["check"], registry=r)
-        self.check_progress = Gauge(p + "check_progress_ratio", "Progress of the current run (0..1)", ["check"],
-                                    registry=r)
-        self.check_eta = Gauge(p + "check_eta_seconds", "Estimated seconds left in the current run (-1 unknown)",
-                               ["check"], registry=r)
+        self.check_progress = Gauge(
+            p + "check_progress_ratio", "Progress of the current run (0..1)", ["check"], registry=r
+        )
+        self.check_eta = Gauge(
+            p + "check_eta_seconds", "Estimated seconds left in the current run (-1 unknown)", ["check"], registry=r
+        )
         self.ledgers_checked = Counter(p + "ledgers_checked", "Ledgers checked", ["check"], registry=r)
-        self.last_run_ledgers = Gauge(p + "last_run_ledgers", "Ledgers covered by the last complete run",
-                                      ["check"], registry=r)
-        self.last_run_findings = Gauge(p + "last_run_findings",
-                                       "Findings of the last complete run, per category (whole run, never per range)",
-                                       ["check", "category"], registry=r)
+        self.last_run_ledgers = Gauge(
+            p + "last_run_ledgers", "Ledgers covered by the last complete run", ["check"], registry=r
+        )
+        self.last_run_findings = Gauge(
+            p + "last_run_findings",
+            "Findings of the last complete run, per category (whole run, never per range)",
+            ["check", "category"],
+            registry=r,
+        )
         # bookies
-        self.bookie_requests = Counter(p + "bookie_requests", "Requests sent to bookies", ["bookie", "operation"],
-                                       registry=r)
-        self.bookie_request_errors = Counter(p + "bookie_request_errors", "Bookie requests that failed",
-                                             ["bookie", "operation", "error"], registry=r)
-        self.lost_bookies = Gauge(p + "lost_bookies",
-                                  "Bookies named in ledger metadata but not registered (writable or read-only)",
-                                  registry=r)
-        self.bookie_audits_delayed = Counter(p + "bookie_audits_delayed",
-                                             "Bookie audits delayed by lost_bookie_delay_seconds", registry=r)
-        self.delayed_bookie_audits_cancelled = Counter(p + "delayed_bookie_audits_cancelled",
-                                                       "Delayed bookie audits cancelled (bookie back, or overridden)",
-                                                       registry=r)
+        self.bookie_requests = Counter(
+            p + "bookie_requests", "Requests sent to bookies", ["bookie", "operation"], registry=r
+        )
+        self.bookie_request_errors = Counter(
+            p + "bookie_request_errors", "Bookie requests that failed", ["bookie", "operation", "error"], registry=r
+        )
+        self.lost_bookies = Gauge(
+            p + "lost_bookies",
+            "Bookies named in ledger metadata but not registered (writable or read-only)",
+            registry=r,
+        )
+        self.bookie_audits_delayed = Counter(
+            p + "bookie_audits_delayed", "Bookie audits delayed by lost_bookie_delay_seconds", registry=r
+        )
+        self.delayed_bookie_audits_cancelled = Counter(
+            p + "delayed_bookie_audits_cancelled",
+            "Delayed bookie audits cancelled (bookie back, or overridden)",
+            registry=r,
+        )
         # under-replication
-        self.underreplicated_ledgers = Gauge(p + "underreplicated_ledgers",
-                                             "Ledgers currently marked under-replicated", registry=r)
-        self.underreplicated_oldest_age = Gauge(p + "underreplicated_oldest_marker_age_seconds",
-                                                "Age of the oldest under-replication marker (0 when none)",
-                                                registry=r)
-        self.underreplicated_past_grace = Gauge(p + "underreplicated_past_grace_ledgers",
-                                                "Marked ledgers older than the recovery grace period", registry=r)
-        self.ledgers_marked = Counter(p + "ledgers_marked_underreplicated",
-                                      "Ledgers this daemon marked under-replicated", registry=r)
+        self.underreplicated_ledgers = Gauge(
+            p + "underreplicated_ledgers", "Ledgers currently marked under-replicated", registry=r
+        )
+        self.underreplicated_oldest_age = Gauge(
+            p + "underreplicated_oldest_marker_age_seconds",
+            "Age of the oldest under-replication marker (0 when none)",
+            registry=r,
+        )
+        self.underreplicated_past_grace = Gauge(
+            p + "underreplicated_past_grace_ledgers", "Marked ledgers older than the recovery grace period", registry=r
+        )
+        self.ledgers_marked = Counter(
+            p + "ledgers_marked_underreplicated", "Ledgers this daemon marked under-replicated", registry=r
+        )
         # re-check queue
         self.recheck_queue_depth = Gauge(p + "recheck_queue_depth", "Ledgers waiting for a re-check", registry=r)
-        self.recheck_outcomes = Counter(p + "recheck_outcomes",
-                                        "Re-check results (confirmed, cleared, gave_up)", ["outcome"], registry=r)
+        self.recheck_outcomes = Counter(
+            p + "recheck_outcomes", "Re-check results (confirmed, cleared, gave_up)", ["outcome"], registry=r
+        )
         # supervised background tasks (auditor/daemon/supervisor.py)
-        self.task_alive = Gauge(p + "task_up", "1 while a supervised background task runs, 0 while it waits to be "
-                             "restarted after a failure (no series while it is not meant to run)", ["task"],
-                             registry=r)
-        self.task_failures = Counter(p + "task_failures", "Background tasks that ended with an error", ["task"],
-                                     registry=r)
-        self.task_restarts = Counter(p + "task_restarts", "Background tasks restarted after a failure", ["task"],
-                                     registry=r)
-        self.state_resets = Counter(p + "state_resets",
-                                    "Corrupt bk-auditor state znodes replaced by a fresh state", ["node"], registry=r)
+        self.task_alive = Gauge(
+            p + "task_up",
+            "1 while a supervised background task runs, 0 while it waits to be "
+            "restarted after a failure (no series while it is not meant to run)",
+            ["task"],
+            registry=r,
+        )
+        self.task_failures = Counter(
+            p + "task_failures", "Background tasks that ended with an error", ["task"], registry=r
+        )
+        self.task_restarts = Counter(
+            p + "task_restarts", "Background tasks restarted after a failure", ["task"], registry=r
+        )
+        self.state_resets = Counter(
+            p + "state_resets", "Corrupt bk-auditor state znodes replaced by a fresh state", ["node"], registry=r
+        )
 
         self._leader: bool | None = None
         self._categories = list(categories) if categories is not None else _categories()

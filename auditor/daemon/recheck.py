@@ -5,6 +5,7 @@ it is put here and checked again after a delay, up to a number of attempts. Only
 after the re-check is reported; what is still unknown after the last attempt becomes its own finding
 (e.g. `bookie_unreachable`) decided by the caller.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -111,5 +112,5 @@ class RecheckQueue(Generic[T]):
             wait = self.next_due_in()
             try:
                 await asyncio.wait_for(self._changed.wait(), timeout=wait)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass

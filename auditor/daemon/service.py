@@ -9,14 +9,13 @@ task is cancelled at once; writes are guarded by the leader's vote in any case, 
 watchdog's confirmation after a freeze (watchdog.py). ZooKeeper blinking never ends the process: it
 steps down and rejoins.
 """
+
 from __future__ import annotations
 
 import asyncio
 import itertools
 import signal
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import replace
 from typing import Any
 
 from kazoo.exceptions import KazooException
@@ -35,8 +34,15 @@ from auditor.durability.schedule import expected_by_bookie
 from auditor.logging import get_logger, log_finding
 from auditor.metadata.checkstate import CheckState, CheckStateStore
 from auditor.metadata.election import LeaderElection
-from auditor.metadata.errors import (ConcurrentUpdateError, CorruptZnodeError, LayoutMismatchError,
-                                     MetadataConfigError, NoSuchLedgerError, NotLeaderError, UnsupportedLayoutError)
+from auditor.metadata.errors import (
+    ConcurrentUpdateError,
+    CorruptZnodeError,
+    LayoutMismatchError,
+    MetadataConfigError,
+    NoSuchLedgerError,
+    NotLeaderError,
+    UnsupportedLayoutError,
+)
 from auditor.metadata.interfaces import WriteGuard
 
 from .admin import AdminServer, BookieCopies, LedgerExplanation, LedgerNotFoundError, SegmentCopies, StateBackend
@@ -116,14 +122,17 @@ class Auditor:
                 return
             await asyncio.sleep(30)
 
-    async def _run_check(self, name: str, start: LedgerId | None, records: list[Any] | None = None,
-                         full: bool = True) -> CheckRun:
+    async def _run_check(
+        self, name: str, start: LedgerId | None, records: list[Any] | None = None, full: bool = True
+    ) -> CheckRun:
         assert self.ctx is not None and self.checkstate is not None
         seen: set[Any] = set()
         if self.locations is not None and name == "scrutiny":
             await self.locations.refresh()  # racks may have moved since the last run
             self._report_rack_problem(name, seen)
-        check: LedgerCheck = CHECK_CLASSES[name](self.ctx, self.locations, marker=self._marker if name == "ledger" else None)
+        check: LedgerCheck = CHECK_CLASSES[name](
+            self.ctx, self.locations, marker=self._marker if name == "ledger" else None
+        )
         board = self.state.tasks
         last_save = [time.monotonic()]
 
@@ -132,19 +141,23 @@ class Auditor:
             self.metrics.ledger_checked(name)
             if full and p.cursor is not None and time.monotonic() - last_save[0] > CURSOR_SAVE_SECONDS:
                 last_save[0] = time.monotonic()
-                self._fire("checkstate-save", self._save_state(name, CheckState(run_started_ms=started_ms,
-                                                                                 cursor=p.cursor)))
+                self._fire(
+                    "checkstate-save", self._save_state(name, CheckState(run_started_ms=started_ms, cursor=p.cursor))
+                )
 
-        run = CheckRun(self.ctx, check, lambda f: self.report(name, f, seen), progress=progress, gate=self._gate,
-                       queue=None)
+        run = CheckRun(
+            self.ctx, check, lambda f: self.report(name, f, seen), progress=progress, gate=self._gate, queue=None
+        )
         self._runs[name] = run
         started_ms = int(time.time() * 1000)
         board.start(name, cursor=start.qualified_name if start else None)
         ok = False
         try:
             if records is not None:
+
                 async def source() -> Any:
                     yield records
+
                 await run.scan(records=source())
             else:
                 await run.scan(start)
@@ -166,9 +179,17 @@ class Auditor:
                 # A complete pass: what it no longer sees is resolved.
                 for rec in self.state.findings.resolve_absent(name, seen):
                     self.metrics.finding_resolved(rec.category)
-            self.metrics.observe_run(RunSummary(name, run.stats.started, run.stats.finished or time.time(), True,
-                                                run.stats.ledgers_checked, dict(self._category_counts(seen)),
-                                                full and start is None))
+            self.metrics.observe_run(
+                RunSummary(
+                    name,
+                    run.stats.started,
+                    run.stats.finished or time.time(),
+                    True,
+                    run.stats.ledgers_checked,
+                    dict(self._category_counts(seen)),
+                    full and start is None,
+                )
+            )
             self.metrics.sync_findings(self.state.findings)
             for bookie, n in run.stats.bookie_requests.items():
                 self.metrics.bookie_requests.labels(bookie, name).inc(n)
@@ -203,8 +224,12 @@ class Auditor:
         try:
             return await self.checkstate.read(name)
         except CorruptZnodeError as exc:
-            log.warning("bk-auditor state is corrupt: replacing it with a fresh state", check=name, path=exc.path,
-                        problem=exc.problem)
+            log.warning(
+                "bk-auditor state is corrupt: replacing it with a fresh state",
+                check=name,
+                path=exc.path,
+                problem=exc.problem,
+            )
             self.state.tasks.note_error(name, f"{exc} (replaced with a fresh state)")
             self.metrics.state_replaced(f"checks/{name}")
             fresh = CheckState()
@@ -225,7 +250,7 @@ class Auditor:
                 board.set_state(name, TaskState.IDLE)
                 try:
                     await asyncio.wait_for(trigger.wait(), timeout=wait)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
             trigger.clear()
             start = LedgerId(resume.scope, resume.ledger + 1) if resume is not None else None
@@ -245,8 +270,12 @@ class Auditor:
         assert self.ctx is not None
         bookies = set()
         for f in findings:
-            if f.category in (Category.ENTRY_NO_REPLICA, Category.ENTRY_BELOW_ACK_QUORUM,
-                              Category.ENTRY_BELOW_WRITE_QUORUM, Category.DIGEST_MISMATCH):
+            if f.category in (
+                Category.ENTRY_NO_REPLICA,
+                Category.ENTRY_BELOW_ACK_QUORUM,
+                Category.ENTRY_BELOW_WRITE_QUORUM,
+                Category.DIGEST_MISMATCH,
+            ):
                 bookies |= {m["bookie"] for m in f.detail.get("missing", []) if m.get("missing")}
                 if f.bookie:
                     bookies.add(f.bookie)
@@ -279,11 +308,18 @@ class Auditor:
         """The bookie watch, fresh at each (re)start: nothing half-done is carried over from a failure."""
         assert self.ctx is not None and self.tasks is not None
         self.index = LedgerIndex(self.ctx.store)
-        watch = BookieWatch(self.ctx.store, self.index, self._guard, lambda f: self.report(BOOKIE_WATCH, f),
-                            self._priority, metrics=self.metrics,
-                            default_delay=self.settings.schedule.lost_bookie_delay_seconds,
-                            periodic_seconds=self.settings.schedule.bookie_check_seconds,
-                            spawn=self.tasks.fire, on_corrupt_state=self._bookie_state_replaced)
+        watch = BookieWatch(
+            self.ctx.store,
+            self.index,
+            self._guard,
+            lambda f: self.report(BOOKIE_WATCH, f),
+            self._priority,
+            metrics=self.metrics,
+            default_delay=self.settings.schedule.lost_bookie_delay_seconds,
+            periodic_seconds=self.settings.schedule.bookie_check_seconds,
+            spawn=self.tasks.fire,
+            on_corrupt_state=self._bookie_state_replaced,
+        )
         self.bookie_watch = watch
         self.state.tasks.start(BOOKIE_WATCH)
         await watch.run()
@@ -357,8 +393,9 @@ class Auditor:
                     continue
                 n_missing = sum(g.missing.count() for g in gaps)
                 runs = [r for g in gaps for r in itertools.islice(g.missing.iter_runs(), 100)][:100]
-                rows.append(BookieCopies(b, i, "missing" if n_missing else "ok", n_exp, n_exp - n_missing,
-                                         runs, "", b in regs))
+                rows.append(
+                    BookieCopies(b, i, "missing" if n_missing else "ok", n_exp, n_exp - n_missing, runs, "", b in regs)
+                )
             segments.append(SegmentCopies(span.index, first, last, span.ensemble, rows, cov.least_copies_at_least))
         marker = await self.ctx.store.read_marker(ledger)
         methods = sorted(set(answers.methods.values()))
@@ -390,7 +427,7 @@ class Auditor:
                 await admin.set_health(ready=False)
                 try:
                     await asyncio.wait_for(stop.wait(), timeout=backoff)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
                 backoff = min(backoff * 2, 30.0)
             finally:
@@ -416,8 +453,13 @@ class Auditor:
     async def _elect_and_lead(self, stop: asyncio.Event) -> None:
         assert self.ctx is not None
         s = self.settings
-        election = LeaderElection(self.ctx.store.bridge, s.election_path, s.election.identity,
-                                  java_compatible=s.election.join_java_election, ledgers_root=s.ledgers_root)
+        election = LeaderElection(
+            self.ctx.store.bridge,
+            s.election_path,
+            s.election.identity,
+            java_compatible=s.election.join_java_election,
+            ledgers_root=s.ledgers_root,
+        )
         self.election = election
         lead = self.state.leadership
         assert lead is not None
@@ -454,9 +496,13 @@ class Auditor:
                     # another replica the chance, then rejoin.
                     await election.close()
                     await asyncio.sleep(1.0)
-                    election = LeaderElection(self.ctx.store.bridge, s.election_path, s.election.identity,
-                                              java_compatible=s.election.join_java_election,
-                                              ledgers_root=s.ledgers_root)
+                    election = LeaderElection(
+                        self.ctx.store.bridge,
+                        s.election_path,
+                        s.election.identity,
+                        java_compatible=s.election.join_java_election,
+                        ledgers_root=s.ledgers_root,
+                    )
                     self.election = election
                     await election.start()
         finally:
@@ -474,17 +520,31 @@ async def serve(settings: Settings) -> int:
     background = Supervisor(metrics=metrics)  # this process's own tasks (the leader's have their own)
     auditor = Auditor(settings, state, metrics)
     backend = StateBackend(state, trigger=auditor.trigger, explain=auditor.explain)
-    admin = AdminServer(backend, settings.admin.bind, tls_cert=settings.admin.tls_cert, tls_key=settings.admin.tls_key,
-                        supervisor=background)
+    admin = AdminServer(
+        backend,
+        settings.admin.bind,
+        tls_cert=settings.admin.tls_cert,
+        tls_key=settings.admin.tls_key,
+        supervisor=background,
+    )
     port = await admin.start()
     admin.follow_leadership(state.leadership)
-    watchdog = LoopWatchdog(state.leadership, auditor.confirm_leadership, background.fire,
-                            session_timeout=settings.zookeeper.session_timeout_seconds)
+    watchdog = LoopWatchdog(
+        state.leadership,
+        auditor.confirm_leadership,
+        background.fire,
+        session_timeout=settings.zookeeper.session_timeout_seconds,
+    )
     background.keep("watchdog", watchdog.run)
     background.keep("metrics-sync", lambda: _sync_metrics(metrics, state))
     await admin.set_health(live=True, ready=False, leader=False)
-    log.info("bk-auditor started", identity=settings.election.identity, adminPort=port,
-             metrics=settings.metrics.bind if server else None, election=settings.election_path)
+    log.info(
+        "bk-auditor started",
+        identity=settings.election.identity,
+        adminPort=port,
+        metrics=settings.metrics.bind if server else None,
+        election=settings.election_path,
+    )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -495,7 +555,7 @@ async def serve(settings: Settings) -> int:
     await admin.set_health(live=False, ready=False, leader=False)
     try:
         await asyncio.wait_for(runner, timeout=10)
-    except (asyncio.TimeoutError, asyncio.CancelledError):
+    except (TimeoutError, asyncio.CancelledError):
         runner.cancel()
     await background.close()
     await admin.stop(grace=1.0)

@@ -8,6 +8,7 @@
 
 No I/O here; the clock is injectable so tests control time.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -54,6 +55,7 @@ def severity_of(finding: Any) -> str:
 
 
 # ------------------------------------------------------------------------------------------ findings
+
 
 @dataclass(frozen=True, slots=True)
 class FindingRecord:
@@ -106,8 +108,7 @@ class FindingStore:
             self._resolved.pop(key, None)
             rec = FindingRecord(key, finding, check, now, now, 1)
         else:
-            rec = replace(old, finding=finding, check=check or old.check, last_seen=now,
-                          times_seen=old.times_seen + 1)
+            rec = replace(old, finding=finding, check=check or old.check, last_seen=now, times_seen=old.times_seen + 1)
         self._active[key] = rec
         return rec
 
@@ -124,10 +125,15 @@ class FindingStore:
             self._resolved.pop(next(iter(self._resolved)))
         return done
 
-    def resolve_absent(self, check: str, seen: Iterable[Hashable], *,
-                       ledgers: Container[LedgerId] | None = None,
-                       categories: Container[str] | None = None,
-                       now: float | None = None) -> list[FindingRecord]:
+    def resolve_absent(
+        self,
+        check: str,
+        seen: Iterable[Hashable],
+        *,
+        ledgers: Container[LedgerId] | None = None,
+        categories: Container[str] | None = None,
+        now: float | None = None,
+    ) -> list[FindingRecord]:
         """After a complete run of `check`: resolve its active findings whose key was not `seen`.
         `ledgers` / `categories` limit the sweep to what the run covered (a partial run passes the
         ledgers it did check, so nothing outside them is resolved). Returns the resolved records."""
@@ -145,9 +151,16 @@ class FindingStore:
                 out.append(done)
         return out
 
-    def query(self, *, category: str | None = None, ledger: LedgerId | None = None, bookie: str | None = None,
-              check: str | None = None, include_resolved: bool = False,
-              limit: int | None = None) -> list[FindingRecord]:
+    def query(
+        self,
+        *,
+        category: str | None = None,
+        ledger: LedgerId | None = None,
+        bookie: str | None = None,
+        check: str | None = None,
+        include_resolved: bool = False,
+        limit: int | None = None,
+    ) -> list[FindingRecord]:
         """Filtered records, most severe first, then oldest first (stable for paging by eye)."""
         pools = [self._active.values()] + ([self._resolved.values()] if include_resolved else [])
         out = []
@@ -198,6 +211,7 @@ def _severity_rank(finding: Any) -> int:
 
 # ------------------------------------------------------------------------------------------ tasks
 
+
 class TaskState(str, enum.Enum):
     IDLE = "idle"
     RUNNING = "running"
@@ -229,8 +243,8 @@ class TaskInfo:
     failures: int = 0
     eta_seconds: float | None = None
     rate_per_second: float | None = None
-    restarts: int = 0                  # times the supervisor restarted the task after a crash
-    restart_at: float | None = None    # while FAILED: when it is restarted
+    restarts: int = 0  # times the supervisor restarted the task after a crash
+    restart_at: float | None = None  # while FAILED: when it is restarted
 
     @property
     def fraction(self) -> float | None:
@@ -281,14 +295,25 @@ class TaskBoard:
         return t.info
 
     def start(self, name: str, *, total: int | None = None, cursor: str | None = None) -> TaskInfo:
-        return self._set(name, state=TaskState.RUNNING, last_start=self._clock(), done=0, total=total,
-                         cursor=cursor, runs=self._task(name).info.runs + 1)
+        return self._set(
+            name,
+            state=TaskState.RUNNING,
+            last_start=self._clock(),
+            done=0,
+            total=total,
+            cursor=cursor,
+            runs=self._task(name).info.runs + 1,
+        )
 
     def progress(self, name: str, done: int, *, total: int | None = None, cursor: str | None = None) -> TaskInfo:
         """Set absolute progress (units done so far in this run)."""
         info = self._task(name).info
-        return self._set(name, done=done, total=info.total if total is None else total,
-                         cursor=info.cursor if cursor is None else cursor)
+        return self._set(
+            name,
+            done=done,
+            total=info.total if total is None else total,
+            cursor=info.cursor if cursor is None else cursor,
+        )
 
     def advance(self, name: str, n: int = 1, *, cursor: str | None = None) -> TaskInfo:
         info = self._task(name).info
@@ -302,8 +327,14 @@ class TaskBoard:
         """A run ended with an error (the task goes on)."""
         now = self._clock()
         info = self._task(name).info
-        return self._set(name, state=self._finished_state(name), last_finish=now, last_error=error_text(error),
-                         last_error_at=now, failures=info.failures + 1)
+        return self._set(
+            name,
+            state=self._finished_state(name),
+            last_finish=now,
+            last_error=error_text(error),
+            last_error_at=now,
+            failures=info.failures + 1,
+        )
 
     def note_error(self, name: str, error: BaseException | str) -> TaskInfo:
         """Something went wrong and was dealt with (e.g. corrupt state replaced): shown as the last error."""
@@ -313,8 +344,14 @@ class TaskBoard:
         """The task itself died; it is restarted at `restart_at`."""
         now = self._clock()
         info = self._task(name).info
-        return self._set(name, state=TaskState.FAILED, last_error=error_text(error), last_error_at=now,
-                         failures=info.failures + 1, restart_at=restart_at)
+        return self._set(
+            name,
+            state=TaskState.FAILED,
+            last_error=error_text(error),
+            last_error_at=now,
+            failures=info.failures + 1,
+            restart_at=restart_at,
+        )
 
     def stopped(self, name: str) -> TaskInfo:
         """The task was stopped on purpose (stepping down): no longer running, nor waiting for a restart."""
@@ -359,8 +396,11 @@ class TaskBoard:
         info = self._task(name).info
         now = self._clock()
         rate = eta = None
-        if info.state in (TaskState.RUNNING, TaskState.PAUSED) and info.last_start is not None and \
-                (info.last_finish is None or info.last_finish < info.last_start):
+        if (
+            info.state in (TaskState.RUNNING, TaskState.PAUSED)
+            and info.last_start is not None
+            and (info.last_finish is None or info.last_finish < info.last_start)
+        ):
             elapsed = now - info.last_start
             if elapsed > 0 and info.done > 0:
                 rate = info.done / elapsed
@@ -373,6 +413,7 @@ class TaskBoard:
 
 
 # ------------------------------------------------------------------------------------------ pause
+
 
 class PauseControl:
     """The operator's pause switch. Tasks `await wait_resumed()` between units of work."""
@@ -409,6 +450,7 @@ class PauseControl:
 
 
 # ------------------------------------------------------------------------------------------ leadership
+
 
 class Leadership:
     """Whether we lead, who leads (identity, when known) and since when; listeners hear every change.
@@ -488,6 +530,7 @@ class Leadership:
 
 
 # ------------------------------------------------------------------------------------------ all of it
+
 
 @dataclass
 class DaemonState:

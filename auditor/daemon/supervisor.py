@@ -10,6 +10,7 @@
 
 `close()` cancels everything and waits for it (stepping down, shutting down).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -52,8 +53,14 @@ class TaskMetrics(Protocol):
 
 
 class Supervisor:
-    def __init__(self, *, metrics: TaskMetrics | None = None, board: TaskBoard | None = None,
-                 backoff: Backoff = Backoff(), sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+    def __init__(
+        self,
+        *,
+        metrics: TaskMetrics | None = None,
+        board: TaskBoard | None = None,
+        backoff: Backoff = Backoff(),
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
         self.metrics = metrics
         self.board = board
         self.backoff = backoff

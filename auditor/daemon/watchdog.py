@@ -14,6 +14,7 @@ The limit comes from the configured session timeout (kazoo does not expose the n
 ZooKeeper whose maxSessionTimeout is below half of the configured value would make it too lax, so keep
 `zookeeper.session_timeout_seconds` within the server's bounds.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -33,14 +34,21 @@ from .supervisor import Spawn
 log = get_logger("auditor.daemon.watchdog")
 
 STALL_FRACTION = 1 / 3  # of the ZooKeeper session timeout
-RETRY_SECONDS = 1.0     # between two round trips that could not confirm leadership
+RETRY_SECONDS = 1.0  # between two round trips that could not confirm leadership
 
 Confirm = Callable[[], Awaitable[bool]]
 
 
 class LoopWatchdog:
-    def __init__(self, leadership: Leadership, confirm: Confirm, spawn: Spawn, *, session_timeout: float,
-                 monotonic: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        leadership: Leadership,
+        confirm: Confirm,
+        spawn: Spawn,
+        *,
+        session_timeout: float,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.leadership = leadership
         self._monotonic = monotonic
         self._confirm = confirm
@@ -61,18 +69,25 @@ class LoopWatchdog:
             if lead.stall_limit is not None and gap > lead.stall_limit and lead.is_leader:
                 self.epoch += 1
                 lead.suspect()
-                log.warning("the event loop was frozen: leadership unconfirmed until ZooKeeper confirms our vote",
-                            frozenSeconds=round(gap, 2), stallLimitSeconds=round(lead.stall_limit, 2))
+                log.warning(
+                    "the event loop was frozen: leadership unconfirmed until ZooKeeper confirms our vote",
+                    frozenSeconds=round(gap, 2),
+                    stallLimitSeconds=round(lead.stall_limit, 2),
+                )
                 self._next_check = 0.0
-            if (lead.is_leader and lead.unconfirmed_since is not None and self._checking is None
-                    and self._monotonic() >= self._next_check):
+            if (
+                lead.is_leader
+                and lead.unconfirmed_since is not None
+                and self._checking is None
+                and self._monotonic() >= self._next_check
+            ):
                 self._checking = self._spawn("leadership-check", self._check(self.epoch))
 
     async def _check(self, epoch: int) -> None:
         lead = self.leadership
         try:
             ours = await asyncio.wait_for(self._confirm(), self.session_timeout)
-        except (asyncio.TimeoutError, KazooException, MetadataError, OSError) as exc:
+        except (TimeoutError, KazooException, MetadataError, OSError) as exc:
             ours, why = False, f"{type(exc).__name__}: {exc}"
         else:
             why = "" if ours else "our vote is gone or belongs to another session"

@@ -37,22 +37,30 @@ Java's `AvailabilityOfEntriesOfLedger.getUnavailableEntries` stops looking for l
 after a gap of two or more ids and reports everything after it as missing (bookie-protocol.md §4.2);
 the gap walk here has no such shortcut.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, Union
+from typing import Any, Final
 
 from .findings import Category
 from .ids import LedgerId
 from .model import LedgerMetadata, LedgerState
 from .ranges import RangeSet
-from .schedule import (Stripe, StripedSet, check_quorum_sizes, clip_rangeset, expected_by_bookie,
-                       segment_bookie_residues)
+from .schedule import Stripe, StripedSet, check_quorum_sizes, clip_rangeset, expected_by_bookie, segment_bookie_residues
 
 __all__ = [
-    "UNKNOWN", "Answer", "copies_category", "recovery_negative_threshold", "EntryBucket", "BookieGap",
-    "TruncationRisk", "Coverage", "analyze_coverage", "ENTRY_CATEGORIES",
+    "UNKNOWN",
+    "Answer",
+    "copies_category",
+    "recovery_negative_threshold",
+    "EntryBucket",
+    "BookieGap",
+    "TruncationRisk",
+    "Coverage",
+    "analyze_coverage",
+    "ENTRY_CATEGORIES",
 ]
 
 
@@ -60,9 +68,9 @@ class _Unknown:
     """The answer of a bookie that did not answer (timeout, connection error, any error but
     NoSuchLedger)."""
 
-    _instance: "_Unknown | None" = None
+    _instance: _Unknown | None = None
 
-    def __new__(cls) -> "_Unknown":
+    def __new__(cls) -> _Unknown:
         if cls._instance is None:
             cls._instance = super().__new__(cls)
         return cls._instance
@@ -75,7 +83,7 @@ class _Unknown:
 
 
 UNKNOWN: Final = _Unknown()
-Answer = Union[RangeSet, _Unknown]
+Answer = RangeSet | _Unknown
 
 ENTRY_CATEGORIES = (Category.ENTRY_NO_REPLICA, Category.ENTRY_BELOW_ACK_QUORUM, Category.ENTRY_BELOW_WRITE_QUORUM)
 _RANK = {c: i for i, c in enumerate(ENTRY_CATEGORIES)}  # 0 is worst
@@ -172,13 +180,19 @@ class Coverage:
     @property
     def worst(self) -> Category | None:
         """Confirmed worst-entry category (Java's bucket when nobody is unknown)."""
-        return None if self.least_copies_at_most is None else copies_category(
-            self.least_copies_at_most, self.write_quorum, self.ack_quorum)
+        return (
+            None
+            if self.least_copies_at_most is None
+            else copies_category(self.least_copies_at_most, self.write_quorum, self.ack_quorum)
+        )
 
     @property
     def worst_possible(self) -> Category | None:
-        return None if self.least_copies_at_least is None else copies_category(
-            self.least_copies_at_least, self.write_quorum, self.ack_quorum)
+        return (
+            None
+            if self.least_copies_at_least is None
+            else copies_category(self.least_copies_at_least, self.write_quorum, self.ack_quorum)
+        )
 
     @property
     def verdict_may_change(self) -> bool:
@@ -208,14 +222,27 @@ class Coverage:
             "least_copies_at_least": self.least_copies_at_least,
             "worst": self.worst.value if self.worst else None,
             "worst_possible": self.worst_possible.value if self.worst_possible else None,
-            "buckets": {c.value: {"confirmed": b.confirmed.count(), "possible": b.possible.count(),
-                                  "confirmed_ranges": b.confirmed.to_text(text_limit)}
-                        for c, b in self.buckets.items() if b.confirmed or b.possible},
+            "buckets": {
+                c.value: {
+                    "confirmed": b.confirmed.count(),
+                    "possible": b.possible.count(),
+                    "confirmed_ranges": b.confirmed.to_text(text_limit),
+                }
+                for c, b in self.buckets.items()
+                if b.confirmed or b.possible
+            },
             "unknown_bookies": list(self.unknown_bookies),
             "entries_with_unknown_copies": self.entries_with_unknown_copies.count(),
-            "missing": [{"segment_index": g.segment_index, "bookie": g.bookie, "expected": g.expected,
-                         "missing": g.missing.count(), "ranges": g.missing.to_text(text_limit)}
-                        for g in self.gaps[:50]],
+            "missing": [
+                {
+                    "segment_index": g.segment_index,
+                    "bookie": g.bookie,
+                    "expected": g.expected,
+                    "missing": g.missing.count(),
+                    "ranges": g.missing.to_text(text_limit),
+                }
+                for g in self.gaps[:50]
+            ],
         }
 
 
@@ -372,10 +399,23 @@ def analyze_coverage(metadata: LedgerMetadata, answers: Mapping[str, Answer], en
             beyond[b] = clip_rangeset(a, stop + 1, a.last)
 
     return Coverage(
-        ledger_id=metadata.ledger_id, state=metadata.state, end=stop, ensemble_size=e, write_quorum=wq,
-        ack_quorum=aq, entries=entries, least_copies_at_most=least_max, least_copies_at_least=least_min,
-        buckets=buckets, truncation=truncation, expected=expected,
-        unknown_bookies=tuple(sorted(unknown_relevant)), entries_with_unknown_copies=collected(("unk",)),
-        gaps=tuple(gaps), overreplicated=over, beyond_end=beyond, duplicate_bookies=tuple(duplicates),
+        ledger_id=metadata.ledger_id,
+        state=metadata.state,
+        end=stop,
+        ensemble_size=e,
+        write_quorum=wq,
+        ack_quorum=aq,
+        entries=entries,
+        least_copies_at_most=least_max,
+        least_copies_at_least=least_min,
+        buckets=buckets,
+        truncation=truncation,
+        expected=expected,
+        unknown_bookies=tuple(sorted(unknown_relevant)),
+        entries_with_unknown_copies=collected(("unk",)),
+        gaps=tuple(gaps),
+        overreplicated=over,
+        beyond_end=beyond,
+        duplicate_bookies=tuple(duplicates),
         answered=tuple(sorted(within)),
     )

@@ -26,6 +26,7 @@ A digest that does not match is a result (material for a "corrupt replica" findi
 exception. Only bytes too short to hold a header raise, from `parse_header`; `verify_entry` turns even
 that into a result.
 """
+
 from __future__ import annotations
 
 import enum
@@ -68,13 +69,13 @@ class EntryFormatError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class EntryHeader:
-    format_version: int          # 1: every real bookie; 2: the 128-bit design (our extension)
+    format_version: int  # 1: every real bookie; 2: the 128-bit design (our extension)
     ledger_id: LedgerId
     entry_id: int
     last_add_confirmed: int
-    length: int                  # cumulative ledger length including this entry's payload
-    header_length: int           # 32 (v1) or 41 (v2); the digest starts here
-    flags: int | None = None     # v2 only: the raw flags byte
+    length: int  # cumulative ledger length including this entry's payload
+    header_length: int  # 32 (v1) or 41 (v2); the digest starts here
+    flags: int | None = None  # v2 only: the raw flags byte
     stated_digest_code: int | None = None  # v2 only: bits 0-3 of the flags (0 = not stated)
 
 
@@ -88,13 +89,16 @@ def parse_header(body: bytes | bytearray | memoryview) -> EntryHeader:
         # The flags must state version 2 and a digest type code (0-4): one flipped top bit of a v1
         # entry's first byte must not turn it into a plausible v2 entry.
         if (flags >> 4) & 0x07 != 2 or flags & 0x0F > max(d.value for d in DigestType):
-            raise EntryFormatError(f"v2 entry flags {flags:#04x} state format version {(flags >> 4) & 0x07} and "
-                                   f"digest code {flags & 0x0F} (version 2 and codes 0-4 exist)", too_short=False)
+            raise EntryFormatError(
+                f"v2 entry flags {flags:#04x} state format version {(flags >> 4) & 0x07} and "
+                f"digest code {flags & 0x0F} (version 2 and codes 0-4 exist)",
+                too_short=False,
+            )
         if scope < 0 or ledger < 0:
-            raise EntryFormatError(f"v2 entry has a negative ledger scope id or ledger id ({scope}, {ledger})",
-                                   too_short=False)
-        return EntryHeader(2, LedgerId(scope, ledger), entry, lac, length, V2_HEADER_LENGTH,
-                           flags, flags & 0x0F)
+            raise EntryFormatError(
+                f"v2 entry has a negative ledger scope id or ledger id ({scope}, {ledger})", too_short=False
+            )
+        return EntryHeader(2, LedgerId(scope, ledger), entry, lac, length, V2_HEADER_LENGTH, flags, flags & 0x0F)
     if len(view) < V1_HEADER_LENGTH:
         raise EntryFormatError(f"entry is {len(view)} bytes, shorter than the {V1_HEADER_LENGTH}-byte header")
     ledger, entry, lac, length = _V1.unpack_from(view, 0)
@@ -134,7 +138,7 @@ def compute_digest(digest_type: DigestType, signed: bytes, payload: bytes, key: 
 
 class Verdict(enum.Enum):
     OK = "ok"
-    CORRUPT = "corrupt"            # the bytes fail a check a BookKeeper reader would apply
+    CORRUPT = "corrupt"  # the bytes fail a check a BookKeeper reader would apply
     UNVERIFIABLE = "unverifiable"  # we lack what is needed to check (no digest type, no HMAC password)
 
 
@@ -170,9 +174,15 @@ def _as_ledger_id(ledger_id: int | LedgerId) -> LedgerId:
     return ledger_id if isinstance(ledger_id, LedgerId) else LedgerId(0, ledger_id)
 
 
-def verify_entry(body: bytes | bytearray | memoryview, *, ledger_id: int | LedgerId, entry_id: int | None,
-                 digest_type: DigestType | None, password: bytes | str | None = None,
-                 key: bytes | None = None) -> EntryVerification:
+def verify_entry(
+    body: bytes | bytearray | memoryview,
+    *,
+    ledger_id: int | LedgerId,
+    entry_id: int | None,
+    digest_type: DigestType | None,
+    password: bytes | str | None = None,
+    key: bytes | None = None,
+) -> EntryVerification:
     """Check stored entry bytes read for (ledger_id, entry_id) the way a BookKeeper reader does.
 
     `entry_id` None or -1 means "the bookie's last entry" (READ_ENTRY of -1 or READ_LAC's
@@ -195,8 +205,7 @@ def verify_entry(body: bytes | bytearray | memoryview, *, ledger_id: int | Ledge
     if entry_id is not None and entry_id != -1 and header.entry_id != entry_id:
         problems.append(EntryProblem.ENTRY_ID_MISMATCH)
         notes.append(f"header names entry {header.entry_id}, read {entry_id}")
-    if (digest_type is not None and header.stated_digest_code
-            and header.stated_digest_code != digest_type.value):
+    if digest_type is not None and header.stated_digest_code and header.stated_digest_code != digest_type.value:
         problems.append(EntryProblem.DIGEST_TYPE_MISMATCH)
         notes.append(f"v2 flags state digest type {header.stated_digest_code}, metadata says {digest_type.name}")
 
@@ -210,11 +219,12 @@ def verify_entry(body: bytes | bytearray | memoryview, *, ledger_id: int | Ledge
         return _finish(problems, notes, header, data, None, None, None)
     if digest_type is DigestType.HMAC and key is None:
         if password is None:
-            return _finish(problems, notes, header, data, data[start:start + d], None,
-                           "HMAC digest but no ledger password")
+            return _finish(
+                problems, notes, header, data, data[start : start + d], None, "HMAC digest but no ledger password"
+            )
         key = mac_key(password)
-    stored = data[start:start + d]
-    payload = data[start + d:]
+    stored = data[start : start + d]
+    payload = data[start + d :]
     computed = compute_digest(digest_type, data[:start], payload, key)
     if not hmac.compare_digest(stored, computed):
         problems.append(EntryProblem.DIGEST_MISMATCH)
@@ -226,20 +236,33 @@ def verify_entry(body: bytes | bytearray | memoryview, *, ledger_id: int | Ledge
     return _finish(problems, notes, header, data, stored, computed, None, payload)
 
 
-def _finish(problems: list[EntryProblem], notes: list[str], header: EntryHeader, data: bytes,
-            stored: bytes | None, computed: bytes | None, unverifiable: str | None,
-            payload: bytes | None = None) -> EntryVerification:
+def _finish(
+    problems: list[EntryProblem],
+    notes: list[str],
+    header: EntryHeader,
+    data: bytes,
+    stored: bytes | None,
+    computed: bytes | None,
+    unverifiable: str | None,
+    payload: bytes | None = None,
+) -> EntryVerification:
     if problems:
-        return EntryVerification(Verdict.CORRUPT, tuple(problems), "; ".join(notes), header, payload,
-                                 stored, computed)
+        return EntryVerification(Verdict.CORRUPT, tuple(problems), "; ".join(notes), header, payload, stored, computed)
     if unverifiable:
         return EntryVerification(Verdict.UNVERIFIABLE, (), unverifiable, header, None, stored, None)
     return EntryVerification(Verdict.OK, (), "ok", header, payload, stored, computed)
 
 
-def build_entry(ledger_id: int | LedgerId, entry_id: int, last_add_confirmed: int, length: int,
-                payload: bytes, digest_type: DigestType, password: bytes | str = b"",
-                format_version: int = 1) -> bytes:
+def build_entry(
+    ledger_id: int | LedgerId,
+    entry_id: int,
+    last_add_confirmed: int,
+    length: int,
+    payload: bytes,
+    digest_type: DigestType,
+    password: bytes | str = b"",
+    format_version: int = 1,
+) -> bytes:
     """The stored bytes a writer would produce (for tests and the simulated bookie)."""
     lid = _as_ledger_id(ledger_id)
     if format_version == 1:
@@ -247,8 +270,9 @@ def build_entry(ledger_id: int | LedgerId, entry_id: int, last_add_confirmed: in
             raise ValueError("entry format v1 cannot carry a ledger scope id")
         header = _V1.pack(lid.ledger, entry_id, last_add_confirmed, length)
     elif format_version == 2:
-        header = _V2.pack(0x80 | (2 << 4) | digest_type.value, lid.scope, lid.ledger, entry_id,
-                          last_add_confirmed, length)
+        header = _V2.pack(
+            0x80 | (2 << 4) | digest_type.value, lid.scope, lid.ledger, entry_id, last_add_confirmed, length
+        )
     else:
         raise ValueError(f"unknown entry format version {format_version}")
     key = mac_key(password) if digest_type is DigestType.HMAC else None
@@ -262,8 +286,13 @@ class LacVerification:
     detail: str
 
 
-def verify_lac_body(body: bytes | bytearray | memoryview, *, ledger_id: int, digest_type: DigestType | None,
-                    password: bytes | str | None = None) -> LacVerification:
+def verify_lac_body(
+    body: bytes | bytearray | memoryview,
+    *,
+    ledger_id: int,
+    digest_type: DigestType | None,
+    password: bytes | str | None = None,
+) -> LacVerification:
     """Check an explicit-LAC body (`ReadLacResponse.lacBody`): ledgerId | lac | digest over the first 16 bytes."""
     data = bytes(body)
     if len(data) < LAC_BODY_HEADER_LENGTH:
@@ -280,8 +309,9 @@ def verify_lac_body(body: bytes | bytearray | memoryview, *, ledger_id: int, dig
         return LacVerification(Verdict.UNVERIFIABLE, lac, "HMAC digest but no ledger password")
     key = mac_key(password) if digest_type is DigestType.HMAC and password is not None else None
     computed = compute_digest(digest_type, data[:16], b"", key)
-    stored = data[16:16 + d]
+    stored = data[16 : 16 + d]
     if not hmac.compare_digest(stored, computed):
-        return LacVerification(Verdict.CORRUPT, lac,
-                               f"{digest_type.name} LAC digest stored {stored.hex()} computed {computed.hex()}")
+        return LacVerification(
+            Verdict.CORRUPT, lac, f"{digest_type.name} LAC digest stored {stored.hex()} computed {computed.hex()}"
+        )
     return LacVerification(Verdict.OK, lac, "ok")

@@ -26,6 +26,7 @@ never expanded), and at most PERIODIC_RUN_LIMIT ranges per answer; more is a mal
 conversion are stepwise (`decode_steps`, `rangeset_steps`, `auditor.durability.steps`), so the
 daemon's event loop runs between every STEP records of a large answer.
 """
+
 from __future__ import annotations
 
 import struct
@@ -159,7 +160,8 @@ class _Validation:
             if first <= prev_end:
                 raise EntryListError(
                     f"group {i}: starts at {first}, not after the previous group's last entry {prev_end}"
-                    " (groups must be ascending and disjoint)")
+                    " (groups must be ascending and disjoint)"
+                )
             simple = False
             if not _is_run(rec):
                 self.periodic = True
@@ -198,12 +200,12 @@ class EntryList:
 
     # ----- construction -------------------------------------------------------------------------
     @classmethod
-    def decode(cls, data: bytes | bytearray | memoryview) -> "EntryList":
+    def decode(cls, data: bytes | bytearray | memoryview) -> EntryList:
         """Parse and strictly validate the bytes; raise EntryListError with the reason."""
         return run_steps(cls.decode_steps(data))
 
     @classmethod
-    def decode_steps(cls, data: bytes | bytearray | memoryview, step: int = STEP) -> Steps["EntryList"]:
+    def decode_steps(cls, data: bytes | bytearray | memoryview, step: int = STEP) -> Steps[EntryList]:
         """`decode`, yielding after every `step` records (see `auditor.durability.steps`)."""
         view = memoryview(data)
         if len(view) < HEADER_LENGTH:
@@ -215,14 +217,14 @@ class EntryList:
             raise EntryListError(f"negative group count {groups}")
         expected = HEADER_LENGTH + RECORD_LENGTH * groups
         if len(view) != expected:
-            raise EntryListError(
-                f"entry list is {len(view)} bytes but {groups} groups need exactly {expected}")
+            raise EntryListError(f"entry list is {len(view)} bytes but {groups} groups need exactly {expected}")
         records: list[Record] = []
         v = _Validation()
         for start in range(0, groups, step):
             stop = min(groups, start + step)
-            chunk = list(_RECORD.iter_unpack(view[HEADER_LENGTH + start * RECORD_LENGTH:
-                                                  HEADER_LENGTH + stop * RECORD_LENGTH]))
+            chunk = list(
+                _RECORD.iter_unpack(view[HEADER_LENGTH + start * RECORD_LENGTH : HEADER_LENGTH + stop * RECORD_LENGTH])
+            )
             v.check(chunk)
             records.extend(chunk)
             if stop < groups:
@@ -232,19 +234,18 @@ class EntryList:
         return out
 
     @classmethod
-    def from_ranges(cls, ranges: RangeSet) -> "EntryList":
+    def from_ranges(cls, ranges: RangeSet) -> EntryList:
         """The records a real bookie would send for this set: one per maximal run, period 0."""
         return cls(_records_for_ranges(ranges))
 
     @classmethod
-    def from_ids(cls, ids: Iterable[int]) -> "EntryList":
+    def from_ids(cls, ids: Iterable[int]) -> EntryList:
         return cls.from_ranges(RangeSet.from_ids(ids))
 
     # ----- encoding -----------------------------------------------------------------------------
     def encode(self) -> bytes:
         """These records serialised as they are (periodic groups stay periodic)."""
-        return _HEADER.pack(CURRENT_VERSION, len(self._records)) + b"".join(
-            _RECORD.pack(*r) for r in self._records)
+        return _HEADER.pack(CURRENT_VERSION, len(self._records)) + b"".join(_RECORD.pack(*r) for r in self._records)
 
     # ----- queries ------------------------------------------------------------------------------
     @property
@@ -284,13 +285,15 @@ class EntryList:
             for s in starts:
                 yield from range(s, s + size)
 
-    def to_rangeset(self, first: int = 0, last: int = MAX_ENTRY_ID, *,
-                    max_periodic_runs: int = PERIODIC_RUN_LIMIT) -> RangeSet:
+    def to_rangeset(
+        self, first: int = 0, last: int = MAX_ENTRY_ID, *, max_periodic_runs: int = PERIODIC_RUN_LIMIT
+    ) -> RangeSet:
         """The ids in [first, last] as a RangeSet (see `rangeset_steps`)."""
         return run_steps(self.rangeset_steps(first, last, max_periodic_runs=max_periodic_runs))
 
-    def rangeset_steps(self, first: int = 0, last: int = MAX_ENTRY_ID, *,
-                       max_periodic_runs: int = PERIODIC_RUN_LIMIT, step: int = STEP) -> Steps[RangeSet]:
+    def rangeset_steps(
+        self, first: int = 0, last: int = MAX_ENTRY_ID, *, max_periodic_runs: int = PERIODIC_RUN_LIMIT, step: int = STEP
+    ) -> Steps[RangeSet]:
         """The ids in [first, last] as a RangeSet, yielding after every `step` records or ranges.
 
         Pass the ledger's own entries as the window: ids past it are dropped, never expanded. Costs
@@ -310,12 +313,13 @@ class EntryList:
             if runs > max_periodic_runs:
                 raise EntryListError(
                     f"periodic groups expand to {runs} ranges within entries {first}-{last}, more than "
-                    f"{max_periodic_runs} (no bookie sends periodic groups; malformed answer)")
+                    f"{max_periodic_runs} (no bookie sends periodic groups; malformed answer)"
+                )
         out: list[tuple[int, int]] = []
         if self._simple:  # disjoint, non-touching single runs: one range per record, at C speed
             window = recs[lo:hi]
             for i in range(0, len(window), step):
-                out.extend([(f, f + size - 1) for f, _, size, _ in window[i:i + step]])
+                out.extend([(f, f + size - 1) for f, _, size, _ in window[i : i + step]])
                 if i + step < len(window):
                     yield
             if out and out[0][1] < first:

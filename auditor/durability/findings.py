@@ -7,6 +7,7 @@ ensemble, bookie), how sure we are (unknown bookies, confirmed by a re-check) an
 same fault is not reported twice, and `FindingSummary` aggregates counts per category (BP-34: "group all
 the durability violations found in a scrutiny run according to the categories").
 """
+
 from __future__ import annotations
 
 import enum
@@ -24,8 +25,15 @@ from .ranges import RangeSet
 from .schedule import StripedSet
 
 __all__ = [
-    "Category", "Severity", "SEVERITY_OF", "Method", "Finding", "FindingSummary", "summarize",
-    "pulsar_context", "DEFAULT_TEXT_LIMIT",
+    "Category",
+    "Severity",
+    "SEVERITY_OF",
+    "Method",
+    "Finding",
+    "FindingSummary",
+    "summarize",
+    "pulsar_context",
+    "DEFAULT_TEXT_LIMIT",
 ]
 
 DEFAULT_TEXT_LIMIT = 20  # runs shown in a finding's compressed entry ranges
@@ -76,21 +84,23 @@ _SEVERITY_RANK = {Severity.CRITICAL: 0, Severity.MAJOR: 1, Severity.MINOR: 2, Se
 #             metadata), or repair is not making progress.
 #  minor    - below the configured redundancy or placement, normally repaired by auto-recovery.
 #  info     - nothing is at risk.
-SEVERITY_OF: Mapping[Category, Severity] = MappingProxyType({
-    Category.ENTRY_NO_REPLICA: Severity.CRITICAL,
-    Category.ENTRY_BELOW_ACK_QUORUM: Severity.MAJOR,
-    Category.ENTRY_BELOW_WRITE_QUORUM: Severity.MINOR,
-    Category.PLACEMENT_VIOLATION: Severity.MINOR,
-    Category.PLACEMENT_SOFT: Severity.INFO,
-    Category.UNDERREPLICATED_TOO_LONG: Severity.MAJOR,
-    Category.BOOKIE_UNREACHABLE: Severity.MAJOR,
-    Category.BOOKIE_REINCARNATED: Severity.CRITICAL,
-    Category.DIGEST_MISMATCH: Severity.CRITICAL,
-    Category.TRUNCATION_RISK: Severity.CRITICAL,
-    Category.RISKY_QUORUM: Severity.MINOR,
-    Category.METADATA_UNREADABLE: Severity.MAJOR,
-    Category.OVERREPLICATED: Severity.INFO,
-})
+SEVERITY_OF: Mapping[Category, Severity] = MappingProxyType(
+    {
+        Category.ENTRY_NO_REPLICA: Severity.CRITICAL,
+        Category.ENTRY_BELOW_ACK_QUORUM: Severity.MAJOR,
+        Category.ENTRY_BELOW_WRITE_QUORUM: Severity.MINOR,
+        Category.PLACEMENT_VIOLATION: Severity.MINOR,
+        Category.PLACEMENT_SOFT: Severity.INFO,
+        Category.UNDERREPLICATED_TOO_LONG: Severity.MAJOR,
+        Category.BOOKIE_UNREACHABLE: Severity.MAJOR,
+        Category.BOOKIE_REINCARNATED: Severity.CRITICAL,
+        Category.DIGEST_MISMATCH: Severity.CRITICAL,
+        Category.TRUNCATION_RISK: Severity.CRITICAL,
+        Category.RISKY_QUORUM: Severity.MINOR,
+        Category.METADATA_UNREADABLE: Severity.MAJOR,
+        Category.OVERREPLICATED: Severity.INFO,
+    }
+)
 
 
 class Method(str, enum.Enum):
@@ -178,7 +188,7 @@ def topic_of_managed_ledger(name: str) -> str | None:
     parts = name.split("/")
     for i, part in enumerate(parts):
         if part in _DOMAINS and 0 < i < len(parts) - 1:
-            local = urllib.parse.unquote("/".join(parts[i + 1:]))
+            local = urllib.parse.unquote("/".join(parts[i + 1 :]))
             return f"{part}://{'/'.join(parts[:i])}/{local}"
     return None
 
@@ -275,11 +285,21 @@ class Finding:
     pulsar: Mapping[str, str] | None = field(default=None, compare=False, hash=False)
 
     @classmethod
-    def of(cls, category: Category, message: str, *, metadata: LedgerMetadata | None = None,
-           ledger: LedgerId | None = None, severity: Severity | None = None,
-           affected: StripedSet | RangeSet | None = None, text_limit: int = DEFAULT_TEXT_LIMIT,
-           detail: Mapping[str, Any] | None = None, method: str | Method = Method.ENTRY_LIST,
-           unknown_bookies: Iterable[str] = (), **fields: Any) -> "Finding":
+    def of(
+        cls,
+        category: Category,
+        message: str,
+        *,
+        metadata: LedgerMetadata | None = None,
+        ledger: LedgerId | None = None,
+        severity: Severity | None = None,
+        affected: StripedSet | RangeSet | None = None,
+        text_limit: int = DEFAULT_TEXT_LIMIT,
+        detail: Mapping[str, Any] | None = None,
+        method: str | Method = Method.ENTRY_LIST,
+        unknown_bookies: Iterable[str] = (),
+        **fields: Any,
+    ) -> Finding:
         category = Category(category)
         if metadata is not None:
             ledger = ledger or metadata.ledger_id
@@ -291,19 +311,30 @@ class Finding:
         if "ensemble" in fields:
             fields["ensemble"] = tuple(fields["ensemble"])
         pulsar = fields.pop("pulsar", None)
-        return cls(category=category, severity=severity or SEVERITY_OF[category], message=message,
-                   ledger=ledger, detail=_freeze(detail),
-                   method=method.value if isinstance(method, Method) else str(method),
-                   unknown_bookies=tuple(sorted(set(unknown_bookies))),
-                   pulsar=MappingProxyType(dict(pulsar)) if pulsar else None, **fields)
+        return cls(
+            category=category,
+            severity=severity or SEVERITY_OF[category],
+            message=message,
+            ledger=ledger,
+            detail=_freeze(detail),
+            method=method.value if isinstance(method, Method) else str(method),
+            unknown_bookies=tuple(sorted(set(unknown_bookies))),
+            pulsar=MappingProxyType(dict(pulsar)) if pulsar else None,
+            **fields,
+        )
 
     def dedup_key(self) -> tuple[Any, ...]:
         """Identity of the fault: the same category at the same place. Counts and methods may differ
         between two sightings of one fault, so they are not part of the key."""
-        return (self.category.value, self.ledger.qualified_name if self.ledger else None, self.segment_index,
-                self.bookie, self.entry_id)
+        return (
+            self.category.value,
+            self.ledger.qualified_name if self.ledger else None,
+            self.segment_index,
+            self.bookie,
+            self.entry_id,
+        )
 
-    def confirm(self) -> "Finding":
+    def confirm(self) -> Finding:
         return replace(self, confirmed=True)
 
     def to_log_dict(self) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 Scope 0 is today's BookKeeper: a 63-bit ledger id. Both halves stay within 0 .. 2**63-1 so that each is a
 valid Java long. The qualified name is 32 lower-case hex digits: 16 for the scope, 16 for the ledger id.
 """
+
 from __future__ import annotations
 
 import re
@@ -35,7 +36,7 @@ class LedgerId:
                 raise LedgerIdError(f"{name} {value} is outside 0..2^63-1")
 
     @classmethod
-    def of(cls, ledger: int, scope: int = 0) -> "LedgerId":
+    def of(cls, ledger: int, scope: int = 0) -> LedgerId:
         return cls(scope, ledger)
 
     @property
@@ -49,7 +50,7 @@ class LedgerId:
         return self.scope == 0
 
     @classmethod
-    def parse(cls, text: str | int) -> "LedgerId":
+    def parse(cls, text: str | int) -> LedgerId:
         """Accept a decimal ledger id (scope 0), `scope:ledger` in decimal, or a 32-hex qualified name."""
         if isinstance(text, int):
             return cls(0, text)
@@ -61,7 +62,7 @@ class LedgerId:
             raise LedgerIdError(f"ledger id {shown(text)}: {exc}") from None
 
     @classmethod
-    def _parse_text(cls, text: str) -> "LedgerId":
+    def _parse_text(cls, text: str) -> LedgerId:
         s = text.strip()
         if m := _HEX32.fullmatch(s):
             value = int(m.group(1), 16)
@@ -71,7 +72,8 @@ class LedgerId:
         if m := _PAIR.fullmatch(s):
             return cls(_decimal(m.group(1), "scope id", text), _decimal(m.group(2), "ledger id", text))
         raise LedgerIdError(
-            f"cannot parse ledger id {shown(text)}: expected a decimal id, 'scope:ledger', or 32 hex digits")
+            f"cannot parse ledger id {shown(text)}: expected a decimal id, 'scope:ledger', or 32 hex digits"
+        )
 
     def __str__(self) -> str:
         return str(self.ledger) if self.scope == 0 else self.qualified_name

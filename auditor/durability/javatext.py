@@ -6,13 +6,14 @@ Numbers as Java's Integer.parseInt / Long.parseLong read them: an optional sign 
 `java_int`. Java's parseInt also takes other scripts' decimal digits (`٧`); no BookKeeper writer emits
 them and we refuse them (docs/spec-differences.md).
 """
+
 from __future__ import annotations
 
 import re
 
 JAVA_TRIM = "".join(map(chr, range(33)))  # what Java's String.trim() removes: every char <= ' '
 _NUMBER = re.compile(r"([+-]?)([0-9]+)")
-_RANGES = {32: ("int", -2**31, 2**31 - 1), 64: ("long", -2**63, 2**63 - 1)}
+_RANGES = {32: ("int", -(2**31), 2**31 - 1), 64: ("long", -(2**63), 2**63 - 1)}
 
 
 def shown(text: str, limit: int = 24) -> str:

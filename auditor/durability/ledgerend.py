@@ -35,6 +35,7 @@ end at or below what the evidence proves:
 A lower end is always safe: entries past it are simply not judged in this pass (never reported as
 missing); the next pass, with more bookies answering, sees further.
 """
+
 from __future__ import annotations
 
 import enum
@@ -45,8 +46,19 @@ from .entry import Verdict, verify_entry, verify_lac_body
 from .findings import Category, Finding, Method
 from .model import DigestType, LedgerMetadata
 
-__all__ = ["Trust", "LacSource", "LacEvidence", "LedgerEnd", "judge_lac_body", "judge_last_entry_body",
-           "judge_read_lac", "metadata_floor", "closed_end", "decide_end", "lac_findings"]
+__all__ = [
+    "Trust",
+    "LacSource",
+    "LacEvidence",
+    "LedgerEnd",
+    "judge_lac_body",
+    "judge_last_entry_body",
+    "judge_read_lac",
+    "metadata_floor",
+    "closed_end",
+    "decide_end",
+    "lac_findings",
+]
 
 # Digest types whose check means something: a changed bit fails them.
 CHECKING_DIGESTS = frozenset({DigestType.CRC32, DigestType.CRC32C, DigestType.HMAC})
@@ -59,7 +71,7 @@ class Trust(enum.Enum):
 
 
 class LacSource(str, enum.Enum):
-    LAC_BODY = "lacBody"              # the explicit LAC a writer stored with WRITE_LAC
+    LAC_BODY = "lacBody"  # the explicit LAC a writer stored with WRITE_LAC
     LAST_ENTRY_BODY = "lastEntryBody"  # the bookie's highest stored entry, with the LAC it carries
 
     def __str__(self) -> str:
@@ -73,9 +85,9 @@ class LacEvidence:
     bookie: str
     source: LacSource
     trust: Trust
-    lac: int | None       # the LAC it states (None when unreadable)
+    lac: int | None  # the LAC it states (None when unreadable)
     entry_id: int | None  # lastEntryBody: the entry it holds (None for a LAC body, or when unreadable)
-    detail: str           # "ok", or why it is not trusted
+    detail: str  # "ok", or why it is not trusted
     problems: tuple[str, ...] = ()
 
 
@@ -100,8 +112,7 @@ def judge_lac_body(bookie: str, body: bytes, md: LedgerMetadata) -> LacEvidence:
 
 
 def judge_last_entry_body(bookie: str, body: bytes, md: LedgerMetadata) -> LacEvidence:
-    v = verify_entry(body, ledger_id=md.ledger_id, entry_id=None, digest_type=md.digest_type,
-                     password=md.password)
+    v = verify_entry(body, ledger_id=md.ledger_id, entry_id=None, digest_type=md.digest_type, password=md.password)
     header = v.header
     lac = header.last_add_confirmed if header is not None else None
     # An entry id read from another ledger's header means nothing for this ledger.
@@ -115,15 +126,18 @@ def judge_last_entry_body(bookie: str, body: bytes, md: LedgerMetadata) -> LacEv
             trust, problems, detail = Trust.CORRUPT, ("negative entry id",), f"stored entry id {header.entry_id}"
         elif not -1 <= header.last_add_confirmed < header.entry_id:
             trust, problems = Trust.CORRUPT, ("LAC not below the entry id",)
-            detail = (f"entry {header.entry_id} carries LAC {header.last_add_confirmed}; a writer always "
-                      "piggybacks a LAC in [-1, entry id)")
+            detail = (
+                f"entry {header.entry_id} carries LAC {header.last_add_confirmed}; a writer always "
+                "piggybacks a LAC in [-1, entry id)"
+            )
     if trust is Trust.CORRUPT and entry_id is not None and entry_id < 0:
         entry_id = None
     return LacEvidence(bookie, LacSource.LAST_ENTRY_BODY, trust, lac, entry_id, detail, problems)
 
 
-def judge_read_lac(bookie: str, lac_body: bytes | None, last_entry_body: bytes | None,
-                   md: LedgerMetadata) -> tuple[LacEvidence, ...]:
+def judge_read_lac(
+    bookie: str, lac_body: bytes | None, last_entry_body: bytes | None, md: LedgerMetadata
+) -> tuple[LacEvidence, ...]:
     """Both bodies of one READ_LAC answer (an absent or empty body gives nothing, as in Java)."""
     out = []
     if lac_body:
@@ -137,9 +151,9 @@ def judge_read_lac(bookie: str, lac_body: bytes | None, last_entry_body: bytes |
 class LedgerEnd:
     """The last entry a check judges, and the evidence behind it."""
 
-    end: int | None                      # None: no bookie answered (re-check later)
-    floor: int                           # what the metadata alone proves
-    basis: str                           # why this end, for logs and `explain`
+    end: int | None  # None: no bookie answered (re-check later)
+    floor: int  # what the metadata alone proves
+    basis: str  # why this end, for logs and `explain`
     rejected: tuple[LacEvidence, ...] = ()  # CORRUPT bodies: digest_mismatch material
     capped: tuple[tuple[LacEvidence, int], ...] = ()  # usable values held below what they state, and the cap
 
@@ -174,8 +188,9 @@ def decide_end(md: LedgerMetadata, evidence: Iterable[LacEvidence], answered: bo
     bad = {e.bookie for e in rejected}
     usable = [e for e in judged if e.trust is not Trust.CORRUPT and e.bookie not in bad]
 
-    held_verified = max((e.entry_id for e in usable if e.trust is Trust.VERIFIED and e.entry_id is not None),
-                        default=-1)
+    held_verified = max(
+        (e.entry_id for e in usable if e.trust is Trust.VERIFIED and e.entry_id is not None), default=-1
+    )
     held_any = max((e.entry_id for e in usable if e.entry_id is not None), default=-1)
     stated: dict[str, int] = {}  # per bookie, the highest LAC its usable bodies state
     for e in usable:
@@ -210,11 +225,22 @@ def lac_findings(md: LedgerMetadata, end: LedgerEnd) -> list[Finding]:
             continue
         seen.add(e.bookie)
         what = f"entry {e.entry_id}" if e.entry_id is not None else e.source.value
-        out.append(Finding.of(
-            Category.DIGEST_MISMATCH,
-            f"ledger {md.ledger_id}: bookie {e.bookie} answered READ_LAC with a {e.source.value} that fails "
-            f"verification ({', '.join(e.problems) or e.detail}); {what} on it is not trusted",
-            metadata=md, bookie=e.bookie, entry_id=e.entry_id, method=Method.READ,
-            detail={"source": e.source.value, "problems": list(e.problems), "why": e.detail,
-                    "statedLac": e.lac, "statedEntryId": e.entry_id}))
+        out.append(
+            Finding.of(
+                Category.DIGEST_MISMATCH,
+                f"ledger {md.ledger_id}: bookie {e.bookie} answered READ_LAC with a {e.source.value} that fails "
+                f"verification ({', '.join(e.problems) or e.detail}); {what} on it is not trusted",
+                metadata=md,
+                bookie=e.bookie,
+                entry_id=e.entry_id,
+                method=Method.READ,
+                detail={
+                    "source": e.source.value,
+                    "problems": list(e.problems),
+                    "why": e.detail,
+                    "statedLac": e.lac,
+                    "statedEntryId": e.entry_id,
+                },
+            )
+        )
     return out

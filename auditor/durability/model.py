@@ -3,12 +3,13 @@
 Adapters (auditor.metadata) build these from ZooKeeper bytes; the core (auditor.durability) decides on
 them. Nothing here does I/O.
 """
+
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Mapping
 
 from .ids import LedgerId
 from .ranges import RangeSet

@@ -29,6 +29,7 @@ Differences from Java's `isEnsembleAdheringToPlacementPolicy`, on purpose:
 * Every failing write quorum is listed (Java stops at the first), and empty segments (which hold no
   entries) are skipped unless asked for.
 """
+
 from __future__ import annotations
 
 import enum
@@ -42,9 +43,20 @@ from .ids import LedgerId
 from .model import LedgerMetadata
 
 __all__ = [
-    "PolicyKind", "Adherence", "PlacementPolicy", "QuorumCheck", "EnsembleVerdict", "SegmentVerdict",
-    "PlacementVerdict", "normalize_location", "check_ensemble", "check_ledger",
-    "DEFAULT_RACK", "DEFAULT_REGION_RACK", "DEFAULT_ZONE_UD", "CONF_KEYS",
+    "PolicyKind",
+    "Adherence",
+    "PlacementPolicy",
+    "QuorumCheck",
+    "EnsembleVerdict",
+    "SegmentVerdict",
+    "PlacementVerdict",
+    "normalize_location",
+    "check_ensemble",
+    "check_ledger",
+    "DEFAULT_RACK",
+    "DEFAULT_REGION_RACK",
+    "DEFAULT_ZONE_UD",
+    "CONF_KEYS",
 ]
 
 DEFAULT_RACK = "/default-rack"
@@ -63,7 +75,7 @@ class PolicyKind(str, enum.Enum):
     DEFAULT = _PKG + "DefaultEnsemblePlacementPolicy"
 
     @classmethod
-    def parse(cls, name: str) -> "PolicyKind":
+    def parse(cls, name: str) -> PolicyKind:
         short = name.strip().rsplit(".", 1)[-1].lower()
         for kind in cls:
             if kind.value.rsplit(".", 1)[-1].lower() == short:
@@ -84,16 +96,18 @@ def _bool(value: str | bool) -> bool:
 
 
 # Java client configuration key -> PlacementPolicy field
-CONF_KEYS: Mapping[str, str] = MappingProxyType({
-    "ensemblePlacementPolicy": "kind",
-    "minNumRacksPerWriteQuorum": "min_num_racks_per_write_quorum",
-    "enforceMinNumRacksPerWriteQuorum": "enforce_min_num_racks_per_write_quorum",
-    "reppRegionsToWrite": "regions_to_write",
-    "reppMinimumRegionsForDurability": "minimum_regions_for_durability",
-    "minNumZonesPerWriteQuorum": "min_num_zones_per_write_quorum",
-    "desiredNumZonesPerWriteQuorum": "desired_num_zones_per_write_quorum",
-    "enforceStrictZoneawarePlacement": "enforce_strict_zoneaware_placement",
-})
+CONF_KEYS: Mapping[str, str] = MappingProxyType(
+    {
+        "ensemblePlacementPolicy": "kind",
+        "minNumRacksPerWriteQuorum": "min_num_racks_per_write_quorum",
+        "enforceMinNumRacksPerWriteQuorum": "enforce_min_num_racks_per_write_quorum",
+        "reppRegionsToWrite": "regions_to_write",
+        "reppMinimumRegionsForDurability": "minimum_regions_for_durability",
+        "minNumZonesPerWriteQuorum": "min_num_zones_per_write_quorum",
+        "desiredNumZonesPerWriteQuorum": "desired_num_zones_per_write_quorum",
+        "enforceStrictZoneawarePlacement": "enforce_strict_zoneaware_placement",
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +125,7 @@ class PlacementPolicy:
     default_location: str | None = None  # None: the policy's default (/default-rack, ...)
 
     @classmethod
-    def from_conf(cls, conf: Mapping[str, str | int | bool]) -> "PlacementPolicy":
+    def from_conf(cls, conf: Mapping[str, str | int | bool]) -> PlacementPolicy:
         """Build from BookKeeper client configuration keys; unknown keys are ignored."""
         kw: dict[str, object] = {}
         for key, attr in CONF_KEYS.items():
@@ -146,8 +160,9 @@ class PlacementPolicy:
     def default(self) -> str:
         if self.default_location:
             return normalize_location(self.default_location) or DEFAULT_RACK
-        return {PolicyKind.REGION_AWARE: DEFAULT_REGION_RACK,
-                PolicyKind.ZONE_AWARE: DEFAULT_ZONE_UD}.get(self.kind, DEFAULT_RACK)
+        return {PolicyKind.REGION_AWARE: DEFAULT_REGION_RACK, PolicyKind.ZONE_AWARE: DEFAULT_ZONE_UD}.get(
+            self.kind, DEFAULT_RACK
+        )
 
 
 def normalize_location(location: object) -> str | None:
@@ -200,8 +215,9 @@ class PlacementVerdict:
     @property
     def category(self) -> Category | None:
         """FAIL -> placement_violation, MEETS_SOFT -> placement_soft, MEETS_STRICT -> None."""
-        return {Adherence.FAIL: Category.PLACEMENT_VIOLATION,
-                Adherence.MEETS_SOFT: Category.PLACEMENT_SOFT}.get(self.adherence)
+        return {Adherence.FAIL: Category.PLACEMENT_VIOLATION, Adherence.MEETS_SOFT: Category.PLACEMENT_SOFT}.get(
+            self.adherence
+        )
 
     @property
     def offending(self) -> tuple[SegmentVerdict, ...]:
@@ -213,19 +229,26 @@ class PlacementVerdict:
     def detail(self, max_quorums: int = 10) -> dict[str, object]:
         out = []
         for s in self.offending:
-            out.append({
-                "segment_index": s.segment_index,
-                "first_entry_id": s.first_entry_id,
-                "last_entry_id": s.last_entry_id,
-                "ensemble": list(s.ensemble),
-                "reasons": list(s.verdict.reasons),
-                "write_quorums": [{"start_index": q.start_index, "members": list(q.members),
-                                   "locations": list(q.locations), "reasons": list(q.reasons)}
-                                  for q in s.verdict.quorums[:max_quorums]],
-                "unresolved": list(s.verdict.unresolved),
-            })
-        return {"policy": self.policy.value.rsplit(".", 1)[-1], "adherence": self.adherence.name,
-                "segments": out}
+            out.append(
+                {
+                    "segment_index": s.segment_index,
+                    "first_entry_id": s.first_entry_id,
+                    "last_entry_id": s.last_entry_id,
+                    "ensemble": list(s.ensemble),
+                    "reasons": list(s.verdict.reasons),
+                    "write_quorums": [
+                        {
+                            "start_index": q.start_index,
+                            "members": list(q.members),
+                            "locations": list(q.locations),
+                            "reasons": list(q.reasons),
+                        }
+                        for q in s.verdict.quorums[:max_quorums]
+                    ],
+                    "unresolved": list(s.verdict.unresolved),
+                }
+            )
+        return {"policy": self.policy.value.rsplit(".", 1)[-1], "adherence": self.adherence.name, "segments": out}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -261,8 +284,13 @@ def _zone_ud(location: str, default: str) -> tuple[str, str] | None:
     return "/" + parts[0], "/" + parts[1]
 
 
-def check_ensemble(ensemble: Sequence[str], write_quorum: int, ack_quorum: int, policy: PlacementPolicy,
-                   locations: Mapping[str, str | None]) -> EnsembleVerdict:
+def check_ensemble(
+    ensemble: Sequence[str],
+    write_quorum: int,
+    ack_quorum: int,
+    policy: PlacementPolicy,
+    locations: Mapping[str, str | None],
+) -> EnsembleVerdict:
     """Adherence of one ensemble; `locations` maps bookie id -> network location (missing = unknown)."""
     default = policy.default
     resolved: dict[str, str] = {}
@@ -293,8 +321,9 @@ def check_ensemble(ensemble: Sequence[str], write_quorum: int, ack_quorum: int, 
         if e % write_quorum:
             structural.append(f"ensemble size {e} is not a multiple of write quorum {write_quorum}")
         if write_quorum <= policy.min_num_zones_per_write_quorum:
-            structural.append(f"write quorum {write_quorum} <= minNumZonesPerWriteQuorum "
-                              f"{policy.min_num_zones_per_write_quorum}")
+            structural.append(
+                f"write quorum {write_quorum} <= minNumZonesPerWriteQuorum {policy.min_num_zones_per_write_quorum}"
+            )
         if structural:
             reasons.extend(structural)
             if policy.enforce_strict_zoneaware_placement:
@@ -316,15 +345,22 @@ def check_ensemble(ensemble: Sequence[str], write_quorum: int, ack_quorum: int, 
     return verdict(overall, reasons, checks)
 
 
-def _check_rack_quorum(locs: Sequence[str], wq: int, policy: PlacementPolicy,
-                       default: str) -> tuple[Adherence, list[str]]:
+def _check_rack_quorum(
+    locs: Sequence[str], wq: int, policy: PlacementPolicy, default: str
+) -> tuple[Adherence, list[str]]:
     why = _rack_reasons(locs, wq, policy, default)
     return (Adherence.FAIL if why else Adherence.MEETS_STRICT), why
 
 
-def _check_region_quorum(locs: Sequence[str], wq: int, aq: int, policy: PlacementPolicy, default: str,
-                         resolved: Mapping[str, str],
-                         locations: Mapping[str, str | None]) -> tuple[Adherence, list[str]]:
+def _check_region_quorum(
+    locs: Sequence[str],
+    wq: int,
+    aq: int,
+    policy: PlacementPolicy,
+    default: str,
+    resolved: Mapping[str, str],
+    locations: Mapping[str, str | None],
+) -> tuple[Adherence, list[str]]:
     why = _rack_reasons(locs, wq, policy, default)
     # A member without a known location may sit in any region: it never counts as a region of its own,
     # and for the ack-quorum rule it is assumed to share the most crowded ones (the worst case).
@@ -338,8 +374,10 @@ def _check_region_quorum(locs: Sequence[str], wq: int, aq: int, policy: Placemen
             why.append(f"{len(regions)} known distinct regions, need {need} (reppMinimumRegionsForDurability)")
         top = sum(n for _, n in regions.most_common(min_regions - 1)) + unresolved
         if top >= aq:
-            why.append(f"{top} members, an ack quorum of {aq}, may sit in {min_regions - 1} region(s): an "
-                       f"acknowledged entry may not reach {min_regions} regions")
+            why.append(
+                f"{top} members, an ack quorum of {aq}, may sit in {min_regions - 1} region(s): an "
+                f"acknowledged entry may not reach {min_regions} regions"
+            )
     if why:
         return Adherence.FAIL, why
     if policy.regions_to_write:
@@ -353,8 +391,9 @@ def _check_region_quorum(locs: Sequence[str], wq: int, aq: int, policy: Placemen
     return Adherence.MEETS_STRICT, []
 
 
-def _check_zone_quorum(locs: Sequence[str], wq: int, policy: PlacementPolicy,
-                       default: str) -> tuple[Adherence, list[str]]:
+def _check_zone_quorum(
+    locs: Sequence[str], wq: int, policy: PlacementPolicy, default: str
+) -> tuple[Adherence, list[str]]:
     parsed = [_zone_ud(loc, default) for loc in locs]
     if any(p is None for p in parsed):
         bad = sorted({loc for loc, p in zip(locs, parsed) if p is None})
@@ -378,8 +417,13 @@ def _check_zone_quorum(locs: Sequence[str], wq: int, policy: PlacementPolicy,
     return Adherence.MEETS_STRICT, []
 
 
-def check_ledger(metadata: LedgerMetadata, policy: PlacementPolicy, locations: Mapping[str, str | None],
-                 end: int | None = None, include_empty: bool = False) -> PlacementVerdict:
+def check_ledger(
+    metadata: LedgerMetadata,
+    policy: PlacementPolicy,
+    locations: Mapping[str, str | None],
+    end: int | None = None,
+    include_empty: bool = False,
+) -> PlacementVerdict:
     """Check every segment (empty ones only when `include_empty`); the ledger gets the worst verdict."""
     segs = []
     overall = Adherence.MEETS_STRICT

@@ -3,6 +3,7 @@
 Every durability computation (expected entries per bookie, entries a bookie holds, missing entries) is
 range arithmetic on these, so its cost grows with the number of runs, never with the number of entries.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
@@ -29,15 +30,15 @@ class RangeSet:
     ranges: tuple[Range, ...] = ()
 
     @classmethod
-    def of(cls, ranges: Iterable[Range]) -> "RangeSet":
+    def of(cls, ranges: Iterable[Range]) -> RangeSet:
         return cls(_normalise(ranges))
 
     @classmethod
-    def span(cls, first: int, last: int) -> "RangeSet":
+    def span(cls, first: int, last: int) -> RangeSet:
         return cls(((first, last),)) if first <= last else cls()
 
     @classmethod
-    def from_ids(cls, ids: Iterable[int]) -> "RangeSet":
+    def from_ids(cls, ids: Iterable[int]) -> RangeSet:
         out: list[list[int]] = []
         for e in sorted(set(ids)):
             if out and e == out[-1][1] + 1:
@@ -76,10 +77,10 @@ class RangeSet:
     def last(self) -> int | None:
         return self.ranges[-1][1] if self.ranges else None
 
-    def union(self, other: "RangeSet") -> "RangeSet":
+    def union(self, other: RangeSet) -> RangeSet:
         return RangeSet.of(self.ranges + other.ranges)
 
-    def intersection(self, other: "RangeSet") -> "RangeSet":
+    def intersection(self, other: RangeSet) -> RangeSet:
         out: list[Range] = []
         i = j = 0
         a, b = self.ranges, other.ranges
@@ -93,7 +94,7 @@ class RangeSet:
                 j += 1
         return RangeSet(tuple(out))
 
-    def difference(self, other: "RangeSet") -> "RangeSet":
+    def difference(self, other: RangeSet) -> RangeSet:
         out: list[Range] = []
         j = 0
         b = other.ranges
@@ -117,7 +118,7 @@ class RangeSet:
     __and__ = intersection
     __sub__ = difference
 
-    def clip(self, first: int, last: int) -> "RangeSet":
+    def clip(self, first: int, last: int) -> RangeSet:
         return self.intersection(RangeSet.span(first, last))
 
     def to_text(self, limit: int = 0) -> str:
@@ -128,7 +129,7 @@ class RangeSet:
         return ",".join(parts)
 
     @classmethod
-    def parse(cls, text: str) -> "RangeSet":
+    def parse(cls, text: str) -> RangeSet:
         ranges: list[Range] = []
         for part in filter(None, (p.strip() for p in text.split(","))):
             a, _, b = part.partition("-")

@@ -10,6 +10,7 @@ cost grows with segments and with the runs in the answers, never with the number
 
 All arithmetic is on exact Python ints: unlike Java's `hasEntry`, nothing breaks for ids >= 2**31.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -23,8 +24,17 @@ from .model import LedgerMetadata
 from .ranges import Range, RangeSet
 
 __all__ = [
-    "write_set", "holds", "index_residues", "write_set_bookies", "Stripe", "StripedSet",
-    "expected_for_index", "expected_by_bookie", "segment_bookie_residues", "check_quorum_sizes", "clip_rangeset",
+    "write_set",
+    "holds",
+    "index_residues",
+    "write_set_bookies",
+    "Stripe",
+    "StripedSet",
+    "expected_for_index",
+    "expected_by_bookie",
+    "segment_bookie_residues",
+    "check_quorum_sizes",
+    "clip_rangeset",
 ]
 
 
@@ -67,8 +77,18 @@ def write_set_bookies(ensemble: tuple[str, ...], entry: int, write_quorum: int) 
 class _Pattern:
     """Precomputed tables for one (period, residues) pair."""
 
-    __slots__ = ("period", "residues", "k", "member", "prefix", "next_dist", "prev_dist", "runs",
-                 "run_start_residues", "complement")
+    __slots__ = (
+        "period",
+        "residues",
+        "k",
+        "member",
+        "prefix",
+        "next_dist",
+        "prev_dist",
+        "runs",
+        "run_start_residues",
+        "complement",
+    )
 
     def __init__(self, period: int, residues: tuple[int, ...]) -> None:
         p = period
@@ -162,7 +182,7 @@ class Stripe:
     residues: tuple[int, ...] = (0,)
 
     @classmethod
-    def make(cls, first: int, last: int, period: int = 1, residues: Iterable[int] = (0,)) -> "Stripe | None":
+    def make(cls, first: int, last: int, period: int = 1, residues: Iterable[int] = (0,)) -> Stripe | None:
         period, res = _canonical(period, residues)
         if first > last or not res:
             return None
@@ -174,7 +194,7 @@ class Stripe:
         return cls(a, b, period, res)
 
     @classmethod
-    def span(cls, first: int, last: int) -> "Stripe | None":
+    def span(cls, first: int, last: int) -> Stripe | None:
         return cls(first, last) if first <= last else None
 
     @property
@@ -202,7 +222,7 @@ class Stripe:
             return False
         return self.period == 1 or self.pattern.member[e % self.period]
 
-    def clip(self, a: int, b: int) -> "Stripe | None":
+    def clip(self, a: int, b: int) -> Stripe | None:
         if a <= self.first and self.last <= b:
             return self
         return Stripe.make(max(a, self.first), min(b, self.last), self.period, self.residues)
@@ -263,7 +283,7 @@ class StripedSet:
     pieces: tuple[Stripe, ...] = ()
 
     @classmethod
-    def of(cls, pieces: Iterable[Stripe | None]) -> "StripedSet":
+    def of(cls, pieces: Iterable[Stripe | None]) -> StripedSet:
         """Build from stripes whose ranges do not overlap (any order); adjacent compatible pieces merge."""
         items = sorted((p for p in pieces if p is not None), key=lambda s: s.first)
         out: list[Stripe] = []
@@ -277,11 +297,11 @@ class StripedSet:
         return cls(tuple(out))
 
     @classmethod
-    def from_rangeset(cls, rs: RangeSet) -> "StripedSet":
+    def from_rangeset(cls, rs: RangeSet) -> StripedSet:
         return cls(tuple(Stripe(a, b) for a, b in rs.ranges))
 
     @classmethod
-    def striped(cls, first: int, last: int, period: int, residues: Iterable[int]) -> "StripedSet":
+    def striped(cls, first: int, last: int, period: int, residues: Iterable[int]) -> StripedSet:
         s = Stripe.make(first, last, period, residues)
         return cls((s,) if s else ())
 
@@ -347,7 +367,7 @@ class StripedSet:
                 parts.append(f"...(+{more} runs)")
         return ",".join(parts)
 
-    def clip(self, a: int, b: int) -> "StripedSet":
+    def clip(self, a: int, b: int) -> StripedSet:
         out = []
         for p in self.pieces:
             if p.last < a or p.first > b:
@@ -355,11 +375,11 @@ class StripedSet:
             out.append(p.clip(a, b))
         return StripedSet(tuple(s for s in out if s is not None))
 
-    def concat(self, other: "StripedSet") -> "StripedSet":
+    def concat(self, other: StripedSet) -> StripedSet:
         """Union with a set whose pieces do not overlap this one's ranges."""
         return StripedSet.of(self.pieces + other.pieces)
 
-    def difference(self, available: RangeSet) -> "StripedSet":
+    def difference(self, available: RangeSet) -> StripedSet:
         """Members that `available` lacks: walks the gaps of `available` inside each piece."""
         runs = available.ranges
         out: list[Stripe] = []
@@ -367,15 +387,14 @@ class StripedSet:
             _difference_piece(piece, runs, out)
         return StripedSet.of(out)
 
-    def intersection(self, available: RangeSet) -> "StripedSet":
+    def intersection(self, available: RangeSet) -> StripedSet:
         """Members that `available` holds (one stripe per overlapping run; for modest outputs)."""
         runs = available.ranges
         out: list[Stripe] = []
         for piece in self.pieces:
             i = bisect.bisect_left(runs, piece.first, key=lambda r: r[1])
             while i < len(runs) and runs[i][0] <= piece.last:
-                s = Stripe.make(max(runs[i][0], piece.first), min(runs[i][1], piece.last), piece.period,
-                                piece.residues)
+                s = Stripe.make(max(runs[i][0], piece.first), min(runs[i][1], piece.last), piece.period, piece.residues)
                 if s is not None:
                     out.append(s)
                 i += 1
@@ -408,7 +427,7 @@ class StripedSet:
     def count_present(self, available: RangeSet) -> int:
         return self.count() - self.difference(available).count()
 
-    def subtract_from(self, available: RangeSet) -> "StripedSet":
+    def subtract_from(self, available: RangeSet) -> StripedSet:
         """`available` minus this set: what a bookie holds beyond what it should."""
         runs = available.ranges
         out: list[Stripe] = []
@@ -603,8 +622,9 @@ def expected_by_bookie(metadata: LedgerMetadata, end: int | None = None) -> dict
         if not span.entries:
             continue
         if len(span.ensemble) != metadata.ensemble_size:
-            raise ValueError(f"segment {span.index} has {len(span.ensemble)} bookies, "
-                             f"ensemble size is {metadata.ensemble_size}")
+            raise ValueError(
+                f"segment {span.index} has {len(span.ensemble)} bookies, ensemble size is {metadata.ensemble_size}"
+            )
         first, last = span.entries.first, span.entries.last
         assert first is not None and last is not None
         for bookie, res in segment_bookie_residues(span.ensemble, metadata.write_quorum).items():

@@ -29,6 +29,7 @@ Risky quorum settings, derived from seed 003 and the Java client:
 * Fewer writable bookies than E: no replacement for a failed member, so ensemble changes and recovery's
   write-back stall (only judged when the caller passes the writable count).
 """
+
 from __future__ import annotations
 
 import enum
@@ -36,15 +37,27 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from .coverage import Answer, Coverage, analyze_coverage
-from .findings import Category, Finding, Method, Severity, DEFAULT_TEXT_LIMIT
+from .findings import DEFAULT_TEXT_LIMIT, Category, Finding, Method, Severity
 from .ids import LedgerId
 from .model import LedgerMetadata, LedgerState
 from .placement import PlacementPolicy, PlacementVerdict, check_ledger
 
 __all__ = [
-    "QuorumRisk", "assess_quorum", "risky_quorum_finding", "underreplicated_too_long",
-    "underreplicated_finding", "durability_findings", "Disposition", "Triage", "triage", "MetadataChange",
-    "compare_metadata", "placement_finding", "unreachable_bookie_finding", "confirm", "LedgerScrutiny",
+    "QuorumRisk",
+    "assess_quorum",
+    "risky_quorum_finding",
+    "underreplicated_too_long",
+    "underreplicated_finding",
+    "durability_findings",
+    "Disposition",
+    "Triage",
+    "triage",
+    "MetadataChange",
+    "compare_metadata",
+    "placement_finding",
+    "unreachable_bookie_finding",
+    "confirm",
+    "LedgerScrutiny",
     "scrutinize_ledger",
 ]
 
@@ -66,8 +79,9 @@ class QuorumRisk:
     tolerated_lost_copies: int  # per fully replicated entry, before recovery truncates (WQ - AQ)
 
 
-def assess_quorum(ensemble_size: int, write_quorum: int, ack_quorum: int, *,
-                  writable_bookies: int | None = None) -> QuorumRisk | None:
+def assess_quorum(
+    ensemble_size: int, write_quorum: int, ack_quorum: int, *, writable_bookies: int | None = None
+) -> QuorumRisk | None:
     """None when the settings carry no risk named in the module docstring."""
     e, wq, aq = ensemble_size, write_quorum, ack_quorum
     codes: list[str] = []
@@ -86,41 +100,57 @@ def assess_quorum(ensemble_size: int, write_quorum: int, ack_quorum: int, *,
             severity = Severity.MAJOR
         if aq == 1:
             codes.append("ack_quorum_one")
-            reasons.append("ack quorum 1: an acknowledged entry may exist on one bookie, and recovery stalls "
-                           "while any bookie of a write set is unreachable")
+            reasons.append(
+                "ack quorum 1: an acknowledged entry may exist on one bookie, and recovery stalls "
+                "while any bookie of a write set is unreachable"
+            )
             severity = Severity.MAJOR
         if wq == aq:
             codes.append("single_lost_copy_truncates")
-            reasons.append(f"WQ == AQ: recovery needs only {wq - aq + 1} NoSuchEntry answer to close the ledger "
-                           "before an entry, so one lost copy (e.g. a reincarnated bookie) truncates it")
+            reasons.append(
+                f"WQ == AQ: recovery needs only {wq - aq + 1} NoSuchEntry answer to close the ledger "
+                "before an entry, so one lost copy (e.g. a reincarnated bookie) truncates it"
+            )
             if e == wq:
                 codes.append("all_members_ack")
-                reasons.append("E == WQ == AQ: every bookie must acknowledge every entry; one slow bookie "
-                               "blocks writes until an ensemble change")
+                reasons.append(
+                    "E == WQ == AQ: every bookie must acknowledge every entry; one slow bookie "
+                    "blocks writes until an ensemble change"
+                )
     if writable_bookies is not None and writable_bookies < e:
         codes.append("too_few_writable_bookies")
-        reasons.append(f"{writable_bookies} writable bookies < ensemble size {e}: no replacement for a "
-                       "failed member, so ensemble changes and recovery write-back stall")
+        reasons.append(
+            f"{writable_bookies} writable bookies < ensemble size {e}: no replacement for a "
+            "failed member, so ensemble changes and recovery write-back stall"
+        )
         severity = Severity.MAJOR
     if not codes:
         return None
-    return QuorumRisk(e, wq, aq, tuple(codes), tuple(reasons), severity,
-                      max(aq - 1, 0), max(wq - aq, 0))
+    return QuorumRisk(e, wq, aq, tuple(codes), tuple(reasons), severity, max(aq - 1, 0), max(wq - aq, 0))
 
 
 def risky_quorum_finding(metadata: LedgerMetadata, *, writable_bookies: int | None = None) -> Finding | None:
-    risk = assess_quorum(metadata.ensemble_size, metadata.write_quorum, metadata.ack_quorum,
-                         writable_bookies=writable_bookies)
+    risk = assess_quorum(
+        metadata.ensemble_size, metadata.write_quorum, metadata.ack_quorum, writable_bookies=writable_bookies
+    )
     if risk is None:
         return None
     return Finding.of(
-        Category.RISKY_QUORUM, f"ledger {metadata.ledger_id}: risky quorum settings E={risk.ensemble_size} "
+        Category.RISKY_QUORUM,
+        f"ledger {metadata.ledger_id}: risky quorum settings E={risk.ensemble_size} "
         f"WQ={risk.write_quorum} AQ={risk.ack_quorum}: {'; '.join(risk.reasons)}",
-        metadata=metadata, severity=risk.severity, method=Method.METADATA,
-        detail={"codes": list(risk.codes), "ensemble_size": risk.ensemble_size,
-                "write_quorum": risk.write_quorum, "ack_quorum": risk.ack_quorum,
-                "tolerated_unreachable": risk.tolerated_unreachable,
-                "tolerated_lost_copies": risk.tolerated_lost_copies})
+        metadata=metadata,
+        severity=risk.severity,
+        method=Method.METADATA,
+        detail={
+            "codes": list(risk.codes),
+            "ensemble_size": risk.ensemble_size,
+            "write_quorum": risk.write_quorum,
+            "ack_quorum": risk.ack_quorum,
+            "tolerated_unreachable": risk.tolerated_unreachable,
+            "tolerated_lost_copies": risk.tolerated_lost_copies,
+        },
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -138,9 +168,15 @@ def underreplicated_too_long(ctime_ms: int | None, grace_period_s: int, now_ms: 
     return elapsed_ms // 1000 > grace_period_s
 
 
-def underreplicated_finding(ledger: LedgerId, ctime_ms: int | None, grace_period_s: int, now_ms: int, *,
-                            missing_replicas: Iterable[str] = (),
-                            metadata: LedgerMetadata | None = None) -> Finding | None:
+def underreplicated_finding(
+    ledger: LedgerId,
+    ctime_ms: int | None,
+    grace_period_s: int,
+    now_ms: int,
+    *,
+    missing_replicas: Iterable[str] = (),
+    metadata: LedgerMetadata | None = None,
+) -> Finding | None:
     if not underreplicated_too_long(ctime_ms, grace_period_s, now_ms):
         return None
     assert ctime_ms is not None
@@ -149,9 +185,16 @@ def underreplicated_finding(ledger: LedgerId, ctime_ms: int | None, grace_period
     return Finding.of(
         Category.UNDERREPLICATED_TOO_LONG,
         f"ledger {ledger}: marked under-replicated {age_s}s ago, grace period {grace_period_s}s",
-        ledger=ledger, metadata=metadata, method=Method.UNDERREPLICATION,
-        detail={"marked_at_ms": ctime_ms, "age_s": age_s, "grace_period_s": grace_period_s,
-                "missing_replicas": replicas})
+        ledger=ledger,
+        metadata=metadata,
+        method=Method.UNDERREPLICATION,
+        detail={
+            "marked_at_ms": ctime_ms,
+            "age_s": age_s,
+            "grace_period_s": grace_period_s,
+            "missing_replicas": replicas,
+        },
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -165,8 +208,13 @@ _DESCRIBE = {
 }
 
 
-def durability_findings(metadata: LedgerMetadata, coverage: Coverage, *, method: str | Method = Method.ENTRY_LIST,
-                        text_limit: int = DEFAULT_TEXT_LIMIT) -> list[Finding]:
+def durability_findings(
+    metadata: LedgerMetadata,
+    coverage: Coverage,
+    *,
+    method: str | Method = Method.ENTRY_LIST,
+    text_limit: int = DEFAULT_TEXT_LIMIT,
+) -> list[Finding]:
     """Findings of the confirmed view (unknown copies counted as present).
 
     Closed ledger: the worst-entry category, one finding per ledger as the Java replicas check buckets
@@ -182,42 +230,73 @@ def durability_findings(metadata: LedgerMetadata, coverage: Coverage, *, method:
         bucket = coverage.buckets[worst]
         n = bucket.confirmed.count()
         detail = coverage.summary(text_limit)
-        out.append(Finding.of(
-            worst, f"ledger {metadata.ledger_id}: {n} entr{'y' if n == 1 else 'ies'} {_DESCRIBE[worst]} "
-            f"(least copies {coverage.least_copies_at_most} of WQ {coverage.write_quorum}, "
-            f"AQ {coverage.ack_quorum})",
-            metadata=metadata, affected=bucket.confirmed, text_limit=text_limit, method=method,
-            unknown_bookies=coverage.unknown_bookies, detail=detail,
-            first_entry_id=bucket.confirmed.first, last_entry_id=bucket.confirmed.last))
+        out.append(
+            Finding.of(
+                worst,
+                f"ledger {metadata.ledger_id}: {n} entr{'y' if n == 1 else 'ies'} {_DESCRIBE[worst]} "
+                f"(least copies {coverage.least_copies_at_most} of WQ {coverage.write_quorum}, "
+                f"AQ {coverage.ack_quorum})",
+                metadata=metadata,
+                affected=bucket.confirmed,
+                text_limit=text_limit,
+                method=method,
+                unknown_bookies=coverage.unknown_bookies,
+                detail=detail,
+                first_entry_id=bucket.confirmed.first,
+                last_entry_id=bucket.confirmed.last,
+            )
+        )
     if not closed and coverage.truncation.confirmed:
         risk = coverage.truncation
         point = risk.point
         assert point is not None
         lost = coverage.end - point + 1
-        out.append(Finding.of(
-            Category.TRUNCATION_RISK,
-            f"ledger {metadata.ledger_id} ({coverage.state.name}): entry {point} is absent on "
-            f">= {risk.threshold} bookies of its write set; a recovery reading it would close the ledger at "
-            f"{point - 1} and lose {lost} acknowledged entries up to LAC {coverage.end}",
-            metadata=metadata, affected=risk.confirmed, text_limit=text_limit, method=method,
-            unknown_bookies=coverage.unknown_bookies, entry_id=point,
-            detail={"threshold": risk.threshold, "truncation_point": point, "lac": coverage.end,
-                    "entries_lost_if_recovered": lost, "possible_point": risk.possible_point}))
+        out.append(
+            Finding.of(
+                Category.TRUNCATION_RISK,
+                f"ledger {metadata.ledger_id} ({coverage.state.name}): entry {point} is absent on "
+                f">= {risk.threshold} bookies of its write set; a recovery reading it would close the ledger at "
+                f"{point - 1} and lose {lost} acknowledged entries up to LAC {coverage.end}",
+                metadata=metadata,
+                affected=risk.confirmed,
+                text_limit=text_limit,
+                method=method,
+                unknown_bookies=coverage.unknown_bookies,
+                entry_id=point,
+                detail={
+                    "threshold": risk.threshold,
+                    "truncation_point": point,
+                    "lac": coverage.end,
+                    "entries_lost_if_recovered": lost,
+                    "possible_point": risk.possible_point,
+                },
+            )
+        )
     over = {b: s for b, s in coverage.overreplicated.items()}
     beyond = coverage.beyond_end if closed else {}
     if over or beyond:
         bookies = sorted(set(over) | set(beyond))
         total = sum(s.count() for s in over.values()) + sum(len(r) for r in beyond.values())
-        out.append(Finding.of(
-            Category.OVERREPLICATED,
-            f"ledger {metadata.ledger_id}: {len(bookies)} bookie(s) hold {total} entr{'y' if total == 1 else 'ies'} "
-            "the schedule does not place on them",
-            metadata=metadata, method=method,
-            detail={"bookies": {b: {"unexpected": over[b].count() if b in over else 0,
-                                    "unexpected_ranges": over[b].to_text(text_limit) if b in over else "",
-                                    "beyond_last_entry": len(beyond[b]) if b in beyond else 0,
-                                    "beyond_ranges": beyond[b].to_text(text_limit) if b in beyond else ""}
-                                for b in bookies}}))
+        out.append(
+            Finding.of(
+                Category.OVERREPLICATED,
+                f"ledger {metadata.ledger_id}: {len(bookies)} bookie(s) hold {total} entr{'y' if total == 1 else 'ies'} "
+                "the schedule does not place on them",
+                metadata=metadata,
+                method=method,
+                detail={
+                    "bookies": {
+                        b: {
+                            "unexpected": over[b].count() if b in over else 0,
+                            "unexpected_ranges": over[b].to_text(text_limit) if b in over else "",
+                            "beyond_last_entry": len(beyond[b]) if b in beyond else 0,
+                            "beyond_ranges": beyond[b].to_text(text_limit) if b in beyond else "",
+                        }
+                        for b in bookies
+                    }
+                },
+            )
+        )
     return out
 
 
@@ -244,14 +323,17 @@ def triage(coverage: Coverage) -> Triage:
     reasons = []
     if coverage.unknown_bookies:
         if coverage.verdict_may_change:
-            reasons.append(f"worst category {_name(coverage.worst)} could become "
-                           f"{_name(coverage.worst_possible)} once {', '.join(coverage.unknown_bookies)} answer")
+            reasons.append(
+                f"worst category {_name(coverage.worst)} could become "
+                f"{_name(coverage.worst_possible)} once {', '.join(coverage.unknown_bookies)} answer"
+            )
         if not closed and coverage.truncation_may_change:
             reasons.append("truncation risk depends on unknown bookies")
         if reasons:
             return Triage(Disposition.RECHECK, tuple(reasons), coverage.unknown_bookies)
-    reportable = (coverage.worst is not None and (closed or coverage.worst is not Category.ENTRY_BELOW_WRITE_QUORUM)) \
-        or (not closed and bool(coverage.truncation.confirmed))
+    reportable = (
+        coverage.worst is not None and (closed or coverage.worst is not Category.ENTRY_BELOW_WRITE_QUORUM)
+    ) or (not closed and bool(coverage.truncation.confirmed))
     if reportable:
         return Triage(Disposition.REPORT, (f"worst category {_name(coverage.worst)}",), coverage.unknown_bookies)
     return Triage(Disposition.CLEAN, (), coverage.unknown_bookies)
@@ -273,7 +355,7 @@ class MetadataChange:
 
     @property
     def action(self) -> str:
-        """"drop" (ledger gone), "redo" (analyse again), or "report"."""
+        """ "drop" (ledger gone), "redo" (analyse again), or "report"."""
         return "drop" if self.deleted else "redo" if self.changed else "report"
 
 
@@ -292,8 +374,11 @@ def compare_metadata(first: LedgerMetadata, reread: LedgerMetadata | None) -> Me
         reasons.append(f"length {first.length} -> {reread.length}")
     if first.segments != reread.segments:
         reasons.append(f"segments changed ({len(first.segments)} -> {len(reread.segments)})")
-    if (first.ensemble_size, first.write_quorum, first.ack_quorum) != \
-            (reread.ensemble_size, reread.write_quorum, reread.ack_quorum):
+    if (first.ensemble_size, first.write_quorum, first.ack_quorum) != (
+        reread.ensemble_size,
+        reread.write_quorum,
+        reread.ack_quorum,
+    ):
         reasons.append("quorum sizes changed")
     if first.ledger_id != reread.ledger_id:
         reasons.append("different ledger")
@@ -310,20 +395,30 @@ def placement_finding(metadata: LedgerMetadata, verdict: PlacementVerdict) -> Fi
         return None
     seg = verdict.offending[0]
     quorum = seg.verdict.quorums[0] if seg.verdict.quorums else None
-    where = (f"write quorum at index {quorum.start_index} {list(quorum.members)} in "
-             f"{list(quorum.locations)}: {'; '.join(quorum.reasons)}" if quorum
-             else "; ".join(seg.verdict.reasons))
+    where = (
+        f"write quorum at index {quorum.start_index} {list(quorum.members)} in "
+        f"{list(quorum.locations)}: {'; '.join(quorum.reasons)}"
+        if quorum
+        else "; ".join(seg.verdict.reasons)
+    )
     return Finding.of(
-        category, f"ledger {metadata.ledger_id}: {len(verdict.offending)} segment(s) "
+        category,
+        f"ledger {metadata.ledger_id}: {len(verdict.offending)} segment(s) "
         f"{'break' if category is Category.PLACEMENT_VIOLATION else 'only softly meet'} the placement policy; "
         f"segment {seg.segment_index}: {where}",
-        metadata=metadata, method=Method.METADATA, segment_index=seg.segment_index,
-        first_entry_id=seg.first_entry_id, last_entry_id=seg.last_entry_id, ensemble=seg.ensemble,
-        detail=verdict.detail())
+        metadata=metadata,
+        method=Method.METADATA,
+        segment_index=seg.segment_index,
+        first_entry_id=seg.first_entry_id,
+        last_entry_id=seg.last_entry_id,
+        ensemble=seg.ensemble,
+        detail=verdict.detail(),
+    )
 
 
-def unreachable_bookie_finding(bookie: str, *, registered: bool, attempts: int,
-                               ledgers: Iterable[LedgerId] = (), error: str = "") -> Finding | None:
+def unreachable_bookie_finding(
+    bookie: str, *, registered: bool, attempts: int, ledgers: Iterable[LedgerId] = (), error: str = ""
+) -> Finding | None:
     """After the delayed re-checks: a bookie that still does not answer is a finding only while it is
     registered (BP-34: the auditor must know about an unavailable bookie; an unregistered one is the
     bookie check's lost bookie, not a silent failure)."""
@@ -332,10 +427,11 @@ def unreachable_bookie_finding(bookie: str, *, registered: bool, attempts: int,
     ids = sorted({lid.qualified_name for lid in ledgers})
     return Finding.of(
         Category.BOOKIE_UNREACHABLE,
-        f"bookie {bookie} is registered but did not answer {attempts} attempt(s)"
-        + (f": {error}" if error else ""),
-        bookie=bookie, method=Method.REGISTRATION,
-        detail={"attempts": attempts, "error": error, "ledgers": len(ids), "sample_ledgers": ids[:20]})
+        f"bookie {bookie} is registered but did not answer {attempts} attempt(s)" + (f": {error}" if error else ""),
+        bookie=bookie,
+        method=Method.REGISTRATION,
+        detail={"attempts": attempts, "error": error, "ledgers": len(ids), "sample_ledgers": ids[:20]},
+    )
 
 
 def confirm(first_pass: Iterable[Finding], second_pass: Iterable[Finding]) -> list[Finding]:
@@ -371,19 +467,30 @@ class LedgerScrutiny:
     placement: PlacementVerdict | None = field(default=None, repr=False)
 
 
-def scrutinize_ledger(metadata: LedgerMetadata, answers: Mapping[str, Answer] | None, *, end: int | None = None,
-                      policy: PlacementPolicy | None = None, locations: Mapping[str, str | None] | None = None,
-                      marked_underreplicated: bool = False, marker_ctime_ms: int | None = None,
-                      missing_replicas: Iterable[str] = (), grace_period_s: int = 0, now_ms: int = 0,
-                      writable_bookies: int | None = None, method: str | Method = Method.ENTRY_LIST,
-                      text_limit: int = DEFAULT_TEXT_LIMIT) -> LedgerScrutiny:
+def scrutinize_ledger(
+    metadata: LedgerMetadata,
+    answers: Mapping[str, Answer] | None,
+    *,
+    end: int | None = None,
+    policy: PlacementPolicy | None = None,
+    locations: Mapping[str, str | None] | None = None,
+    marked_underreplicated: bool = False,
+    marker_ctime_ms: int | None = None,
+    missing_replicas: Iterable[str] = (),
+    grace_period_s: int = 0,
+    now_ms: int = 0,
+    writable_bookies: int | None = None,
+    method: str | Method = Method.ENTRY_LIST,
+    text_limit: int = DEFAULT_TEXT_LIMIT,
+) -> LedgerScrutiny:
     """Steps 1-4 for one ledger. `answers` None: no entry lists were gathered (metadata checks only).
     An open ledger needs `end` (the LAC `ledgerend.decide_end` proves) for its coverage; placement is judged for closed
     ledgers only, as the Java auditor does (an open ledger's last ensemble may still change)."""
     lid = metadata.ledger_id
     if marked_underreplicated:
-        f = underreplicated_finding(lid, marker_ctime_ms, grace_period_s, now_ms,
-                                    missing_replicas=missing_replicas, metadata=metadata)
+        f = underreplicated_finding(
+            lid, marker_ctime_ms, grace_period_s, now_ms, missing_replicas=missing_replicas, metadata=metadata
+        )
         if f is None:
             return LedgerScrutiny(lid, Disposition.SKIP, (), (), ("already marked under-replicated",))
         return LedgerScrutiny(lid, Disposition.REPORT, (f,), (), ("under-replicated for too long",))
@@ -423,13 +530,18 @@ def scrutinize_ledger(metadata: LedgerMetadata, answers: Mapping[str, Answer] | 
         # could still change it.
         needs_recheck = t.disposition is Disposition.RECHECK
         (pending if needs_recheck else findings).extend(found)
-    disposition = (Disposition.RECHECK if needs_recheck
-                   else Disposition.REPORT if findings else Disposition.CLEAN)
-    return LedgerScrutiny(lid, disposition, tuple(findings), tuple(pending), tuple(reasons), recheck,
-                          coverage, placement)
+    disposition = Disposition.RECHECK if needs_recheck else Disposition.REPORT if findings else Disposition.CLEAN
+    return LedgerScrutiny(
+        lid, disposition, tuple(findings), tuple(pending), tuple(reasons), recheck, coverage, placement
+    )
 
 
 def _unreadable(metadata: LedgerMetadata, findings: list[Finding], exc: Exception) -> LedgerScrutiny:
-    f = Finding.of(Category.METADATA_UNREADABLE, f"ledger {metadata.ledger_id}: inconsistent metadata: {exc}",
-                   metadata=metadata, method=Method.METADATA, detail={"error": str(exc)})
+    f = Finding.of(
+        Category.METADATA_UNREADABLE,
+        f"ledger {metadata.ledger_id}: inconsistent metadata: {exc}",
+        metadata=metadata,
+        method=Method.METADATA,
+        detail={"error": str(exc)},
+    )
     return LedgerScrutiny(metadata.ledger_id, Disposition.REPORT, tuple(findings) + (f,), (), (str(exc),))

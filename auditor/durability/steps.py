@@ -5,6 +5,7 @@ result (`Steps[T]`). The core stays free of asyncio: synchronous callers (Spark 
 `run_steps`; the daemon's event loop drives the same generator with `auditor.cooperative.finish`,
 yielding to other tasks between steps.
 """
+
 from __future__ import annotations
 
 from collections.abc import Generator

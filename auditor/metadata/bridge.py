@@ -4,15 +4,18 @@ Every request goes through kazoo's `*_async` calls; the completion callback (run
 hops to the loop with `call_soon_threadsafe`. A semaphore bounds the requests in flight. Watches and
 connection-state listeners hop to the loop the same way.
 """
+
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
-from auditor.ratelimit import TokenBucket
 from kazoo.client import KazooClient
 from kazoo.protocol.states import KazooState, WatchedEvent
+
+from auditor.ratelimit import TokenBucket
 
 log = logging.getLogger(__name__)
 
@@ -20,9 +23,14 @@ StateCallback = Callable[[KazooState], None]
 
 
 class KazooBridge:
-    def __init__(self, client: KazooClient, loop: asyncio.AbstractEventLoop | None = None,
-                 max_in_flight: int = 64, op_timeout: float | None = 30.0,
-                 rate_limit: float | None = None) -> None:
+    def __init__(
+        self,
+        client: KazooClient,
+        loop: asyncio.AbstractEventLoop | None = None,
+        max_in_flight: int = 64,
+        op_timeout: float | None = 30.0,
+        rate_limit: float | None = None,
+    ) -> None:
         self.client = client
         self.loop = loop or asyncio.get_running_loop()
         self._sem = asyncio.Semaphore(max_in_flight)
@@ -62,11 +70,13 @@ class KazooBridge:
     # ------------------------------------------------------------ watches
     def watcher(self, callback: Callable[[WatchedEvent], None]) -> Callable[[WatchedEvent], None]:
         """Wrap a loop-side callback as a kazoo watch function (called on a kazoo thread)."""
+
         def on_event(event: WatchedEvent) -> None:
             try:
                 self.loop.call_soon_threadsafe(callback, event)
             except RuntimeError:  # loop closed: nobody is listening any more
                 pass
+
         return on_event
 
     def event_watch(self) -> tuple[Callable[[WatchedEvent], None], Awaitable[WatchedEvent]]:
@@ -76,6 +86,7 @@ class KazooBridge:
         def fire(event: WatchedEvent) -> None:
             if not fut.done():
                 fut.set_result(event)
+
         return self.watcher(fire), fut
 
     # ------------------------------------------------------------ connection state

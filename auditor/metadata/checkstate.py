@@ -10,6 +10,7 @@ id): anything else is `CorruptZnodeError` naming the znode, which the daemon rep
 with a fresh state. A read that fails for another reason (e.g. no permission) is a `MetadataError`
 naming the znode too.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,11 +34,16 @@ class CheckState:
     cursor: LedgerId | None = None
 
     def to_json(self) -> bytes:
-        return json.dumps({"lastSuccessMs": self.last_success_ms, "runStartedMs": self.run_started_ms,
-                           "cursor": self.cursor.qualified_name if self.cursor else None}).encode()
+        return json.dumps(
+            {
+                "lastSuccessMs": self.last_success_ms,
+                "runStartedMs": self.run_started_ms,
+                "cursor": self.cursor.qualified_name if self.cursor else None,
+            }
+        ).encode()
 
     @classmethod
-    def parse(cls, data: bytes, path: str) -> "CheckState":
+    def parse(cls, data: bytes, path: str) -> CheckState:
         doc = parse_own_json(data, path, "bk-auditor check state")
         if not isinstance(doc, dict):
             raise CorruptZnodeError(path, f"bk-auditor check state is not a JSON object but {type(doc).__name__}")

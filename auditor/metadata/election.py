@@ -9,12 +9,14 @@ on LOST drop everything and re-enter with a new vote after reconnecting; delete 
 Writes made while leader carry `guard` (this vote must still exist, checked inside the write's
 transaction), so a deposed leader's write fails.
 """
+
 from __future__ import annotations
 
 import asyncio
 import logging
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
 from kazoo.protocol.states import EventType, KazooState
@@ -47,13 +49,17 @@ def election_base(path: str, ledgers_root: str, java_compatible: bool) -> str:
     java = join(ledgers_root, JAVA_ELECTION_DIR)
     if path == java:
         if not java_compatible:
-            raise MetadataConfigError(f"{path} is the Java auditor's election; set "
-                                      "election.join_java_election=true to take part in it on purpose")
+            raise MetadataConfigError(
+                f"{path} is the Java auditor's election; set "
+                "election.join_java_election=true to take part in it on purpose"
+            )
         return join(ledgers_root, "underreplication")
     if path.startswith(ours + "/"):
         return ours
-    raise MetadataConfigError(f"election path {path} is outside bk-auditor's own subtree {ours}/ "
-                              f"(and is not Java's {java}); refusing to create znodes there")
+    raise MetadataConfigError(
+        f"election path {path} is outside bk-auditor's own subtree {ours}/ "
+        f"(and is not Java's {java}); refusing to create znodes there"
+    )
 
 
 def sort_votes(children: list[str]) -> list[str]:
@@ -65,7 +71,7 @@ def sort_votes(children: list[str]) -> list[str]:
 class VoteGuard:
     """Write guard bound to one vote: valid only while that vote is ours and we lead with it."""
 
-    def __init__(self, election: "LeaderElection", vote_path: str) -> None:
+    def __init__(self, election: LeaderElection, vote_path: str) -> None:
         self._election = election
         self._vote_path = vote_path
 
@@ -80,8 +86,9 @@ class VoteGuard:
 
 
 class LeaderElection:
-    def __init__(self, bridge: KazooBridge, path: str, identity: str, *, ledgers_root: str,
-                 java_compatible: bool = False) -> None:
+    def __init__(
+        self, bridge: KazooBridge, path: str, identity: str, *, ledgers_root: str, java_compatible: bool = False
+    ) -> None:
         self.base = election_base(path, ledgers_root, java_compatible)
         if java_compatible and not formats.is_valid_bookie_id(identity):
             raise MetadataConfigError(f"identity {identity!r} is not a valid BookieId (Java tools would fail)")
@@ -92,7 +99,7 @@ class LeaderElection:
         self.java_compatible = java_compatible
         self.vote_path: str | None = None
         self._leader = False
-        self.leader_event = asyncio.Event()    # set while we lead
+        self.leader_event = asyncio.Event()  # set while we lead
         self.follower_event = asyncio.Event()  # set while we do not
         self.follower_event.set()
         self._on_elected: list[Callable[[], Any]] = []
@@ -146,7 +153,7 @@ class LeaderElection:
         if self.vote_path is not None and self.client.connected:
             try:
                 await self.bridge.call(self.client.delete_async, self.vote_path)
-            except (NoNodeError, KazooException, asyncio.TimeoutError):
+            except (TimeoutError, NoNodeError, KazooException):
                 pass
         self.vote_path = None
 
@@ -235,8 +242,14 @@ class LeaderElection:
 
     async def _vote(self) -> str:
         await self._ensure_parent()
-        return await self.bridge.call(self.client.create_async, join(self.path, VOTE_PREFIX),
-                                      formats.serialize_vote(self.identity), None, True, True)
+        return await self.bridge.call(
+            self.client.create_async,
+            join(self.path, VOTE_PREFIX),
+            formats.serialize_vote(self.identity),
+            None,
+            True,
+            True,
+        )
 
     async def _run(self) -> None:
         while not self._closed:
@@ -248,7 +261,7 @@ class LeaderElection:
                 await self._round()
             except asyncio.CancelledError:
                 raise
-            except (KazooException, asyncio.TimeoutError, OSError) as exc:
+            except (TimeoutError, KazooException, OSError) as exc:
                 log.warning("election round failed: %r; retrying", exc)
                 self._step_down(f"error {exc!r}")
                 await asyncio.sleep(0.5)

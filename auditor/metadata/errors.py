@@ -1,4 +1,5 @@
 """Typed errors of the metadata adapters. Every error names the znode (or file) it is about."""
+
 from __future__ import annotations
 
 

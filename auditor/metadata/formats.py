@@ -3,20 +3,21 @@
 Every parse failure is a CorruptZnodeError naming the znode path and the problem; nothing else
 escapes (fuzzed input included).
 """
+
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Iterable, Sequence
 
 from google.protobuf import text_format
 from google.protobuf.message import DecodeError, Message
 
 from auditor._proto import bookkeeper_formats_pb2 as pb
 from auditor.durability.ids import LedgerId
-from auditor.durability.model import DigestType, LedgerMetadata, LedgerState, Segment
 from auditor.durability.javatext import JAVA_TRIM, java_int, java_split, shown
+from auditor.durability.model import DigestType, LedgerMetadata, LedgerState, Segment
 
 from .errors import CorruptZnodeError
 
@@ -36,6 +37,7 @@ def is_valid_bookie_id(text: str) -> bool:
 
 
 # ---------------------------------------------------------------- varints (Java's writeDelimitedTo)
+
 
 def _encode_varint(n: int) -> bytes:
     out = bytearray()
@@ -68,12 +70,16 @@ def _decode_varint32(data: bytes, pos: int, path: str) -> tuple[int, int]:
 
 # ---------------------------------------------------------------- ledger metadata
 
+
 def read_header(data: bytes, path: str) -> tuple[int, int]:
     """(format version, offset of the body)."""
     if not data.startswith(HEADER_KEY):
-        raise CorruptZnodeError(path, "missing 'BookieMetadataFormatVersion<TAB>' header"
-                                if len(data) >= len(HEADER_KEY) or not HEADER_KEY.startswith(data)
-                                else "truncated header")
+        raise CorruptZnodeError(
+            path,
+            "missing 'BookieMetadataFormatVersion<TAB>' header"
+            if len(data) >= len(HEADER_KEY) or not HEADER_KEY.startswith(data)
+            else "truncated header",
+        )
     pos = len(HEADER_KEY)
     end = data.find(b"\n", pos, pos + _MAX_VERSION_DIGITS + 1)
     if end < 0:
@@ -88,8 +94,9 @@ def read_header(data: bytes, path: str) -> tuple[int, int]:
     return version, end + 1
 
 
-def parse_ledger_metadata(data: bytes, ledger_id: LedgerId | int, path: str = "<ledger metadata>",
-                          version: int | None = None) -> LedgerMetadata:
+def parse_ledger_metadata(
+    data: bytes, ledger_id: LedgerId | int, path: str = "<ledger metadata>", version: int | None = None
+) -> LedgerMetadata:
     """Decode a ledger znode's content (format v1, v2 or v3) as Java's LedgerMetadataSerDe reads it.
 
     As in Java: an absent ack quorum equals the write quorum; digest type and password are set only when
@@ -106,7 +113,7 @@ def parse_ledger_metadata(data: bytes, ledger_id: LedgerId | int, path: str = "<
             size, start = _decode_varint32(data, body, path)
             if start + size > len(data):
                 raise CorruptZnodeError(path, f"metadata message is truncated: {len(data) - start} of {size} bytes")
-            _parse_binary(msg, data[start:start + size], path)  # Java ignores trailing bytes
+            _parse_binary(msg, data[start : start + size], path)  # Java ignores trailing bytes
         else:
             try:
                 text_format.Parse(data[body:].decode("utf-8"), msg)
@@ -138,8 +145,9 @@ def _str(value: str | bytes) -> str:
     return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else value
 
 
-def _from_proto(msg: pb.LedgerMetadataFormat, lid: LedgerId, fmt: int, path: str,
-                version: int | None) -> LedgerMetadata:
+def _from_proto(
+    msg: pb.LedgerMetadataFormat, lid: LedgerId, fmt: int, path: str, version: int | None
+) -> LedgerMetadata:
     try:
         state = LedgerState(msg.state)
     except ValueError:
@@ -194,6 +202,7 @@ def _parse_v1(body: bytes, lid: LedgerId, path: str, version: int | None) -> Led
             return java_int(text, bits)
         except ValueError as exc:
             raise CorruptZnodeError(path, f"format 1 {what}: {exc}") from None
+
     if len(lines) < 3:
         raise CorruptZnodeError(path, "format 1 metadata lacks the quorum/ensemble/length lines")
     quorum = number(lines[0], "write quorum", 32)
@@ -211,9 +220,17 @@ def _parse_v1(body: bytes, lid: LedgerId, path: str, version: int | None) -> Led
             break
         segments.append(Segment(first, tuple(parts[1:])))
     return LedgerMetadata(
-        ledger_id=lid, ensemble_size=ensemble, write_quorum=quorum, ack_quorum=quorum, state=state,
-        last_entry_id=last, length=length if state is LedgerState.CLOSED else 0, segments=tuple(segments),
-        format_version=1, version=version)
+        ledger_id=lid,
+        ensemble_size=ensemble,
+        write_quorum=quorum,
+        ack_quorum=quorum,
+        state=state,
+        last_entry_id=last,
+        length=length if state is LedgerState.CLOSED else 0,
+        segments=tuple(segments),
+        format_version=1,
+        version=version,
+    )
 
 
 def validate(md: LedgerMetadata, path: str = "<ledger metadata>") -> None:
@@ -225,8 +242,10 @@ def validate(md: LedgerMetadata, path: str = "<ledger metadata>") -> None:
     wrong (docs/spec-differences.md): quorums below 1, a first ensemble not at entry 0, a closed ledger
     whose last entry id is below -1 or whose length is negative, a bookie twice in one ensemble.
     """
+
     def bad(problem: str) -> CorruptZnodeError:
         return CorruptZnodeError(path, problem)
+
     if not md.segments:
         raise bad("no ensemble (segment) at all")
     if not md.ensemble_size >= md.write_quorum >= md.ack_quorum:
@@ -242,8 +261,10 @@ def validate(md: LedgerMetadata, path: str = "<ledger metadata>") -> None:
     prev = None
     for seg in md.segments:
         if len(seg.ensemble) != md.ensemble_size:
-            raise bad(f"segment at entry {seg.first_entry_id} has {len(seg.ensemble)} bookies, "
-                      f"ensemble size is {md.ensemble_size}")
+            raise bad(
+                f"segment at entry {seg.first_entry_id} has {len(seg.ensemble)} bookies, "
+                f"ensemble size is {md.ensemble_size}"
+            )
         if prev is not None and seg.first_entry_id <= prev:
             raise bad(f"segment first entry ids do not increase ({prev} then {seg.first_entry_id})")
         prev = seg.first_entry_id
@@ -258,8 +279,14 @@ def validate(md: LedgerMetadata, path: str = "<ledger metadata>") -> None:
 
 
 def _to_proto(md: LedgerMetadata) -> pb.LedgerMetadataFormat:
-    msg = _LMF(quorumSize=md.write_quorum, ensembleSize=md.ensemble_size, length=md.length,
-               lastEntryId=md.last_entry_id, state=md.state.value, ackQuorumSize=md.ack_quorum)
+    msg = _LMF(
+        quorumSize=md.write_quorum,
+        ensembleSize=md.ensemble_size,
+        length=md.length,
+        lastEntryId=md.last_entry_id,
+        state=md.state.value,
+        ackQuorumSize=md.ack_quorum,
+    )
     for seg in md.segments:
         msg.segment.add(ensembleMember=list(seg.ensemble), firstEntryId=seg.first_entry_id)
     # Java always writes digest type and password (empty when none).
@@ -298,8 +325,9 @@ def serialize_ledger_metadata(md: LedgerMetadata, format_version: int | None = N
     if fmt == 1:
         if any(s.ensemble[0] == V1_CLOSED for s in md.segments):
             # `<first>\tCLOSED` is the close line: such an ensemble reads back (in Java too) as a close.
-            raise ValueError(f"ledger {md.ledger_id}: a bookie named {V1_CLOSED} first in an ensemble cannot be "
-                             "written in format 1")
+            raise ValueError(
+                f"ledger {md.ledger_id}: a bookie named {V1_CLOSED} first in an ensemble cannot be written in format 1"
+            )
         lines = [str(md.write_quorum), str(md.ensemble_size), str(md.length)]
         lines += ["\t".join([str(s.first_entry_id), *s.ensemble]) for s in md.segments]
         if md.state is LedgerState.IN_RECOVERY:
@@ -312,10 +340,12 @@ def serialize_ledger_metadata(md: LedgerMetadata, format_version: int | None = N
 
 def _open_view(md: LedgerMetadata) -> LedgerMetadata:
     from dataclasses import replace
+
     return replace(md, last_entry_id=-1, length=0)
 
 
 # ---------------------------------------------------------------- text-format helpers
+
 
 def _parse_text(msg: Message, data: bytes, path: str) -> Message:
     try:
@@ -332,6 +362,7 @@ def _text(msg: Message) -> bytes:
 
 
 # ---------------------------------------------------------------- under-replication markers & co.
+
 
 @dataclass(frozen=True, slots=True)
 class UnderreplicatedLedger:
@@ -362,8 +393,11 @@ def serialize_ur_layout() -> bytes:
 def check_ur_layout(data: bytes, path: str) -> None:
     msg = _parse_text(pb.LedgerRereplicationLayoutFormat(), data, path)
     if msg.type != UR_LAYOUT_TYPE or msg.version != UR_LAYOUT_VERSION:
-        raise CorruptZnodeError(path, f"incompatible under-replication layout {msg.type}/{msg.version} "
-                                f"(expected {UR_LAYOUT_TYPE}/{UR_LAYOUT_VERSION})")
+        raise CorruptZnodeError(
+            path,
+            f"incompatible under-replication layout {msg.type}/{msg.version} "
+            f"(expected {UR_LAYOUT_TYPE}/{UR_LAYOUT_VERSION})",
+        )
 
 
 def parse_lock(data: bytes, path: str) -> str:
@@ -409,6 +443,7 @@ def parse_lost_bookie_recovery_delay(data: bytes, path: str) -> int:
 
 # ---------------------------------------------------------------- bookies
 
+
 @dataclass(frozen=True, slots=True)
 class Endpoint:
     id: str
@@ -435,8 +470,12 @@ def parse_bookie_service_info(data: bytes, path: str) -> BookieServiceInfo | Non
         return None
     msg = pb.BookieServiceInfoFormat()
     _parse_binary(msg, data, path)
-    eps = tuple(Endpoint(_str(e.id), _str(e.host), e.port, _str(e.protocol), tuple(map(_str, e.auth)),
-                         tuple(map(_str, e.extensions))) for e in msg.endpoints)
+    eps = tuple(
+        Endpoint(
+            _str(e.id), _str(e.host), e.port, _str(e.protocol), tuple(map(_str, e.auth)), tuple(map(_str, e.extensions))
+        )
+        for e in msg.endpoints
+    )
     try:
         # protobuf decodes map keys only when they are read (and then raises on bad UTF-8, unlike strings).
         properties = {_str(k): _str(v) for k, v in msg.properties.items()}
@@ -448,8 +487,9 @@ def parse_bookie_service_info(data: bytes, path: str) -> BookieServiceInfo | Non
 def serialize_bookie_service_info(info: BookieServiceInfo) -> bytes:
     msg = pb.BookieServiceInfoFormat(properties=dict(info.properties))
     for e in info.endpoints:
-        msg.endpoints.add(id=e.id, host=e.host, port=e.port, protocol=e.protocol, auth=list(e.auth),
-                          extensions=list(e.extensions))
+        msg.endpoints.add(
+            id=e.id, host=e.host, port=e.port, protocol=e.protocol, auth=list(e.auth), extensions=list(e.extensions)
+        )
     return msg.SerializeToString()
 
 
@@ -501,8 +541,7 @@ def parse_cookie(data: bytes, path: str) -> Cookie:
     if layout < 3:
         raise CorruptZnodeError(path, f"cookie layout version {layout} is not supported")
     msg = _parse_text(pb.CookieFormat(), rest.encode("utf-8"), path)
-    return Cookie(layout, msg.bookieHost, msg.journalDir, msg.ledgerDirs, msg.instanceId or None,
-                  msg.indexDirs or None)
+    return Cookie(layout, msg.bookieHost, msg.journalDir, msg.ledgerDirs, msg.instanceId or None, msg.indexDirs or None)
 
 
 def serialize_cookie(cookie: Cookie) -> bytes:

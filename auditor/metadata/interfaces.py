@@ -1,11 +1,13 @@
 """Small interfaces the rest of the auditor codes against, so that another metadata store (Oxia, etcd)
 can be added beside the ZooKeeper one. Records here are store-neutral.
 """
+
 from __future__ import annotations
 
 import enum
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import AsyncIterator, Callable, Iterable, Mapping, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from auditor.durability.ids import LedgerId
 from auditor.durability.model import LedgerMetadata
@@ -26,9 +28,15 @@ class NodeStat:
     ephemeral_owner: int = 0
 
     @classmethod
-    def from_zk(cls, stat: object) -> "NodeStat":
-        return cls(stat.version, stat.czxid, stat.mzxid, stat.ctime, stat.mtime,  # type: ignore[attr-defined]
-                   stat.ephemeralOwner)  # type: ignore[attr-defined]
+    def from_zk(cls, stat: object) -> NodeStat:
+        return cls(
+            stat.version,
+            stat.czxid,
+            stat.mzxid,
+            stat.ctime,
+            stat.mtime,  # type: ignore[attr-defined]
+            stat.ephemeralOwner,
+        )  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +112,7 @@ class MarkerRecord:
 
 class MarkResult(enum.Enum):
     CREATED = "created"
-    MERGED = "merged"        # existing marker, new replicas added (ctime refreshed)
+    MERGED = "merged"  # existing marker, new replicas added (ctime refreshed)
     UNCHANGED = "unchanged"  # existing marker already listed every replica: nothing written
 
 
@@ -115,9 +123,9 @@ class ScanStats:
     directories: int = 0
     listed: int = 0
     read: int = 0
-    vanished: int = 0        # listed, then gone before we read it (deleted mid-scan)
+    vanished: int = 0  # listed, then gone before we read it (deleted mid-scan)
     corrupt: int = 0
-    skipped_names: int = 0   # non-ledger znodes met in ledger directories
+    skipped_names: int = 0  # non-ledger znodes met in ledger directories
     last_ledger: LedgerId | None = None  # resume cursor: scan again from last_ledger + 1
 
 
@@ -140,7 +148,9 @@ class MetadataStore(Protocol):
 
     async def instance_id(self) -> str | None: ...
 
-    def list_ledgers(self, start: LedgerId | None = None, end: LedgerId | None = None) -> AsyncIterator[LedgerBatch]: ...
+    def list_ledgers(
+        self, start: LedgerId | None = None, end: LedgerId | None = None
+    ) -> AsyncIterator[LedgerBatch]: ...
 
     async def read_ledger(self, ledger_id: LedgerId) -> LedgerRecord: ...
 
@@ -156,7 +166,9 @@ class MetadataStore(Protocol):
 
     def list_markers(self) -> AsyncIterator[MarkerRecord]: ...
 
-    async def mark_underreplicated(self, ledger_id: LedgerId, replicas: Iterable[str], guard: WriteGuard) -> MarkResult: ...
+    async def mark_underreplicated(
+        self, ledger_id: LedgerId, replicas: Iterable[str], guard: WriteGuard
+    ) -> MarkResult: ...
 
     async def is_replication_disabled(self) -> bool: ...
 

@@ -2,6 +2,7 @@
 
 Read-only: we never create or rewrite LAYOUT, even when it is missing.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -26,8 +27,8 @@ _V1_TYPES = {"hierarchical": LedgerManager.HIERARCHICAL, "flat": LedgerManager.F
 
 @dataclass(frozen=True, slots=True)
 class LedgerLayout:
-    format_version: int          # 1 or 2
-    factory_class: str           # class name (v2) or short type (v1), as stored
+    format_version: int  # 1 or 2
+    factory_class: str  # class name (v2) or short type (v1), as stored
     manager_version: int
 
 
@@ -70,12 +71,17 @@ def manager_of(layout: LedgerLayout, driver: Driver = Driver.ZOOKEEPER) -> Ledge
             return manager
     if driver is Driver.PULSAR_METADATA_STORE and name.rsplit(".", 1)[-1] == _PULSAR_FACTORY_SUFFIX:
         return LedgerManager.HIERARCHICAL
-    raise UnsupportedLayoutError(f"LAYOUT names ledger manager factory {name!r}, which is not a ZooKeeper "
-                                 "tree this auditor can read")
+    raise UnsupportedLayoutError(
+        f"LAYOUT names ledger manager factory {name!r}, which is not a ZooKeeper tree this auditor can read"
+    )
 
 
-def resolve_manager(configured: LedgerManager | None, layout: LedgerLayout | None,
-                    driver: Driver = Driver.ZOOKEEPER, path: str = "LAYOUT") -> LedgerManager:
+def resolve_manager(
+    configured: LedgerManager | None,
+    layout: LedgerLayout | None,
+    driver: Driver = Driver.ZOOKEEPER,
+    path: str = "LAYOUT",
+) -> LedgerManager:
     """Decide the path scheme from the configured manager and the LAYOUT znode, refusing a mismatch.
 
     A missing LAYOUT (e.g. a cluster only ever touched by Pulsar's driver) means the configured manager
@@ -85,6 +91,8 @@ def resolve_manager(configured: LedgerManager | None, layout: LedgerLayout | Non
         return configured or LedgerManager.HIERARCHICAL
     stored = manager_of(layout, driver)
     if configured is not None and configured is not stored:
-        raise LayoutMismatchError(f"{path}: the configuration says {configured.value} but the cluster's "
-                                  f"LAYOUT says {layout.factory_class} ({stored.value}); refusing to guess")
+        raise LayoutMismatchError(
+            f"{path}: the configuration says {configured.value} but the cluster's "
+            f"LAYOUT says {layout.factory_class} ({stored.value}); refusing to guess"
+        )
     return stored

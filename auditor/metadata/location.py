@@ -2,12 +2,13 @@
 
 Pure string handling; nothing here connects. See spec zookeeper-layout.md §1.1.
 """
+
 from __future__ import annotations
 
 import enum
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 from urllib.parse import urlsplit
 
 from auditor.durability.javatext import java_int
@@ -21,14 +22,14 @@ DEFAULT_ZK_TIMEOUT_MS = 10000
 class LedgerManager(enum.Enum):
     """The ZooKeeper path schemes BookKeeper uses for ledger znodes."""
 
-    HIERARCHICAL = "hierarchical"            # hybrid: 2-4-4 below 2^31-1, 3-4-4-4-4 from there on
-    LONG_HIERARCHICAL = "longhierarchical"   # always 3-4-4-4-4
+    HIERARCHICAL = "hierarchical"  # hybrid: 2-4-4 below 2^31-1, 3-4-4-4-4 from there on
+    LONG_HIERARCHICAL = "longhierarchical"  # always 3-4-4-4-4
     LEGACY_HIERARCHICAL = "legacyhierarchical"  # always 2-4-4 (only ever named inside LAYOUT)
-    FLAT = "flat"                            # one directory
+    FLAT = "flat"  # one directory
 
 
 class Driver(enum.Enum):
-    ZOOKEEPER = "zk"                  # BookKeeper's own ZooKeeper driver (zk+... URIs, legacy settings)
+    ZOOKEEPER = "zk"  # BookKeeper's own ZooKeeper driver (zk+... URIs, legacy settings)
     PULSAR_METADATA_STORE = "metadata-store"  # Pulsar's driver (`metadata-store:zk:...`)
 
 
@@ -122,15 +123,17 @@ def _servers(text: str, what: str) -> str:
     return ",".join(hosts)
 
 
-def parse_service_uri(uri: str, session_timeout_ms: int = DEFAULT_ZK_TIMEOUT_MS,
-                      store_ledgers_root: str = DEFAULT_LEDGERS_ROOT) -> MetadataLocation:
+def parse_service_uri(
+    uri: str, session_timeout_ms: int = DEFAULT_ZK_TIMEOUT_MS, store_ledgers_root: str = DEFAULT_LEDGERS_ROOT
+) -> MetadataLocation:
     """Parse `metadataServiceUri`: `zk[+type]://h1:2181;h2:2181/root` or `metadata-store:zk:h:2181[/chroot]`."""
     raw = uri.strip()
     bad = next((c for c in raw if ord(c) <= 0x20 or 0x7F <= ord(c) <= 0x9F), None)
     if bad is not None:
         # Java's URI refuses them; urlsplit would silently drop tabs and newlines ("/led\ngers" -> /ledgers).
-        raise MetadataConfigError(f"metadata service uri {uri!r}: invalid character {bad!r} (a space or control "
-                                  "character)")
+        raise MetadataConfigError(
+            f"metadata service uri {uri!r}: invalid character {bad!r} (a space or control character)"
+        )
     if raw.lower().startswith("metadata-store:"):
         return _parse_metadata_store(raw, session_timeout_ms, store_ledgers_root)
     try:
@@ -138,21 +141,24 @@ def parse_service_uri(uri: str, session_timeout_ms: int = DEFAULT_ZK_TIMEOUT_MS,
     except ValueError as exc:  # e.g. "Invalid IPv6 URL" for an unclosed '['
         raise MetadataConfigError(f"metadata service uri {uri!r}: {exc}") from None
     if parts.query or parts.fragment or "?" in raw or "#" in raw:
-        raise MetadataConfigError(f"metadata service uri {uri!r}: unexpected '?' or '#' (a ZooKeeper path "
-                                  "cannot hold them)")
+        raise MetadataConfigError(
+            f"metadata service uri {uri!r}: unexpected '?' or '#' (a ZooKeeper path cannot hold them)"
+        )
     scheme = parts.scheme.lower()
     if not scheme:
         raise MetadataConfigError(f"metadata service uri {uri!r}: no scheme")
     kinds = scheme.split("+")
     if kinds[0] != "zk":
         raise UnsupportedLayoutError(
-            f"metadata service uri {uri!r}: scheme {kinds[0]!r} is not ZooKeeper (only zk... is supported)")
+            f"metadata service uri {uri!r}: scheme {kinds[0]!r} is not ZooKeeper (only zk... is supported)"
+        )
     if len(kinds) > 2:
         raise MetadataConfigError(f"metadata service uri {uri!r}: scheme has more than one '+'")
     kind = kinds[1] if len(kinds) == 2 else "null"
     if kind == "ms":
-        raise UnsupportedLayoutError(f"metadata service uri {uri!r}: the MetaStore ledger manager is not a "
-                                     "ZooKeeper tree and is not supported")
+        raise UnsupportedLayoutError(
+            f"metadata service uri {uri!r}: the MetaStore ledger manager is not a ZooKeeper tree and is not supported"
+        )
     if kind not in _URI_TYPES:
         raise MetadataConfigError(f"metadata service uri {uri!r}: unknown ledger manager type {kind!r}")
     return MetadataLocation(
@@ -167,7 +173,7 @@ def _parse_metadata_store(uri: str, session_timeout_ms: int, ledgers_root: str) 
     # Pulsar's driver: the rest is a metadata-store URL such as zk:h1:2181,h2:2181/chroot. Java's URI
     # has no path for this opaque form, so the ledgers root is zkLedgersRootPath (default /ledgers),
     # inside the chroot.
-    rest = uri[len("metadata-store:"):]
+    rest = uri[len("metadata-store:") :]
     if rest.lower().startswith("zk:"):
         rest = rest[3:]
     elif re.match(r"^[a-z][a-z0-9+.-]*:", rest.lower()) and not re.match(r"^[^:/]+:\d", rest):
@@ -177,8 +183,9 @@ def _parse_metadata_store(uri: str, session_timeout_ms: int, ledgers_root: str) 
     chroot = ("/" + chroot).rstrip("/") if slash else ""
     problem = zk_path_problem(chroot) if chroot else None
     if problem:
-        raise MetadataConfigError(f"metadata service uri {uri!r}: chroot {chroot!r} is not a valid ZooKeeper "
-                                  f"path: it {problem}")
+        raise MetadataConfigError(
+            f"metadata service uri {uri!r}: chroot {chroot!r} is not a valid ZooKeeper path: it {problem}"
+        )
     return MetadataLocation(
         zk_hosts=_servers(servers, f"metadata service uri {uri!r}"),
         ledgers_root=_normalise_root(ledgers_root, "zkLedgersRootPath"),

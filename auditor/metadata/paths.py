@@ -8,11 +8,12 @@ legacy 2-4-4 (10 digits), long 3-4-4-4-4 (19 digits), flat (one level, `L` + at 
 our scoped tree 3-4-4-4-4-3-4-4-4-4 (38 digits = fmt19(scope) + fmt19(ledger)) under `R/scoped`.
 Only the leaf carries the `L` prefix.
 """
+
 from __future__ import annotations
 
 import re
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import AsyncIterator, Awaitable, Callable, Sequence
 
 from auditor.durability.ids import MAX_ID, LedgerId
 
@@ -46,7 +47,7 @@ class DigitTree:
         parts, pos = [], 0
         for i, w in enumerate(self.widths):
             last = i == len(self.widths) - 1
-            chunk = digits[pos:] if last else digits[pos:pos + w]
+            chunk = digits[pos:] if last else digits[pos : pos + w]
             parts.append("L" + chunk if last else chunk)
             pos += w
         return parts
@@ -146,8 +147,10 @@ class LedgerPaths:
         m = self.manager
         out: list[TreePass] = []
         if m is LedgerManager.HIERARCHICAL:
-            out += [TreePass(LEGACY_TREE, self.root, 0, HYBRID_SPLIT - 1),
-                    TreePass(LONG_TREE, self.root, HYBRID_SPLIT, MAX_ID)]
+            out += [
+                TreePass(LEGACY_TREE, self.root, 0, HYBRID_SPLIT - 1),
+                TreePass(LONG_TREE, self.root, HYBRID_SPLIT, MAX_ID),
+            ]
         elif m is LedgerManager.LONG_HIERARCHICAL:
             out.append(TreePass(LONG_TREE, self.root, 0, MAX_ID))
         elif m is LedgerManager.LEGACY_HIERARCHICAL:
@@ -161,7 +164,7 @@ class LedgerPaths:
 
 def _relative(path: str, base: str) -> str | None:
     prefix = base.rstrip("/") + "/"
-    return path[len(prefix):] if path.startswith(prefix) else None
+    return path[len(prefix) :] if path.startswith(prefix) else None
 
 
 # ---------------------------------------------------------------- listing
@@ -179,9 +182,14 @@ class LedgerBatch:
 ChildrenFn = Callable[[str], Awaitable[Sequence[str] | None]]  # None: the znode does not exist (race)
 
 
-async def walk_ledgers(paths: LedgerPaths, children: ChildrenFn, start: LedgerId | None = None,
-                       end: LedgerId | None = None, include_scoped: bool = True,
-                       on_skip: Callable[[str, str], None] | None = None) -> AsyncIterator[LedgerBatch]:
+async def walk_ledgers(
+    paths: LedgerPaths,
+    children: ChildrenFn,
+    start: LedgerId | None = None,
+    end: LedgerId | None = None,
+    include_scoped: bool = True,
+    on_skip: Callable[[str, str], None] | None = None,
+) -> AsyncIterator[LedgerBatch]:
     """Yield ledgers in ascending id order, one leaf directory per batch, restricted to [start, end).
 
     Directories whose id range misses [start, end) are never listed, so a scan can resume from a cursor
@@ -198,8 +206,9 @@ async def walk_ledgers(paths: LedgerPaths, children: ChildrenFn, start: LedgerId
             yield batch
 
 
-async def _walk_tree(p: TreePass, children: ChildrenFn, lo: int, hi: int,
-                     on_skip: Callable[[str, str], None] | None) -> AsyncIterator[LedgerBatch]:
+async def _walk_tree(
+    p: TreePass, children: ChildrenFn, lo: int, hi: int, on_skip: Callable[[str, str], None] | None
+) -> AsyncIterator[LedgerBatch]:
     tree = p.tree
     leaf_depth = len(tree.widths) - 1
     regexes = [tree.level_regex(d) for d in range(len(tree.widths))]
@@ -337,8 +346,9 @@ def _id_at_or_before(value: int) -> LedgerId:
     return LedgerId(scope, min(ledger, MAX_ID))
 
 
-async def walk_leaf_directories(paths: LedgerPaths, children: ChildrenFn, include_scoped: bool = True
-                                ) -> AsyncIterator[LeafDirectory]:
+async def walk_leaf_directories(
+    paths: LedgerPaths, children: ChildrenFn, include_scoped: bool = True
+) -> AsyncIterator[LeafDirectory]:
     """Yield every leaf directory in ascending id order WITHOUT listing any leaf directory.
 
     Only the directories above the leaves are listed (hierarchical: the root and its 2-digit children;
@@ -376,5 +386,5 @@ async def walk_leaf_directories(paths: LedgerPaths, children: ChildrenFn, includ
                     if first <= last:
                         yield LeafDirectory(join(directory, name), first, last)
                 continue
-            for lo, top, name, digits in reversed(subdirs):  # smallest popped first
+            for _lo, _top, name, digits in reversed(subdirs):  # smallest popped first
                 stack.append((join(directory, name), digits, depth + 1))

@@ -7,13 +7,15 @@ Three sources, all answering for a batch of bookie ids:
   whitespace-separated rack per argument, racks start with '/').
 Unknown bookies get the default rack.
 """
+
 from __future__ import annotations
 
 import asyncio
 import json
 import logging
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Iterable, Mapping, Protocol
+from typing import Any, Protocol
 
 import yaml
 
@@ -52,11 +54,18 @@ async def _default_host(bookie_id: str) -> str | None:
 
 # ---------------------------------------------------------------- static maps (file, Pulsar JSON)
 
+
 class StaticRackMap:
     """A bookie id / host -> rack table. Lookup: bookie id first, then its host."""
 
-    def __init__(self, table: Mapping[str, str], *, default_rack: str = DEFAULT_RACK,
-                 host_of: HostOf | None = None, source: str = "<table>") -> None:
+    def __init__(
+        self,
+        table: Mapping[str, str],
+        *,
+        default_rack: str = DEFAULT_RACK,
+        host_of: HostOf | None = None,
+        source: str = "<table>",
+    ) -> None:
         self.table = dict(table)
         self.default_rack = default_rack
         self.host_of = host_of or _default_host
@@ -73,7 +82,9 @@ class StaticRackMap:
         return out
 
 
-def load_rack_file(path: str | Path, *, default_rack: str = DEFAULT_RACK, host_of: HostOf | None = None) -> StaticRackMap:
+def load_rack_file(
+    path: str | Path, *, default_rack: str = DEFAULT_RACK, host_of: HostOf | None = None
+) -> StaticRackMap:
     """A YAML or JSON file: either a flat `{bookie-or-host: rack}` mapping or `{"racks": {...}}`."""
     p = Path(path)
     kind = "JSON" if p.suffix.lower() == ".json" else "YAML"
@@ -123,8 +134,9 @@ def parse_pulsar_bookies_json(data: bytes, path: str = "/bookies") -> dict[str, 
     return out
 
 
-def pulsar_rack_map(data: bytes, *, path: str = "/bookies", default_rack: str = DEFAULT_RACK,
-                    host_of: HostOf | None = None) -> StaticRackMap:
+def pulsar_rack_map(
+    data: bytes, *, path: str = "/bookies", default_rack: str = DEFAULT_RACK, host_of: HostOf | None = None
+) -> StaticRackMap:
     """Rack map from Pulsar's `/bookies` content: keyed by bookie id, and by its `hostname` if given."""
     table: dict[str, str] = {}
     for bookie, info in parse_pulsar_bookies_json(data, path).items():
@@ -140,11 +152,19 @@ def pulsar_rack_map(data: bytes, *, path: str = "/bookies", default_rack: str = 
 
 # ---------------------------------------------------------------- script (ScriptBasedMapping)
 
+
 class ScriptRackResolver:
     """Runs `script host1 host2 ...` (<= 100 hosts a call) and reads one rack per host from its output."""
 
-    def __init__(self, script: str | Path, *, default_rack: str = DEFAULT_RACK, host_of: HostOf | None = None,
-                 max_args: int = SCRIPT_MAX_ARGS, timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        script: str | Path,
+        *,
+        default_rack: str = DEFAULT_RACK,
+        host_of: HostOf | None = None,
+        max_args: int = SCRIPT_MAX_ARGS,
+        timeout: float = 30.0,
+    ) -> None:
         self.script = str(script)
         if not Path(self.script).is_file():
             raise MetadataConfigError(f"rack script {self.script}: no such file")
@@ -159,29 +179,33 @@ class ScriptRackResolver:
         hosts = {b: (await self.host_of(b)) for b in ids}
         todo = sorted({h for h in hosts.values() if h and h not in self._cache})
         for i in range(0, len(todo), self.max_args):
-            chunk = todo[i:i + self.max_args]
+            chunk = todo[i : i + self.max_args]
             self._cache.update(zip(chunk, await self._run(chunk)))
         return {b: (self._cache.get(h) if h else None) or self.default_rack for b, h in hosts.items()}
 
     async def _run(self, hosts: list[str]) -> list[str]:
         try:
-            proc = await asyncio.create_subprocess_exec(self.script, *hosts, stdout=asyncio.subprocess.PIPE,
-                                                        stderr=asyncio.subprocess.PIPE)
+            proc = await asyncio.create_subprocess_exec(
+                self.script, *hosts, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+            )
         except OSError as exc:
             raise MetadataConfigError(f"rack script {self.script}: cannot run ({exc.strerror or exc})") from None
         try:
             out, err = await asyncio.wait_for(proc.communicate(), self.timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             proc.kill()
             await proc.wait()
             raise MetadataConfigError(f"rack script {self.script}: no answer within {self.timeout}s") from None
         if proc.returncode != 0:
-            raise MetadataConfigError(f"rack script {self.script}: exit code {proc.returncode}: "
-                                      f"{err.decode(errors='replace').strip()[:200]}")
+            raise MetadataConfigError(
+                f"rack script {self.script}: exit code {proc.returncode}: {err.decode(errors='replace').strip()[:200]}"
+            )
         racks = out.decode(errors="replace").split()
         if len(racks) != len(hosts):
             raise MetadataConfigError(f"rack script {self.script}: printed {len(racks)} racks for {len(hosts)} hosts")
         for host, rack in zip(hosts, racks):
             if not rack.startswith("/"):
-                raise MetadataConfigError(f"rack script {self.script}: rack {rack!r} for {host} does not start with '/'")
+                raise MetadataConfigError(
+                    f"rack script {self.script}: rack {rack!r} for {host} does not start with '/'"
+                )
         return racks

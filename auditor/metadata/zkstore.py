@@ -3,12 +3,14 @@
 Reads never create anything. Every write is a ZooKeeper multi-op whose first op checks that the
 leader's guard znode (its election vote) still exists, so a deposed leader's write fails atomically.
 """
+
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
-from typing import Any, AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
+from typing import Any
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError, RolledBackError
@@ -20,14 +22,31 @@ from auditor.durability.model import LedgerMetadata
 from . import formats
 from .bridge import KazooBridge, start_client, stop_client
 from .election import OUR_SUBTREE
-from .errors import (ConcurrentUpdateError, CorruptZnodeError, MissingZnodeError, NoSuchLedgerError,
-                     NotALedgersRootError, NotLeaderError)
-from .interfaces import (BookieAddress, BookieRegistration, CookieRecord, CorruptLedger, LedgerRecord,
-                         MarkerRecord, MarkResult, NodeStat, Registrations, ScanStats, WriteGuard)
+from .errors import (
+    ConcurrentUpdateError,
+    CorruptZnodeError,
+    MissingZnodeError,
+    NoSuchLedgerError,
+    NotALedgersRootError,
+    NotLeaderError,
+)
+from .interfaces import (
+    BookieAddress,
+    BookieRegistration,
+    CookieRecord,
+    CorruptLedger,
+    LedgerRecord,
+    MarkerRecord,
+    MarkResult,
+    NodeStat,
+    Registrations,
+    ScanStats,
+    WriteGuard,
+)
 from .layout import LedgerLayout, parse_layout, resolve_manager
 from .location import LedgerManager, MetadataLocation, join, parse_service_uri
-from .racks import StaticRackMap
 from .paths import LeafDirectory, LedgerBatch, LedgerPaths, MarkerPaths, walk_leaf_directories, walk_ledgers
+from .racks import StaticRackMap
 
 log = logging.getLogger(__name__)
 
@@ -37,9 +56,16 @@ READONLY = "readonly"
 class ZooKeeperMetadataStore:
     """BookKeeper's ZooKeeper metadata, read (and carefully written) as Java does."""
 
-    def __init__(self, client: KazooClient, location: MetadataLocation, manager: LedgerManager,
-                 layout: LedgerLayout | None, bridge: KazooBridge, owns_client: bool = True,
-                 clock_ms: Callable[[], int] | None = None) -> None:
+    def __init__(
+        self,
+        client: KazooClient,
+        location: MetadataLocation,
+        manager: LedgerManager,
+        layout: LedgerLayout | None,
+        bridge: KazooBridge,
+        owns_client: bool = True,
+        clock_ms: Callable[[], int] | None = None,
+    ) -> None:
         self.client = client
         self.location = location
         self.manager = manager
@@ -84,10 +110,16 @@ class ZooKeeperMetadataStore:
 
     # ------------------------------------------------------------ lifecycle
     @classmethod
-    async def connect(cls, location: MetadataLocation | str, *, max_in_flight: int = 64,
-                      connect_timeout: float = 30.0, client: KazooClient | None = None,
-                      op_timeout: float | None = 30.0,
-                      reads_per_second: float | None = None) -> "ZooKeeperMetadataStore":
+    async def connect(
+        cls,
+        location: MetadataLocation | str,
+        *,
+        max_in_flight: int = 64,
+        connect_timeout: float = 30.0,
+        client: KazooClient | None = None,
+        op_timeout: float | None = 30.0,
+        reads_per_second: float | None = None,
+    ) -> ZooKeeperMetadataStore:
         """Connect, check that the ledgers root is a BookKeeper cluster's, read LAYOUT (never written) and
         check it against the configured manager.
 
@@ -97,12 +129,12 @@ class ZooKeeperMetadataStore:
         loc = parse_service_uri(location) if isinstance(location, str) else location
         owns = client is None
         if client is None:
-            client = KazooClient(hosts=loc.connect_string, timeout=loc.session_timeout_ms / 1000.0,
-                                 read_only=False)
+            client = KazooClient(hosts=loc.connect_string, timeout=loc.session_timeout_ms / 1000.0, read_only=False)
         if not client.connected:
             await start_client(client, connect_timeout)
-        bridge = KazooBridge(client, max_in_flight=max_in_flight, op_timeout=op_timeout,
-                             rate_limit=reads_per_second or None)
+        bridge = KazooBridge(
+            client, max_in_flight=max_in_flight, op_timeout=op_timeout, rate_limit=reads_per_second or None
+        )
         layout_path = join(loc.ledgers_root, "LAYOUT")
         try:
             try:
@@ -127,7 +159,7 @@ class ZooKeeperMetadataStore:
         if self._owns_client:
             await stop_client(self.client)
 
-    async def __aenter__(self) -> "ZooKeeperMetadataStore":
+    async def __aenter__(self) -> ZooKeeperMetadataStore:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -172,8 +204,10 @@ class ZooKeeperMetadataStore:
         results = await self.bridge.commit(txn)
         # When another op fails, ZooKeeper reports the (passed) check as RolledBackError.
         if isinstance(results[0], Exception) and not isinstance(results[0], RolledBackError):
-            raise NotLeaderError(f"write refused: guard {guard.guard_path} is gone "
-                                 f"({type(results[0]).__name__}); this process is not the leader")
+            raise NotLeaderError(
+                f"write refused: guard {guard.guard_path} is gone "
+                f"({type(results[0]).__name__}); this process is not the leader"
+            )
         return results[1:]
 
     async def _guarded_one(self, guard: WriteGuard, add_op: Callable[[Any], None]) -> Any:
@@ -214,7 +248,7 @@ class ZooKeeperMetadataStore:
             except NoNodeError:
                 await self._create_parents(path, guard)
                 try:
-                    await self._guarded_one(guard, lambda t: t.create(path, data))
+                    await self._guarded_one(guard, lambda t, data=data: t.create(path, data))
                     return
                 except NodeExistsError:
                     continue  # created meanwhile: set it on the next round
@@ -231,9 +265,15 @@ class ZooKeeperMetadataStore:
             raise CorruptZnodeError(join(self.root, "INSTANCEID"), "not UTF-8 text") from None
 
     # ------------------------------------------------------------ ledgers
-    def list_ledgers(self, start: LedgerId | None = None, end: LedgerId | None = None, *,
-                     include_scoped: bool = True, sync: bool = True,
-                     stats: ScanStats | None = None) -> AsyncIterator[LedgerBatch]:
+    def list_ledgers(
+        self,
+        start: LedgerId | None = None,
+        end: LedgerId | None = None,
+        *,
+        include_scoped: bool = True,
+        sync: bool = True,
+        stats: ScanStats | None = None,
+    ) -> AsyncIterator[LedgerBatch]:
         """Every ledger id in [start, end), ascending, one leaf directory per batch (streamed)."""
         st = stats if stats is not None else ScanStats()
 
@@ -249,10 +289,12 @@ class ZooKeeperMetadataStore:
                 st.directories += 1
                 st.listed += len(batch.ledger_ids)
                 yield batch
+
         return gen()
 
-    async def list_leaf_directories(self, *, include_scoped: bool = True, count_children: bool = True,
-                                    sync: bool = True) -> list[LeafDirectory]:
+    async def list_leaf_directories(
+        self, *, include_scoped: bool = True, count_children: bool = True, sync: bool = True
+    ) -> list[LeafDirectory]:
         """Every leaf directory (ascending ids) without listing any of them; with `count_children`, each
         directory's child count from its Stat (one exists() per directory, pipelined)."""
 
@@ -266,11 +308,17 @@ class ZooKeeperMetadataStore:
         async def counted(d: LeafDirectory) -> LeafDirectory:
             stat = await self._exists(d.path)
             return LeafDirectory(d.path, d.first, d.last, stat.numChildren if stat is not None else 0)
+
         return list(await asyncio.gather(*(counted(d) for d in dirs)))
 
-    def scan_ledgers(self, start: LedgerId | None = None, end: LedgerId | None = None, *,
-                     include_scoped: bool = True, stats: ScanStats | None = None
-                     ) -> AsyncIterator[list[LedgerRecord | CorruptLedger]]:
+    def scan_ledgers(
+        self,
+        start: LedgerId | None = None,
+        end: LedgerId | None = None,
+        *,
+        include_scoped: bool = True,
+        stats: ScanStats | None = None,
+    ) -> AsyncIterator[list[LedgerRecord | CorruptLedger]]:
         """Metadata of every ledger in [start, end), one leaf directory per batch, reads in parallel.
 
         Ledgers deleted between listing and reading are dropped (counted in `stats.vanished`); corrupt
@@ -293,6 +341,7 @@ class ZooKeeperMetadataStore:
                         out.append(r)
                 st.last_ledger = batch.ledger_ids[-1]
                 yield out
+
         return gen()
 
     async def read_ledger(self, ledger_id: LedgerId | int) -> LedgerRecord:
@@ -307,6 +356,7 @@ class ZooKeeperMetadataStore:
 
     async def read_ledgers(self, ids: Iterable[LedgerId]) -> list[LedgerRecord | CorruptLedger | None]:
         """Read many in parallel (bounded by the bridge); None for a ledger that does not exist."""
+
         async def one(lid: LedgerId) -> LedgerRecord | CorruptLedger | None:
             try:
                 return await self.read_ledger(lid)
@@ -315,10 +365,17 @@ class ZooKeeperMetadataStore:
             except CorruptZnodeError as exc:
                 log.warning("corrupt ledger metadata: %s", exc)
                 return CorruptLedger(lid, exc.path, exc.problem)
+
         return list(await asyncio.gather(*(one(i) for i in ids)))
 
-    async def write_ledger_metadata(self, metadata: LedgerMetadata, guard: WriteGuard, *,
-                                    expected_version: int | None, format_version: int | None = None) -> int:
+    async def write_ledger_metadata(
+        self,
+        metadata: LedgerMetadata,
+        guard: WriteGuard,
+        *,
+        expected_version: int | None,
+        format_version: int | None = None,
+    ) -> int:
         """Write metadata (compare-and-set on `expected_version`; None = create a new ledger znode).
 
         Returns the new znode version. ConcurrentUpdateError if the znode changed or (for a create)
@@ -329,7 +386,7 @@ class ZooKeeperMetadataStore:
         if expected_version is None:
             for _ in range(3):
                 try:
-                    await self._guarded_one(guard, lambda t: t.create(path, data))
+                    await self._guarded_one(guard, lambda t, data=data: t.create(path, data))
                     return 0
                 except NoNodeError:
                     await self._create_parents(path, guard)
@@ -361,8 +418,9 @@ class ZooKeeperMetadataStore:
         names = await self._children(parent)
         if names is None:
             if not read_only:
-                raise MissingZnodeError(parent, "bookie registration directory is missing; this is not a "
-                                                "readable BookKeeper cluster")
+                raise MissingZnodeError(
+                    parent, "bookie registration directory is missing; this is not a readable BookKeeper cluster"
+                )
             names = []
         valid = []
         for n in names:
@@ -386,22 +444,27 @@ class ZooKeeperMetadataStore:
                 info, err = None, exc.problem
             self._service_info[name] = info
             return BookieRegistration(name, read_only, info, NodeStat.from_zk(stat), err)
+
         regs = await asyncio.gather(*(one(n) for n in names))
         return {r.bookie_id: r for r in regs if r is not None}
 
     async def registrations(self) -> Registrations:
         writable, read_only = await asyncio.gather(
-            self._registrations_under(self.available_path, False),
-            self._registrations_under(self.readonly_path, True))
+            self._registrations_under(self.available_path, False), self._registrations_under(self.readonly_path, True)
+        )
         return Registrations(writable, read_only)
 
     def watch_registrations(self, callback: Callable[[], None]) -> Callable[[], None]:
         """Call `callback()` (on the loop) whenever the writable or read-only bookie list may have
         changed (a child watch fired, or the session was lost and re-established). Returns a canceller.
         """
+
         async def both() -> None:
-            await asyncio.gather(self._watch_loop(self.available_path, callback, children=True),
-                                 self._watch_loop(self.readonly_path, callback, children=True))
+            await asyncio.gather(
+                self._watch_loop(self.available_path, callback, children=True),
+                self._watch_loop(self.readonly_path, callback, children=True),
+            )
+
         return self._spawn(both())
 
     async def cookies(self) -> dict[str, CookieRecord]:
@@ -428,7 +491,9 @@ class ZooKeeperMetadataStore:
                 got = await self._get(join(parent, bookie_id))
                 if got is not None:
                     try:
-                        self._service_info[bookie_id] = formats.parse_bookie_service_info(got[0], join(parent, bookie_id))
+                        self._service_info[bookie_id] = formats.parse_bookie_service_info(
+                            got[0], join(parent, bookie_id)
+                        )
                     except CorruptZnodeError as exc:
                         log.warning("%s", exc)
                     break
@@ -436,11 +501,13 @@ class ZooKeeperMetadataStore:
 
     def address_resolver(self) -> Callable[[str], Any]:
         """An async function bookie id -> (host, port) for the bookie client (LookupError if unknown)."""
+
         async def resolve(bookie_id: str) -> tuple[str, int]:
             addr = await self.resolve_bookie(bookie_id)
             if addr is None:
                 raise LookupError(f"cannot resolve bookie {bookie_id!r}: not registered and not host:port")
             return addr.host, addr.port
+
         return resolve
 
     # ------------------------------------------------------------ under-replication
@@ -453,8 +520,9 @@ class ZooKeeperMetadataStore:
         ur = formats.parse_marker(got[0], path)
         return MarkerRecord(lid, path, ur.replicas, ur.ctime, NodeStat.from_zk(got[1]))
 
-    async def mark_underreplicated(self, ledger_id: LedgerId | int, replicas: Iterable[str], guard: WriteGuard,
-                                   *, store_ctime: bool = True) -> MarkResult:
+    async def mark_underreplicated(
+        self, ledger_id: LedgerId | int, replicas: Iterable[str], guard: WriteGuard, *, store_ctime: bool = True
+    ) -> MarkResult:
         """Create or merge a marker exactly as Java's markLedgerUnderreplicatedAsync (spec §5.2), guarded."""
         lid = ledger_id if isinstance(ledger_id, LedgerId) else LedgerId(0, ledger_id)
         wanted = list(dict.fromkeys(replicas))
@@ -462,7 +530,7 @@ class ZooKeeperMetadataStore:
         for _ in range(100):
             data = formats.serialize_marker(wanted, self._clock_ms() if store_ctime else None)
             try:
-                await self._guarded_one(guard, lambda t: t.create(path, data))
+                await self._guarded_one(guard, lambda t, data=data: t.create(path, data))
                 return MarkResult.CREATED
             except NoNodeError:
                 # A parent is missing (maybe a worker is removing empty parents right now): create, retry.
@@ -480,7 +548,9 @@ class ZooKeeperMetadataStore:
             ctime = self._clock_ms() if store_ctime else (existing.ctime if existing.ctime >= 0 else None)
             new = formats.serialize_marker(merged, ctime)
             try:
-                await self._guarded_one(guard, lambda t: t.set_data(path, new, got[1].version))
+                await self._guarded_one(
+                    guard, lambda t, new=new, version=got[1].version: t.set_data(path, new, version)
+                )
                 return MarkResult.MERGED
             except (BadVersionError, NoNodeError):
                 continue  # changed or removed since we read it: start over, as Java does
@@ -508,6 +578,7 @@ class ZooKeeperMetadataStore:
 
     def list_markers(self, include_scoped: bool = True) -> AsyncIterator[MarkerRecord]:
         """Every marker (walks the 4 hex levels; scoped markers from their own tree), streamed."""
+
         async def walk(base: str, levels: int) -> AsyncIterator[str]:
             stack = [(base, 0)]
             while stack:
@@ -535,6 +606,7 @@ class ZooKeeperMetadataStore:
                         continue
                     if rec is not None:
                         yield rec
+
         return gen()
 
     async def locks(self) -> set[str]:
@@ -566,6 +638,7 @@ class ZooKeeperMetadataStore:
         async def report() -> None:
             got = await self._get(path)
             callback(None if got is None else _safe_int(got[0], path))
+
         return self._spawn(self._watch_loop(path, report, children=False))
 
     async def _watch_loop(self, path: str, on_change: Callable[[], Any], *, children: bool) -> None:
@@ -626,7 +699,7 @@ class ZooKeeperMetadataStore:
             except NoNodeError:
                 pass
             try:
-                await self._guarded_one(guard, lambda t: t.create(path, data))
+                await self._guarded_one(guard, lambda t, data=data: t.create(path, data))
                 return
             except NoNodeError:
                 await self._create_parents(path, guard)
@@ -658,9 +731,12 @@ async def _require_ledgers_root(bridge: KazooBridge, loc: MetadataLocation) -> N
         return
     exists = await bridge.call(bridge.client.exists_async, root) is not None
     shown = loc.chroot + root
-    raise NotALedgersRootError(shown, "not a BookKeeper ledgers root: " + (
-        "it has neither LAYOUT nor available" if exists else "no such znode") +
-        " (check the path of the metadata service URI or zkLedgersRootPath)")
+    raise NotALedgersRootError(
+        shown,
+        "not a BookKeeper ledgers root: "
+        + ("it has neither LAYOUT nor available" if exists else "no such znode")
+        + " (check the path of the metadata service URI or zkLedgersRootPath)",
+    )
 
 
 async def _call(fn: Callable[[], Any]) -> None:
@@ -691,8 +767,9 @@ def address_of(bookie_id: str, info: formats.BookieServiceInfo | None) -> Bookie
     return None if hp is None else BookieAddress(hp[0], hp[1], best_effort=True)
 
 
-async def pulsar_racks(store: ZooKeeperMetadataStore, *, path: str = "/bookies",
-                       default_rack: str = "/default-rack") -> "StaticRackMap | None":
+async def pulsar_racks(
+    store: ZooKeeperMetadataStore, *, path: str = "/bookies", default_rack: str = "/default-rack"
+) -> StaticRackMap | None:
     """Pulsar's rack map from `/bookies` at the metadata-store root (inside any chroot); None if absent."""
     from .racks import pulsar_rack_map
 
@@ -703,4 +780,5 @@ async def pulsar_racks(store: ZooKeeperMetadataStore, *, path: str = "/bookies",
     async def host_of(bookie_id: str) -> str | None:
         addr = await store.resolve_bookie(bookie_id)
         return addr.host if addr else None
+
     return pulsar_rack_map(got[0], path=path, default_rack=default_rack, host_of=host_of)

@@ -3,18 +3,28 @@
 Names are imported on first use, so that importing the package imports neither pyspark nor the
 checks, and `python -m auditor.spark.sweep` does not find its module already imported.
 """
+
 from __future__ import annotations
 
 import importlib
 from typing import Any
 
 _EXPORTS = {
-    "ID_SPACE_END": "partitions", "IdPartition": "partitions", "Span": "partitions",
-    "check_cover": "partitions", "plan_partitions": "partitions",
-    "SweepPlan": "plan", "plan_sweep": "plan",
+    "ID_SPACE_END": "partitions",
+    "IdPartition": "partitions",
+    "Span": "partitions",
+    "check_cover": "partitions",
+    "plan_partitions": "partitions",
+    "SweepPlan": "plan",
+    "plan_sweep": "plan",
     "get_session": "session",
-    "PartitionReport": "sweep", "SweepOptions": "sweep", "SweepResult": "sweep", "main": "sweep",
-    "run_sweep": "sweep", "sweep_main": "sweep", "write_outputs": "sweep",
+    "PartitionReport": "sweep",
+    "SweepOptions": "sweep",
+    "SweepResult": "sweep",
+    "main": "sweep",
+    "run_sweep": "sweep",
+    "sweep_main": "sweep",
+    "write_outputs": "sweep",
 }
 __all__ = sorted(_EXPORTS)
 

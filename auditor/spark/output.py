@@ -5,6 +5,7 @@ Findings are deduplicated by `Finding.dedup_key()` (carried in each row), keepin
 shape of the one-shot JSON summary (`FindingSummary.as_dict()`), and the per-check run counters are
 summed over partitions.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,7 @@ from auditor.durability.findings import Category, Severity
 
 from .worker import FINDING, STATS, Row
 
-_SUMMED = ("ledgersSeen", "ledgersChecked", "ledgersRechecked", "metadataUnreadable", "bookieRequests",
-           "reanalysed")
+_SUMMED = ("ledgersSeen", "ledgersChecked", "ledgersRechecked", "metadataUnreadable", "bookieRequests", "reanalysed")
 _SUMMED_MAPS = ("ledgersSkipped", "bookieRequestsByBookie", "bookieUnknownByBookie")
 
 
@@ -79,8 +79,13 @@ class PartitionStats:
 
 def merge_run_stats(check: str, parts: Iterable[dict[str, Any]]) -> dict[str, Any]:
     """Sum one check's RunStats dicts over partitions (durationSeconds: summed partition time)."""
-    out: dict[str, Any] = {"check": check, "partitions": 0, "durationSeconds": 0.0,
-                           **{k: 0 for k in _SUMMED}, **{k: Counter() for k in _SUMMED_MAPS}}
+    out: dict[str, Any] = {
+        "check": check,
+        "partitions": 0,
+        "durationSeconds": 0.0,
+        **{k: 0 for k in _SUMMED},
+        **{k: Counter() for k in _SUMMED_MAPS},
+    }
     for p in parts:
         out["partitions"] += 1
         out["durationSeconds"] += float(p.get("durationSeconds", 0.0))
@@ -94,8 +99,9 @@ def merge_run_stats(check: str, parts: Iterable[dict[str, Any]]) -> dict[str, An
     return out
 
 
-def aggregate(rows: Iterable[Row], checks: list[str]) -> tuple[RowSummary, dict[int, PartitionStats],
-                                                                list[dict[str, Any]]]:
+def aggregate(
+    rows: Iterable[Row], checks: list[str]
+) -> tuple[RowSummary, dict[int, PartitionStats], list[dict[str, Any]]]:
     """(deduplicated findings, stats per partition, merged run stats per check in `checks` order)."""
     summary = RowSummary()
     per_part: dict[int, PartitionStats] = {}
@@ -112,6 +118,7 @@ def aggregate(rows: Iterable[Row], checks: list[str]) -> tuple[RowSummary, dict[
 
 
 # ------------------------------------------------------------------------------------------ writing
+
 
 def _is_local(uri: str) -> bool:
     parsed = urlparse(uri)
@@ -140,7 +147,7 @@ def write_text(uri: str, text: str, spark: Any = None) -> None:
         data = text.encode("utf-8")
         step = 1 << 20
         for i in range(0, len(data), step):
-            stream.write(bytearray(data[i:i + step]))
+            stream.write(bytearray(data[i : i + step]))
     finally:
         stream.close()
 
@@ -154,6 +161,7 @@ def findings_jsonl(findings: Iterable[dict[str, Any]]) -> str:
 
 
 # ------------------------------------------------------------------------------------------ printing
+
 
 def _sort_key(f: dict[str, Any]) -> tuple[Any, ...]:
     return (Severity(f["severity"]).rank, f["category"], f.get("qualifiedName", ""))
@@ -173,18 +181,23 @@ def print_table(summary: RowSummary, runs: list[dict[str, Any]], sweep: dict[str
             count = f.get("affectedEntries", 0)
             entries = f"{count} [{f.get('affectedEntryRanges', '')}]" if count else str(f.get("entryId", ""))
             ledger = str(f["ledgerId"]) if "ledgerId" in f and "scopeId" not in f else f.get("qualifiedName", "")
-            table.add_row(f["severity"], f["category"], ledger, f.get("bookieId", ""), entries, f["check"],
-                          f["message"])
+            table.add_row(
+                f["severity"], f["category"], ledger, f.get("bookieId", ""), entries, f["check"], f["message"]
+            )
         console.print(table)
     else:
         console.print("no findings: every checked ledger is healthy")
     for r in runs:
-        console.print(f"{r['check']}: {r['ledgersChecked']} ledgers checked ({r['ledgersSeen']} seen, "
-                      f"skipped {r['ledgersSkipped'] or 'none'}), {r['ledgersRechecked']} re-checked, "
-                      f"{r['bookieRequests']} bookie requests, {r['durationSeconds']}s over {r['partitions']} "
-                      "partition(s)")
+        console.print(
+            f"{r['check']}: {r['ledgersChecked']} ledgers checked ({r['ledgersSeen']} seen, "
+            f"skipped {r['ledgersSkipped'] or 'none'}), {r['ledgersRechecked']} re-checked, "
+            f"{r['bookieRequests']} bookie requests, {r['durationSeconds']}s over {r['partitions']} "
+            "partition(s)"
+        )
     failed = sweep.get("failedPartitions") or []
-    console.print(f"sweep: {sweep['partitionsDone']}/{sweep['partitionsTotal']} partitions on {sweep['master']} "
-                  f"in {sweep['durationSeconds']}s" + (f", {len(failed)} FAILED" if failed else ""))
+    console.print(
+        f"sweep: {sweep['partitionsDone']}/{sweep['partitionsTotal']} partitions on {sweep['master']} "
+        f"in {sweep['durationSeconds']}s" + (f", {len(failed)} FAILED" if failed else "")
+    )
     for p in failed:
         console.print(f"  failed partition {p['index']} [{p['start']}, {p['end'] or 'end'}): {p['error']}")

@@ -10,6 +10,7 @@ that did not exist yet, still falls in exactly one partition. Where the cuts go 
 directories found by the planner (`Span`s, weighted by how many ledgers they hold), so partitions
 carry about equal numbers of ledgers.
 """
+
 from __future__ import annotations
 
 import math
@@ -90,15 +91,20 @@ class IdPartition:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready; ids as `scope:ledger`, end None for "to the end"."""
-        return {"index": self.index, "start": _id_text(self.start_id), "end": _id_text(self.end_id),
-                "weight": round(self.weight, 3), "leafDirectories": len(self.directories)}
+        return {
+            "index": self.index,
+            "start": _id_text(self.start_id),
+            "end": _id_text(self.end_id),
+            "weight": round(self.weight, 3),
+            "leafDirectories": len(self.directories),
+        }
 
     def to_wire(self) -> tuple[int, int, int, float]:
         """A compact picklable form for shipping to executors."""
         return (self.index, self.start, self.end, self.weight)
 
     @classmethod
-    def from_wire(cls, wire: Sequence[Any]) -> "IdPartition":
+    def from_wire(cls, wire: Sequence[Any]) -> IdPartition:
         return cls(int(wire[0]), int(wire[1]), int(wire[2]), float(wire[3]))
 
 
@@ -181,8 +187,9 @@ def heavy_spans(spans: Iterable[Span], partitions: int) -> list[Span]:
     return [s for s in spans if _worth_cutting(s, target)]
 
 
-def plan_partitions(spans: Iterable[Span], partitions: int, *, lo: LedgerId | None = None,
-                    hi: LedgerId | None = None) -> list[IdPartition]:
+def plan_partitions(
+    spans: Iterable[Span], partitions: int, *, lo: LedgerId | None = None, hi: LedgerId | None = None
+) -> list[IdPartition]:
     """At most `partitions` consecutive ranges covering [lo, hi) (default: the whole id space), cut so
     each carries about the same estimated number of ledgers. Spans must not overlap."""
     if partitions < 1:

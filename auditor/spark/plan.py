@@ -1,5 +1,6 @@
 """Plan a sweep on the driver: find the leaf directories (never listing one unless it must be cut), weigh
 them by their child counts, and cut the id space into partitions (`partitions.plan_partitions`)."""
+
 from __future__ import annotations
 
 import time
@@ -26,10 +27,16 @@ class SweepPlan:
     spans: list[Span] = field(default_factory=list, repr=False)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"partitions": len(self.partitions), "ledgerManager": self.manager,
-                "leafDirectories": self.leaf_directories, "ledgersEstimate": self.ledgers_estimate,
-                "leafDirectoriesListed": self.directories_listed, "planSeconds": round(self.seconds, 3),
-                "start": str(self.start) if self.start else None, "end": str(self.end) if self.end else None}
+        return {
+            "partitions": len(self.partitions),
+            "ledgerManager": self.manager,
+            "leafDirectories": self.leaf_directories,
+            "ledgersEstimate": self.ledgers_estimate,
+            "leafDirectoriesListed": self.directories_listed,
+            "planSeconds": round(self.seconds, 3),
+            "start": str(self.start) if self.start else None,
+            "end": str(self.end) if self.end else None,
+        }
 
 
 def _after(lid: LedgerId) -> LedgerId | None:
@@ -44,8 +51,14 @@ async def _ids_of(store: ZooKeeperMetadataStore, span: Span) -> tuple[LedgerId, 
     return tuple(ids)
 
 
-async def plan_with_store(store: ZooKeeperMetadataStore, partitions: int, *, start: LedgerId | None = None,
-                          end: LedgerId | None = None, refine: bool = True) -> SweepPlan:
+async def plan_with_store(
+    store: ZooKeeperMetadataStore,
+    partitions: int,
+    *,
+    start: LedgerId | None = None,
+    end: LedgerId | None = None,
+    refine: bool = True,
+) -> SweepPlan:
     """`refine`: list the (at most `partitions`) leaf directories heavier than one partition's share, so a
     small cluster's few directories are cut at their real id quantiles rather than evenly by id."""
     t0 = time.monotonic()
@@ -63,15 +76,32 @@ async def plan_with_store(store: ZooKeeperMetadataStore, partitions: int, *, sta
             refined.append(s)
         spans = refined
     parts = plan_partitions(spans, partitions, lo=start, hi=end)
-    return SweepPlan(parts, store.manager.value, len(dirs), sum(d.children or 0 for d in dirs), listed,
-                     time.monotonic() - t0, start, end, spans)
+    return SweepPlan(
+        parts,
+        store.manager.value,
+        len(dirs),
+        sum(d.children or 0 for d in dirs),
+        listed,
+        time.monotonic() - t0,
+        start,
+        end,
+        spans,
+    )
 
 
-async def plan_sweep(settings: Settings, partitions: int, *, start: LedgerId | None = None,
-                     end: LedgerId | None = None, refine: bool = True) -> SweepPlan:
-    store = await ZooKeeperMetadataStore.connect(settings.metadata_location(),
-                                                 max_in_flight=settings.zookeeper.max_concurrent_reads,
-                                                 reads_per_second=settings.zookeeper.reads_per_second or None)
+async def plan_sweep(
+    settings: Settings,
+    partitions: int,
+    *,
+    start: LedgerId | None = None,
+    end: LedgerId | None = None,
+    refine: bool = True,
+) -> SweepPlan:
+    store = await ZooKeeperMetadataStore.connect(
+        settings.metadata_location(),
+        max_in_flight=settings.zookeeper.max_concurrent_reads,
+        reads_per_second=settings.zookeeper.reads_per_second or None,
+    )
     try:
         return await plan_with_store(store, partitions, start=start, end=end, refine=refine)
     finally:

@@ -8,6 +8,7 @@ log4j, executors on this interpreter). Each applies only where nothing else set 
 `--conf`, spark-submit's settings and spark-defaults.conf win. Remote masters get none of them:
 the driver must then be reachable from the executors, which loopback binding would prevent.
 """
+
 from __future__ import annotations
 
 import os
@@ -54,6 +55,7 @@ def _spark_conf_dir() -> Path | None:
     if not home:
         try:
             from pyspark.find_spark_home import _find_spark_home
+
             home = _find_spark_home()
         except Exception:  # no pyspark, or no home: no defaults file either
             return None
@@ -86,6 +88,7 @@ def under_spark_submit() -> bool:
 def _submitted_conf() -> dict[str, str]:
     """The conf spark-submit gave the running JVM (only meaningful under spark-submit)."""
     from pyspark import SparkConf, SparkContext
+
     SparkContext._ensure_initialized()  # connects to spark-submit's gateway
     return dict(SparkConf().getAll())
 
@@ -107,8 +110,13 @@ def resolve_master(master: str | None, *, known: Mapping[str, str]) -> tuple[str
     return DEFAULT_MASTER, DEFAULT_MASTER
 
 
-def get_session(master: str | None = None, conf: Mapping[str, str] | None = None, *,
-                app_name: str = APP_NAME, log_level: str = "WARN") -> tuple["SparkSession", bool]:
+def get_session(
+    master: str | None = None,
+    conf: Mapping[str, str] | None = None,
+    *,
+    app_name: str = APP_NAME,
+    log_level: str = "WARN",
+) -> tuple[SparkSession, bool]:
     """(session, created): the active session if there is one, else a new one (see the module doc)."""
     from pyspark.sql import SparkSession
 
@@ -116,8 +124,10 @@ def get_session(master: str | None = None, conf: Mapping[str, str] | None = None
     if active is not None:
         want = master or os.environ.get("SPARK_MASTER")
         if want and active.sparkContext.master != want:
-            print(f"bk-auditor sweep: using the active SparkSession ({active.sparkContext.master}), "
-                  f"not {want}", file=sys.stderr)
+            print(
+                f"bk-auditor sweep: using the active SparkSession ({active.sparkContext.master}), not {want}",
+                file=sys.stderr,
+            )
         return active, False
     user = dict(conf or {})
     submitted = under_spark_submit()
@@ -138,8 +148,9 @@ def get_session(master: str | None = None, conf: Mapping[str, str] | None = None
         conf_dir = _spark_conf_dir()
         has_log4j = conf_dir is not None and (conf_dir / "log4j2.properties").is_file()
         if not submitted and not has_log4j and "spark.driver.extraJavaOptions" not in known:
-            builder = builder.config("spark.driver.extraJavaOptions",
-                                     f"-Dlog4j2.configurationFile=file:{_log4j_file()}")
+            builder = builder.config(
+                "spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{_log4j_file()}"
+            )
     for key, value in user.items():
         if key != "spark.master":
             builder = builder.config(key, value)
@@ -161,5 +172,9 @@ def parse_conf(pairs: list[str] | None) -> dict[str, str]:
 
 def describe(session: Any) -> dict[str, Any]:
     sc = session.sparkContext
-    return {"master": sc.master, "appId": sc.applicationId, "defaultParallelism": sc.defaultParallelism,
-            "sparkVersion": sc.version}
+    return {
+        "master": sc.master,
+        "appId": sc.applicationId,
+        "defaultParallelism": sc.defaultParallelism,
+        "sparkVersion": sc.version,
+    }

@@ -3,6 +3,7 @@
     spark-submit --master yarn ... "$(python -c 'import auditor.spark.submit as m; print(m.__file__)')" \
         --metadata-service-uri zk+hierarchical://zk:2181/ledgers --output hdfs:///audits/today
 """
+
 import os
 import sys
 

@@ -18,6 +18,7 @@
 Exit codes as `bk-auditor check`: 0 clean, 1 findings (other than informational), 2 errors (including
 any failed partition).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,8 +35,7 @@ from typing import Any, TextIO
 from auditor.config import Settings
 from auditor.durability.ids import LedgerId
 
-from .output import (PartitionStats, RowSummary, aggregate, findings_jsonl, join_uri, print_table,
-                     write_text)
+from .output import PartitionStats, RowSummary, aggregate, findings_jsonl, join_uri, print_table, write_text
 from .partitions import IdPartition, check_cover
 from .plan import SweepPlan, plan_sweep
 from .worker import FINDING, STATS, Row, run_partitions, settings_to_wire
@@ -92,16 +92,24 @@ class SweepResult:
         return EXIT_FINDINGS if self.summary.actionable else EXIT_CLEAN
 
     def sweep_dict(self) -> dict[str, Any]:
-        return {"master": self.master, "partitionsTotal": len(self.reports),
-                "partitionsDone": sum(1 for r in self.reports if r.error is None),
-                "durationSeconds": round(self.seconds, 3), "plan": self.plan.as_dict(),
-                "failedPartitions": [{**r.partition.to_dict(), "error": r.error} for r in self.failed]}
+        return {
+            "master": self.master,
+            "partitionsTotal": len(self.reports),
+            "partitionsDone": sum(1 for r in self.reports if r.error is None),
+            "durationSeconds": round(self.seconds, 3),
+            "plan": self.plan.as_dict(),
+            "failedPartitions": [{**r.partition.to_dict(), "error": r.error} for r in self.failed],
+        }
 
     def summary_dict(self) -> dict[str, Any]:
         """The one-shot summary's shape (`findings`, `byCategory`, ..., `checks`, `durationSeconds`) plus
         a `sweep` section."""
-        return {**self.summary.as_dict(), "checks": self.runs, "durationSeconds": round(self.seconds, 3),
-                "sweep": self.sweep_dict()}
+        return {
+            **self.summary.as_dict(),
+            "checks": self.runs,
+            "durationSeconds": round(self.seconds, 3),
+            "sweep": self.sweep_dict(),
+        }
 
 
 ProgressFn = Callable[[int, int, PartitionReport], None]
@@ -118,8 +126,9 @@ def _error_line(exc: BaseException) -> str:
     return (lines[-1] if lines else type(exc).__name__)[:500]
 
 
-def run_sweep(spark: Any, settings: Settings, options: SweepOptions | None = None, *,
-              progress: ProgressFn | None = None) -> SweepResult:
+def run_sweep(
+    spark: Any, settings: Settings, options: SweepOptions | None = None, *, progress: ProgressFn | None = None
+) -> SweepResult:
     """Plan, run every partition on the cluster, aggregate. Raises on planning errors (cannot reach
     ZooKeeper, bad layout); a failing partition is reported in the result instead."""
     from auditor.checks.oneshot import resolve_checks
@@ -133,8 +142,9 @@ def run_sweep(spark: Any, settings: Settings, options: SweepOptions | None = Non
     check_cover(plan.partitions, opts.start, opts.end)  # never sweep a gap or a ledger twice
     parts = plan.partitions
     rdd = sc.parallelize([p.to_wire() for p in parts], len(parts))
-    fn = functools.partial(run_partitions, settings_to_wire(settings), checks, opts.trace_ledgers,
-                           opts.executor_log_level)
+    fn = functools.partial(
+        run_partitions, settings_to_wire(settings), checks, opts.trace_ledgers, opts.executor_log_level
+    )
     mapped = rdd.mapPartitions(fn)
     in_flight = opts.max_concurrent_partitions or max(2, sc.defaultParallelism * 2)
     rows: list[Row] = []
@@ -148,8 +158,9 @@ def run_sweep(spark: Any, settings: Settings, options: SweepOptions | None = Non
         except Exception as exc:  # Py4JJavaError after Spark's own task retries
             return PartitionReport(part, t0, time.time(), error=_error_line(exc)), []
         visited = [json.loads(r[4]).get("ledgersVisited", 0) for r in got if r[0] == STATS]
-        return PartitionReport(part, t0, time.time(), findings=sum(1 for r in got if r[0] == FINDING),
-                               ledgers=max(visited, default=0)), got
+        return PartitionReport(
+            part, t0, time.time(), findings=sum(1 for r in got if r[0] == FINDING), ledgers=max(visited, default=0)
+        ), got
 
     pool = ThreadPoolExecutor(max_workers=min(len(parts), in_flight), thread_name_prefix="sweep")
     try:
@@ -166,17 +177,24 @@ def run_sweep(spark: Any, settings: Settings, options: SweepOptions | None = Non
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
     summary, per_part, runs = aggregate(rows, checks)
-    return SweepResult(plan, checks, summary, runs, per_part, [reports[p.index] for p in parts], sc.master,
-                       time.monotonic() - started)
+    return SweepResult(
+        plan, checks, summary, runs, per_part, [reports[p.index] for p in parts], sc.master, time.monotonic() - started
+    )
 
 
 # ------------------------------------------------------------------------------------------ front end
 
+
 def print_progress(err: TextIO) -> ProgressFn:
     def show(done: int, total: int, r: PartitionReport) -> None:
         status = f"FAILED: {r.error}" if r.error else f"{r.ledgers} ledgers, {r.findings} finding row(s)"
-        print(f"sweep: {done}/{total} partitions done (partition {r.partition.index} "
-              f"{r.partition.describe()}: {status}, {r.seconds:.1f}s)", file=err, flush=True)
+        print(
+            f"sweep: {done}/{total} partitions done (partition {r.partition.index} "
+            f"{r.partition.describe()}: {status}, {r.seconds:.1f}s)",
+            file=err,
+            flush=True,
+        )
+
     return show
 
 
@@ -188,9 +206,17 @@ def write_outputs(result: SweepResult, output: str, spark: Any = None) -> tuple[
     return findings_uri, summary_uri
 
 
-def sweep_main(settings: Settings, options: SweepOptions, *, master: str | None = None,
-               conf: dict[str, str] | None = None, output: str | None = None, fmt: str = "table",
-               out: TextIO | None = None, err: TextIO | None = None) -> int:
+def sweep_main(
+    settings: Settings,
+    options: SweepOptions,
+    *,
+    master: str | None = None,
+    conf: dict[str, str] | None = None,
+    output: str | None = None,
+    fmt: str = "table",
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> int:
     """Everything `bk-auditor sweep` does after parsing options; returns the exit code."""
     from auditor.checks.oneshot import resolve_checks
     from auditor.logging import get_logger, log_finding
@@ -201,8 +227,9 @@ def sweep_main(settings: Settings, options: SweepOptions, *, master: str | None 
     try:
         resolve_checks(options.checks)
         if options.executor_log_level not in ("debug", "info", "warning", "error"):
-            raise ValueError(f"--executor-log-level must be debug, info, warning or error, "
-                             f"got {options.executor_log_level!r}")
+            raise ValueError(
+                f"--executor-log-level must be debug, info, warning or error, got {options.executor_log_level!r}"
+            )
     except ValueError as exc:
         print(f"bk-auditor sweep: {exc}", file=err)
         return EXIT_ERROR
@@ -254,6 +281,7 @@ class _LogView:
 def quiet_spark_client_logs() -> None:
     """py4j logs every connection it opens and closes at info: noise on the driver's stderr."""
     import logging
+
     logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
@@ -272,16 +300,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--master", help="Spark master (default: spark-submit's / spark-defaults / local[*])")
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark conf")
     p.add_argument("--partitions", type=int, help="id-range partitions (default: parallelism x 4)")
-    p.add_argument("--max-concurrent-partitions", type=int,
-                   help="partitions in flight at once; bookie load = this x bookie_client.requests_per_second")
+    p.add_argument(
+        "--max-concurrent-partitions",
+        type=int,
+        help="partitions in flight at once; bookie load = this x bookie_client.requests_per_second",
+    )
     p.add_argument("--start", type=_ledger_id, help="first ledger id to sweep (decimal, scope:ledger, 32 hex)")
     p.add_argument("--end", type=_ledger_id, help="sweep ids below this one")
     p.add_argument("--output", help="directory (path or Hadoop URI) for findings.jsonl and summary.json")
     p.add_argument("--format", dest="fmt", choices=("table", "json"), default="table")
     p.add_argument("--log-level", help="debug|info|warning|error (driver)")
     p.add_argument("--log-format", help="json|console")
-    p.add_argument("--executor-log-level", default="warning", choices=("debug", "info", "warning", "error"),
-                   help="log level on the executors")
+    p.add_argument(
+        "--executor-log-level",
+        default="warning",
+        choices=("debug", "info", "warning", "error"),
+        help="log level on the executors",
+    )
     return p
 
 
@@ -301,8 +336,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     overrides: dict[str, Any] = {}
     names: dict[str, str] = {}
     if args.metadata_service_uri:
-        overrides["metadata_service_uri"], names["metadata_service_uri"] = args.metadata_service_uri, \
-            "--metadata-service-uri"
+        overrides["metadata_service_uri"], names["metadata_service_uri"] = (
+            args.metadata_service_uri,
+            "--metadata-service-uri",
+        )
     log: dict[str, str] = {}
     if args.log_level:
         log["level"] = args.log_level
@@ -321,9 +358,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_ERROR
     configure_logging(settings.log.level, settings.log.format)
     quiet_spark_client_logs()
-    options = SweepOptions(checks=[c.strip() for c in args.checks.split(",") if c.strip()],
-                           partitions=args.partitions, max_concurrent_partitions=args.max_concurrent_partitions,
-                           start=args.start, end=args.end, executor_log_level=args.executor_log_level)
+    options = SweepOptions(
+        checks=[c.strip() for c in args.checks.split(",") if c.strip()],
+        partitions=args.partitions,
+        max_concurrent_partitions=args.max_concurrent_partitions,
+        start=args.start,
+        end=args.end,
+        executor_log_level=args.executor_log_level,
+    )
     return sweep_main(settings, options, master=args.master, conf=conf, output=args.output, fmt=args.fmt)
 
 

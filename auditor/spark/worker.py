@@ -11,6 +11,7 @@ per-bookie rate limits apply per partition in flight), runs every selected check
 fault exactly as the one-shot command does. Nothing here imports pyspark: the module is importable and
 testable without a JVM.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -22,8 +23,8 @@ from dataclasses import asdict
 from typing import Any
 
 from auditor.checks.build import audit_context
-from auditor.checks.scrutiny import CHECKS
 from auditor.checks.runner import CheckRun, LedgerCheck, LedgerOutcome
+from auditor.checks.scrutiny import CHECKS
 from auditor.config import Settings
 from auditor.durability.findings import Finding
 from auditor.durability.ids import LedgerId
@@ -74,8 +75,9 @@ def _lid_text(lid: LedgerId | None) -> str | None:
     return None if lid is None else lid.qualified_name
 
 
-async def sweep_partition(settings: Settings, part: IdPartition, checks: Iterable[str], *,
-                          trace_ledgers: bool = False) -> list[Row]:
+async def sweep_partition(
+    settings: Settings, part: IdPartition, checks: Iterable[str], *, trace_ledgers: bool = False
+) -> list[Row]:
     rows: list[Row] = []
     seq = 0
 
@@ -96,9 +98,13 @@ async def sweep_partition(settings: Settings, part: IdPartition, checks: Iterabl
             scan = asdict(run.scan_stats)
             scan["last_ledger"] = _lid_text(run.scan_stats.last_ledger)
             payload: dict[str, Any] = {
-                "partition": part.to_dict(), "stats": stats.as_dict(), "scan": scan,
-                "ledgersVisited": tracked.count, "firstLedger": _lid_text(tracked.first),
-                "lastLedger": _lid_text(tracked.last)}
+                "partition": part.to_dict(),
+                "stats": stats.as_dict(),
+                "scan": scan,
+                "ledgersVisited": tracked.count,
+                "firstLedger": _lid_text(tracked.first),
+                "lastLedger": _lid_text(tracked.last),
+            }
             if tracked.ids is not None:
                 payload["ledgers"] = tracked.ids
             emit(STATS, name, payload)
@@ -110,13 +116,15 @@ def _configure_logging(level: str, fmt: str) -> None:
     if _configured_level == level:
         return  # Python workers are reused across tasks: configure once per process
     from auditor.logging import configure_logging
+
     configure_logging(level, fmt)
     logging.getLogger("kazoo").setLevel(max(logging.WARNING, logging.getLogger().level))
     _configured_level = level
 
 
-def run_partitions(settings_wire: Mapping[str, Any], checks: list[str], trace_ledgers: bool, log_level: str,
-                   partitions: Iterable[Any]) -> Iterator[Row]:
+def run_partitions(
+    settings_wire: Mapping[str, Any], checks: list[str], trace_ledgers: bool, log_level: str, partitions: Iterable[Any]
+) -> Iterator[Row]:
     """The `mapPartitions` function: one Spark partition holds one `IdPartition.to_wire()`."""
     settings = settings_from_wire(settings_wire)
     _configure_logging(log_level, settings.log.format)
@@ -126,10 +134,12 @@ def run_partitions(settings_wire: Mapping[str, Any], checks: list[str], trace_le
         coro = sweep_partition(settings, part, checks, trace_ledgers=trace_ledgers)
         if settings.event_loop == "uvloop":
             import uvloop
+
             with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
                 rows = runner.run(coro)
         else:
             rows = asyncio.run(coro)
-        logging.getLogger("auditor.spark").info("partition %s %s done in %.1fs", part.index, part.describe(),
-                                                time.monotonic() - started)
+        logging.getLogger("auditor.spark").info(
+            "partition %s %s done in %.1fs", part.index, part.describe(), time.monotonic() - started
+        )
         yield from rows

@@ -7,6 +7,7 @@
   within `max_seconds`. The time bound is generous on purpose: it catches stalls (seconds of work for a
   few bytes of input), not speed; speed is measured by the benchmarks in bench/.
 """
+
 from __future__ import annotations
 
 import gc
@@ -33,9 +34,14 @@ class Outcome:
         return self.error is None
 
 
-def parse_contract(call: Callable[[], T], errors: type[BaseException] | tuple[type[BaseException], ...], *,
-                   names: str | tuple[str, ...] = (), max_bytes: int = DEFAULT_MAX_BYTES,
-                   max_seconds: float = DEFAULT_MAX_SECONDS) -> Outcome:
+def parse_contract(
+    call: Callable[[], T],
+    errors: type[BaseException] | tuple[type[BaseException], ...],
+    *,
+    names: str | tuple[str, ...] = (),
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_seconds: float = DEFAULT_MAX_SECONDS,
+) -> Outcome:
     """Run `call` under the contract. `names`: text(s) that an error message must contain (the input's
     name: a znode path, a config key, a bookie id)."""
     wanted = (names,) if isinstance(names, str) else names

@@ -7,6 +7,7 @@ CORRUPT verdict, nothing else escapes, and one input costs bounded memory and ti
 raise without a bookie id; the client adds it (tests/unit/test_bookie_framing.py checks that).
 `make test` runs the `ci` profile; `make fuzz` runs >= 100,000 inputs per target.
 """
+
 from __future__ import annotations
 
 import struct
@@ -16,10 +17,17 @@ from hypothesis import strategies as st
 
 from auditor._proto import bookkeeper_protocol_pb2 as pb
 from auditor.bookie import protocol as P
-from auditor.durability.entry import (EntryFormatError, Verdict, build_entry, compute_digest, mac_key,
-                                      parse_header, verify_entry, verify_lac_body)
-from auditor.durability.entrylist import (MAX_ENTRY_ID, EntryList, EntryListError, answer_steps,
-                                          encode_entry_ids)
+from auditor.durability.entry import (
+    EntryFormatError,
+    Verdict,
+    build_entry,
+    compute_digest,
+    mac_key,
+    parse_header,
+    verify_entry,
+    verify_lac_body,
+)
+from auditor.durability.entrylist import MAX_ENTRY_ID, EntryList, EntryListError, answer_steps, encode_entry_ids
 from auditor.durability.ids import LedgerId
 from auditor.durability.ledgerend import Trust, decide_end, judge_read_lac
 from auditor.durability.model import DigestType, LedgerMetadata, LedgerState, Segment
@@ -30,8 +38,9 @@ from tests.unit.test_entrylist import periodic_lists
 
 SMALL = 16 * 1024 * 1024  # bytes: no single input may cost more (the 88-byte answer once cost 1.4 GiB)
 CHECKING = (DigestType.CRC32, DigestType.CRC32C, DigestType.HMAC)
-INT64 = st.one_of(st.integers(-(2**63), 2**63 - 1), st.sampled_from([0, 1, 2, -1, 2**31, 2**62, 2**63 - 1]),
-                  st.integers(-3, 300))
+INT64 = st.one_of(
+    st.integers(-(2**63), 2**63 - 1), st.sampled_from([0, 1, 2, -1, 2**31, 2**62, 2**63 - 1]), st.integers(-3, 300)
+)
 INT32 = st.one_of(st.integers(-(2**31), 2**31 - 1), st.sampled_from([0, 1, 2, -1, 2**31 - 1]), st.integers(-3, 40))
 
 
@@ -49,7 +58,7 @@ def mutated(draw: st.DrawFn, valid: bytes) -> bytes:
         if data:
             data[draw(st.integers(0, len(data) - 1))] ^= 1 << draw(st.integers(0, 7))
     if data and draw(st.booleans()):
-        del data[draw(st.integers(0, len(data))):]
+        del data[draw(st.integers(0, len(data))) :]
     if draw(st.booleans()):
         data += draw(st.binary(max_size=40))
     return bytes(data)
@@ -83,8 +92,9 @@ def test_entry_list_round_trips(ids: list[int], records: list[tuple[int, int, in
     assert again == periodic
     plain = set(periodic)
     assert set(run_steps(answer_steps(periodic, end))) == (
-        {e for e in plain if e <= end} if periodic.has_periodic_groups else plain)
-    assert set(periodic.missing(RangeSet.span(0, end))) == set(range(0, end + 1)) - plain
+        {e for e in plain if e <= end} if periodic.has_periodic_groups else plain
+    )
+    assert set(periodic.missing(RangeSet.span(0, end))) == set(range(end + 1)) - plain
 
 
 @given(hostile_entry_lists(), st.one_of(st.integers(-1, 300), st.just(MAX_ENTRY_ID), st.integers(0, 2**62)))
@@ -102,10 +112,16 @@ def test_entry_list_hostile_bytes_are_rejected_or_bounded(data: bytes, end: int)
 
 
 # ----- v3 frames -----------------------------------------------------------------------------------
-@given(st.lists(st.binary(max_size=300), max_size=8), st.lists(st.integers(1, 64), max_size=30),
-       st.integers(5, 400), st.integers(0, 7), st.sampled_from([-1, 0, 1, None]))
-def test_frames_round_trip_in_any_chunks_and_respect_the_limit(bodies: list[bytes], cuts: list[int],
-                                                               limit: int, pick: int, edge: int | None) -> None:
+@given(
+    st.lists(st.binary(max_size=300), max_size=8),
+    st.lists(st.integers(1, 64), max_size=30),
+    st.integers(5, 400),
+    st.integers(0, 7),
+    st.sampled_from([-1, 0, 1, None]),
+)
+def test_frames_round_trip_in_any_chunks_and_respect_the_limit(
+    bodies: list[bytes], cuts: list[int], limit: int, pick: int, edge: int | None
+) -> None:
     if bodies and edge is not None:  # right at the limit: a frame of exactly the limit passes, one more byte fails
         limit = max(5, len(bodies[pick % len(bodies)]) + 4 + edge)
     stream = b"".join(P.frame(b) for b in bodies)
@@ -115,14 +131,14 @@ def test_frames_round_trip_in_any_chunks_and_respect_the_limit(bodies: list[byte
     sizes = cuts + [len(stream)]
     try:
         for size in sizes:
-            got += decoder.feed(stream[pos:pos + size])
+            got += decoder.feed(stream[pos : pos + size])
             pos += size
             if pos >= len(stream):
                 break
     except P.FrameError as exc:
         first_too_long = next((i for i, b in enumerate(bodies) if len(b) + 4 > limit), None)
         assert first_too_long is not None, exc  # only an over-limit frame may fail
-        assert len(got) <= first_too_long and got == bodies[:len(got)]
+        assert len(got) <= first_too_long and got == bodies[: len(got)]
         return
     assert got == bodies
     assert all(len(b) + 4 <= limit for b in bodies)
@@ -137,9 +153,10 @@ def test_frame_decoder_on_hostile_streams(data: bytes, cuts: list[int]) -> None:
         out: list[bytes] = []
         pos = 0
         for size in cuts + [len(data)]:
-            out += decoder.feed(data[pos:pos + size])
+            out += decoder.feed(data[pos : pos + size])
             pos += size
         return out
+
     outcome = parse_contract(feed_all, P.FrameError, max_bytes=SMALL)
     if outcome.ok:
         assert all(len(b) <= 252 for b in outcome.value)
@@ -220,21 +237,30 @@ def built_entries(draw: st.DrawFn) -> tuple[bytes, LedgerId, int, DigestType, by
     lid = LedgerId(draw(ids64) if version == 2 else 0, draw(ids64))
     entry = draw(st.integers(0, 2**63 - 1))
     password = draw(st.binary(max_size=12))
-    body = build_entry(lid, entry, draw(st.integers(-1, 2**63 - 1)), draw(st.integers(0, 2**63 - 1)),
-                       draw(st.binary(max_size=64)), digest, password, format_version=version)
+    body = build_entry(
+        lid,
+        entry,
+        draw(st.integers(-1, 2**63 - 1)),
+        draw(st.integers(0, 2**63 - 1)),
+        draw(st.binary(max_size=64)),
+        digest,
+        password,
+        format_version=version,
+    )
     return body, lid, entry, digest, password
 
 
 @given(built_entries(), st.data())
-def test_built_entries_verify_and_any_bit_flip_is_caught(case: tuple[bytes, LedgerId, int, DigestType, bytes],
-                                                         data: st.DataObject) -> None:
+def test_built_entries_verify_and_any_bit_flip_is_caught(
+    case: tuple[bytes, LedgerId, int, DigestType, bytes], data: st.DataObject
+) -> None:
     body, lid, entry, digest, password = case
     ok = verify_entry(body, ledger_id=lid, entry_id=entry, digest_type=digest, password=password)
     assert ok.verdict is Verdict.OK, ok.detail
     bit = data.draw(st.integers(0, len(body) * 8 - 1))
     bad = verify_entry(flip(body, bit), ledger_id=lid, entry_id=entry, digest_type=digest, password=password)
     # the ids the reader compares: v1 ledger + entry (bytes 0-15); v2 scope + ledger + entry (bytes 1-24)
-    ids = range(1, 25) if body[0] & 0x80 else range(0, 16)
+    ids = range(1, 25) if body[0] & 0x80 else range(16)
     if digest in CHECKING or bit // 8 in ids:
         assert bad.verdict is Verdict.CORRUPT, (digest, bit, bad.detail)
     else:  # DUMMY: a flags, LAC, length or payload bit cannot be detected, but it never raises
@@ -242,14 +268,19 @@ def test_built_entries_verify_and_any_bit_flip_is_caught(case: tuple[bytes, Ledg
 
 
 @given(st.binary(max_size=120), st.sampled_from([*DigestType, None]), ids64, st.integers(-1, 50))
-def test_entry_bytes_never_raise_beyond_the_header_error(data: bytes, digest: DigestType | None, lid: int,
-                                                         entry: int) -> None:
+def test_entry_bytes_never_raise_beyond_the_header_error(
+    data: bytes, digest: DigestType | None, lid: int, entry: int
+) -> None:
     parse_contract(lambda: parse_header(data), EntryFormatError, max_bytes=SMALL)
-    v = parse_contract(lambda: verify_entry(data, ledger_id=lid, entry_id=entry, digest_type=digest,
-                                            password=b"pw"), (), max_bytes=SMALL).value
+    v = parse_contract(
+        lambda: verify_entry(data, ledger_id=lid, entry_id=entry, digest_type=digest, password=b"pw"),
+        (),
+        max_bytes=SMALL,
+    ).value
     assert v.verdict in (Verdict.OK, Verdict.CORRUPT, Verdict.UNVERIFIABLE)
-    lac = parse_contract(lambda: verify_lac_body(data, ledger_id=lid, digest_type=digest, password=b"pw"), (),
-                         max_bytes=SMALL).value
+    lac = parse_contract(
+        lambda: verify_lac_body(data, ledger_id=lid, digest_type=digest, password=b"pw"), (), max_bytes=SMALL
+    ).value
     assert lac.verdict in (Verdict.OK, Verdict.CORRUPT, Verdict.UNVERIFIABLE)
 
 
@@ -259,8 +290,9 @@ def lac_body(lid: int, lac: int, digest: DigestType, password: bytes) -> bytes:
 
 
 @given(ids64, st.integers(-1, 2**63 - 1), st.sampled_from(list(DigestType)), st.binary(max_size=12), st.data())
-def test_lac_bodies_verify_and_any_bit_flip_is_caught(lid: int, lac: int, digest: DigestType, password: bytes,
-                                                      data: st.DataObject) -> None:
+def test_lac_bodies_verify_and_any_bit_flip_is_caught(
+    lid: int, lac: int, digest: DigestType, password: bytes, data: st.DataObject
+) -> None:
     body = lac_body(lid, lac, digest, password)
     ok = verify_lac_body(body, ledger_id=lid, digest_type=digest, password=password)
     assert ok.verdict is Verdict.OK and ok.lac == lac
@@ -279,8 +311,18 @@ def hostile_read_lac(draw: st.DrawFn) -> tuple[LedgerMetadata, dict[str, tuple[b
     wq = draw(st.integers(1, e))
     digest = draw(st.sampled_from([*DigestType, None]))
     ens = tuple(f"10.0.0.{i}:3181" for i in range(e))
-    md = LedgerMetadata(LedgerId(0, draw(st.integers(0, 2**40))), e, wq, min(wq, 2), LedgerState.OPEN, -1, 0,
-                        (Segment(0, ens),), digest_type=digest, password=b"pw")
+    md = LedgerMetadata(
+        LedgerId(0, draw(st.integers(0, 2**40))),
+        e,
+        wq,
+        min(wq, 2),
+        LedgerState.OPEN,
+        -1,
+        0,
+        (Segment(0, ens),),
+        digest_type=digest,
+        password=b"pw",
+    )
     written = draw(st.integers(0, 40))
     answers: dict[str, tuple[bytes | None, bytes | None]] = {}
     honest_lacs = []
@@ -290,8 +332,10 @@ def hostile_read_lac(draw: st.DrawFn) -> tuple[LedgerMetadata, dict[str, tuple[b
             lac = held[-1] - 1 - draw(st.integers(0, 2))  # a LAC trailing the entry, as writers piggyback
             lac = max(-1, lac)
             honest_lacs.append(lac)
-            answers[b] = (None, build_entry(md.ledger_id, held[-1], lac, written, b"x", digest or DigestType.CRC32C,
-                                            b"pw"))
+            answers[b] = (
+                None,
+                build_entry(md.ledger_id, held[-1], lac, written, b"x", digest or DigestType.CRC32C, b"pw"),
+            )
     victim = draw(st.sampled_from(ens))
     kind = draw(st.sampled_from(["bytes", "mutated", "lac_body", "claim"]))
     _, last = answers.get(victim, (None, None))
@@ -304,20 +348,26 @@ def hostile_read_lac(draw: st.DrawFn) -> tuple[LedgerMetadata, dict[str, tuple[b
         answers[victim] = (forged, last)
     else:  # a consistent-looking claim of a far entry, with a real digest only when there is none to check
         far = draw(st.integers(written, 2**62))
-        answers[victim] = (None, build_entry(md.ledger_id, far, far - 1, 0, b"x", DigestType.DUMMY, b"")
-                           if digest in (DigestType.DUMMY, None) else draw(mutated(last or b"")))
+        answers[victim] = (
+            None,
+            build_entry(md.ledger_id, far, far - 1, 0, b"x", DigestType.DUMMY, b"")
+            if digest in (DigestType.DUMMY, None)
+            else draw(mutated(last or b"")),
+        )
     honest = max(honest_lacs, default=-1)
     return md, answers, honest, victim
 
 
 @given(hostile_read_lac())
 def test_one_hostile_bookie_never_raises_the_open_ledger_end(
-        case: tuple[LedgerMetadata, dict[str, tuple[bytes | None, bytes | None]], int, str]) -> None:
+    case: tuple[LedgerMetadata, dict[str, tuple[bytes | None, bytes | None]], int, str],
+) -> None:
     md, answers, honest, victim = case
 
     def decide() -> object:
         evidence = [ev for b, (lac, last) in answers.items() for ev in judge_read_lac(b, lac, last, md)]
         return decide_end(md, evidence, True)
+
     got = parse_contract(decide, (), max_bytes=SMALL).value
     assume(got is not None)
     assert got.end is not None and got.end <= max(honest, -1), (got, honest)

@@ -1,11 +1,13 @@
 """Ledger metadata formats 1, 2 and 3 (auditor.metadata.formats): every Java-writable ledger round-trips;
 hostile bytes are a CorruptZnodeError naming the znode, or metadata that keeps every invariant."""
+
 from __future__ import annotations
 
 import json
 from dataclasses import replace
 
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from auditor._proto import bookkeeper_formats_pb2 as pb
 from auditor.durability.model import LedgerMetadata
@@ -31,7 +33,7 @@ def parse(data: bytes) -> LedgerMetadata | None:
 
 def assert_sane(md: LedgerMetadata) -> None:
     f.validate(md, PATH)  # accepted metadata keeps every invariant
-    assert all(-2**31 <= n < 2**31 for n in (md.ensemble_size, md.write_quorum, md.ack_quorum))
+    assert all(-(2**31) <= n < 2**31 for n in (md.ensemble_size, md.write_quorum, md.ack_quorum))
     assert -1 <= md.last_entry_id < 2**63 and 0 <= md.length < 2**63
     if md.format_version == 1 or md.digest_type is not None:
         # What we accepted, we can write back, and read again as the same thing.
@@ -90,8 +92,10 @@ def v2_text(draw: st.DrawFn) -> str:
         value = draw(st.one_of(weird_numbers, st.sampled_from(["OPEN", "CLOSED", "IN_RECOVERY", "CRC32C", "BOGUS"])))
         lines.append(f"{name}: {value}")
     for _ in range(draw(st.integers(0, 3))):
-        members = " ".join(f"ensembleMember: {json.dumps(b)}"  # a JSON string is a valid proto text string
-                           for b in draw(st.lists(st.one_of(bookie_ids, st.text(max_size=8)), max_size=4)))
+        members = " ".join(
+            f"ensembleMember: {json.dumps(b)}"  # a JSON string is a valid proto text string
+            for b in draw(st.lists(st.one_of(bookie_ids, st.text(max_size=8)), max_size=4))
+        )
         lines.append(f"segment {{ {members} firstEntryId: {draw(weird_numbers)} }}")
     if draw(st.booleans()):
         lines.append('password: "pw"')
@@ -106,16 +110,20 @@ def test_v2_hostile_text(text: str) -> None:
 @st.composite
 def v3_message(draw: st.DrawFn) -> bytes:
     """A binary LedgerMetadataFormat with every field free (negative, huge, duplicate bookies...)."""
-    msg = pb.LedgerMetadataFormat(quorumSize=draw(st.integers(-3, 8)), ensembleSize=draw(st.integers(-3, 8)),
-                                  length=draw(st.integers(-2**63, 2**63 - 1)),
-                                  lastEntryId=draw(st.integers(-2**63, 2**63 - 1)),
-                                  state=draw(st.sampled_from([1, 2, 3])))
+    msg = pb.LedgerMetadataFormat(
+        quorumSize=draw(st.integers(-3, 8)),
+        ensembleSize=draw(st.integers(-3, 8)),
+        length=draw(st.integers(-(2**63), 2**63 - 1)),
+        lastEntryId=draw(st.integers(-(2**63), 2**63 - 1)),
+        state=draw(st.sampled_from([1, 2, 3])),
+    )
     if draw(st.booleans()):
         msg.ackQuorumSize = draw(st.integers(-3, 8))
     pool = draw(st.lists(bookie_ids, min_size=1, max_size=4))
     for _ in range(draw(st.integers(0, 3))):
-        msg.segment.add(ensembleMember=draw(st.lists(st.sampled_from(pool), max_size=6)),
-                        firstEntryId=draw(st.integers(-5, 50)))
+        msg.segment.add(
+            ensembleMember=draw(st.lists(st.sampled_from(pool), max_size=6)), firstEntryId=draw(st.integers(-5, 50))
+        )
     if draw(st.booleans()):
         msg.password = b"pw"
         msg.digestType = draw(st.sampled_from([1, 2, 3, 4]))

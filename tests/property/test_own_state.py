@@ -1,6 +1,7 @@
 """Property test: the parsers of bk-auditor's own state znodes (check state, bookie incarnations) keep
 the parse contract on any bytes and any JSON: valid states round-trip, everything else is
 CorruptZnodeError naming the znode, nothing else escapes, bounded work."""
+
 from __future__ import annotations
 
 import json
@@ -20,10 +21,16 @@ BOOKIE_PATH = "/ledgers/bk-auditor/bookies"
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=20),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=4),
-    max_leaves=20)
-state_like = st.fixed_dictionaries({}, optional={
-    "lastSuccessMs": json_values, "runStartedMs": json_values,
-    "cursor": json_values | st.integers(0, 2**64 - 1).map(str)})
+    max_leaves=20,
+)
+state_like = st.fixed_dictionaries(
+    {},
+    optional={
+        "lastSuccessMs": json_values,
+        "runStartedMs": json_values,
+        "cursor": json_values | st.integers(0, 2**64 - 1).map(str),
+    },
+)
 millis = st.none() | st.integers(0, MAX_MILLIS)
 ledger_ids = st.builds(LedgerId, st.integers(0, 2**63 - 1), st.integers(0, 2**63 - 1))
 states = st.builds(CheckState, millis, millis, st.none() | ledger_ids)
@@ -34,8 +41,11 @@ def test_check_state_round_trips(state: CheckState) -> None:
     assert CheckState.parse(state.to_json(), CHECK_PATH) == state
 
 
-@given(st.binary(max_size=300) | state_like.map(lambda d: json.dumps(d).encode())
-       | json_values.map(lambda v: json.dumps(v).encode()))
+@given(
+    st.binary(max_size=300)
+    | state_like.map(lambda d: json.dumps(d).encode())
+    | json_values.map(lambda v: json.dumps(v).encode())
+)
 def test_check_state_contract(data: bytes) -> None:
     out = parse_contract(lambda: CheckState.parse(data, CHECK_PATH), CorruptZnodeError, names=CHECK_PATH)
     if out.ok:
@@ -49,8 +59,11 @@ def test_deep_nesting_is_corrupt_not_a_crash(depth: int) -> None:
     parse_contract(lambda: parse_incarnations(data, BOOKIE_PATH), CorruptZnodeError, names=BOOKIE_PATH)
 
 
-@given(st.binary(max_size=300) | json_values.map(lambda v: json.dumps(v).encode())
-       | st.dictionaries(st.text(max_size=20), json_values, max_size=4).map(lambda d: json.dumps(d).encode()))
+@given(
+    st.binary(max_size=300)
+    | json_values.map(lambda v: json.dumps(v).encode())
+    | st.dictionaries(st.text(max_size=20), json_values, max_size=4).map(lambda d: json.dumps(d).encode())
+)
 def test_bookie_state_contract(data: bytes) -> None:
     parse_contract(lambda: parse_incarnations(data, BOOKIE_PATH), CorruptZnodeError, names=BOOKIE_PATH)
 

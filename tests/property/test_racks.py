@@ -1,5 +1,6 @@
 """Rack maps from outside data: Pulsar's `/bookies` JSON (a znode: CorruptZnodeError naming it) and rack
 files (YAML or JSON: MetadataConfigError naming the file)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -8,7 +9,8 @@ import tempfile
 from pathlib import Path
 
 import yaml
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from auditor.metadata.errors import CorruptZnodeError, MetadataConfigError
 from auditor.metadata.racks import load_rack_file, normalise_rack, pulsar_rack_map
@@ -21,9 +23,13 @@ racks = st.one_of(st.from_regex(r"/?[a-z0-9-]{1,8}(/[a-z0-9-]{1,8}){0,2}", fullm
 pulsar_docs = st.dictionaries(
     st.sampled_from(["default", "group-a", "group-b"]),
     # Host names spelled unlike bookie ids ('~'), so that a host key never shadows another bookie's id.
-    st.dictionaries(bookie_ids, st.fixed_dictionaries({"rack": racks}, optional={"hostname": bookie_ids.map("~".__add__)}),
-                    max_size=4),
-    max_size=3)
+    st.dictionaries(
+        bookie_ids,
+        st.fixed_dictionaries({"rack": racks}, optional={"hostname": bookie_ids.map("~".__add__)}),
+        max_size=4,
+    ),
+    max_size=3,
+)
 
 
 def lookup(m, ids):
@@ -44,8 +50,14 @@ async def _no_host(bookie_id: str) -> None:
     return None
 
 
-@given(st.one_of(st.binary(max_size=300), json_values.map(lambda v: json.dumps(v).encode()),
-                 deep_json().map(str.encode), pulsar_docs.flatmap(lambda d: mutated(json.dumps(d).encode()))))
+@given(
+    st.one_of(
+        st.binary(max_size=300),
+        json_values.map(lambda v: json.dumps(v).encode()),
+        deep_json().map(str.encode),
+        pulsar_docs.flatmap(lambda d: mutated(json.dumps(d).encode())),
+    )
+)
 def test_pulsar_rack_json_hostile(data: bytes) -> None:
     out = parse_contract(lambda: pulsar_rack_map(data, path=BOOKIES), CorruptZnodeError, names=BOOKIES)
     if out.ok:
@@ -66,10 +78,15 @@ def test_rack_file_round_trip(table: dict, suffix: str, nested: bool) -> None:
     assert load_rack_file(p).table == {k: normalise_rack(v) for k, v in table.items()}
 
 
-@given(st.one_of(st.binary(max_size=300), deep_json().map(str.encode),
-                 json_values.map(lambda v: json.dumps(v).encode()),
-                 rack_tables.flatmap(lambda t: mutated(yaml.safe_dump(t).encode()))),
-       st.sampled_from([".yaml", ".json"]))
+@given(
+    st.one_of(
+        st.binary(max_size=300),
+        deep_json().map(str.encode),
+        json_values.map(lambda v: json.dumps(v).encode()),
+        rack_tables.flatmap(lambda t: mutated(yaml.safe_dump(t).encode())),
+    ),
+    st.sampled_from([".yaml", ".json"]),
+)
 def test_rack_file_hostile(data: bytes, suffix: str) -> None:
     p = _dir / f"hostile{suffix}"
     p.write_bytes(data)

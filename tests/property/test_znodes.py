@@ -1,12 +1,14 @@
 """The other znode payloads BookKeeper writes: under-replication markers and U/LAYOUT, LAYOUT, cookies,
 bookie registrations (BookieServiceInfo), check times, worker locks and votes, lostBookieRecoveryDelay.
 Valid content round-trips; anything else is a CorruptZnodeError naming the znode (or sane content)."""
+
 from __future__ import annotations
 
 import re
 from types import MappingProxyType
 
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from auditor.metadata import formats as f
 from auditor.metadata.errors import CorruptZnodeError
@@ -33,6 +35,7 @@ def contract(call, path: str):
 
 # ------------------------------------------------------------------ markers, U/LAYOUT, locks, votes, check times
 
+
 @given(st.lists(text_no_nul, max_size=6), st.none() | int64)
 def test_marker_round_trip(replicas: list[str], ctime: int | None) -> None:
     got = f.parse_marker(f.serialize_marker(replicas, ctime), MARKER)
@@ -53,8 +56,10 @@ def test_marker_hostile(data: bytes) -> None:
 def test_underreplication_layout(data: bytes) -> None:
     out = contract(lambda: f.check_ur_layout(data, UR_LAYOUT), UR_LAYOUT)
     if out.ok:  # only BASIC version 1 passes, however it is spelled
-        from auditor._proto import bookkeeper_formats_pb2 as pb
         from google.protobuf import text_format
+
+        from auditor._proto import bookkeeper_formats_pb2 as pb
+
         msg = text_format.Parse(data.decode(), pb.LedgerRereplicationLayoutFormat())
         assert (msg.type, msg.version) == ("BASIC", 1)
 
@@ -113,7 +118,7 @@ def layout_text(draw: st.DrawFn) -> bytes:
 def test_layout_hostile(data: bytes) -> None:
     out = contract(lambda: parse_layout(data, LAYOUT), LAYOUT)
     if out.ok:
-        assert out.value.format_version in (1, 2) and -2**31 <= out.value.manager_version < 2**31
+        assert out.value.format_version in (1, 2) and -(2**31) <= out.value.manager_version < 2**31
 
 
 # ------------------------------------------------------------------ cookies
@@ -126,8 +131,9 @@ def cookies(draw: st.DrawFn) -> f.Cookie:
     if draw(st.booleans()):
         return f.Cookie(3, draw(line_text), draw(line_text), draw(line_text))
     opt = st.none() | st.text(min_size=1, max_size=20)
-    return f.Cookie(draw(st.integers(4, 5)), draw(text_no_nul), draw(text_no_nul), draw(text_no_nul), draw(opt),
-                    draw(opt))
+    return f.Cookie(
+        draw(st.integers(4, 5)), draw(text_no_nul), draw(text_no_nul), draw(text_no_nul), draw(opt), draw(opt)
+    )
 
 
 @given(cookies())
@@ -135,8 +141,13 @@ def test_cookie_round_trip(cookie: f.Cookie) -> None:
     assert f.parse_cookie(f.serialize_cookie(cookie), COOKIE) == cookie
 
 
-@given(st.one_of(st.binary(max_size=200), cookies().flatmap(lambda c: mutated(f.serialize_cookie(c))),
-                 st.tuples(weird_numbers, text_no_nul).map(lambda t: f"{t[0]}\n{t[1]}".encode("utf-8", "surrogatepass"))))
+@given(
+    st.one_of(
+        st.binary(max_size=200),
+        cookies().flatmap(lambda c: mutated(f.serialize_cookie(c))),
+        st.tuples(weird_numbers, text_no_nul).map(lambda t: f"{t[0]}\n{t[1]}".encode("utf-8", "surrogatepass")),
+    )
+)
 def test_cookie_hostile(data: bytes) -> None:
     out = contract(lambda: f.parse_cookie(data, COOKIE), COOKIE)
     if out.ok:
@@ -145,10 +156,20 @@ def test_cookie_hostile(data: bytes) -> None:
 
 # ------------------------------------------------------------------ registrations (BookieServiceInfo)
 
-endpoints = st.builds(f.Endpoint, text_no_nul, text_no_nul, int32, st.sampled_from(["bookie-rpc", "http", "x"]),
-                      st.lists(text_no_nul, max_size=2).map(tuple), st.lists(text_no_nul, max_size=2).map(tuple))
-service_infos = st.builds(f.BookieServiceInfo, st.lists(endpoints, max_size=3).map(tuple),
-                          st.dictionaries(text_no_nul, text_no_nul, max_size=3).map(MappingProxyType))
+endpoints = st.builds(
+    f.Endpoint,
+    text_no_nul,
+    text_no_nul,
+    int32,
+    st.sampled_from(["bookie-rpc", "http", "x"]),
+    st.lists(text_no_nul, max_size=2).map(tuple),
+    st.lists(text_no_nul, max_size=2).map(tuple),
+)
+service_infos = st.builds(
+    f.BookieServiceInfo,
+    st.lists(endpoints, max_size=3).map(tuple),
+    st.dictionaries(text_no_nul, text_no_nul, max_size=3).map(MappingProxyType),
+)
 
 
 @given(service_infos)
@@ -162,10 +183,11 @@ def test_registration_hostile(data: bytes) -> None:
     out = contract(lambda: f.parse_bookie_service_info(data, REG), REG)
     if out.ok and out.value is not None:
         for e in out.value.endpoints:
-            assert isinstance(e.host, str) and -2**31 <= e.port < 2**31
+            assert isinstance(e.host, str) and -(2**31) <= e.port < 2**31
 
 
 # ------------------------------------------------------------------ bookie ids and host:port
+
 
 @given(st.one_of(bookie_ids, st.text(max_size=30), bookie_ids.map(lambda b: b + "\n")))
 def test_bookie_id_rule_is_javas(text: str) -> None:

@@ -3,6 +3,7 @@
 Expected values are derived here independently of the product code: by brute force over entry ids
 from the round-robin rule (bookie index i holds entry e iff (i - e) mod E < WQ).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -24,12 +25,13 @@ from auditor.metadata import formats
 from tests.realcluster.harness import Cluster
 
 
-
 def settings_for(cluster: Cluster, **over: Any) -> Settings:
-    base: dict[str, Any] = {"metadata_service_uri": cluster.metadata_service_uri,
-                            "recheck": {"delays_seconds": [0.5, 1.0], "attempts": 2},
-                            "bookie_client": {"timeout_seconds": 2.0, "requests_per_second": 0},
-                            "racks": {"source": "pulsar"}}
+    base: dict[str, Any] = {
+        "metadata_service_uri": cluster.metadata_service_uri,
+        "recheck": {"delays_seconds": [0.5, 1.0], "attempts": 2},
+        "bookie_client": {"timeout_seconds": 2.0, "requests_per_second": 0},
+        "racks": {"source": "pulsar"},
+    }
     for k, v in over.items():
         if isinstance(v, dict) and isinstance(base.get(k), dict):
             base[k] = {**base[k], **v}
@@ -38,17 +40,21 @@ def settings_for(cluster: Cluster, **over: Any) -> Settings:
     return Settings(**base)
 
 
-async def audit_async(cluster: Cluster, ledger_ids: Iterable[int], checks: Iterable[str] = ("scrutiny",),
-                      records: list[Any] | None = None, settings: Settings | None = None,
-                      redirect: Mapping[str, tuple[str, int]] | None = None,
-                      **options: Any) -> tuple[list[Finding], dict[str, Any]]:
+async def audit_async(
+    cluster: Cluster,
+    ledger_ids: Iterable[int],
+    checks: Iterable[str] = ("scrutiny",),
+    records: list[Any] | None = None,
+    settings: Settings | None = None,
+    redirect: Mapping[str, tuple[str, int]] | None = None,
+    **options: Any,
+) -> tuple[list[Finding], dict[str, Any]]:
     """`redirect`: bookie id -> (host, port) of a stand-in to reach instead of that bookie (e.g. a proxy
     that rewrites its replies), as if the bookie were registered at that address."""
     settings = settings or settings_for(cluster)
     findings: list[Finding] = []
     stats: dict[str, Any] = {}
-    async with audit_context(settings, one_shot=True, **options) as (ctx, locations), \
-            _redirected(ctx, redirect):
+    async with audit_context(settings, one_shot=True, **options) as (ctx, locations), _redirected(ctx, redirect):
         for name in checks:
             check = CHECKS[name](ctx, locations)
             run = CheckRun(ctx, check, findings.append)
@@ -60,6 +66,7 @@ async def audit_async(cluster: Cluster, ledger_ids: Iterable[int], checks: Itera
 
             async def source() -> Any:
                 yield recs
+
             await run.scan(records=source())
             await run.drain_rechecks()
             stats[name] = run.stats
@@ -75,6 +82,7 @@ async def _redirected(ctx: Any, redirect: Mapping[str, tuple[str, int]] | None) 
 
     async def resolve(bookie_id: str) -> tuple[str, int]:
         return redirect[bookie_id] if bookie_id in redirect else await registered(bookie_id)
+
     ctx.bookies = BookiePool(resolve, ctx.bookies.config)
     try:
         yield
@@ -82,8 +90,9 @@ async def _redirected(ctx: Any, redirect: Mapping[str, tuple[str, int]] | None) 
         await ctx.bookies.close()
 
 
-def audit(cluster: Cluster, ledger_ids: Iterable[int], checks: Iterable[str] = ("scrutiny",), **kw: Any
-          ) -> tuple[list[Finding], dict[str, Any]]:
+def audit(
+    cluster: Cluster, ledger_ids: Iterable[int], checks: Iterable[str] = ("scrutiny",), **kw: Any
+) -> tuple[list[Finding], dict[str, Any]]:
     return asyncio.run(audit_async(cluster, list(ledger_ids), tuple(checks), **kw))
 
 
@@ -138,14 +147,18 @@ def rewrite_ensemble(cluster: Cluster, ledger_id: int, old: str, new: str) -> No
     data, stat = cluster.kazoo.get(path)
     md = formats.parse_ledger_metadata(data, LedgerId(0, ledger_id), path, stat.version)
     from dataclasses import replace
+
     from auditor.durability.model import Segment
+
     segs = tuple(Segment(s.first_entry_id, tuple(new if b == old else b for b in s.ensemble)) for s in md.segments)
     cluster.kazoo.set(path, formats.serialize_ledger_metadata(replace(md, segments=segs)), version=stat.version)
 
 
 def marker_path(cluster: Cluster, lid: int) -> str:
-    return (f"{cluster.ledgers_root}/underreplication/ledgers/{(lid >> 48) & 0xffff:04x}/{(lid >> 32) & 0xffff:04x}/"
-            f"{(lid >> 16) & 0xffff:04x}/{lid & 0xffff:04x}/urL{lid:010d}")
+    return (
+        f"{cluster.ledgers_root}/underreplication/ledgers/{(lid >> 48) & 0xFFFF:04x}/{(lid >> 32) & 0xFFFF:04x}/"
+        f"{(lid >> 16) & 0xFFFF:04x}/{lid & 0xFFFF:04x}/urL{lid:010d}"
+    )
 
 
 def corrupt_entry_on_disk(ledger_dir: Path, ledger_id: int, entry_id: int, journal_dir: Path | None = None) -> int:
@@ -168,7 +181,7 @@ def corrupt_entry_on_disk(ledger_dir: Path, ledger_id: int, entry_id: int, journ
                 break
             lid, eid = struct.unpack_from(">qq", data, pos + 4)
             if lid == ledger_id and eid == entry_id:
-                originals.append(bytes(data[pos + 4:pos + 4 + size]))
+                originals.append(bytes(data[pos + 4 : pos + 4 + size]))
                 data[pos + 4 + size - 1] ^= 0xFF
                 changed += 1
                 hit = True

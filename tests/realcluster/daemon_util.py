@@ -1,5 +1,6 @@
 """Run real `bk-auditor run` daemons (separate processes) against the test cluster, and talk to them
 through their real admin API."""
+
 from __future__ import annotations
 
 import asyncio
@@ -32,8 +33,16 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 
 
 class Daemon:
-    def __init__(self, cluster: Cluster, name: str, workdir: Path, *, admin_port: int | None = None,
-                 metrics_port: int | None = None, **settings: Any) -> None:
+    def __init__(
+        self,
+        cluster: Cluster,
+        name: str,
+        workdir: Path,
+        *,
+        admin_port: int | None = None,
+        metrics_port: int | None = None,
+        **settings: Any,
+    ) -> None:
         self.cluster = cluster
         self.name = name
         self.admin_port = admin_port if admin_port is not None else next(_ports)
@@ -41,8 +50,12 @@ class Daemon:
         base = {
             "metadata_service_uri": cluster.metadata_service_uri,
             "zookeeper": {"session_timeout_seconds": SESSION_TIMEOUT},
-            "schedule": {"scrutiny_seconds": 3600, "ledger_check_seconds": 0, "open_ledger_check_seconds": 0,
-                         "bookie_check_seconds": 3600},
+            "schedule": {
+                "scrutiny_seconds": 3600,
+                "ledger_check_seconds": 0,
+                "open_ledger_check_seconds": 0,
+                "bookie_check_seconds": 3600,
+            },
             "recheck": {"delays_seconds": [1, 2], "attempts": 2},
             "bookie_client": {"timeout_seconds": 2},
             "admin": {"bind": f"127.0.0.1:{self.admin_port}"},
@@ -54,13 +67,17 @@ class Daemon:
         self.log_path = workdir / f"{name}.log"
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def start(self) -> "Daemon":
+    def start(self) -> Daemon:
         cfg = self.workdir / f"{self.name}.yaml"
         cfg.write_text(yaml.safe_dump(self.config))
         out = open(self.log_path, "ab")
-        self.proc = subprocess.Popen([str(BIN), "run", "--config", str(cfg), "--identity", self.name],
-                                     stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(
+            [str(BIN), "run", "--config", str(cfg), "--identity", self.name],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         return self
 
     @property
@@ -103,6 +120,7 @@ class Daemon:
         async def go() -> Any:
             async with AdminClient(f"127.0.0.1:{self.admin_port}", timeout=5) as c:
                 return await getattr(c, fn)(*args, **kw)
+
         return asyncio.run(go())
 
     def status(self) -> Any:
@@ -141,6 +159,7 @@ class Daemon:
         import urllib.request
 
         from prometheus_client.parser import text_string_to_metric_families
+
         text = urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5).read().decode()
         for fam in text_string_to_metric_families(text):
             for sample in fam.samples:

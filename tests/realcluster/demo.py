@@ -7,6 +7,7 @@
 4. Run `bk-auditor check` against the cluster and show what it finds, as a table and as JSON.
 Everything is torn down at the end (by pid).
 """
+
 from __future__ import annotations
 
 import os
@@ -46,21 +47,40 @@ def main() -> int:
         say("writing ledgers with the real Java client")
         ids = [b.bookie_id for b in cluster.bookies]
         ledgers = [
-            cluster.create_ledger(ensemble=3, write_quorum=2, ack_quorum=2, entries=200,
-                                  bookies=[ids[0], ids[1], ids[2]], digest="CRC32C"),
-            cluster.create_ledger(ensemble=3, write_quorum=3, ack_quorum=2, entries=100,
-                                  bookies=[ids[1], ids[2], ids[3]], digest="CRC32",
-                                  custom={"application": "pulsar", "component": "managed-ledger",
-                                          "pulsar/managed-ledger": "public/default/persistent/orders"}),
-            cluster.create_ledger(ensemble=2, write_quorum=2, ack_quorum=2, entries=50,
-                                  bookies=[ids[3], ids[4]], digest="MAC"),
-            cluster.write_with_ensemble_change(ensemble=3, write_quorum=2, ack_quorum=2, entries=60,
-                                               change_after=30, bookies=[ids[2], ids[3], ids[4]],
-                                               victim=ids[4]),
+            cluster.create_ledger(
+                ensemble=3, write_quorum=2, ack_quorum=2, entries=200, bookies=[ids[0], ids[1], ids[2]], digest="CRC32C"
+            ),
+            cluster.create_ledger(
+                ensemble=3,
+                write_quorum=3,
+                ack_quorum=2,
+                entries=100,
+                bookies=[ids[1], ids[2], ids[3]],
+                digest="CRC32",
+                custom={
+                    "application": "pulsar",
+                    "component": "managed-ledger",
+                    "pulsar/managed-ledger": "public/default/persistent/orders",
+                },
+            ),
+            cluster.create_ledger(
+                ensemble=2, write_quorum=2, ack_quorum=2, entries=50, bookies=[ids[3], ids[4]], digest="MAC"
+            ),
+            cluster.write_with_ensemble_change(
+                ensemble=3,
+                write_quorum=2,
+                ack_quorum=2,
+                entries=60,
+                change_after=30,
+                bookies=[ids[2], ids[3], ids[4]],
+                victim=ids[4],
+            ),
         ]
         for r in ledgers:
-            print(f"  ledger {r['ledgerId']}: {r['state']}, entries 0-{r['lastEntryId']}, "
-                  f"E/WQ/AQ={r['ensembleSize']}/{r['writeQuorum']}/{r['ackQuorum']}, ensembles {r['ensembles']}")
+            print(
+                f"  ledger {r['ledgerId']}: {r['state']}, entries 0-{r['lastEntryId']}, "
+                f"E/WQ/AQ={r['ensembleSize']}/{r['writeQuorum']}/{r['ackQuorum']}, ensembles {r['ensembles']}"
+            )
 
         say("the cluster is healthy: bk-auditor check")
         rc = run_check(cluster, "table")

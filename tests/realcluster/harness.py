@@ -7,6 +7,7 @@ BookKeeper 4.17.x jars that `scripts/fetch_bk_jars.sh` puts in `$BK_HOME/lib` (d
 Every process is started by us, recorded by pid, and stopped by that pid; every wait is bounded; every
 process's output goes to a log file under `logs_dir` for post-mortems.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -21,9 +22,10 @@ import tempfile
 import threading
 import time
 import urllib.request
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from kazoo.client import KazooClient
 
@@ -36,10 +38,14 @@ TOOL_SOURCE = Path(__file__).parent / "java" / "BkLedgerTool.java"
 
 JVM_COMMON = [
     "-Djava.net.preferIPv4Stack=true",
-    "--add-opens", "java.base/java.nio=ALL-UNNAMED",
-    "--add-opens", "java.base/jdk.internal.misc=ALL-UNNAMED",
-    "--add-opens", "java.base/java.io=ALL-UNNAMED",
-    "--add-opens", "java.base/java.util.zip=ALL-UNNAMED",
+    "--add-opens",
+    "java.base/java.nio=ALL-UNNAMED",
+    "--add-opens",
+    "java.base/jdk.internal.misc=ALL-UNNAMED",
+    "--add-opens",
+    "java.base/java.io=ALL-UNNAMED",
+    "--add-opens",
+    "java.base/java.util.zip=ALL-UNNAMED",
     "-Dio.netty.tryReflectionSetAccessible=true",
     "-Dio.netty.leakDetectionLevel=disabled",
     "-XX:+UseSerialGC",
@@ -103,11 +109,14 @@ def check_prerequisites() -> None:
     """Fail loudly, naming what is missing, when the cluster cannot be started here."""
     missing = [j for j in ZK_JARS[:1] if not Path(j).exists()]
     if missing:
-        raise HarnessError(f"ZooKeeper jar {missing[0]} not found: install Debian's 'zookeeper' package "
-                           "(make setup does it)")
+        raise HarnessError(
+            f"ZooKeeper jar {missing[0]} not found: install Debian's 'zookeeper' package (make setup does it)"
+        )
     if not (BK_HOME / "lib" / ".complete").exists():
-        raise HarnessError(f"BookKeeper {BK_VERSION} jars not found in {BK_HOME}/lib: run "
-                           "scripts/fetch_bk_jars.sh (make setup does it)")
+        raise HarnessError(
+            f"BookKeeper {BK_VERSION} jars not found in {BK_HOME}/lib: run "
+            "scripts/fetch_bk_jars.sh (make setup does it)"
+        )
     for tool in ("java", "javac"):
         if shutil.which(tool) is None:
             raise HarnessError(f"'{tool}' not on PATH: a JDK 17 is required for the real cluster")
@@ -123,8 +132,12 @@ def _tool_classes() -> Path:
     out = BK_HOME / "tool" / digest
     if not (out / "BkLedgerTool.class").exists():
         tmp = Path(tempfile.mkdtemp(dir=BK_HOME))
-        proc = subprocess.run(["javac", "-nowarn", "-cp", _classpath(), "-d", str(tmp), str(TOOL_SOURCE)],
-                              capture_output=True, text=True, timeout=300)
+        proc = subprocess.run(
+            ["javac", "-nowarn", "-cp", _classpath(), "-d", str(tmp), str(TOOL_SOURCE)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         if proc.returncode != 0:
             raise HarnessError(f"javac failed for {TOOL_SOURCE}:\n{proc.stderr[-3000:]}")
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -155,8 +168,14 @@ class Proc:
         with open(self.log, "ab") as out:
             out.write(f"\n=== start {time.strftime('%H:%M:%S')} {' '.join(self.argv)}\n".encode())
             out.flush()
-            self.popen = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT,
-                                          stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+            self.popen = subprocess.Popen(
+                self.argv,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                start_new_session=True,
+            )
 
     def signal(self, sig: int) -> None:
         if self.running:
@@ -256,14 +275,13 @@ class Cluster:
         self._workers: list[Proc] = []
 
     # ------------------------------------------------------------------ lifecycle
-    def start(self, timeout: float = 180.0) -> "Cluster":
+    def start(self, timeout: float = 180.0) -> Cluster:
         check_prerequisites()
         for d in (self.logs_dir, self.conf_dir):
             d.mkdir(parents=True, exist_ok=True)
         (self.conf_dir / "log4j2-server.xml").write_text(LOG4J_SERVER)
         (self.conf_dir / "log4j2-shell.xml").write_text(LOG4J_SHELL)
-        (self.conf_dir / "client.conf").write_text(
-            f"metadataServiceUri={self.metadata_service_uri}\nzkTimeout=6000\n")
+        (self.conf_dir / "client.conf").write_text(f"metadataServiceUri={self.metadata_service_uri}\nzkTimeout=6000\n")
         atexit.register(self.stop)
         self._started = True
         deadline = time.monotonic() + timeout
@@ -274,8 +292,10 @@ class Cluster:
         self.shell("initnewcluster")
         if self.lost_bookie_recovery_delay is not None:
             self.kazoo.ensure_path(f"{self.ledgers_root}/underreplication")
-            self.kazoo.create(f"{self.ledgers_root}/underreplication/lostBookieRecoveryDelay",
-                              str(self.lost_bookie_recovery_delay).encode())
+            self.kazoo.create(
+                f"{self.ledgers_root}/underreplication/lostBookieRecoveryDelay",
+                str(self.lost_bookie_recovery_delay).encode(),
+            )
         for n in range(1, self.num_bookies + 1):
             self.bookies.append(self._make_bookie(n))
         for b in self.bookies:
@@ -308,7 +328,7 @@ class Cluster:
         if self.zk is not None:
             self.zk.stop()
 
-    def __enter__(self) -> "Cluster":
+    def __enter__(self) -> Cluster:
         return self.start()
 
     def __exit__(self, *exc: Any) -> None:
@@ -317,30 +337,53 @@ class Cluster:
     # ------------------------------------------------------------------ ZooKeeper
     def _check_ports_free(self) -> None:
         """Refuse to start over another cluster: a busy port would silently join us to it."""
-        wanted = [("127.0.0.1", self.zk_port)] + [(f"127.0.0.{n}", self.port_base + n)
-                                                  for n in range(1, self.num_bookies + 1)]
+        wanted = [("127.0.0.1", self.zk_port)] + [
+            (f"127.0.0.{n}", self.port_base + n) for n in range(1, self.num_bookies + 1)
+        ]
         wanted += [(PROXY_HOST, self.port_base + n) for n in self.proxied]
         for host, port in wanted:
             with socket.socket() as s:
                 s.settimeout(0.5)
                 if s.connect_ex((host, port)) == 0:
-                    raise HarnessError(f"{host}:{port} is already in use (another cluster?): choose other ports, "
-                                       "e.g. BK_TEST_ZK_PORT / BK_TEST_PORT_BASE / BK_TEST_HTTP_BASE")
+                    raise HarnessError(
+                        f"{host}:{port} is already in use (another cluster?): choose other ports, "
+                        "e.g. BK_TEST_ZK_PORT / BK_TEST_PORT_BASE / BK_TEST_HTTP_BASE"
+                    )
 
     def _start_zookeeper(self, deadline: float) -> None:
         self._check_ports_free()
         zk_dir = self.workdir / "zk"
         (zk_dir / "data").mkdir(parents=True, exist_ok=True)
         cfg = zk_dir / "zoo.cfg"
-        cfg.write_text("\n".join([
-            "tickTime=1000", f"dataDir={zk_dir / 'data'}", f"clientPort={self.zk_port}",
-            "clientPortAddress=127.0.0.1", "maxClientCnxns=0", "admin.enableServer=false",
-            "4lw.commands.whitelist=ruok,srvr,mntr", ""]))
+        cfg.write_text(
+            "\n".join(
+                [
+                    "tickTime=1000",
+                    f"dataDir={zk_dir / 'data'}",
+                    f"clientPort={self.zk_port}",
+                    "clientPortAddress=127.0.0.1",
+                    "maxClientCnxns=0",
+                    "admin.enableServer=false",
+                    "4lw.commands.whitelist=ruok,srvr,mntr",
+                    "",
+                ]
+            )
+        )
         cp = ":".join(j for j in ZK_JARS if Path(j).exists())
-        self.zk = Proc("zookeeper", ["java", "-Xmx128m", "-XX:+UseSerialGC", "-cp", cp,
-                                     "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
-                                     "org.apache.zookeeper.server.ZooKeeperServerMain", str(cfg)],
-                       self.logs_dir / "zookeeper.log")
+        self.zk = Proc(
+            "zookeeper",
+            [
+                "java",
+                "-Xmx128m",
+                "-XX:+UseSerialGC",
+                "-cp",
+                cp,
+                "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+                "org.apache.zookeeper.server.ZooKeeperServerMain",
+                str(cfg),
+            ],
+            self.logs_dir / "zookeeper.log",
+        )
         self.zk.start()
         while time.monotonic() < deadline:
             if not self.zk.running:
@@ -399,32 +442,75 @@ class Cluster:
             hosts_file.write_text(f"{host} {PROXY_NAME}\n127.0.0.1 {socket.gethostname()}\n")
             jvm_hosts = [f"-Djdk.net.hosts.file={hosts_file}"]
         lines = [
-            f"bookiePort={port}", f"advertisedAddress={advertised or host}", "listeningInterface=lo",
+            f"bookiePort={port}",
+            f"advertisedAddress={advertised or host}",
+            "listeningInterface=lo",
             "allowLoopback=true",
-            "useHostNameAsBookieID=false", f"metadataServiceUri={self.metadata_service_uri}", "zkTimeout=6000",
-            f"journalDirectories={root / 'journal'}", f"ledgerDirectories={root / 'ledgers'}",
+            "useHostNameAsBookieID=false",
+            f"metadataServiceUri={self.metadata_service_uri}",
+            "zkTimeout=6000",
+            f"journalDirectories={root / 'journal'}",
+            f"ledgerDirectories={root / 'ledgers'}",
             f"ledgerStorageClass={STORAGE_CLASSES[storage]}",
-            "skipListSizeLimit=8388608", "skipListArenaChunkSize=1048576", "pageLimit=512",
-            "logSizeLimit=16777216", "flushInterval=1000", "gcWaitTime=60000", "journalSyncData=false",
-            "journalPreAllocSizeMB=4", "journalMaxSizeMB=64", "diskUsageThreshold=0.99",
-            "diskUsageWarnThreshold=0.98", "numAddWorkerThreads=1", "numReadWorkerThreads=2",
-            "numHighPriorityWorkerThreads=1", "serverNumIOThreads=2", "numJournalCallbackThreads=1",
-            "httpServerEnabled=true", "httpServerClass=org.apache.bookkeeper.http.vertx.VertxHttpServer",
-            f"httpServerHost={host}", f"httpServerPort={http_port}",
+            "skipListSizeLimit=8388608",
+            "skipListArenaChunkSize=1048576",
+            "pageLimit=512",
+            "logSizeLimit=16777216",
+            "flushInterval=1000",
+            "gcWaitTime=60000",
+            "journalSyncData=false",
+            "journalPreAllocSizeMB=4",
+            "journalMaxSizeMB=64",
+            "diskUsageThreshold=0.99",
+            "diskUsageWarnThreshold=0.98",
+            "numAddWorkerThreads=1",
+            "numReadWorkerThreads=2",
+            "numHighPriorityWorkerThreads=1",
+            "serverNumIOThreads=2",
+            "numJournalCallbackThreads=1",
+            "httpServerEnabled=true",
+            "httpServerClass=org.apache.bookkeeper.http.vertx.VertxHttpServer",
+            f"httpServerHost={host}",
+            f"httpServerPort={http_port}",
             "statsProviderClass=org.apache.bookkeeper.stats.prometheus.PrometheusMetricsProvider",
             "autoRecoveryDaemonEnabled=false",
         ]
         if storage == "db":
-            lines += ["dbStorage_writeCacheMaxSizeMb=16", "dbStorage_readAheadCacheMaxSizeMb=16",
-                      "dbStorage_rocksDB_blockCacheSize=8388608", "dbStorage_rocksDB_writeBufferSizeMB=4"]
+            lines += [
+                "dbStorage_writeCacheMaxSizeMb=16",
+                "dbStorage_readAheadCacheMaxSizeMb=16",
+                "dbStorage_rocksDB_blockCacheSize=8388608",
+                "dbStorage_rocksDB_writeBufferSizeMB=4",
+            ]
         conf.write_text("\n".join(lines) + "\n")
         for d in ("journal", "ledgers"):
             (root / d).mkdir(parents=True, exist_ok=True)
-        argv = ["java", *JVM_COMMON, *jvm_hosts, f"-Dlog4j.configurationFile={self.conf_dir / 'log4j2-server.xml'}",
-                "-Xms64m", "-Xmx256m", "-XX:MaxDirectMemorySize=256m", "-XX:+ExitOnOutOfMemoryError",
-                "-cp", _classpath(), "org.apache.bookkeeper.server.Main", "--conf", str(conf)]
-        return BookieProc(n, host, port, http_port, storage, root, conf,
-                          Proc(f"bookie{n}", argv, self.logs_dir / f"bookie{n}.log"), advertised_host=advertised)
+        argv = [
+            "java",
+            *JVM_COMMON,
+            *jvm_hosts,
+            f"-Dlog4j.configurationFile={self.conf_dir / 'log4j2-server.xml'}",
+            "-Xms64m",
+            "-Xmx256m",
+            "-XX:MaxDirectMemorySize=256m",
+            "-XX:+ExitOnOutOfMemoryError",
+            "-cp",
+            _classpath(),
+            "org.apache.bookkeeper.server.Main",
+            "--conf",
+            str(conf),
+        ]
+        return BookieProc(
+            n,
+            host,
+            port,
+            http_port,
+            storage,
+            root,
+            conf,
+            Proc(f"bookie{n}", argv, self.logs_dir / f"bookie{n}.log"),
+            advertised_host=advertised,
+        )
 
     def bookie(self, n: int) -> BookieProc:
         for b in self.bookies:
@@ -453,8 +539,9 @@ class Cluster:
         while time.monotonic() < deadline:
             if not b.running:
                 raise HarnessError(f"bookie {n} exited; log {b.proc.log}:\n{_tail(b.proc.log)}")
-            if (self.kazoo.exists(self.registration_path(n))
-                    or self.kazoo.exists(f"{self.ledgers_root}/available/readonly/{b.bookie_id}")):
+            if self.kazoo.exists(self.registration_path(n)) or self.kazoo.exists(
+                f"{self.ledgers_root}/available/readonly/{b.bookie_id}"
+            ):
                 return
             time.sleep(0.2)
         raise HarnessError(f"bookie {n} did not register within {timeout}s; log {b.proc.log}:\n{_tail(b.proc.log)}")
@@ -474,8 +561,10 @@ class Cluster:
         b = self.bookie(n)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if not (self.kazoo.exists(self.registration_path(n))
-                    or self.kazoo.exists(f"{self.ledgers_root}/available/readonly/{b.bookie_id}")):
+            if not (
+                self.kazoo.exists(self.registration_path(n))
+                or self.kazoo.exists(f"{self.ledgers_root}/available/readonly/{b.bookie_id}")
+            ):
                 return
             time.sleep(0.2)
         raise HarnessError(f"bookie {n} still registered after {timeout}s")
@@ -533,30 +622,53 @@ class Cluster:
             return 0, ""
 
     # ------------------------------------------------------------------ Java tools
-    def shell(self, *args: str, check: bool = True, timeout: float = 120.0,
-              conf: Path | None = None) -> subprocess.CompletedProcess[str]:
+    def shell(
+        self, *args: str, check: bool = True, timeout: float = 120.0, conf: Path | None = None
+    ) -> subprocess.CompletedProcess[str]:
         """Run the real BookieShell; its results come back on stdout."""
-        argv = ["java", *JVM_COMMON, *JVM_CLIENT, f"-Dlog4j.configurationFile={self.conf_dir / 'log4j2-shell.xml'}",
-                "-cp", _classpath(), "org.apache.bookkeeper.bookie.BookieShell",
-                "-conf", str(conf or self.conf_dir / "client.conf"), *args]
+        argv = [
+            "java",
+            *JVM_COMMON,
+            *JVM_CLIENT,
+            f"-Dlog4j.configurationFile={self.conf_dir / 'log4j2-shell.xml'}",
+            "-cp",
+            _classpath(),
+            "org.apache.bookkeeper.bookie.BookieShell",
+            "-conf",
+            str(conf or self.conf_dir / "client.conf"),
+            *args,
+        ]
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
         with open(self.logs_dir / "shell.log", "a") as log:
             log.write(f"=== shell {' '.join(args)} rc={proc.returncode}\n{proc.stdout}\n{proc.stderr}\n")
         if check and proc.returncode != 0:
-            raise HarnessError(f"BookieShell {' '.join(args)} failed rc={proc.returncode}:\n"
-                               f"{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
+            raise HarnessError(
+                f"BookieShell {' '.join(args)} failed rc={proc.returncode}:\n"
+                f"{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
+            )
         return proc
 
     def _tool_argv(self, command: str, args: Iterable[str]) -> list[str]:
         if self._tool is None:
             self._tool = _tool_classes()
-        return ["java", *JVM_COMMON, *JVM_CLIENT, f"-Dlog4j.configurationFile={self.conf_dir / 'log4j2-shell.xml'}",
-                "-cp", f"{self._tool}:{_classpath()}", "BkLedgerTool", command,
-                "--metadata-uri", self.metadata_service_uri, *args]
+        return [
+            "java",
+            *JVM_COMMON,
+            *JVM_CLIENT,
+            f"-Dlog4j.configurationFile={self.conf_dir / 'log4j2-shell.xml'}",
+            "-cp",
+            f"{self._tool}:{_classpath()}",
+            "BkLedgerTool",
+            command,
+            "--metadata-uri",
+            self.metadata_service_uri,
+            *args,
+        ]
 
     def ledger_tool(self, command: str, *args: str, timeout: float = 180.0) -> dict[str, Any]:
-        proc = subprocess.run(self._tool_argv(command, args), capture_output=True, text=True,
-                              timeout=timeout, stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            self._tool_argv(command, args), capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
+        )
         with open(self.logs_dir / "ledger-tool.log", "a") as log:
             log.write(f"=== {command} {' '.join(args)} rc={proc.returncode}\n{proc.stdout}\n{proc.stderr[-5000:]}\n")
         return self._tool_result(command, args, proc.returncode, proc.stdout, proc.stderr)
@@ -565,20 +677,47 @@ class Cluster:
     def _tool_result(command: str, args: Iterable[str], rc: int, out: str, err: str) -> dict[str, Any]:
         lines = [line for line in out.splitlines() if line.startswith("{")]
         if not lines:
-            raise HarnessError(f"ledger tool {command} {' '.join(args)} printed no JSON (rc={rc}):\n"
-                               f"{out[-2000:]}\n{err[-3000:]}")
+            raise HarnessError(
+                f"ledger tool {command} {' '.join(args)} printed no JSON (rc={rc}):\n{out[-2000:]}\n{err[-3000:]}"
+            )
         result = json.loads(lines[-1])
         if "error" in result or rc != 0:
-            raise HarnessError(f"ledger tool {command} {' '.join(args)} failed (rc={rc}): "
-                               f"{result.get('error')}\n{err[-3000:]}")
+            raise HarnessError(
+                f"ledger tool {command} {' '.join(args)} failed (rc={rc}): {result.get('error')}\n{err[-3000:]}"
+            )
         return result
 
-    def _create_args(self, ensemble: int, write_quorum: int, ack_quorum: int, digest: str, password: str,
-                     entries: int, entry_size: int, ledger_id: int | None, custom: dict[str, str] | None,
-                     bookies: list[str] | None, allowed: list[str] | None, close: bool) -> list[str]:
-        args = ["--ensemble", str(ensemble), "--write-quorum", str(write_quorum), "--ack-quorum", str(ack_quorum),
-                "--digest", digest, "--password", password, "--entries", str(entries),
-                "--entry-size", str(entry_size)]
+    def _create_args(
+        self,
+        ensemble: int,
+        write_quorum: int,
+        ack_quorum: int,
+        digest: str,
+        password: str,
+        entries: int,
+        entry_size: int,
+        ledger_id: int | None,
+        custom: dict[str, str] | None,
+        bookies: list[str] | None,
+        allowed: list[str] | None,
+        close: bool,
+    ) -> list[str]:
+        args = [
+            "--ensemble",
+            str(ensemble),
+            "--write-quorum",
+            str(write_quorum),
+            "--ack-quorum",
+            str(ack_quorum),
+            "--digest",
+            digest,
+            "--password",
+            password,
+            "--entries",
+            str(entries),
+            "--entry-size",
+            str(entry_size),
+        ]
         if ledger_id is not None:
             args += ["--ledger-id", str(ledger_id)]
         for k, v in (custom or {}).items():
@@ -590,42 +729,96 @@ class Cluster:
             args.append("--leave-open")
         return args
 
-    def create_ledger(self, ensemble: int = 3, write_quorum: int = 2, ack_quorum: int = 2,
-                      digest: str = "CRC32C", password: str = "pw", entries: int = 10, entry_size: int = 64,
-                      ledger_id: int | None = None, custom: dict[str, str] | None = None,
-                      bookies: list[str] | None = None, allowed: list[str] | None = None,
-                      close: bool = True) -> dict[str, Any]:
+    def create_ledger(
+        self,
+        ensemble: int = 3,
+        write_quorum: int = 2,
+        ack_quorum: int = 2,
+        digest: str = "CRC32C",
+        password: str = "pw",
+        entries: int = 10,
+        entry_size: int = 64,
+        ledger_id: int | None = None,
+        custom: dict[str, str] | None = None,
+        bookies: list[str] | None = None,
+        allowed: list[str] | None = None,
+        close: bool = True,
+    ) -> dict[str, Any]:
         """Write a ledger with the real Java client; returns what the tool reports (see docs/contributing.md)."""
-        return self.ledger_tool("create", *self._create_args(
-            ensemble, write_quorum, ack_quorum, digest, password, entries, entry_size, ledger_id, custom,
-            bookies, allowed, close))
+        return self.ledger_tool(
+            "create",
+            *self._create_args(
+                ensemble,
+                write_quorum,
+                ack_quorum,
+                digest,
+                password,
+                entries,
+                entry_size,
+                ledger_id,
+                custom,
+                bookies,
+                allowed,
+                close,
+            ),
+        )
 
     def create_ledgers(self, count: int, **kw: Any) -> list[dict[str, Any]]:
         """`count` closed ledgers with the same options, written by one JVM (much faster than one each)."""
         if kw.get("close") is False or kw.get("ledger_id") is not None:
             raise HarnessError("create_ledgers makes closed ledgers with generated ids")
-        args = self._create_args(kw.pop("ensemble", 3), kw.pop("write_quorum", 2), kw.pop("ack_quorum", 2),
-                                 kw.pop("digest", "CRC32C"), kw.pop("password", "pw"), kw.pop("entries", 10),
-                                 kw.pop("entry_size", 64), None, kw.pop("custom", None), kw.pop("bookies", None),
-                                 kw.pop("allowed", None), True)
+        args = self._create_args(
+            kw.pop("ensemble", 3),
+            kw.pop("write_quorum", 2),
+            kw.pop("ack_quorum", 2),
+            kw.pop("digest", "CRC32C"),
+            kw.pop("password", "pw"),
+            kw.pop("entries", 10),
+            kw.pop("entry_size", 64),
+            None,
+            kw.pop("custom", None),
+            kw.pop("bookies", None),
+            kw.pop("allowed", None),
+            True,
+        )
         if kw:
             raise HarnessError(f"unknown options {sorted(kw)}")
-        proc = subprocess.run(self._tool_argv("create", [*args, "--count", str(count)]), capture_output=True,
-                              text=True, timeout=600, stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            self._tool_argv("create", [*args, "--count", str(count)]),
+            capture_output=True,
+            text=True,
+            timeout=600,
+            stdin=subprocess.DEVNULL,
+        )
         with open(self.logs_dir / "ledger-tool.log", "a") as log:
-            log.write(f"=== create x{count} {' '.join(args)} rc={proc.returncode}\n{proc.stdout}\n{proc.stderr[-5000:]}\n")
+            log.write(
+                f"=== create x{count} {' '.join(args)} rc={proc.returncode}\n{proc.stdout}\n{proc.stderr[-5000:]}\n"
+            )
         results = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
         if proc.returncode != 0 or len(results) != count or any("error" in r for r in results):
-            raise HarnessError(f"ledger tool create x{count} failed (rc={proc.returncode}): {proc.stdout[-2000:]}\n"
-                               f"{proc.stderr[-3000:]}")
+            raise HarnessError(
+                f"ledger tool create x{count} failed (rc={proc.returncode}): {proc.stdout[-2000:]}\n"
+                f"{proc.stderr[-3000:]}"
+            )
         return results
 
-    def write_with_ensemble_change(self, ensemble: int = 3, write_quorum: int = 2, ack_quorum: int = 2,
-                                   digest: str = "CRC32C", password: str = "pw", entries: int = 20,
-                                   entry_size: int = 64, change_after: int = 10, victim: int | str | None = None,
-                                   bookies: list[str] | None = None, allowed: list[str] | None = None,
-                                   custom: dict[str, str] | None = None, ledger_id: int | None = None,
-                                   close: bool = True) -> dict[str, Any]:
+    def write_with_ensemble_change(
+        self,
+        ensemble: int = 3,
+        write_quorum: int = 2,
+        ack_quorum: int = 2,
+        digest: str = "CRC32C",
+        password: str = "pw",
+        entries: int = 20,
+        entry_size: int = 64,
+        change_after: int = 10,
+        victim: int | str | None = None,
+        bookies: list[str] | None = None,
+        allowed: list[str] | None = None,
+        custom: dict[str, str] | None = None,
+        ledger_id: int | None = None,
+        close: bool = True,
+    ) -> dict[str, Any]:
         """Write `change_after` entries, SIGKILL one first-ensemble member, write the rest, close.
 
         The client replaces the dead bookie (a new segment). The victim is restarted before returning,
@@ -636,15 +829,28 @@ class Cluster:
             bookies = pool[:ensemble]
         if len(set(pool) - set(bookies)) < 1:
             raise HarnessError(f"an ensemble change needs a spare bookie outside {bookies} in the pool {pool}")
-        args = self._create_args(ensemble, write_quorum, ack_quorum, digest, password, entries, entry_size,
-                                 ledger_id, custom, bookies, pool, close)
+        args = self._create_args(
+            ensemble,
+            write_quorum,
+            ack_quorum,
+            digest,
+            password,
+            entries,
+            entry_size,
+            ledger_id,
+            custom,
+            bookies,
+            pool,
+            close,
+        )
         pause_file = self.workdir / f"pause-{time.monotonic_ns()}"
         argv = self._tool_argv("create", [*args, "--pause-after", str(change_after), "--pause-file", str(pause_file)])
         victim_bookie = self._bookie_by(victim if victim is not None else bookies[0])
         if victim_bookie.bookie_id not in bookies:
             raise HarnessError(f"victim {victim_bookie.bookie_id} is not in the first ensemble {bookies}")
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL
+        )
         try:
             assert proc.stdout is not None
             line = proc.stdout.readline()
@@ -679,8 +885,11 @@ class Cluster:
 
         Stop it with `.stop()` on the returned Proc (by pid). Its log is `logs_dir/replication-worker.log`.
         """
-        proc = Proc("replication-worker", self._tool_argv("replication-worker", ["--seconds", str(seconds)]),
-                    self.logs_dir / "replication-worker.log")
+        proc = Proc(
+            "replication-worker",
+            self._tool_argv("replication-worker", ["--seconds", str(seconds)]),
+            self.logs_dir / "replication-worker.log",
+        )
         proc.start()
         self._workers.append(proc)
         return proc
@@ -692,13 +901,33 @@ class Cluster:
         `logs_dir/autorecovery.log`.
         """
         conf = self.conf_dir / "autorecovery.conf"
-        conf.write_text("\n".join([
-            f"metadataServiceUri={self.metadata_service_uri}", "zkTimeout=6000", "allowLoopback=true",
-            f"bookiePort={port}", "advertisedAddress=127.0.0.1", "httpServerEnabled=false",
-            "auditorPeriodicCheckInterval=0", "auditorPeriodicBookieCheckInterval=0", ""]))
-        argv = ["java", *JVM_COMMON, f"-Dlog4j.configurationFile={self.conf_dir / 'log4j2-server.xml'}",
-                "-Xmx256m", "-XX:MaxDirectMemorySize=128m", "-cp", _classpath(),
-                "org.apache.bookkeeper.replication.AutoRecoveryMain", "--conf", str(conf)]
+        conf.write_text(
+            "\n".join(
+                [
+                    f"metadataServiceUri={self.metadata_service_uri}",
+                    "zkTimeout=6000",
+                    "allowLoopback=true",
+                    f"bookiePort={port}",
+                    "advertisedAddress=127.0.0.1",
+                    "httpServerEnabled=false",
+                    "auditorPeriodicCheckInterval=0",
+                    "auditorPeriodicBookieCheckInterval=0",
+                    "",
+                ]
+            )
+        )
+        argv = [
+            "java",
+            *JVM_COMMON,
+            f"-Dlog4j.configurationFile={self.conf_dir / 'log4j2-server.xml'}",
+            "-Xmx256m",
+            "-XX:MaxDirectMemorySize=128m",
+            "-cp",
+            _classpath(),
+            "org.apache.bookkeeper.replication.AutoRecoveryMain",
+            "--conf",
+            str(conf),
+        ]
         proc = Proc("autorecovery", argv, self.logs_dir / "autorecovery.log")
         proc.start()
         self._workers.append(proc)

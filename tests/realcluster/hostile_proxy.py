@@ -6,6 +6,7 @@ It makes the hostile answers a real bookie would give only after a disk, memory 
 on real bookies. Tests point the auditor at it for one member of the ensemble
 (`checks_util.audit_async(redirect=...)`). Listens on `ports.HOSTILE_PROXY_PORT + k` only.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -34,7 +35,7 @@ class ReplyRewritingProxy:
     def address(self) -> tuple[str, int]:
         return "127.0.0.1", self.port
 
-    async def __aenter__(self) -> "ReplyRewritingProxy":
+    async def __aenter__(self) -> ReplyRewritingProxy:
         self._server = await asyncio.start_server(self._serve, "127.0.0.1", self.port, reuse_address=True)
         return self
 

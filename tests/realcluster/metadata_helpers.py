@@ -1,16 +1,21 @@
 """Shared helpers of the metadata real-cluster tests (store + leader fixtures, Java's toString)."""
+
 from __future__ import annotations
 
 import base64
 import uuid
-from typing import AsyncIterator
+from collections.abc import AsyncIterator
 
 from auditor.durability.model import DigestType, LedgerMetadata, LedgerState
 from auditor.metadata.election import LeaderElection
 from auditor.metadata.zkstore import ZooKeeperMetadataStore
 
-JAVA_DIGEST = {"CRC32": DigestType.CRC32, "CRC32C": DigestType.CRC32C, "MAC": DigestType.HMAC,
-               "DUMMY": DigestType.DUMMY}
+JAVA_DIGEST = {
+    "CRC32": DigestType.CRC32,
+    "CRC32C": DigestType.CRC32C,
+    "MAC": DigestType.HMAC,
+    "DUMMY": DigestType.DUMMY,
+}
 
 
 async def open_store(uri: str, **kw) -> ZooKeeperMetadataStore:
@@ -28,8 +33,13 @@ async def leader_of(store: ZooKeeperMetadataStore, name: str | None = None) -> L
 
 def java_to_string(md: LedgerMetadata) -> str:
     """What Java's LedgerMetadataImpl.toString() prints (the `ledgermetadata` shell output)."""
-    parts = [f"formatVersion={md.format_version}", f"ensembleSize={md.ensemble_size}",
-             f"writeQuorumSize={md.write_quorum}", f"ackQuorumSize={md.ack_quorum}", f"state={md.state.name}"]
+    parts = [
+        f"formatVersion={md.format_version}",
+        f"ensembleSize={md.ensemble_size}",
+        f"writeQuorumSize={md.write_quorum}",
+        f"ackQuorumSize={md.ack_quorum}",
+        f"state={md.state.name}",
+    ]
     if md.state is LedgerState.CLOSED:
         parts += [f"length={md.length}", f"lastEntryId={md.last_entry_id}"]
     if md.password is not None:
@@ -49,6 +59,7 @@ async def collect(it: AsyncIterator) -> list:
 def zk_tree(kazoo, top: str = "/") -> dict[str, tuple[int, int]]:
     """Every znode under `top` (inclusive) -> (mzxid, pzxid): any create, delete or set changes it."""
     from kazoo.exceptions import NoNodeError
+
     out: dict[str, tuple[int, int]] = {}
     stack = [top]
     while stack:

@@ -4,6 +4,7 @@
 variables (`BK_TEST_ZK_PORT`, `BK_TEST_PORT_BASE`, `BK_TEST_HTTP_BASE`, `BK_TEST_DAEMON_PORT_BASE`) still
 override single values. Slot 0 keeps the historical ports.
 """
+
 from __future__ import annotations
 
 import os
@@ -18,7 +19,7 @@ def _env(name: str, default: int) -> int:
 
 
 ZK_PORT = _env("BK_TEST_ZK_PORT", 21810 + _ZK_STRIDE * SLOT)
-BOOKIE_PORT_BASE = _env("BK_TEST_PORT_BASE", 3180 + _STRIDE * SLOT)   # bookie N: BOOKIE_PORT_BASE + N
+BOOKIE_PORT_BASE = _env("BK_TEST_PORT_BASE", 3180 + _STRIDE * SLOT)  # bookie N: BOOKIE_PORT_BASE + N
 HTTP_BASE = _env("BK_TEST_HTTP_BASE", 8180 + _STRIDE * SLOT)
 DAEMON_PORT_BASE = _env("BK_TEST_DAEMON_PORT_BASE", 17900 + _STRIDE * SLOT)
 # A second, one-bookie cluster some tests and benchmarks start beside the session one.

@@ -1,5 +1,6 @@
 """The asyncio bookie client against real BookKeeper 4.17.3 bookies, with ledgers written by the real
 Java client (BkLedgerTool via the harness)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -22,7 +23,7 @@ CONFIG = BookieClientConfig(request_timeout=5.0, connect_timeout=3.0, backoff_in
 NEVER_WRITTEN_LEDGER = 7_777_777_777
 
 
-def resolver_for(cluster: Cluster):  # noqa: ANN201 - a resolver callable
+def resolver_for(cluster: Cluster):
     addresses = {b.bookie_id: (b.host, b.port) for b in cluster.bookies}
 
     def resolve(bookie_id: str) -> tuple[str, int]:
@@ -51,8 +52,9 @@ def digest_of(ledger: dict[str, Any]) -> DigestType:
 async def test_reads_every_entry_and_verifies_digests(cluster: Cluster, digest: str) -> None:
     size = 100
     password = f"pw-{digest.lower()}"
-    ledger = cluster.create_ledger(ensemble=3, write_quorum=2, ack_quorum=2, digest=digest, password=password,
-                                   entries=20, entry_size=size)
+    ledger = cluster.create_ledger(
+        ensemble=3, write_quorum=2, ack_quorum=2, digest=digest, password=password, entries=20, entry_size=size
+    )
     lid, E, WQ = ledger["ledgerId"], ledger["ensembleSize"], ledger["writeQuorum"]
     assert ledger["digest"] == digest and ledger["lastEntryId"] == 19
     ensemble = ledger["ensembles"]["0"]
@@ -121,8 +123,9 @@ async def test_entry_lists_match_schedule_with_wide_gaps(cluster: Cluster) -> No
 
 
 async def test_entry_lists_after_ensemble_change(cluster: Cluster) -> None:
-    ledger = cluster.write_with_ensemble_change(ensemble=3, write_quorum=2, ack_quorum=2, entries=30,
-                                                change_after=10, entry_size=50, digest="CRC32")
+    ledger = cluster.write_with_ensemble_change(
+        ensemble=3, write_quorum=2, ack_quorum=2, entries=30, change_after=10, entry_size=50, digest="CRC32"
+    )
     lid, victim = ledger["ledgerId"], ledger["victim"]
     assert len(ledger["ensembles"]) == 2, ledger["ensembles"]
     second = int(max(ledger["ensembles"], key=int))
@@ -228,8 +231,9 @@ async def test_many_pipelined_requests_share_one_connection(cluster: Cluster) ->
             else:
                 assert r.absent, r
         lists = await asyncio.gather(*(c.get_entry_list(lid) for _ in range(100)))
-        assert all(x.present and x.entries is not None and x.entries.to_rangeset() == RangeSet.span(0, 199)
-                   for x in lists)
+        assert all(
+            x.present and x.entries is not None and x.entries.to_rangeset() == RangeSet.span(0, 199) for x in lists
+        )
         assert c.stats.connects == 1 and c.stats.timeouts == 0 and c.stats.protocol_errors == 0
 
 
@@ -247,15 +251,17 @@ async def test_paused_bookie_is_unknown_then_recovers(cluster: Cluster) -> None:
     b = cluster.bookie(n)
     ledger = cluster.create_ledger(ensemble=1, write_quorum=1, ack_quorum=1, entries=4, bookies=[b.bookie_id])
     lid = ledger["ledgerId"]
-    cfg = BookieClientConfig(request_timeout=1.0, connect_timeout=1.0, backoff_initial=0.05, backoff_max=0.5,
-                             liveness_timeout=0.5)
+    cfg = BookieClientConfig(
+        request_timeout=1.0, connect_timeout=1.0, backoff_initial=0.05, backoff_max=0.5, liveness_timeout=0.5
+    )
     async with BookieClient(b.bookie_id, (b.host, b.port), cfg) as c:
         assert (await c.read_entry(lid, 0)).present
         cluster.pause_bookie(n)
         try:
             t0 = time.monotonic()
-            results = await asyncio.gather(c.read_entry(lid, 1), c.read_entry(lid, 2), c.get_entry_list(lid),
-                                           c.read_lac(lid), c.get_bookie_info())
+            results = await asyncio.gather(
+                c.read_entry(lid, 1), c.read_entry(lid, 2), c.get_entry_list(lid), c.read_lac(lid), c.get_bookie_info()
+            )
             elapsed = time.monotonic() - t0
             for r in results:
                 assert r.outcome is Outcome.UNKNOWN, r  # never ABSENT
@@ -282,8 +288,15 @@ async def test_db_ledger_storage_capability_is_detected(cluster: Cluster) -> Non
     db = cluster.bookie(6)
     assert db.storage == "db"
     b1, b2 = cluster.bookie(1).bookie_id, cluster.bookie(2).bookie_id
-    ledger = cluster.create_ledger(ensemble=3, write_quorum=3, ack_quorum=2, entries=8, digest="CRC32",
-                                   bookies=[db.bookie_id, b1, b2], allowed=[db.bookie_id, b1, b2])
+    ledger = cluster.create_ledger(
+        ensemble=3,
+        write_quorum=3,
+        ack_quorum=2,
+        entries=8,
+        digest="CRC32",
+        bookies=[db.bookie_id, b1, b2],
+        allowed=[db.bookie_id, b1, b2],
+    )
     lid = ledger["ledgerId"]
     assert db.bookie_id in ledger["ensembles"]["0"]
     async with BookiePool(resolver_for(cluster), CONFIG) as pool:
@@ -318,8 +331,9 @@ async def test_db_ledger_storage_capability_is_detected(cluster: Cluster) -> Non
 async def test_db_bookie_detected_by_first_timeout_without_probe(cluster: Cluster) -> None:
     db = cluster.bookie(6)
     b1 = cluster.bookie(1).bookie_id
-    ledger = cluster.create_ledger(ensemble=2, write_quorum=2, ack_quorum=2, entries=3,
-                                   bookies=[db.bookie_id, b1], allowed=[db.bookie_id, b1])
+    ledger = cluster.create_ledger(
+        ensemble=2, write_quorum=2, ack_quorum=2, entries=3, bookies=[db.bookie_id, b1], allowed=[db.bookie_id, b1]
+    )
     cfg = BookieClientConfig(request_timeout=1.5, liveness_timeout=1.0)
     async with BookieClient(db.bookie_id, (db.host, db.port), cfg) as c:
         first = await c.get_entry_list(ledger["ledgerId"])

@@ -1,6 +1,7 @@
 """The durability checks against the real cluster: each category planted for real and found exactly,
 and the no-false-alarm cases. Expected numbers come from what the Java tool wrote (checks_util derives
 them by brute force), never from the product's output."""
+
 from __future__ import annotations
 
 import asyncio
@@ -11,8 +12,17 @@ import pytest
 
 from auditor.durability.findings import Category
 from auditor.durability.ids import LedgerId
-from tests.realcluster.checks_util import (actionable, audit, audit_async, copies_without, corrupt_entry_on_disk,
-                                           expected_entries, marker_path, rewrite_ensemble, settings_for)
+from tests.realcluster.checks_util import (
+    actionable,
+    audit,
+    audit_async,
+    copies_without,
+    corrupt_entry_on_disk,
+    expected_entries,
+    marker_path,
+    rewrite_ensemble,
+    settings_for,
+)
 from tests.realcluster.harness import Cluster
 
 pytestmark = pytest.mark.realcluster
@@ -33,8 +43,15 @@ def test_healthy_ledgers_striped_wider_than_wq_and_with_ensemble_change_are_clea
     sorted_ids = cluster.sorted_bookie_ids
     wide = cluster.create_ledger(ensemble=5, write_quorum=2, ack_quorum=2, entries=101, bookies=sorted_ids[:5])
     full = cluster.create_ledger(ensemble=3, write_quorum=3, ack_quorum=2, entries=40, digest="MAC")
-    changed = cluster.write_with_ensemble_change(ensemble=3, write_quorum=2, ack_quorum=2, entries=40,
-                                                 change_after=17, bookies=sorted_ids[:3], victim=sorted_ids[1])
+    changed = cluster.write_with_ensemble_change(
+        ensemble=3,
+        write_quorum=2,
+        ack_quorum=2,
+        entries=40,
+        change_after=17,
+        bookies=sorted_ids[:3],
+        victim=sorted_ids[1],
+    )
     assert len(changed["ensembles"]) == 2, changed
     lids = [wide["ledgerId"], full["ledgerId"], changed["ledgerId"]]
     findings, stats = audit(cluster, lids, checks=("scrutiny", "ledger", "open"), verification_percentage=100.0)
@@ -59,12 +76,14 @@ def test_ledger_deleted_while_the_check_runs_reports_nothing(cluster: Cluster) -
 
     async def scenario() -> list:
         from auditor.checks.build import audit_context
+
         async with audit_context(settings_for(cluster), one_shot=True) as (ctx, _):
             record = await ctx.store.read_ledger(LedgerId(0, r["ledgerId"]))
         cluster.delete_ledger(r["ledgerId"])
         findings, stats = await audit_async(cluster, [], records=[record])
         assert stats["scrutiny"].ledgers_checked + sum(stats["scrutiny"].ledgers_skipped.values()) == 1
         return findings
+
     assert asyncio.run(scenario()) == []
 
 
@@ -74,6 +93,7 @@ def test_metadata_change_between_first_read_and_report_is_reanalysed_not_reporte
 
     async def scenario() -> tuple[list, object]:
         from auditor.checks.build import audit_context
+
         async with audit_context(settings_for(cluster), one_shot=True) as (ctx, _):
             record = await ctx.store.read_ledger(LedgerId(0, r["ledgerId"]))
         # What we read names bookie 4 (as if an ensemble change were in flight); ZooKeeper has the truth.
@@ -81,6 +101,7 @@ def test_metadata_change_between_first_read_and_report_is_reanalysed_not_reporte
         stale = await _read(cluster, r["ledgerId"])
         rewrite_ensemble(cluster, r["ledgerId"], b[3], b[2])
         return await audit_async(cluster, [], records=[stale])
+
     findings, stats = asyncio.run(scenario())
     assert actionable(findings) == []
     assert stats["scrutiny"].reanalysed == 1
@@ -88,6 +109,7 @@ def test_metadata_change_between_first_read_and_report_is_reanalysed_not_reporte
 
 async def _read(cluster: Cluster, lid: int):  # type: ignore[no-untyped-def]
     from auditor.checks.build import audit_context
+
     async with audit_context(settings_for(cluster), one_shot=True) as (ctx, _):
         return await ctx.store.read_ledger(LedgerId(0, lid))
 
@@ -97,14 +119,23 @@ def test_slow_bookie_that_answers_in_the_end_is_not_reported(cluster: Cluster) -
     r = cluster.create_ledger(ensemble=3, write_quorum=2, ack_quorum=2, entries=20, bookies=b)
     cluster.pause_bookie(3)
     try:
+
         async def scenario() -> tuple[list, dict]:
-            task = asyncio.create_task(audit_async(
-                cluster, [r["ledgerId"]], settings=settings_for(
-                    cluster, bookie_client={"timeout_seconds": 1.0},
-                    recheck={"delays_seconds": [2.5, 2.5], "attempts": 2})))
+            task = asyncio.create_task(
+                audit_async(
+                    cluster,
+                    [r["ledgerId"]],
+                    settings=settings_for(
+                        cluster,
+                        bookie_client={"timeout_seconds": 1.0},
+                        recheck={"delays_seconds": [2.5, 2.5], "attempts": 2},
+                    ),
+                )
+            )
             await asyncio.sleep(1.5)  # the first attempt times out on bookie 3 ...
             cluster.resume_bookie(3)  # ... which answers the re-check
             return await task
+
         findings, stats = asyncio.run(scenario())
     finally:
         cluster.resume_bookie(3)
@@ -143,22 +174,29 @@ def test_wiped_bookie_back_empty_loses_its_copies(cluster: Cluster) -> None:
     cluster.stop_bookie(5)
     cluster.wipe_bookie(5)
     cluster.start_bookie(5)
-    findings, _ = audit(cluster, [r1["ledgerId"], r2["ledgerId"], r3["ledgerId"]],
-                        checks=("scrutiny", "ledger"))
+    findings, _ = audit(cluster, [r1["ledgerId"], r2["ledgerId"], r3["ledgerId"]], checks=("scrutiny", "ledger"))
     got: dict = {}
     for f in actionable(findings):  # scrutiny's (every entry) comes before the read check's (a sample)
         got.setdefault((f.ledger.ledger, f.category), f)
     # r1: WQ 2 -> 1 copy left for victim's entries (< AQ 2); r2: WQ 3 -> 2 copies (< WQ, >= AQ); r3 untouched.
-    assert set(got) == {(r1["ledgerId"], Category.ENTRY_BELOW_ACK_QUORUM),
-                        (r2["ledgerId"], Category.ENTRY_BELOW_WRITE_QUORUM)}, findings
+    assert set(got) == {
+        (r1["ledgerId"], Category.ENTRY_BELOW_ACK_QUORUM),
+        (r2["ledgerId"], Category.ENTRY_BELOW_WRITE_QUORUM),
+    }, findings
     assert got[(r1["ledgerId"], Category.ENTRY_BELOW_ACK_QUORUM)].affected_count == len(expected_entries(r1, victim))
     assert got[(r2["ledgerId"], Category.ENTRY_BELOW_WRITE_QUORUM)].affected_count == 25
 
 
 def test_rack_violating_ensembles_with_pulsar_rack_map(cluster: Cluster) -> None:
     b = ids(cluster, 1, 2, 3, 4)
-    racks = {"default": {b[0]: {"rack": "/rack-a"}, b[1]: {"rack": "/rack-a"},
-                         b[2]: {"rack": "/rack-b"}, b[3]: {"rack": "/rack-b"}}}
+    racks = {
+        "default": {
+            b[0]: {"rack": "/rack-a"},
+            b[1]: {"rack": "/rack-a"},
+            b[2]: {"rack": "/rack-b"},
+            b[3]: {"rack": "/rack-b"},
+        }
+    }
     good = cluster.create_ledger(ensemble=2, write_quorum=2, ack_quorum=2, entries=5, bookies=[b[0], b[2]])
     bad = cluster.create_ledger(ensemble=2, write_quorum=2, ack_quorum=2, entries=5, bookies=[b[0], b[1]])
     cluster.kazoo.create("/bookies", json.dumps(racks).encode())
@@ -176,10 +214,14 @@ def test_stale_underreplication_marker_is_reported_past_the_grace_period(cluster
     fresh = cluster.create_ledger(entries=5)
     old_ms = int(time.time() * 1000) - 2 * 3600 * 1000
     paths = [marker_path(cluster, r["ledgerId"]), marker_path(cluster, fresh["ledgerId"])]
-    cluster.kazoo.create(paths[0], f'replica: "{cluster.bookie(1).bookie_id}"\nctime: {old_ms}\n'.encode(),
-                         makepath=True)
-    cluster.kazoo.create(paths[1], f'replica: "{cluster.bookie(1).bookie_id}"\nctime: {int(time.time() * 1000)}\n'
-                         .encode(), makepath=True)
+    cluster.kazoo.create(
+        paths[0], f'replica: "{cluster.bookie(1).bookie_id}"\nctime: {old_ms}\n'.encode(), makepath=True
+    )
+    cluster.kazoo.create(
+        paths[1],
+        f'replica: "{cluster.bookie(1).bookie_id}"\nctime: {int(time.time() * 1000)}\n'.encode(),
+        makepath=True,
+    )
     try:
         findings, stats = audit(cluster, [r["ledgerId"], fresh["ledgerId"]], underreplicated_grace_period=3600)
     finally:
@@ -196,8 +238,13 @@ def test_paused_bookie_becomes_bookie_unreachable_after_rechecks(cluster: Cluste
     r = cluster.create_ledger(ensemble=3, write_quorum=2, ack_quorum=2, entries=20, bookies=b)
     cluster.pause_bookie(2)
     try:
-        findings, stats = audit(cluster, [r["ledgerId"]], settings=settings_for(
-            cluster, bookie_client={"timeout_seconds": 0.5}, recheck={"delays_seconds": [0.3, 0.3], "attempts": 2}))
+        findings, stats = audit(
+            cluster,
+            [r["ledgerId"]],
+            settings=settings_for(
+                cluster, bookie_client={"timeout_seconds": 0.5}, recheck={"delays_seconds": [0.3, 0.3], "attempts": 2}
+            ),
+        )
     finally:
         cluster.resume_bookie(2)
     got = actionable(findings)
@@ -211,8 +258,12 @@ def test_corrupted_entry_on_disk_is_a_digest_mismatch(cluster: Cluster) -> None:
     target = max(expected_entries(r, b[0]))  # the last entry bookie 1 holds: the read check reads it
     cluster.stop_bookie(1)
     try:
-        assert corrupt_entry_on_disk(cluster.bookie(1).ledger_dir, r["ledgerId"], target,
-                                     journal_dir=cluster.bookie(1).journal_dir) == 1
+        assert (
+            corrupt_entry_on_disk(
+                cluster.bookie(1).ledger_dir, r["ledgerId"], target, journal_dir=cluster.bookie(1).journal_dir
+            )
+            == 1
+        )
     finally:
         cluster.start_bookie(1)
     findings, _ = audit(cluster, [r["ledgerId"]], checks=("ledger",))
@@ -259,11 +310,14 @@ def test_scoped_ledger_is_judged_on_metadata_and_never_breaks_a_scan(cluster: Cl
     assert md.state is LedgerState.CLOSED
     cluster.kazoo.create(path, formats.serialize_ledger_metadata(md), makepath=True)
     try:
+
         async def scenario() -> tuple[list, dict]:
             from auditor.checks.build import audit_context
+
             async with audit_context(settings_for(cluster), one_shot=True) as (ctx, _):
                 record = await ctx.store.read_ledger(scoped_id)
             return await audit_async(cluster, [], records=[record], checks=("scrutiny", "ledger"))
+
         findings, stats = asyncio.run(scenario())
     finally:
         cluster.kazoo.delete(f"{cluster.ledgers_root}/scoped", recursive=True)

@@ -1,6 +1,7 @@
 """`bk-auditor run` against the real cluster: leadership, failover, scan resume, the bookie watch with
 Java's delay semantics, a real Java ReplicationWorker acting on our markers, ZooKeeper restarts, the
 admin API and health statuses, SIGTERM."""
+
 from __future__ import annotations
 
 import asyncio
@@ -35,7 +36,10 @@ def daemons(cluster: Cluster, tmp_path: Path) -> Iterator[list[Daemon]]:
 
 
 def _reset_auditor_state(cluster: Cluster) -> None:
-    for path in (f"{cluster.ledgers_root}/bk-auditor", f"{cluster.ledgers_root}/underreplication/lostBookieRecoveryDelay"):
+    for path in (
+        f"{cluster.ledgers_root}/bk-auditor",
+        f"{cluster.ledgers_root}/underreplication/lostBookieRecoveryDelay",
+    ):
         try:
             cluster.kazoo.delete(path, recursive=True)
         except NoNodeError:
@@ -66,8 +70,9 @@ def markers_for(cluster: Cluster, ledger_ids: list[int]) -> dict[int, str]:
     return out
 
 
-def test_one_leads_the_other_stands_by_and_takes_over_after_sigkill(cluster: Cluster, daemons: list[Daemon],
-                                                                   tmp_path: Path) -> None:
+def test_one_leads_the_other_stands_by_and_takes_over_after_sigkill(
+    cluster: Cluster, daemons: list[Daemon], tmp_path: Path
+) -> None:
     a = start(daemons, cluster, tmp_path, "auditor-a")
     a.wait(a.is_leader, 30, "leadership")
     b = start(daemons, cluster, tmp_path, "auditor-b")
@@ -94,9 +99,11 @@ def test_one_leads_the_other_stands_by_and_takes_over_after_sigkill(cluster: Clu
 
 def _status_with_patience(d: Daemon, timeout: float) -> object:
     """Status with a long deadline: asked while the daemon is frozen, answered as soon as it resumes."""
+
     async def go() -> object:
         async with AdminClient(f"127.0.0.1:{d.admin_port}", timeout=timeout) as c:
             return await c.status()
+
     return asyncio.run(go())
 
 
@@ -109,8 +116,9 @@ def _claims(d: Daemon) -> tuple[bool, str]:
     return bool(st.leader or d.metric("bk_auditor_is_leader")), st.leadership
 
 
-def test_a_frozen_leader_never_claims_leadership_once_the_standby_leads(cluster: Cluster, daemons: list[Daemon],
-                                                                       tmp_path: Path) -> None:
+def test_a_frozen_leader_never_claims_leadership_once_the_standby_leads(
+    cluster: Cluster, daemons: list[Daemon], tmp_path: Path
+) -> None:
     a = start(daemons, cluster, tmp_path, "auditor-a")
     a.wait(a.is_leader, 30, "leadership")
     b = start(daemons, cluster, tmp_path, "auditor-b")
@@ -156,8 +164,11 @@ def test_a_frozen_leader_never_claims_leadership_once_the_standby_leads(cluster:
 
 def test_new_leader_resumes_an_interrupted_scan(cluster: Cluster, daemons: list[Daemon], tmp_path: Path) -> None:
     cluster.create_ledgers(24, entries=5, bookies=cluster.sorted_bookie_ids[:3])
-    slow = {"schedule": {"scrutiny_seconds": 3600}, "max_concurrent_ledgers": 1,
-            "bookie_client": {"requests_per_second": 1}}
+    slow = {
+        "schedule": {"scrutiny_seconds": 3600},
+        "max_concurrent_ledgers": 1,
+        "bookie_client": {"requests_per_second": 1},
+    }
     a = start(daemons, cluster, tmp_path, "auditor-a", **slow)
     state_path = f"{cluster.ledgers_root}/bk-auditor/checks/scrutiny"
 
@@ -166,6 +177,7 @@ def test_new_leader_resumes_an_interrupted_scan(cluster: Cluster, daemons: list[
             return json.loads(cluster.kazoo.get(state_path)[0]).get("cursor")
         except NoNodeError:
             return None
+
     a.wait(lambda: saved_cursor() is not None, 60, "a saved scan cursor")
     b = start(daemons, cluster, tmp_path, "auditor-b", **slow)
     b.wait(lambda: b.health("readiness") == "SERVING", 30, "readiness")
@@ -176,8 +188,11 @@ def test_new_leader_resumes_an_interrupted_scan(cluster: Cluster, daemons: list[
     b.wait(lambda: any(l.get("event") == "resuming an interrupted scan" for l in b.logs()), 30, "resume")
     resumed = [l for l in b.logs() if l.get("event") == "resuming an interrupted scan"][0]
     assert LedgerId.parse(resumed["after"]) >= LedgerId.parse(cursor)
-    b.wait(lambda: any(l.get("event") == "check finished" and l.get("check") == "scrutiny" for l in b.logs()),
-           240, "the resumed scan to finish")
+    b.wait(
+        lambda: any(l.get("event") == "check finished" and l.get("check") == "scrutiny" for l in b.logs()),
+        240,
+        "the resumed scan to finish",
+    )
     finished = [l for l in b.logs() if l.get("event") == "check finished" and l.get("check") == "scrutiny"][0]
     # It did not start from the beginning: fewer ledgers than exist.
     total = sum(1 for _ in _all_ledgers(cluster))
@@ -190,17 +205,20 @@ def _all_ledgers(cluster: Cluster) -> Iterator[str]:
     return (line for line in out.splitlines() if line.startswith("ledgerID:"))
 
 
-def test_lost_bookie_marked_after_the_delay_and_java_worker_repairs(cluster: Cluster, daemons: list[Daemon],
-                                                                   tmp_path: Path) -> None:
+def test_lost_bookie_marked_after_the_delay_and_java_worker_repairs(
+    cluster: Cluster, daemons: list[Daemon], tmp_path: Path
+) -> None:
     n = 5
     victim = cluster.bookie(n).bookie_id
     others = [b for b in cluster.sorted_bookie_ids if b != victim]
-    on_victim = [cluster.create_ledger(entries=10, bookies=[others[0], others[1], victim])["ledgerId"]
-                 for _ in range(2)]
+    on_victim = [
+        cluster.create_ledger(entries=10, bookies=[others[0], others[1], victim])["ledgerId"] for _ in range(2)
+    ]
     elsewhere = cluster.create_ledger(entries=10, bookies=others[:3])["ledgerId"]
     delay = 3
-    cluster.kazoo.create(f"{cluster.ledgers_root}/underreplication/lostBookieRecoveryDelay", str(delay).encode(),
-                         makepath=True)
+    cluster.kazoo.create(
+        f"{cluster.ledgers_root}/underreplication/lostBookieRecoveryDelay", str(delay).encode(), makepath=True
+    )
     a = start(daemons, cluster, tmp_path, "auditor-a")
     a.wait(a.is_leader, 30, "leadership")
     a.wait(lambda: any(l.get("event") == "ledger index built" for l in a.logs()), 60, "index")
@@ -232,8 +250,7 @@ def test_lost_bookie_marked_after_the_delay_and_java_worker_repairs(cluster: Clu
         cluster.start_bookie(n)
 
 
-def test_delay_is_cancelled_when_the_bookie_comes_back(cluster: Cluster, daemons: list[Daemon],
-                                                       tmp_path: Path) -> None:
+def test_delay_is_cancelled_when_the_bookie_comes_back(cluster: Cluster, daemons: list[Daemon], tmp_path: Path) -> None:
     n = 4
     victim = cluster.bookie(n).bookie_id
     others = [b for b in cluster.sorted_bookie_ids if b != victim]
@@ -248,8 +265,11 @@ def test_delay_is_cancelled_when_the_bookie_comes_back(cluster: Cluster, daemons
         a.wait(lambda: any(l.get("event") == "bookies lost" for l in a.logs()), 10, "loss noticed")
     finally:
         cluster.start_bookie(n)
-    a.wait(lambda: any(l.get("event") == "lost bookie came back: delayed audit cancelled" for l in a.logs()),
-           15, "cancellation")
+    a.wait(
+        lambda: any(l.get("event") == "lost bookie came back: delayed audit cancelled" for l in a.logs()),
+        15,
+        "cancellation",
+    )
     time.sleep(2)
     assert markers_for(cluster, [lid]) == {}
     metrics = _metrics(a)
@@ -259,7 +279,9 @@ def test_delay_is_cancelled_when_the_bookie_comes_back(cluster: Cluster, daemons
 
 def _metrics(d: Daemon) -> dict[str, float]:
     import urllib.request
+
     from prometheus_client.parser import text_string_to_metric_families
+
     text = urllib.request.urlopen(f"http://127.0.0.1:{d.metrics_port}/metrics", timeout=5).read().decode()
     out: dict[str, float] = {}
     for fam in text_string_to_metric_families(text):
@@ -270,21 +292,38 @@ def _metrics(d: Daemon) -> dict[str, float]:
 
 
 def test_zookeeper_restart_mid_scan_loses_no_findings_and_duplicates_no_markers(
-        cluster: Cluster, daemons: list[Daemon], tmp_path: Path) -> None:
+    cluster: Cluster, daemons: list[Daemon], tmp_path: Path
+) -> None:
     b = cluster.sorted_bookie_ids
     r = cluster.create_ledger(entries=30, bookies=b[:3])
     rewrite_ensemble(cluster, r["ledgerId"], b[2], b[3])  # b[3] never got the entries
     cluster.create_ledgers(10, entries=5, bookies=b[:3])
-    a = start(daemons, cluster, tmp_path, "auditor-a", max_concurrent_ledgers=1,
-              schedule={"scrutiny_seconds": 0, "ledger_check_seconds": 3600},
-              bookie_client={"requests_per_second": 5}, ledger_check={"mark_under_replicated": True})
+    a = start(
+        daemons,
+        cluster,
+        tmp_path,
+        "auditor-a",
+        max_concurrent_ledgers=1,
+        schedule={"scrutiny_seconds": 0, "ledger_check_seconds": 3600},
+        bookie_client={"requests_per_second": 5},
+        ledger_check={"mark_under_replicated": True},
+    )
     a.wait(a.is_leader, 30, "leadership")
     a.wait(lambda: any(t.name == "ledger" and t.done > 0 for t in a.status().tasks), 60, "scan started")
     cluster.restart_zookeeper(down_seconds=2)
-    a.wait(lambda: any(f.category == "entry_below_ack_quorum" and f.ledger_id == str(r["ledgerId"])
-                       for f in a.findings(category="entry_below_ack_quorum").findings), 240, "the finding")
-    a.wait(lambda: any(l.get("event") == "check finished" and l.get("check") == "ledger" for l in a.logs()),
-           240, "scan end")
+    a.wait(
+        lambda: any(
+            f.category == "entry_below_ack_quorum" and f.ledger_id == str(r["ledgerId"])
+            for f in a.findings(category="entry_below_ack_quorum").findings
+        ),
+        240,
+        "the finding",
+    )
+    a.wait(
+        lambda: any(l.get("event") == "check finished" and l.get("check") == "ledger" for l in a.logs()),
+        240,
+        "scan end",
+    )
     marker = markers_for(cluster, [r["ledgerId"]])[r["ledgerId"]]
     replicas = [line.split('"')[1] for line in marker.splitlines() if line.startswith("replica:")]
     assert replicas.count(b[3]) == 1 and len(set(replicas)) == len(replicas), marker  # no duplicates
@@ -308,6 +347,7 @@ def test_admin_api_trigger_pause_explain_and_sigterm(cluster: Cluster, daemons: 
     s.wait(lambda: s.health("readiness") == "SERVING", 30, "standby ready")
     # Triggering on the standby is refused, naming the leader.
     from auditor.daemon.admin import AdminClientError
+
     with pytest.raises(AdminClientError) as exc:
         s._call("trigger", "scrutiny")
     assert "auditor-a" in str(exc.value)
@@ -323,9 +363,11 @@ def test_admin_api_trigger_pause_explain_and_sigterm(cluster: Cluster, daemons: 
     assert st.paused and st.pause_reason == "maintenance"
     a._call("resume")
     assert not a.status().paused
+
     def scrutiny_runs() -> tuple[int, str]:
         t = next(t for t in a.status().tasks if t.name == "scrutiny")
         return t.runs, t.state
+
     # The leader's first pass starts at election; a trigger while it runs is refused ("already running").
     a.wait(lambda: scrutiny_runs() == (1, "idle"), 240, "the first scrutiny pass")
     resp = a._call("trigger", "scrutiny")
@@ -341,34 +383,50 @@ def test_admin_api_trigger_pause_explain_and_sigterm(cluster: Cluster, daemons: 
     s.wait(s.is_leader, 10, "standby takes over at once")
 
 
-def test_reincarnated_bookie_is_reported_and_its_ledgers_scrutinised_first(cluster: Cluster, daemons: list[Daemon],
-                                                                           tmp_path: Path) -> None:
+def test_reincarnated_bookie_is_reported_and_its_ledgers_scrutinised_first(
+    cluster: Cluster, daemons: list[Daemon], tmp_path: Path
+) -> None:
     n = 3
     victim = cluster.bookie(n).bookie_id
     others = [b for b in cluster.sorted_bookie_ids if b != victim]
-    r = cluster.create_ledger(ensemble=3, write_quorum=2, ack_quorum=2, entries=30, bookies=[others[0], others[1], victim])
+    r = cluster.create_ledger(
+        ensemble=3, write_quorum=2, ack_quorum=2, entries=30, bookies=[others[0], others[1], victim]
+    )
     # The bookie is wiped and back within the lost-bookie delay, so the delayed audit is cancelled (the
     # Java auditor would never notice the loss). Scheduled scrutiny is far away: only the reincarnation
     # check, with its priority scrutiny, can find the lost copies in time.
     cluster.kazoo.create(f"{cluster.ledgers_root}/underreplication/lostBookieRecoveryDelay", b"120", makepath=True)
-    a = start(daemons, cluster, tmp_path, "auditor-a", schedule={"scrutiny_seconds": 86400},
-              recheck={"delays_seconds": [1], "attempts": 1})
+    a = start(
+        daemons,
+        cluster,
+        tmp_path,
+        "auditor-a",
+        schedule={"scrutiny_seconds": 86400},
+        recheck={"delays_seconds": [1], "attempts": 1},
+    )
     a.wait(a.is_leader, 30, "leadership")
     a.wait(lambda: cluster.kazoo.exists(f"{cluster.ledgers_root}/bk-auditor/bookies") is not None, 60, "bookie state")
     a.wait(lambda: any(l.get("event") == "check finished" for l in a.logs()), 120, "first scrutiny pass")
     cluster.stop_bookie(n)
     cluster.wipe_bookie(n)
     cluster.start_bookie(n)
-    a.wait(lambda: any(f.bookie_id == victim for f in a.findings(category="bookie_reincarnated").findings), 60,
-           "bookie_reincarnated")
-    a.wait(lambda: any(f.ledger_id == str(r["ledgerId"]) for f in a.findings(category="entry_below_ack_quorum").findings),
-           60, "its ledger scrutinised")
+    a.wait(
+        lambda: any(f.bookie_id == victim for f in a.findings(category="bookie_reincarnated").findings),
+        60,
+        "bookie_reincarnated",
+    )
+    a.wait(
+        lambda: any(f.ledger_id == str(r["ledgerId"]) for f in a.findings(category="entry_below_ack_quorum").findings),
+        60,
+        "its ledger scrutinised",
+    )
     assert any(l.get("event") == "priority scrutiny" for l in a.logs())
     assert markers_for(cluster, [r["ledgerId"]]) == {}  # found by scrutiny, not by the (cancelled) lost-bookie audit
 
 
 def test_lost_bookie_is_detected_but_not_marked_while_autorecovery_is_disabled(
-        cluster: Cluster, daemons: list[Daemon], tmp_path: Path) -> None:
+    cluster: Cluster, daemons: list[Daemon], tmp_path: Path
+) -> None:
     n = 2
     victim = cluster.bookie(n).bookie_id
     others = [b for b in cluster.sorted_bookie_ids if b != victim]
@@ -382,8 +440,14 @@ def test_lost_bookie_is_detected_but_not_marked_while_autorecovery_is_disabled(
         cluster.kill_bookie(n)
         try:
             cluster.wait_unregistered(n, timeout=20)
-            a.wait(lambda: any(l.get("event", "").startswith("lost bookie not marked") and l.get("bookieId") == victim
-                               for l in a.logs()), 15, "detection while disabled")
+            a.wait(
+                lambda: any(
+                    l.get("event", "").startswith("lost bookie not marked") and l.get("bookieId") == victim
+                    for l in a.logs()
+                ),
+                15,
+                "detection while disabled",
+            )
             assert markers_for(cluster, [lid]) == {}
             assert _metrics(a).get("bk_auditor_lost_bookies", 0) >= 1
         finally:
@@ -392,20 +456,27 @@ def test_lost_bookie_is_detected_but_not_marked_while_autorecovery_is_disabled(
         cluster.kazoo.delete(disable)
 
 
-def test_rack_map_changes_are_seen_by_the_next_scrutiny_run(cluster: Cluster, daemons: list[Daemon],
-                                                            tmp_path: Path) -> None:
+def test_rack_map_changes_are_seen_by_the_next_scrutiny_run(
+    cluster: Cluster, daemons: list[Daemon], tmp_path: Path
+) -> None:
     b = cluster.sorted_bookie_ids
     lid = cluster.create_ledger(ensemble=2, write_quorum=2, ack_quorum=2, entries=5, bookies=[b[0], b[1]])["ledgerId"]
     a = start(daemons, cluster, tmp_path, "auditor-a", schedule={"scrutiny_seconds": 3600})
     a.wait(a.is_leader, 30, "leadership")
-    a.wait(lambda: any(l.get("event") == "check finished" and l.get("check") == "scrutiny" for l in a.logs()),
-           120, "first scrutiny run (no rack information yet)")
+    a.wait(
+        lambda: any(l.get("event") == "check finished" and l.get("check") == "scrutiny" for l in a.logs()),
+        120,
+        "first scrutiny run (no rack information yet)",
+    )
     assert not [f for f in a.findings(category="placement_violation").findings if f.ledger_id == str(lid)]
     racks = {"default": {b[0]: {"rack": "/rack-a"}, b[1]: {"rack": "/rack-a"}}}
     cluster.kazoo.create("/bookies", json.dumps(racks).encode())
     try:
         assert a._call("trigger", "scrutiny").accepted
-        a.wait(lambda: any(f.ledger_id == str(lid) for f in a.findings(category="placement_violation").findings),
-               120, "placement violation after the rack map appeared")
+        a.wait(
+            lambda: any(f.ledger_id == str(lid) for f in a.findings(category="placement_violation").findings),
+            120,
+            "placement violation after the rack map appeared",
+        )
     finally:
         cluster.kazoo.delete("/bookies")

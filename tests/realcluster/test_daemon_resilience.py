@@ -9,6 +9,7 @@
 * Malformed rack JSON (Pulsar's /bookies) disables placement judgement only, with a metadata_unreadable
   finding naming /bookies; every other finding is still reported.
 """
+
 from __future__ import annotations
 
 import json
@@ -31,10 +32,18 @@ pytestmark = pytest.mark.realcluster
 
 DEEP = b"[" * 50_000 + b"]" * 50_000  # json.loads: RecursionError
 CORRUPT = {
-    "typed": {"checks/scrutiny": b'{"cursor": 5}', "checks/ledger": b"[]",
-              "checks/open": b'{"lastSuccessMs": "x"}', "bookies": DEEP},
-    "garbled": {"checks/scrutiny": DEEP, "checks/ledger": b"\xff\xfe not UTF-8",
-                "checks/open": b'{"runStartedMs": true, "cursor": "not-a-ledger"}', "bookies": b'{"b": "x"}'},
+    "typed": {
+        "checks/scrutiny": b'{"cursor": 5}',
+        "checks/ledger": b"[]",
+        "checks/open": b'{"lastSuccessMs": "x"}',
+        "bookies": DEEP,
+    },
+    "garbled": {
+        "checks/scrutiny": DEEP,
+        "checks/ledger": b"\xff\xfe not UTF-8",
+        "checks/open": b'{"runStartedMs": true, "cursor": "not-a-ledger"}',
+        "bookies": b'{"b": "x"}',
+    },
 }
 ALL_CHECKS = {"scrutiny_seconds": 3600, "ledger_check_seconds": 3600, "open_ledger_check_seconds": 3600}
 REPLACED = "bk-auditor state is corrupt: replacing it with a fresh state"
@@ -50,6 +59,7 @@ def _marker_leaves(cluster: Cluster) -> set[str]:
             return
         for c in children:
             (out.add(f"{path}/{c}") if c.startswith("urL") else walk(f"{path}/{c}"))
+
     walk(f"{cluster.ledgers_root}/underreplication/ledgers")
     return out
 
@@ -89,13 +99,17 @@ def _lose_and_see_marked(cluster: Cluster, d: Daemon, n: int) -> None:
 def _kept_leading(d: Daemon, since: float) -> None:
     st = d.status()
     assert st.leader and st.leadership == "leader" and st.leader_since == since, st
-    assert not [e for e in d.logs() if e.get("event") in ("not the leader any more: checks stopped",
-                                                           "leader tasks failed; stepping down")]
+    assert not [
+        e
+        for e in d.logs()
+        if e.get("event") in ("not the leader any more: checks stopped", "leader tasks failed; stepping down")
+    ]
 
 
 @pytest.mark.parametrize("kind", sorted(CORRUPT))
 def test_corrupt_state_of_ours_is_replaced_and_the_leader_keeps_leading(
-        cluster: Cluster, daemons: list[Daemon], tmp_path: Path, lost_bookie: int, kind: str) -> None:  # noqa: F811
+    cluster: Cluster, daemons: list[Daemon], tmp_path: Path, lost_bookie: int, kind: str
+) -> None:
     root = f"{cluster.ledgers_root}/bk-auditor"
     for node, data in CORRUPT[kind].items():
         cluster.kazoo.create(f"{root}/{node}", data, makepath=True)
@@ -111,6 +125,7 @@ def test_corrupt_state_of_ours_is_replaced_and_the_leader_keeps_leading(
             else:
                 CheckState.parse(data, node)
         return True
+
     a.wait(lambda: _quiet(replaced), 60, "every corrupt node replaced by a valid state")
     # Reported once per znode, by name; counted; shown as the task's last error.
     warned = [e["path"] for e in a.logs() if e.get("event") == REPLACED]
@@ -135,7 +150,8 @@ def _quiet(predicate: object) -> bool:
 
 
 def test_a_failing_task_is_restarted_alone_with_backoff_and_shown(
-        cluster: Cluster, daemons: list[Daemon], tmp_path: Path, lost_bookie: int) -> None:  # noqa: F811
+    cluster: Cluster, daemons: list[Daemon], tmp_path: Path, lost_bookie: int
+) -> None:
     path = f"{cluster.ledgers_root}/bk-auditor/checks/scrutiny"
     # Nobody may read our scrutiny state (an operator's ACL mistake): the scrutiny task cannot even start.
     cluster.kazoo.ensure_path(path.rsplit("/", 1)[0])
@@ -144,8 +160,11 @@ def test_a_failing_task_is_restarted_alone_with_backoff_and_shown(
         a = start(daemons, cluster, tmp_path, "auditor-a", schedule={"scrutiny_seconds": 3600})
         a.wait(a.is_leader, 30, "leadership")
         since = a.status().leader_since
-        a.wait(lambda: (a.metric("bk_auditor_task_failures_total", task="scrutiny") or 0) >= 3, 60,
-               "scrutiny failing repeatedly")
+        a.wait(
+            lambda: (a.metric("bk_auditor_task_failures_total", task="scrutiny") or 0) >= 3,
+            60,
+            "scrutiny failing repeatedly",
+        )
         t = a.task("scrutiny")
         assert t.state in ("failed", "idle") and t.restarts >= 2 and path in t.last_error and "NoAuth" in t.last_error
         failed = [e for e in a.logs() if e.get("event") == "background task failed" and e.get("task") == "scrutiny"]
@@ -159,8 +178,11 @@ def test_a_failing_task_is_restarted_alone_with_backoff_and_shown(
         _kept_leading(a, since)
         # The cause goes away: the next restart runs the check.
         cluster.kazoo.set_acls(path, OPEN_ACL_UNSAFE)
-        a.wait(lambda: a.metric("bk_auditor_task_up", task="scrutiny") == 1 and a.task("scrutiny").runs >= 1, 120,
-               "scrutiny restarted and running")
+        a.wait(
+            lambda: a.metric("bk_auditor_task_up", task="scrutiny") == 1 and a.task("scrutiny").runs >= 1,
+            120,
+            "scrutiny restarted and running",
+        )
         assert a.metric("bk_auditor_task_restarts_total", task="scrutiny") >= 3
         _kept_leading(a, since)
     finally:
@@ -170,8 +192,11 @@ def test_a_failing_task_is_restarted_alone_with_backoff_and_shown(
             pass
 
 
-def test_malformed_rack_json_disables_placement_only(cluster: Cluster, daemons: list[Daemon],  # noqa: F811
-                                                     tmp_path: Path) -> None:
+def test_malformed_rack_json_disables_placement_only(
+    cluster: Cluster,
+    daemons: list[Daemon],
+    tmp_path: Path,
+) -> None:
     b = cluster.sorted_bookie_ids
     gap = cluster.create_ledger(entries=30, bookies=b[:3])["ledgerId"]
     rewrite_ensemble(cluster, gap, b[2], b[3])  # b[3] never got the entries: entry_below_ack_quorum
@@ -180,9 +205,21 @@ def test_malformed_rack_json_disables_placement_only(cluster: Cluster, daemons: 
     cluster.kazoo.create("/bookies", b'{"default": {"' + b[0].encode() + b'": {"rack": "/rack-a"')  # cut short
     try:
         # The one-shot command: the gap is reported, and so is why placement was not judged (exit 1).
-        proc = subprocess.run([str(BIN), "check", "--metadata-service-uri", cluster.metadata_service_uri,
-                               "--checks", "scrutiny", "--format", "json"], capture_output=True, text=True,
-                              timeout=600)
+        proc = subprocess.run(
+            [
+                str(BIN),
+                "check",
+                "--metadata-service-uri",
+                cluster.metadata_service_uri,
+                "--checks",
+                "scrutiny",
+                "--format",
+                "json",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert proc.returncode == 1, proc.stderr[-2000:]
         found = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith('{"')]
         assert any(f.get("category") == "metadata_unreadable" and "/bookies" in f["message"] for f in found)

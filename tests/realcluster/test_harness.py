@@ -1,4 +1,5 @@
 """The real cluster itself: ZooKeeper, bookies and ledgers written by the real Java client."""
+
 from __future__ import annotations
 
 import time
@@ -74,14 +75,15 @@ def test_java_replication_worker_repairs_a_ledger_marked_in_java_format(cluster:
     b1, b2, b3 = (cluster.bookie(n).bookie_id for n in (1, 2, 3))
     result = cluster.create_ledger(entries=20, bookies=[b1, b2, b3])
     lid = result["ledgerId"]
-    marker = (f"{cluster.ledgers_root}/underreplication/ledgers/{(lid >> 48) & 0xffff:04x}/"
-              f"{(lid >> 32) & 0xffff:04x}/{(lid >> 16) & 0xffff:04x}/{lid & 0xffff:04x}/urL{lid:010d}")
+    marker = (
+        f"{cluster.ledgers_root}/underreplication/ledgers/{(lid >> 48) & 0xFFFF:04x}/"
+        f"{(lid >> 32) & 0xFFFF:04x}/{(lid >> 16) & 0xFFFF:04x}/{lid & 0xFFFF:04x}/urL{lid:010d}"
+    )
     cluster.stop_bookie(1)
     worker = None
     try:
         cluster.wait_unregistered(1)
-        cluster.kazoo.create(marker, f'replica: "{b1}"\nctime: {int(time.time() * 1000)}\n'.encode(),
-                             makepath=True)
+        cluster.kazoo.create(marker, f'replica: "{b1}"\nctime: {int(time.time() * 1000)}\n'.encode(), makepath=True)
         worker = cluster.start_replication_worker(seconds=120)
         deadline = time.monotonic() + 60
         while cluster.kazoo.exists(marker) and time.monotonic() < deadline:

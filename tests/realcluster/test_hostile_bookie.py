@@ -7,6 +7,7 @@ ledger (to ~4.6e18, ~5e6), and the checks reported confirmed gaps and truncation
 never written. The expected outcome: no entry or truncation finding at all, and, where the bytes fail
 verification, one confirmed `digest_mismatch` naming the bookie that sent them.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -28,26 +29,34 @@ from tests.realcluster.hostile_proxy import ReplyRewritingProxy
 pytestmark = pytest.mark.realcluster
 
 CHECKS = ("open", "ledger")
-LOSS = {Category.ENTRY_NO_REPLICA, Category.ENTRY_BELOW_ACK_QUORUM, Category.ENTRY_BELOW_WRITE_QUORUM,
-        Category.TRUNCATION_RISK}
+LOSS = {
+    Category.ENTRY_NO_REPLICA,
+    Category.ENTRY_BELOW_ACK_QUORUM,
+    Category.ENTRY_BELOW_WRITE_QUORUM,
+    Category.TRUNCATION_RISK,
+}
 
 
-def _audit_through(cluster: Cluster, ledger_id: int, victim: int, rewrite: Callable[[Any], bool]
-                   ) -> tuple[list[Finding], int]:
+def _audit_through(
+    cluster: Cluster, ledger_id: int, victim: int, rewrite: Callable[[Any], bool]
+) -> tuple[list[Finding], int]:
     bookie = cluster.bookie(victim)
 
     async def run() -> tuple[list[Finding], int]:
-        async with ReplyRewritingProxy((bookie.host, bookie.port), ports.HOSTILE_PROXY_PORT, P.Op.READ_LAC,
-                                       rewrite) as proxy:
+        async with ReplyRewritingProxy(
+            (bookie.host, bookie.port), ports.HOSTILE_PROXY_PORT, P.Op.READ_LAC, rewrite
+        ) as proxy:
             findings, _ = await audit_async(cluster, [ledger_id], CHECKS, redirect={bookie.bookie_id: proxy.address})
             return findings, proxy.rewritten
+
     return asyncio.run(run())
 
 
 def _open_ledger(cluster: Cluster, digest: str = "CRC32C") -> tuple[dict[str, Any], list[str]]:
     b = [cluster.bookie(n).bookie_id for n in (1, 2, 3)]
-    r = cluster.create_ledger(ensemble=3, write_quorum=2, ack_quorum=2, entries=20, bookies=b, close=False,
-                              digest=digest)
+    r = cluster.create_ledger(
+        ensemble=3, write_quorum=2, ack_quorum=2, entries=20, bookies=b, close=False, digest=digest
+    )
     assert r["state"] == "OPEN"
     return r, b
 
@@ -89,6 +98,7 @@ def test_an_entry_of_another_ledger_as_last_entry_body_is_not_a_loss(cluster: Cl
             got = await c.read_lac(other["ledgerId"])
             assert got.present and got.last_entry_body is not None
             return got.last_entry_body
+
     foreign = asyncio.run(read_other())  # a real stored entry, intact, of the other ledger
     assert struct.unpack_from(">q", foreign, 16)[0] > r["lac"] + 100  # its LAC: far past this ledger's
 
@@ -133,12 +143,13 @@ def test_the_same_ledgers_are_clean_without_the_stand_in(cluster: Cluster) -> No
     async def run() -> list[Finding]:
         findings, _ = await audit_async(cluster, [r["ledgerId"], d["ledgerId"]], CHECKS)
         return findings
+
     assert actionable(asyncio.run(run())) == []
 
 
 # Issue 10, defect 3: header + one periodic group (first 0, last 2*(10**7 - 1), size 1, period 2) —
 # 88 bytes naming ten million single-entry ranges.
-HOSTILE_88 = (struct.pack(">ii", 0, 1) + bytes(56) + struct.pack(">qqii", 0, 2 * (10**7 - 1), 1, 2))
+HOSTILE_88 = struct.pack(">ii", 0, 1) + bytes(56) + struct.pack(">qqii", 0, 2 * (10**7 - 1), 1, 2)
 
 
 def test_an_88_byte_entry_list_costs_only_the_ledgers_own_entries(cluster: Cluster) -> None:
@@ -152,10 +163,12 @@ def test_an_88_byte_entry_list_costs_only_the_ledgers_own_entries(cluster: Clust
         return True
 
     async def run() -> tuple[list[Finding], int]:
-        async with ReplyRewritingProxy((victim.host, victim.port), ports.HOSTILE_PROXY_PORT + 1,
-                                       P.Op.GET_LIST_OF_ENTRIES_OF_LEDGER, periodic_list) as proxy:
-            findings, _ = await audit_async(cluster, [r["ledgerId"]], ("scrutiny",),
-                                            redirect={victim.bookie_id: proxy.address})
+        async with ReplyRewritingProxy(
+            (victim.host, victim.port), ports.HOSTILE_PROXY_PORT + 1, P.Op.GET_LIST_OF_ENTRIES_OF_LEDGER, periodic_list
+        ) as proxy:
+            findings, _ = await audit_async(
+                cluster, [r["ledgerId"]], ("scrutiny",), redirect={victim.bookie_id: proxy.address}
+            )
             return findings, proxy.rewritten
 
     tracemalloc.start()

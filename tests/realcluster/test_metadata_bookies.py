@@ -1,4 +1,5 @@
 """Bookie registrations, service info, cookies, racks; and a second cluster with the long layout."""
+
 from __future__ import annotations
 
 import asyncio
@@ -62,7 +63,8 @@ async def test_readonly_bookie_and_registration_watch(cluster: Cluster) -> None:
         fired.clear()
         # Flip bookie 5 to read-only through its admin API (the real bookie moves its registration).
         status, text = await asyncio.get_running_loop().run_in_executor(
-            None, lambda: _http_put(cluster, n, "/api/v1/bookie/state/readonly", '{"readOnly": true}'))
+            None, lambda: _http_put(cluster, n, "/api/v1/bookie/state/readonly", '{"readOnly": true}')
+        )
         assert status == 200, text
         await asyncio.wait_for(fired.wait(), 30)
         for _ in range(100):
@@ -82,9 +84,14 @@ async def test_readonly_bookie_and_registration_watch(cluster: Cluster) -> None:
 def _http_put(cluster: Cluster, n: int, path: str, body: str) -> tuple[int, str]:
     import urllib.error
     import urllib.request
+
     b = cluster.bookie(n)
-    req = urllib.request.Request(f"http://{b.host}:{b.http_port}{path}", data=body.encode(), method="PUT",
-                                 headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        f"http://{b.host}:{b.http_port}{path}",
+        data=body.encode(),
+        method="PUT",
+        headers={"Content-Type": "application/json"},
+    )
     try:
         with urllib.request.urlopen(req, timeout=10) as resp:
             return resp.status, resp.read().decode()
@@ -94,8 +101,10 @@ def _http_put(cluster: Cluster, n: int, path: str, body: str) -> tuple[int, str]
 
 async def test_pulsar_rack_map_from_zookeeper(cluster: Cluster) -> None:
     ids = [b.bookie_id for b in cluster.bookies]
-    doc = {"default": {ids[0]: {"rack": "rack-a", "hostname": "bk1"}, ids[1]: {"rack": "/rack-b"}},
-           "iso": {ids[2]: {"rack": "/"}}}
+    doc = {
+        "default": {ids[0]: {"rack": "rack-a", "hostname": "bk1"}, ids[1]: {"rack": "/rack-b"}},
+        "iso": {ids[2]: {"rack": "/"}},
+    }
     cluster.kazoo.create("/bookies", json.dumps(doc).encode())
     store = await open_store(cluster.metadata_service_uri)
     try:
@@ -115,8 +124,14 @@ async def test_pulsar_rack_map_from_zookeeper(cluster: Cluster) -> None:
 @pytest.fixture(scope="module")
 def long_cluster():
     workdir = Path(tempfile.mkdtemp(prefix="bk-auditor-long-"))
-    c = Cluster(workdir, layout="longhierarchical", zk_port=ports.SECOND_ZK_PORT,
-                port_base=ports.SECOND_PORT_BASE, http_base=ports.SECOND_HTTP_BASE, num_bookies=1)
+    c = Cluster(
+        workdir,
+        layout="longhierarchical",
+        zk_port=ports.SECOND_ZK_PORT,
+        port_base=ports.SECOND_PORT_BASE,
+        http_base=ports.SECOND_HTTP_BASE,
+        num_bookies=1,
+    )
     try:
         c.start()
         yield c
@@ -146,12 +161,15 @@ async def test_long_hierarchical_cluster_and_cookie_incarnation(long_cluster: Cl
         assert await store.cookie(bookie_id) is None
         c.start_bookie(1)
         after = await store.cookie(bookie_id)
-        assert after.cookie.bookie_id == before.cookie.bookie_id and after.cookie.instance_id == before.cookie.instance_id
+        assert (
+            after.cookie.bookie_id == before.cookie.bookie_id and after.cookie.instance_id == before.cookie.instance_id
+        )
         assert after.incarnation != before.incarnation and after.stat.czxid > before.stat.czxid
         assert after.stat.version == 0
     finally:
         await store.close()
     # The hierarchical view of this cluster is refused.
     from auditor.metadata.errors import LayoutMismatchError
+
     with pytest.raises(LayoutMismatchError):
         await ZooKeeperMetadataStore.connect(c.metadata_service_uri.replace("longhierarchical", "hierarchical"))

@@ -1,4 +1,5 @@
 """Leader election and session handling against the real ZooKeeper."""
+
 from __future__ import annotations
 
 import asyncio
@@ -37,8 +38,10 @@ async def _expire_session(cluster: Cluster, client: KazooClient) -> None:
 async def test_votes_order_and_failover(cluster: Cluster) -> None:
     path = f"{cluster.ledgers_root}/bk-auditor/election-{uuid.uuid4().hex[:8]}"
     clients = [await _client(cluster) for _ in range(3)]
-    elections = [LeaderElection(b, path, f"auditor-py-{i}:1", ledgers_root=cluster.ledgers_root)
-                 for i, (_, b) in enumerate(clients)]
+    elections = [
+        LeaderElection(b, path, f"auditor-py-{i}:1", ledgers_root=cluster.ledgers_root)
+        for i, (_, b) in enumerate(clients)
+    ]
     try:
         for e in elections:
             await e.start()
@@ -75,11 +78,20 @@ async def test_java_election_path_needs_opt_in(cluster: Cluster) -> None:
     client, bridge = await _client(cluster)
     try:
         with pytest.raises(MetadataConfigError):
-            LeaderElection(bridge, f"{cluster.ledgers_root}/underreplication/auditorelection", "x:1",
-                           ledgers_root=cluster.ledgers_root)
+            LeaderElection(
+                bridge,
+                f"{cluster.ledgers_root}/underreplication/auditorelection",
+                "x:1",
+                ledgers_root=cluster.ledgers_root,
+            )
         with pytest.raises(MetadataConfigError):
-            LeaderElection(bridge, f"{cluster.ledgers_root}/bk-auditor/x", "not a bookie id", java_compatible=True,
-                           ledgers_root=cluster.ledgers_root)
+            LeaderElection(
+                bridge,
+                f"{cluster.ledgers_root}/bk-auditor/x",
+                "not a bookie id",
+                java_compatible=True,
+                ledgers_root=cluster.ledgers_root,
+            )
     finally:
         bridge.detach()
         await stop_client(client)
@@ -178,8 +190,10 @@ async def test_many_reads_in_flight_without_blocking_the_loop(cluster: Cluster) 
         def done(_):
             nonlocal in_flight
             in_flight -= 1
+
         result.rawlink(done)
         return result
+
     ticks = 0
 
     async def ticker() -> None:
@@ -187,10 +201,12 @@ async def test_many_reads_in_flight_without_blocking_the_loop(cluster: Cluster) 
         while True:
             ticks += 1
             await asyncio.sleep(0)
+
     t = asyncio.ensure_future(ticker())
     try:
-        results = await asyncio.gather(*(store.bridge.call(counting, f"{cluster.ledgers_root}/available")
-                                         for _ in range(300)))
+        results = await asyncio.gather(
+            *(store.bridge.call(counting, f"{cluster.ledgers_root}/available") for _ in range(300))
+        )
         assert all(results) and len(results) == 300
         assert 1 < peak <= 8  # several in flight at once, never more than the bound
         assert ticks > 50  # the loop kept running while kazoo worked

@@ -1,4 +1,5 @@
 """Ledger metadata written by the real Java client, read (and written back) by our ZooKeeper adapter."""
+
 from __future__ import annotations
 
 import random
@@ -10,8 +11,13 @@ import pytest
 from auditor.durability.ids import LedgerId
 from auditor.durability.model import LedgerState, Segment
 from auditor.metadata import formats
-from auditor.metadata.errors import (ConcurrentUpdateError, LayoutMismatchError, MetadataConfigError, NoSuchLedgerError,
-                                     NotLeaderError)
+from auditor.metadata.errors import (
+    ConcurrentUpdateError,
+    LayoutMismatchError,
+    MetadataConfigError,
+    NoSuchLedgerError,
+    NotLeaderError,
+)
 from auditor.metadata.location import LedgerManager
 from auditor.metadata.zkstore import ScanStats
 from tests.realcluster.harness import Cluster
@@ -29,19 +35,53 @@ def check_against_tool(md, tool: dict) -> None:
     assert md.length == tool["length"]
     assert md.digest_type is JAVA_DIGEST[tool["digest"]]
     assert md.password == tool["password"].encode()
-    assert (md.ensemble_size, md.write_quorum, md.ack_quorum) == (tool["ensembleSize"], tool["writeQuorum"], tool["ackQuorum"])
-    assert md.segments == tuple(Segment(int(k), tuple(v)) for k, v in sorted(tool["ensembles"].items(), key=lambda kv: int(kv[0])))
+    assert (md.ensemble_size, md.write_quorum, md.ack_quorum) == (
+        tool["ensembleSize"],
+        tool["writeQuorum"],
+        tool["ackQuorum"],
+    )
+    assert md.segments == tuple(
+        Segment(int(k), tuple(v)) for k, v in sorted(tool["ensembles"].items(), key=lambda kv: int(kv[0]))
+    )
 
 
 async def test_every_digest_type_open_closed_custom_read_like_java(cluster: Cluster) -> None:
-    tools = [cluster.create_ledger(digest=d, entries=5 + i, entry_size=10 * (i + 1), password=f"pw{i}",
-                                   ensemble=3, write_quorum=3 - (i % 2), ack_quorum=2 - (i % 2))
-             for i, d in enumerate(["CRC32", "CRC32C", "MAC", "DUMMY"])]
+    tools = [
+        cluster.create_ledger(
+            digest=d,
+            entries=5 + i,
+            entry_size=10 * (i + 1),
+            password=f"pw{i}",
+            ensemble=3,
+            write_quorum=3 - (i % 2),
+            ack_quorum=2 - (i % 2),
+        )
+        for i, d in enumerate(["CRC32", "CRC32C", "MAC", "DUMMY"])
+    ]
     tools.append(cluster.create_ledger(digest="CRC32C", custom={"app": "pulsar", "k2": "v2"}, entries=3))
     tools.append(cluster.create_ledger(digest="MAC", close=False, entries=4))
-    tools.append(cluster.ledger_tool("create", "--ensemble", "2", "--write-quorum", "2", "--ack-quorum", "2",
-                                     "--digest", "CRC32", "--password", "x", "--entries", "2", "--entry-size", "8",
-                                     "--allowed", ",".join(cluster.sorted_bookie_ids), "--store-ctime"))
+    tools.append(
+        cluster.ledger_tool(
+            "create",
+            "--ensemble",
+            "2",
+            "--write-quorum",
+            "2",
+            "--ack-quorum",
+            "2",
+            "--digest",
+            "CRC32",
+            "--password",
+            "x",
+            "--entries",
+            "2",
+            "--entry-size",
+            "8",
+            "--allowed",
+            ",".join(cluster.sorted_bookie_ids),
+            "--store-ctime",
+        )
+    )
     store = await open_store(cluster.metadata_service_uri)
     try:
         assert store.manager is LedgerManager.HIERARCHICAL and store.layout is not None
@@ -59,7 +99,9 @@ async def test_every_digest_type_open_closed_custom_read_like_java(cluster: Clus
         opened = (await store.read_ledger(tools[5]["ledgerId"])).metadata
         assert opened.state is LedgerState.OPEN and opened.last_entry_id == -1 and opened.length == 0
         with_ctime = await store.read_ledger(tools[6]["ledgerId"])
-        assert with_ctime.metadata.ctime is not None and abs(with_ctime.metadata.ctime - with_ctime.stat.ctime_ms) < 60_000
+        assert (
+            with_ctime.metadata.ctime is not None and abs(with_ctime.metadata.ctime - with_ctime.stat.ctime_ms) < 60_000
+        )
         no_ctime = await store.read_ledger(tools[0]["ledgerId"])
         assert no_ctime.metadata.ctime is None and no_ctime.effective_ctime == no_ctime.stat.ctime_ms
         # The shell prints exactly what our model says (Java's toString), for each of them.
@@ -84,7 +126,9 @@ async def test_ensemble_changes_and_recovery(cluster: Cluster) -> None:
         before = await store.read_ledger(opened["ledgerId"])
         recovered = cluster.recover_ledger(opened["ledgerId"])
         after = await store.read_ledger(opened["ledgerId"])
-        assert after.metadata.state is LedgerState.CLOSED and after.metadata.last_entry_id == recovered["lastEntryId"] == 5
+        assert (
+            after.metadata.state is LedgerState.CLOSED and after.metadata.last_entry_id == recovered["lastEntryId"] == 5
+        )
         assert after.stat.version > before.stat.version and after.metadata.version == after.stat.version
     finally:
         await store.close()
@@ -106,8 +150,11 @@ async def test_ids_above_2_pow_31_and_range_listing(cluster: Cluster) -> None:
         assert everything == sorted(everything) and len(everything) == len(set(everything))
         assert {LedgerId(0, i) for i in big + small} <= set(everything)
         # The shell lists the same ledgers.
-        shell_ids = {int(line.split(":")[1]) for line in cluster.shell("listledgers").stdout.splitlines()
-                     if line.startswith("ledgerID:")}
+        shell_ids = {
+            int(line.split(":")[1])
+            for line in cluster.shell("listledgers").stdout.splitlines()
+            if line.startswith("ledgerID:")
+        }
         assert {x.ledger for x in everything} == shell_ids
         # Restricted range: [BASE, BASE+40_000) -> two of ours, one leaf directory per batch.
         batches = await collect(store.list_ledgers(LedgerId(0, BASE), LedgerId(0, BASE + 40_000)))
@@ -165,8 +212,15 @@ async def test_our_v3_blob_is_read_by_the_java_shell_and_client(cluster: Cluster
         with pytest.raises(ConcurrentUpdateError):
             await store.write_ledger_metadata(changed, election.guard, expected_version=rec.stat.version)
         out = cluster.shell("ledgermetadata", "-l", str(t["ledgerId"])).stdout
-        assert java_to_string(changed) in out or java_to_string(replace(changed, custom_metadata=MappingProxyType(
-            dict(reversed(list(changed.custom_metadata.items())))))) in out, out
+        assert (
+            java_to_string(changed) in out
+            or java_to_string(
+                replace(
+                    changed, custom_metadata=MappingProxyType(dict(reversed(list(changed.custom_metadata.items()))))
+                )
+            )
+            in out
+        ), out
         info = cluster.ledger_info(t["ledgerId"])  # the Java client opens it and reads our metadata
         assert info["lastEntryId"] == 3 and info["ensembles"] == t["ensembles"]
         # 2. A brand-new ledger znode created by us (a copy of that metadata under a new id, long path).
@@ -193,9 +247,11 @@ async def test_layout_mismatch_is_refused(cluster: Cluster) -> None:
         await open_store(cluster.metadata_service_uri.replace("zk+hierarchical", "zk+longhierarchical"))
     with pytest.raises(LayoutMismatchError):
         await open_store(cluster.metadata_service_uri.replace("zk+hierarchical", "zk+flat"))
-    for uri in (cluster.metadata_service_uri.replace("zk+hierarchical", "zk"),
-                cluster.metadata_service_uri.replace("zk+hierarchical", "zk+null"),
-                f"zk+hierarchical://{cluster.zk_hosts};{cluster.zk_hosts}{cluster.ledgers_root}"):
+    for uri in (
+        cluster.metadata_service_uri.replace("zk+hierarchical", "zk"),
+        cluster.metadata_service_uri.replace("zk+hierarchical", "zk+null"),
+        f"zk+hierarchical://{cluster.zk_hosts};{cluster.zk_hosts}{cluster.ledgers_root}",
+    ):
         store = await open_store(uri)
         try:
             assert store.manager is LedgerManager.HIERARCHICAL
@@ -235,11 +291,16 @@ async def test_scoped_ledgers_live_outside_javas_view(cluster: Cluster) -> None:
             assert rec.path.startswith(f"{cluster.ledgers_root}/scoped/") and rec.metadata.ledger_id == lid
         listed = [i for b in await collect(store.list_ledgers()) for i in b.ledger_ids]
         assert listed == sorted(listed) and listed[-3:] == sorted(scoped)
-        only_scope_5 = [i for b in await collect(store.list_ledgers(LedgerId(5, 0), LedgerId(6, 0))) for i in b.ledger_ids]
+        only_scope_5 = [
+            i for b in await collect(store.list_ledgers(LedgerId(5, 0), LedgerId(6, 0))) for i in b.ledger_ids
+        ]
         assert only_scope_5 == sorted(scoped[::2])
         # Java's listing (and so its auditor and GC) never sees them.
-        shell_ids = {int(line.split(":")[1]) for line in cluster.shell("listledgers").stdout.splitlines()
-                     if line.startswith("ledgerID:")}
+        shell_ids = {
+            int(line.split(":")[1])
+            for line in cluster.shell("listledgers").stdout.splitlines()
+            if line.startswith("ledgerID:")
+        }
         assert 2**40 + 9 not in shell_ids and 2**31 + 1 not in shell_ids
         assert shell_ids == {i.ledger for i in listed if i.scope == 0}
     finally:

@@ -1,4 +1,5 @@
 """Under-replication markers, flags and check-time znodes: written by us (guarded), seen by Java."""
+
 from __future__ import annotations
 
 import asyncio
@@ -51,16 +52,24 @@ async def test_markers_written_like_java_and_seen_by_the_shell(cluster: Cluster)
         await store.ensure_underreplication_layout(guard)
         assert cluster.kazoo.get(store.markers.layout)[0] == b'type: "BASIC"\nversion: 1\n'
         assert await store.mark_underreplicated(ids[0], ["127.0.0.9:3189"], guard) is MarkResult.CREATED
-        assert await store.mark_underreplicated(ids[1], ["127.0.0.8:3188", "127.0.0.9:3189"], guard) is MarkResult.CREATED
+        assert (
+            await store.mark_underreplicated(ids[1], ["127.0.0.8:3188", "127.0.0.9:3189"], guard) is MarkResult.CREATED
+        )
         first = await store.read_marker(ids[0])
-        assert first.path == f"{cluster.ledgers_root}/underreplication/ledgers/" + "/".join(
-            f"{(ids[0] >> s) & 0xFFFF:04x}" for s in (48, 32, 16, 0)) + f"/urL{ids[0]:010d}"
+        assert (
+            first.path
+            == f"{cluster.ledgers_root}/underreplication/ledgers/"
+            + "/".join(f"{(ids[0] >> s) & 0xFFFF:04x}" for s in (48, 32, 16, 0))
+            + f"/urL{ids[0]:010d}"
+        )
         assert first.replicas == ("127.0.0.9:3189",) and first.ctime > 0 and first.stat.version == 0
         # Merge: same replica -> no write; a new one -> appended, ctime refreshed, version bumped.
         assert await store.mark_underreplicated(ids[0], ["127.0.0.9:3189"], guard) is MarkResult.UNCHANGED
         assert (await store.read_marker(ids[0])).stat.version == 0
         await asyncio.sleep(0.01)
-        assert await store.mark_underreplicated(ids[0], ["127.0.0.9:3189", "127.0.0.7:3187"], guard) is MarkResult.MERGED
+        assert (
+            await store.mark_underreplicated(ids[0], ["127.0.0.9:3189", "127.0.0.7:3187"], guard) is MarkResult.MERGED
+        )
         merged = await store.read_marker(ids[0])
         assert merged.replicas == ("127.0.0.9:3189", "127.0.0.7:3187") and merged.stat.version == 1
         assert merged.ctime >= first.ctime
@@ -73,7 +82,9 @@ async def test_markers_written_like_java_and_seen_by_the_shell(cluster: Cluster)
         # A scoped ledger's marker lives in its own tree: Java never sees it.
         scoped = LedgerId(7, ids[0])
         assert await store.mark_underreplicated(scoped, ["127.0.0.9:3189"], guard) is MarkResult.CREATED
-        assert (await store.read_marker(scoped)).path.startswith(f"{cluster.ledgers_root}/underreplication/scopedledgers/")
+        assert (await store.read_marker(scoped)).path.startswith(
+            f"{cluster.ledgers_root}/underreplication/scopedledgers/"
+        )
         assert set(listunderreplicated(cluster)) == set(shell)
         assert scoped in {m.ledger_id for m in await collect(store.list_markers())}
         # A corrupt marker: a typed error naming it, and the merge refuses to overwrite it.
@@ -127,6 +138,7 @@ async def test_flags_delay_watch_and_check_times(cluster: Cluster) -> None:
     def on_delay(value: int | None) -> None:
         seen.append(value)
         changed.set()
+
     cancel = store.watch_lost_bookie_recovery_delay(on_delay)
     try:
         await asyncio.sleep(0.5)

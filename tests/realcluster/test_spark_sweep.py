@@ -6,6 +6,7 @@ numbers come from what the tool wrote (checks_util), and the sweep must agree wi
 on the same ledgers. Other tests share the cluster and leave ledgers (some broken) of their own, so the
 assertions are about our ledgers, plus coverage of everything that is there (each ledger exactly once).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -27,8 +28,15 @@ from auditor.spark.partitions import check_cover
 from auditor.spark.plan import plan_with_store
 from auditor.spark.session import get_session
 from auditor.spark.sweep import SweepOptions, SweepResult, run_sweep, write_outputs
-from tests.realcluster.checks_util import (actionable, audit, copies_without, expected_entries, ledger_path,
-                                           rewrite_ensemble, settings_for)
+from tests.realcluster.checks_util import (
+    actionable,
+    audit,
+    copies_without,
+    expected_entries,
+    ledger_path,
+    rewrite_ensemble,
+    settings_for,
+)
 from tests.realcluster.harness import Cluster
 from tests.realcluster.metadata_helpers import leader_of
 
@@ -59,24 +67,35 @@ def planted(cluster: Cluster) -> dict[str, Any]:
     legacy_a = cluster.create_ledger(ledger_id=LEGACY_A, entries=12)
     legacy_b = cluster.create_ledger(ledger_id=LEGACY_B, entries=12, ensemble=3, write_quorum=3)
     long_a = cluster.create_ledger(ledger_id=LONG_A, entries=12)
-    faulty = cluster.create_ledger(ledger_id=FAULTY, ensemble=3, write_quorum=2, ack_quorum=2,
-                                   entries=30, bookies=b[:3])
+    faulty = cluster.create_ledger(
+        ledger_id=FAULTY, ensemble=3, write_quorum=2, ack_quorum=2, entries=30, bookies=b[:3]
+    )
     rewrite_ensemble(cluster, faulty["ledgerId"], b[2], b[3])
     faulty["ensembles"] = {"0": [b[0], b[1], b[3]]}
     ours = [*generated, legacy_a, legacy_b, long_a, faulty]
-    return {"ids": [r["ledgerId"] for r in ours], "faulty": faulty, "fault_bookie": b[3],
-            "dirs": [legacy_a, legacy_b, long_a, faulty]}
+    return {
+        "ids": [r["ledgerId"] for r in ours],
+        "faulty": faulty,
+        "fault_bookie": b[3],
+        "dirs": [legacy_a, legacy_b, long_a, faulty],
+    }
 
 
 @pytest.fixture(scope="module")
 def full(cluster: Cluster, spark: Any, planted: dict[str, Any]) -> SweepResult:
     progress: list[tuple[int, int]] = []
-    result = run_sweep(spark, settings_for(cluster), SweepOptions(checks=CHECKS, partitions=6, trace_ledgers=True),
-                       progress=lambda done, total, _r: progress.append((done, total)))
+    result = run_sweep(
+        spark,
+        settings_for(cluster),
+        SweepOptions(checks=CHECKS, partitions=6, trace_ledgers=True),
+        progress=lambda done, total, _r: progress.append((done, total)),
+    )
     n = len(result.plan.partitions)
     assert progress == [(i, n) for i in range(1, n + 1)]
-    print(f"\nsweep: {json.dumps(result.sweep_dict()['plan'])} "
-          f"ledgers visited per check {[r['ledgersVisited'] for r in result.runs]}, {result.seconds:.1f}s")
+    print(
+        f"\nsweep: {json.dumps(result.sweep_dict()['plan'])} "
+        f"ledgers visited per check {[r['ledgersVisited'] for r in result.runs]}, {result.seconds:.1f}s"
+    )
     return result
 
 
@@ -97,8 +116,17 @@ def traced(result: SweepResult, check: str) -> list[tuple[int, str]]:
 
 
 def finding_key(f: dict[str, Any]) -> tuple[Any, ...]:
-    return (f["category"], f["severity"], f.get("qualifiedName"), f.get("segmentIndex"), f.get("bookieId"),
-            f.get("entryId"), f.get("affectedEntries", 0), f.get("firstEntryId"), f.get("lastEntryId"))
+    return (
+        f["category"],
+        f["severity"],
+        f.get("qualifiedName"),
+        f.get("segmentIndex"),
+        f.get("bookieId"),
+        f.get("entryId"),
+        f.get("affectedEntries", 0),
+        f.get("firstEntryId"),
+        f.get("lastEntryId"),
+    )
 
 
 async def listed_ledgers(cluster: Cluster) -> tuple[set[str], set[str]]:
@@ -120,8 +148,9 @@ async def listed_ledgers(cluster: Cluster) -> tuple[set[str], set[str]]:
 # ----------------------------------------------------------------------------------------------- tests
 
 
-def test_full_sweep_covers_every_ledger_exactly_once(cluster: Cluster, full: SweepResult,
-                                                     planted: dict[str, Any]) -> None:
+def test_full_sweep_covers_every_ledger_exactly_once(
+    cluster: Cluster, full: SweepResult, planted: dict[str, Any]
+) -> None:
     assert full.failed == [] and full.master == "local[2]"
     parts = full.plan.partitions
     check_cover(parts)  # consecutive, no overlap, the whole id space
@@ -143,7 +172,8 @@ def test_full_sweep_covers_every_ledger_exactly_once(cluster: Cluster, full: Swe
 
 
 def test_ledgers_in_different_leaf_directories_land_in_the_planned_partitions(
-        cluster: Cluster, full: SweepResult, planted: dict[str, Any]) -> None:
+    cluster: Cluster, full: SweepResult, planted: dict[str, Any]
+) -> None:
     parts = full.plan.partitions
     for r in planted["dirs"]:
         lid = LedgerId(0, r["ledgerId"])
@@ -165,8 +195,9 @@ def test_planted_fault_is_found_exactly(full: SweepResult, planted: dict[str, An
     mine = [f for f in full.summary.findings if f.get("ledgerId") in planted["ids"]]
     got = [f for f in mine if f["severity"] != "info"]
     scrutiny = [f for f in got if f["check"] == "scrutiny"]
-    assert [(f["category"], f["ledgerId"]) for f in scrutiny] == [(Category.ENTRY_BELOW_ACK_QUORUM.value,
-                                                                  r["ledgerId"])], got
+    assert [(f["category"], f["ledgerId"]) for f in scrutiny] == [
+        (Category.ENTRY_BELOW_ACK_QUORUM.value, r["ledgerId"])
+    ], got
     f = scrutiny[0]
     assert f["confirmed"] is True and f["affectedEntries"] == len(affected) == len(expected_entries(r, lost))
     assert (f["firstEntryId"], f["lastEntryId"]) == (affected[0], affected[-1])
@@ -190,11 +221,16 @@ def test_sweep_agrees_with_the_one_shot_checks(cluster: Cluster, full: SweepResu
 
 
 def test_restricted_sweep_one_partition_per_leaf_directory_one_at_a_time(
-        cluster: Cluster, spark: Any, planted: dict[str, Any]) -> None:
+    cluster: Cluster, spark: Any, planted: dict[str, Any]
+) -> None:
     start, end = RANGE
-    result = run_sweep(spark, settings_for(cluster),
-                       SweepOptions(checks=["scrutiny"], partitions=4, max_concurrent_partitions=1, start=start,
-                                    end=end, trace_ledgers=True))
+    result = run_sweep(
+        spark,
+        settings_for(cluster),
+        SweepOptions(
+            checks=["scrutiny"], partitions=4, max_concurrent_partitions=1, start=start, end=end, trace_ledgers=True
+        ),
+    )
     parts = result.plan.partitions
     check_cover(parts, start, end)
     assert len(parts) == 4 and result.failed == []
@@ -221,20 +257,45 @@ def test_outputs_local_path_and_hadoop_uri(full: SweepResult, spark: Any, tmp_pa
         assert [c["check"] for c in doc["checks"]] == CHECKS
 
 
-def test_cli_sweep_exit_codes_and_json(cluster: Cluster, spark: Any, planted: dict[str, Any], tmp_path: Path,
-                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_sweep_exit_codes_and_json(
+    cluster: Cluster, spark: Any, planted: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     for key in ("BKAUDIT_CONFIG_FILE", "BKAUDIT_METADATA_SERVICE_URI"):
         monkeypatch.delenv(key, raising=False)
     faulty = planted["faulty"]["ledgerId"]
     runner = CliRunner()
-    base = ["sweep", "--metadata-service-uri", cluster.metadata_service_uri, "--master", "local[2]",
-            "--checks", "scrutiny", "--format", "json", "--log-level", "warning"]
-    r = runner.invoke(app, [*base, "--start", str(faulty), "--end", str(faulty + 1), "--partitions", "2",
-                            "--output", str(tmp_path / "out")])
+    base = [
+        "sweep",
+        "--metadata-service-uri",
+        cluster.metadata_service_uri,
+        "--master",
+        "local[2]",
+        "--checks",
+        "scrutiny",
+        "--format",
+        "json",
+        "--log-level",
+        "warning",
+    ]
+    r = runner.invoke(
+        app,
+        [
+            *base,
+            "--start",
+            str(faulty),
+            "--end",
+            str(faulty + 1),
+            "--partitions",
+            "2",
+            "--output",
+            str(tmp_path / "out"),
+        ],
+    )
     assert r.exit_code == 1, r.output
     docs = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
-    assert [(d["category"], d["ledgerId"]) for d in docs[:-1] if d["severity"] != "info"] == \
-        [(Category.ENTRY_BELOW_ACK_QUORUM.value, faulty)]
+    assert [(d["category"], d["ledgerId"]) for d in docs[:-1] if d["severity"] != "info"] == [
+        (Category.ENTRY_BELOW_ACK_QUORUM.value, faulty)
+    ]
     summary = docs[-1]["summary"]
     assert summary["byCategory"]["entry_below_ack_quorum"] == 1 and summary["sweep"]["partitionsTotal"] == 1
     assert (tmp_path / "out" / "findings.jsonl").is_file()
@@ -254,13 +315,16 @@ def test_failed_partitions_are_reported_with_their_ranges(cluster: Cluster, spar
     for r in result.failed:
         assert "MetadataConfigError" in r.error and "cannot read" in r.error, r.error
     doc = result.summary_dict()
-    assert [p["start"] for p in doc["sweep"]["failedPartitions"]] == [p.to_dict()["start"] for p in result.plan.partitions]
+    assert [p["start"] for p in doc["sweep"]["failedPartitions"]] == [
+        p.to_dict()["start"] for p in result.plan.partitions
+    ]
     assert doc["sweep"]["partitionsDone"] == 0 and doc["findings"] == 0
     assert result.exit_code == 2
 
 
-def test_plan_over_legacy_long_and_scoped_trees_lists_every_ledger_once(cluster: Cluster,
-                                                                         planted: dict[str, Any]) -> None:
+def test_plan_over_legacy_long_and_scoped_trees_lists_every_ledger_once(
+    cluster: Cluster, planted: dict[str, Any]
+) -> None:
     """Planning only (no checks: the bookie protocol has no scoped ids): scoped ledgers written with our
     metadata extension get leaf directories and partitions of their own, and listing each partition's
     range yields every ledger of the cluster exactly once."""
@@ -270,6 +334,7 @@ def test_plan_over_legacy_long_and_scoped_trees_lists_every_ledger_once(cluster:
 
     async def scenario() -> None:
         from dataclasses import replace
+
         store = await ZooKeeperMetadataStore.connect(cluster.metadata_service_uri)
         election = await leader_of(store)
         try:
@@ -297,6 +362,7 @@ def test_plan_over_legacy_long_and_scoped_trees_lists_every_ledger_once(cluster:
                 cluster.kazoo.delete(store.paths.path(lid))
             await election.close()
             await store.close()
+
     try:
         asyncio.run(scenario())
     finally:

@@ -2,13 +2,13 @@
 for `check`, `sweep` and `run`; nothing created, whatever happens (the ZooKeeper tree is diffed). Missing
 structural znodes are errors naming the path, never empty lists; the daemon never creates the ledgers
 root or anything outside `<root>/bk-auditor` and the markers."""
+
 from __future__ import annotations
 
 import asyncio
 import os
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +18,6 @@ from kazoo.exceptions import NoNodeError
 
 from auditor.metadata.election import LeaderElection
 from auditor.metadata.errors import MetadataConfigError, MetadataError
-from auditor.metadata.zkstore import ZooKeeperMetadataStore
 from tests.realcluster.daemon_util import Daemon
 from tests.realcluster.harness import Cluster
 from tests.realcluster.metadata_helpers import collect, leader_of, open_store, zk_tree
@@ -46,8 +45,9 @@ def scratch(cluster: Cluster) -> Iterator[str]:
 
 def cli(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.upper().startswith("BKAUDIT_")}
-    return subprocess.run([str(BIN), *args], capture_output=True, text=True, timeout=timeout, env=env,
-                          stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [str(BIN), *args], capture_output=True, text=True, timeout=timeout, env=env, stdin=subprocess.DEVNULL
+    )
 
 
 def error_lines(stderr: str) -> list[str]:
@@ -55,8 +55,9 @@ def error_lines(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if line.startswith(("bk-auditor", "error:"))]
 
 
-@pytest.mark.parametrize("root, why", [("/wrongroot", "no such znode"),
-                                       ("/zookeeper", "it has neither LAYOUT nor available")])
+@pytest.mark.parametrize(
+    "root, why", [("/wrongroot", "no such znode"), ("/zookeeper", "it has neither LAYOUT nor available")]
+)
 def test_check_refuses_a_wrong_root_and_creates_nothing(cluster: Cluster, root: str, why: str) -> None:
     before = zk_tree(cluster.kazoo)
     r = cli("check", "--metadata-service-uri", uri(cluster, root), "--log-format", "json")
@@ -134,9 +135,11 @@ async def test_a_vanished_root_is_an_error_and_is_never_recreated(cluster: Clust
             await collect(store.list_ledgers())
         with pytest.raises(MetadataError, match=f"{scratch}/available"):
             await store.registrations()
-        for write in (lambda: store.put(f"{scratch}/bk-auditor/checks/scrutiny", b"{}", leader.guard),
-                      lambda: store.mark_underreplicated(7, ["127.0.0.1:1"], leader.guard),
-                      lambda: store.set_check_ctime("checkallledgersctime", 1, leader.guard)):
+        for write in (
+            lambda: store.put(f"{scratch}/bk-auditor/checks/scrutiny", b"{}", leader.guard),
+            lambda: store.mark_underreplicated(7, ["127.0.0.1:1"], leader.guard),
+            lambda: store.set_check_ctime("checkallledgersctime", 1, leader.guard),
+        ):
             with pytest.raises(Exception):
                 await write()
             assert zk.exists(scratch) is None
@@ -154,8 +157,12 @@ async def test_our_writes_stay_in_our_subtree(cluster: Cluster) -> None:
     store = await open_store(cluster.metadata_service_uri)
     leader = await leader_of(store)
     try:
-        for path in (f"{cluster.ledgers_root}/x", f"{cluster.ledgers_root}/bk-auditor", "/elsewhere/bk-auditor/x",
-                     f"{cluster.ledgers_root}/bk-auditorx/y"):
+        for path in (
+            f"{cluster.ledgers_root}/x",
+            f"{cluster.ledgers_root}/bk-auditor",
+            "/elsewhere/bk-auditor/x",
+            f"{cluster.ledgers_root}/bk-auditorx/y",
+        ):
             with pytest.raises(ValueError, match="not under bk-auditor's own subtree"):
                 await store.put(path, b"", leader.guard)
         bridge = store.bridge

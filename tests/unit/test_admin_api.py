@@ -1,5 +1,6 @@
 """The admin API over a real grpc.aio server on 127.0.0.1 (ephemeral port), with the real FindingStore,
 TaskBoard and PauseControl behind StateBackend, called through the generated client stubs."""
+
 from __future__ import annotations
 
 import asyncio
@@ -16,8 +17,17 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from auditor._proto import admin_pb2 as pb
 from auditor._proto import admin_pb2_grpc as pb_grpc
-from auditor.daemon.admin import (SERVICE_NAME, AdminClient, AdminClientError, AdminServer, BookieCopies,
-                                  LedgerExplanation, LedgerNotFoundError, SegmentCopies, StateBackend)
+from auditor.daemon.admin import (
+    SERVICE_NAME,
+    AdminClient,
+    AdminClientError,
+    AdminServer,
+    BookieCopies,
+    LedgerExplanation,
+    LedgerNotFoundError,
+    SegmentCopies,
+    StateBackend,
+)
 from auditor.daemon.state import DaemonState, TaskState
 from auditor.durability.findings import Category, Finding
 from auditor.durability.ids import LedgerId
@@ -29,11 +39,22 @@ BIG = LedgerId(5, 2**40 + 3)  # a scoped (128-bit) ledger
 
 def metadata(ledger: LedgerId) -> LedgerMetadata:
     return LedgerMetadata(
-        ledger_id=ledger, ensemble_size=3, write_quorum=2, ack_quorum=2, state=LedgerState.CLOSED,
-        last_entry_id=9, length=640, digest_type=DigestType.CRC32C, ctime=1_700_000_000_000, version=4,
-        segments=(Segment(0, ("127.0.0.1:3181", "127.0.0.2:3182", "127.0.0.3:3183")),
-                  Segment(5, ("127.0.0.1:3181", "127.0.0.2:3182", "127.0.0.4:3184"))),
-        custom_metadata={"application": b"pulsar", "bin": b"\xff\x00"})
+        ledger_id=ledger,
+        ensemble_size=3,
+        write_quorum=2,
+        ack_quorum=2,
+        state=LedgerState.CLOSED,
+        last_entry_id=9,
+        length=640,
+        digest_type=DigestType.CRC32C,
+        ctime=1_700_000_000_000,
+        version=4,
+        segments=(
+            Segment(0, ("127.0.0.1:3181", "127.0.0.2:3182", "127.0.0.3:3183")),
+            Segment(5, ("127.0.0.1:3181", "127.0.0.2:3182", "127.0.0.4:3184")),
+        ),
+        custom_metadata={"application": b"pulsar", "bin": b"\xff\x00"},
+    )
 
 
 @dataclass
@@ -52,17 +73,37 @@ class FakeCluster:
         self.explained.append(ledger)
         if ledger not in self.known:
             raise LedgerNotFoundError(f"ledger {ledger} does not exist")
-        seg0 = SegmentCopies(0, 0, 4, ("127.0.0.1:3181", "127.0.0.2:3182", "127.0.0.3:3183"), [
-            BookieCopies("127.0.0.1:3181", 0, "ok", expected_entries=4, present_entries=4),
-            BookieCopies("127.0.0.2:3182", 1, "missing", expected_entries=3, present_entries=1,
-                         missing=RangeSet.of([(1, 2)])),
-            BookieCopies("127.0.0.3:3183", 2, "unreachable", expected_entries=3, error="timeout", registered=False),
-        ], min_copies=1)
-        seg1 = SegmentCopies(1, 5, 9, ("127.0.0.1:3181", "127.0.0.2:3182", "127.0.0.4:3184"),
-                             [BookieCopies("127.0.0.4:3184", 2, "missing", expected_entries=3, present_entries=0,
-                                           missing=[(5, 5), (7, 8)])])
-        return LedgerExplanation(metadata(ledger), [seg0, seg1], under_replicated=True,
-                                 notes=["bookie 127.0.0.3:3183 did not answer; re-check queued"])
+        seg0 = SegmentCopies(
+            0,
+            0,
+            4,
+            ("127.0.0.1:3181", "127.0.0.2:3182", "127.0.0.3:3183"),
+            [
+                BookieCopies("127.0.0.1:3181", 0, "ok", expected_entries=4, present_entries=4),
+                BookieCopies(
+                    "127.0.0.2:3182", 1, "missing", expected_entries=3, present_entries=1, missing=RangeSet.of([(1, 2)])
+                ),
+                BookieCopies("127.0.0.3:3183", 2, "unreachable", expected_entries=3, error="timeout", registered=False),
+            ],
+            min_copies=1,
+        )
+        seg1 = SegmentCopies(
+            1,
+            5,
+            9,
+            ("127.0.0.1:3181", "127.0.0.2:3182", "127.0.0.4:3184"),
+            [
+                BookieCopies(
+                    "127.0.0.4:3184", 2, "missing", expected_entries=3, present_entries=0, missing=[(5, 5), (7, 8)]
+                )
+            ],
+        )
+        return LedgerExplanation(
+            metadata(ledger),
+            [seg0, seg1],
+            under_replicated=True,
+            notes=["bookie 127.0.0.3:3183 did not answer; re-check queued"],
+        )
 
 
 @dataclass
@@ -77,8 +118,15 @@ class Env:
 
 
 def finding(category: Category, ledger: LedgerId, bookie: str | None, segment: int = 0) -> Finding:
-    return Finding.of(category, f"{category.value} on {ledger}", ledger=ledger, bookie=bookie, segment_index=segment,
-                      ensemble=("127.0.0.1:3181", "127.0.0.2:3182", "127.0.0.3:3183"), confirmed=True)
+    return Finding.of(
+        category,
+        f"{category.value} on {ledger}",
+        ledger=ledger,
+        bookie=bookie,
+        segment_index=segment,
+        ensemble=("127.0.0.1:3181", "127.0.0.2:3182", "127.0.0.3:3183"),
+        confirmed=True,
+    )
 
 
 @pytest.fixture
@@ -98,8 +146,15 @@ async def env() -> AsyncIterator[Env]:
     target = f"127.0.0.1:{port}"
     channel = aio.insecure_channel(target)
     try:
-        yield Env(state, cluster, server, target, channel, pb_grpc.AdminServiceStub(channel),
-                  health_pb2_grpc.HealthStub(channel))
+        yield Env(
+            state,
+            cluster,
+            server,
+            target,
+            channel,
+            pb_grpc.AdminServiceStub(channel),
+            health_pb2_grpc.HealthStub(channel),
+        )
     finally:
         await channel.close()
         await server.stop(0)
@@ -119,6 +174,7 @@ async def wait_health(env: Env, service: str, want: str) -> None:
 
 
 # ------------------------------------------------------------------------------------------ status
+
 
 async def test_status_reports_state(env: Env) -> None:
     env.state.leadership.set(False, leader="pod-1")
@@ -141,6 +197,7 @@ async def test_status_reports_state(env: Env) -> None:
 
 
 # ------------------------------------------------------------------------------------------ trigger
+
 
 async def test_trigger_only_on_the_leader(env: Env) -> None:
     env.state.leadership.set(False, leader="pod-1")
@@ -167,13 +224,20 @@ async def test_trigger_only_on_the_leader(env: Env) -> None:
 
 # ------------------------------------------------------------------------------------------ findings
 
+
 async def test_list_findings_filters(env: Env) -> None:
     resp = await env.stub.ListFindings(pb.ListFindingsRequest(), timeout=5)
     assert resp.total_matching == 3
     assert [f.severity for f in resp.findings] == ["critical", "minor", "minor"]  # most severe first
     first = resp.findings[0]
-    assert (first.category, first.ledger_id, first.bookie_id, first.check, first.times_seen, first.confirmed) == \
-        ("entry_no_replica", "7", "127.0.0.2:3182", "scrutiny", 1, True)
+    assert (first.category, first.ledger_id, first.bookie_id, first.check, first.times_seen, first.confirmed) == (
+        "entry_no_replica",
+        "7",
+        "127.0.0.2:3182",
+        "scrutiny",
+        1,
+        True,
+    )
     fields = json.loads(first.fields_json)
     assert fields["ledgerId"] == 7 and fields["bookieId"] == "127.0.0.2:3182" and fields["segmentIndex"] == 0
     assert json.loads(first.dedup_key)[0] == "entry_no_replica"
@@ -205,11 +269,18 @@ async def test_resolved_findings_only_on_request(env: Env) -> None:
 
 # ------------------------------------------------------------------------------------------ explain
 
+
 async def test_explain_ledger_by_decimal_and_qualified_name(env: Env) -> None:
     resp = await env.stub.ExplainLedger(pb.ExplainLedgerRequest(ledger="7"), timeout=5)
     m = resp.metadata
-    assert (m.ledger_id, m.state, m.ensemble_size, m.write_quorum, m.ack_quorum, m.last_entry_id) == \
-        ("7", "CLOSED", 3, 2, 2, 9)
+    assert (m.ledger_id, m.state, m.ensemble_size, m.write_quorum, m.ack_quorum, m.last_entry_id) == (
+        "7",
+        "CLOSED",
+        3,
+        2,
+        2,
+        9,
+    )
     assert (m.digest_type, m.ctime, m.metadata_version, m.length) == ("CRC32C", 1_700_000_000_000, 4, 640)
     assert dict(m.custom_metadata) == {"application": "pulsar", "bin": "hex:ff00"}
     assert resp.under_replicated and list(resp.notes) == ["bookie 127.0.0.3:3183 did not answer; re-check queued"]
@@ -244,8 +315,10 @@ async def test_explain_errors(env: Env) -> None:
 @pytest.mark.parametrize("ledger", ["9" * 5000, "1:" + "9" * 5000, "9" * 30, "\u0661\u0662", "7\n\n7"])
 async def test_hostile_ledger_ids_are_invalid_argument(env: Env, ledger: str) -> None:
     """Never INTERNAL: int() refuses > 4300 digits with a plain ValueError, which once escaped as INTERNAL."""
-    for call in (lambda: env.stub.ExplainLedger(pb.ExplainLedgerRequest(ledger=ledger), timeout=5),
-                 lambda: env.stub.ListFindings(pb.ListFindingsRequest(ledger=ledger), timeout=5)):
+    for call in (
+        lambda: env.stub.ExplainLedger(pb.ExplainLedgerRequest(ledger=ledger), timeout=5),
+        lambda: env.stub.ListFindings(pb.ListFindingsRequest(ledger=ledger), timeout=5),
+    ):
         with pytest.raises(aio.AioRpcError) as exc:
             await call()
         assert exc.value.code() is grpc.StatusCode.INVALID_ARGUMENT, exc.value.details()
@@ -262,6 +335,7 @@ async def test_huge_unknown_check_name_is_not_found_not_resource_exhausted(env: 
 
 
 # ------------------------------------------------------------------------------------------ pause
+
 
 async def test_pause_and_resume(env: Env) -> None:
     env.state.tasks.start("scrutiny", total=10)
@@ -294,11 +368,12 @@ async def test_pause_and_resume(env: Env) -> None:
 
 # ------------------------------------------------------------------------------------------ health
 
+
 async def test_health_services(env: Env) -> None:
     assert await health_of(env, "liveness") == "SERVING"
-    assert await health_of(env, "readiness") == "NOT_SERVING"   # until the daemon says it is ready
+    assert await health_of(env, "readiness") == "NOT_SERVING"  # until the daemon says it is ready
     assert await health_of(env, "") == "NOT_SERVING"
-    assert await health_of(env, "leader") == "NOT_SERVING"      # standby
+    assert await health_of(env, "leader") == "NOT_SERVING"  # standby
     assert await health_of(env, SERVICE_NAME) == "SERVING"
     with pytest.raises(aio.AioRpcError) as exc:
         await health_of(env, "nope")
@@ -307,7 +382,7 @@ async def test_health_services(env: Env) -> None:
     await env.server.set_health(ready=True)
     assert await health_of(env, "readiness") == "SERVING" and await health_of(env, "") == "SERVING"
 
-    env.state.leadership.set(True)               # the listener flips the leader service
+    env.state.leadership.set(True)  # the listener flips the leader service
     await wait_health(env, "leader", "SERVING")
     env.state.leadership.set(False, leader="pod-1")
     await wait_health(env, "leader", "NOT_SERVING")
@@ -337,7 +412,11 @@ async def test_a_leader_whose_loop_was_frozen_claims_nothing_until_confirmed(env
     lead.set(True, vote_path="/ledgers/bk-auditor/election/V_0000000007")
     await wait_health(env, "leader", "SERVING")
     resp = await env.stub.Status(pb.StatusRequest(), timeout=5)
-    assert (resp.leader, resp.leadership, resp.vote_path) == (True, "leader", "/ledgers/bk-auditor/election/V_0000000007")
+    assert (resp.leader, resp.leadership, resp.vote_path) == (
+        True,
+        "leader",
+        "/ledgers/bk-auditor/election/V_0000000007",
+    )
     now[0] += 5.0  # frozen for 5 s: nothing has run since
     resp = await env.stub.Status(pb.StatusRequest(), timeout=5)
     assert (resp.leader, resp.leadership, resp.leader_identity) == (False, "unconfirmed", "")
@@ -345,10 +424,10 @@ async def test_a_leader_whose_loop_was_frozen_claims_nothing_until_confirmed(env
     with pytest.raises(aio.AioRpcError) as exc:
         await env.stub.TriggerCheck(pb.TriggerCheckRequest(check="scrutiny"), timeout=5)
     assert exc.value.code() is grpc.StatusCode.FAILED_PRECONDITION
-    lead.beat()       # the watchdog runs: the stall is seen, leadership stays unconfirmed ...
+    lead.beat()  # the watchdog runs: the stall is seen, leadership stays unconfirmed ...
     lead.suspect()
     assert (await env.stub.Status(pb.StatusRequest(), timeout=5)).leadership == "unconfirmed"
-    lead.confirm()    # ... until ZooKeeper shows the vote is still ours
+    lead.confirm()  # ... until ZooKeeper shows the vote is still ours
     resp = await env.stub.Status(pb.StatusRequest(), timeout=5)
     assert (resp.leader, resp.leadership) == (True, "leader") and await health_of(env, "leader") == "SERVING"
     lead.set(False, leader="pod-1")
@@ -358,8 +437,9 @@ async def test_a_leader_whose_loop_was_frozen_claims_nothing_until_confirmed(env
 
 async def test_status_shows_a_crashed_task_waiting_for_its_restart(env: Env) -> None:
     board = env.state.tasks
-    board.crash("scrutiny", RuntimeError("/ledgers/bk-auditor/checks/scrutiny: cannot read (NoAuthError)"),
-                restart_at=2e9)
+    board.crash(
+        "scrutiny", RuntimeError("/ledgers/bk-auditor/checks/scrutiny: cannot read (NoAuthError)"), restart_at=2e9
+    )
     t = {t.name: t for t in (await env.stub.Status(pb.StatusRequest(), timeout=5)).tasks}["scrutiny"]
     assert (t.state, t.failures, t.restarts, t.restart_at) == ("failed", 1, 0, 2e9)
     assert "NoAuthError" in t.last_error and "/ledgers/bk-auditor/checks/scrutiny" in t.last_error
@@ -371,14 +451,15 @@ async def test_status_shows_a_crashed_task_waiting_for_its_restart(env: Env) -> 
 async def test_health_not_serving_after_stop_with_a_second_client(env: Env) -> None:
     await env.server.set_health(ready=True)
     assert await health_of(env, "readiness") == "SERVING"
-    await env.server.health.enter_graceful_shutdown()   # what stop() does first
+    await env.server.health.enter_graceful_shutdown()  # what stop() does first
     for service in ("", "liveness", "readiness", "leader"):
         assert await health_of(env, service) == "NOT_SERVING"
-    await env.server.set_health(ready=True)              # ignored once shutting down
+    await env.server.set_health(ready=True)  # ignored once shutting down
     assert await health_of(env, "readiness") == "NOT_SERVING"
 
 
 # ------------------------------------------------------------------------------------------ client, reflection
+
 
 async def test_client_helper_and_errors(env: Env) -> None:
     async with AdminClient(env.target, timeout=5) as client:
@@ -399,6 +480,7 @@ async def test_client_helper_and_errors(env: Env) -> None:
 
 async def test_reflection_lists_our_services(env: Env) -> None:
     from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
     assert env.server.reflection_enabled
     stub = reflection_pb2_grpc.ServerReflectionStub(env.channel)
     call = stub.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")]))
@@ -411,9 +493,28 @@ async def test_reflection_lists_our_services(env: Env) -> None:
 
 async def test_tls(tmp_path: Path) -> None:
     key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out",
-                    str(cert), "-days", "1", "-subj", "/CN=localhost",
-                    "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"], check=True, capture_output=True)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-days",
+            "1",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1,DNS:localhost",
+        ],
+        check=True,
+        capture_output=True,
+    )
     state = DaemonState("tls-pod")
     server = AdminServer(StateBackend(state), "127.0.0.1:0", tls_cert=cert, tls_key=key)
     port = await server.start()
@@ -451,8 +552,7 @@ def test_server_and_client_on_uvloop() -> None:
         try:
             async with AdminClient(f"127.0.0.1:{port}", timeout=5) as client:
                 status = await client.status()
-                return (type(asyncio.get_running_loop()).__module__, status.identity,
-                        await client.health("liveness"))
+                return (type(asyncio.get_running_loop()).__module__, status.identity, await client.health("liveness"))
         finally:
             await server.stop(0)
 

@@ -5,9 +5,8 @@ each request and answers as the test says) to exercise what a healthy bookie can
 demand: out-of-order and late replies, hostile bytes, unknown txn ids, silence. What real bookies do
 is checked in tests/realcluster/test_bookie_client.py.
 """
-from __future__ import annotations
 
-from auditor.metadata.formats import _encode_varint
+from __future__ import annotations
 
 import asyncio
 import struct
@@ -33,8 +32,9 @@ from auditor.bookie import (
 )
 from auditor.bookie import protocol as P
 from auditor.durability.entrylist import STEP, EntryList, encode_entry_ids, encode_ranges
-from auditor.durability.ranges import RangeSet
 from auditor.durability.ids import LedgerId
+from auditor.durability.ranges import RangeSet
+from auditor.metadata.formats import _encode_varint
 from tests.heartbeat import Heartbeat
 from tests.property.contract import parse_contract
 
@@ -82,15 +82,21 @@ def test_spec_response_get_list_enoledger() -> None:
 
 
 def test_spec_response_read_eok_with_crc32c_entry() -> None:
-    r = _decode_framed("000000400a060803100118011000a20633080010011800222900000000000000010000000000000000"
-                       "ffffffffffffffff0000000000000005e3a5f74d68656c6c6f2800")
+    r = _decode_framed(
+        "000000400a060803100118011000a20633080010011800222900000000000000010000000000000000"
+        "ffffffffffffffff0000000000000005e3a5f74d68656c6c6f2800"
+    )
     assert (r.txn_id, r.op, r.status) == (1, Op.READ_ENTRY, Status.EOK)
     assert (r.sub.ledgerId, r.sub.entryId, r.sub.maxLAC) == (1, 0, 0)
     assert r.sub.body.endswith(b"hello")
     # The same message serialised by us must parse to an equal message (field order may differ).
     again = pb.Response()
-    again.ParseFromString(bytes.fromhex("0a060803100118011000a20633080010011800222900000000000000010000000000000000"
-                                        "ffffffffffffffff0000000000000005e3a5f74d68656c6c6f2800"))
+    again.ParseFromString(
+        bytes.fromhex(
+            "0a060803100118011000a20633080010011800222900000000000000010000000000000000"
+            "ffffffffffffffff0000000000000005e3a5f74d68656c6c6f2800"
+        )
+    )
     assert again.readResponse == r.sub
 
 
@@ -130,8 +136,18 @@ def _varint(n: int) -> bytes:
     return _encode_varint(n)
 
 
-@pytest.mark.parametrize("op", [Op.ADD_ENTRY, Op.WRITE_LAC, Op.FORCE_LEDGER, Op.START_TLS, Op.RANGE_READ_ENTRY,
-                                Op.RANGE_ADD_ENTRY, Op.BATCH_READ_ENTRY])
+@pytest.mark.parametrize(
+    "op",
+    [
+        Op.ADD_ENTRY,
+        Op.WRITE_LAC,
+        Op.FORCE_LEDGER,
+        Op.START_TLS,
+        Op.RANGE_READ_ENTRY,
+        Op.RANGE_ADD_ENTRY,
+        Op.BATCH_READ_ENTRY,
+    ],
+)
 def test_write_and_other_ops_are_refused(op: Op) -> None:
     field = {Op.ADD_ENTRY: 101, Op.WRITE_LAC: 103, Op.FORCE_LEDGER: 107, Op.START_TLS: 106}.get(op)
     with pytest.raises(UnsafeRequestError, match="never be sent"):
@@ -147,8 +163,8 @@ def test_fence_and_long_poll_reads_are_refused() -> None:
         assert not hasattr(rr, name)
     # ... and smuggled in as foreign bytes they are caught as unknown fields.
     plain = b"\x08\x01\x10\x00"
-    fence = plain + b"\xa0\x06\x01" + b"\x1a\x14" + b"k" * 20   # flag=FENCE_LEDGER, masterKey
-    long_poll = plain + b"\x20\x05\x28\x10"                   # previousLAC=5, timeOut=16
+    fence = plain + b"\xa0\x06\x01" + b"\x1a\x14" + b"k" * 20  # flag=FENCE_LEDGER, masterKey
+    long_poll = plain + b"\x20\x05\x28\x10"  # previousLAC=5, timeOut=16
     piggyback = plain + b"\xa0\x06\x02"
     assert P.encode_request(_raw_request(Op.READ_ENTRY, 100, plain))
     for sub in (fence, long_poll, piggyback):
@@ -200,7 +216,7 @@ def test_frames_survive_any_chunking(bodies: list[bytes], cuts: list[int]) -> No
     pos = i = 0
     while pos < len(stream):
         step = cuts[i % len(cuts)]
-        out += dec.feed(stream[pos:pos + step])
+        out += dec.feed(stream[pos : pos + step])
         pos += step
         i += 1
     assert out == bodies and dec.buffered == 0
@@ -217,15 +233,18 @@ def test_frame_limits() -> None:
         P.FrameDecoder().feed(struct.pack(">i", -1))
 
 
-@pytest.mark.parametrize("body,reason", [
-    (b"\xff\xff\xff", "not a v3 Response"),
-    (b"", "no header"),
-    (bytes.fromhex("0a04080310011001"), "misses"),                  # header without txnId
-    (bytes.fromhex("0a06080210011801" "1000"), "version 2"),
-    (bytes.fromhex("0a060803100118 01".replace(" ", "")), "no status"),
-    (bytes.fromhex("0a06080310011801" "1000" "a2060408001001"), "misses required"),  # readResponse w/o entryId
-    (bytes.fromhex("0a06080310011801" "1000" "a2060410011800"), "without status"),
-])
+@pytest.mark.parametrize(
+    "body,reason",
+    [
+        (b"\xff\xff\xff", "not a v3 Response"),
+        (b"", "no header"),
+        (bytes.fromhex("0a04080310011001"), "misses"),  # header without txnId
+        (bytes.fromhex("0a060802100118011000"), "version 2"),
+        (bytes.fromhex("0a060803100118 01".replace(" ", "")), "no status"),
+        (bytes.fromhex("0a060803100118011000a2060408001001"), "misses required"),  # readResponse w/o entryId
+        (bytes.fromhex("0a060803100118011000a2060410011800"), "without status"),
+    ],
+)
 def test_malformed_replies_are_protocol_errors(body: bytes, reason: str) -> None:
     with pytest.raises(P.ProtocolError, match=reason):
         P.decode_response(body)
@@ -252,8 +271,13 @@ def test_a_frame_of_unknown_fields_without_a_status_is_rejected_cheaply(where: s
     else:
         head.status = Status.EOK
         body = head.SerializePartialToString() + b"\xa2\x06" + _varint(len(junk)) + junk  # readResponse
-    outcome = parse_contract(lambda: P.decode_response(body), P.ProtocolError, names="unknown fields",
-                             max_bytes=32 * 1024 * 1024, max_seconds=1.0)
+    outcome = parse_contract(
+        lambda: P.decode_response(body),
+        P.ProtocolError,
+        names="unknown fields",
+        max_bytes=32 * 1024 * 1024,
+        max_seconds=1.0,
+    )
     assert not outcome.ok
     # A small unknown status value is still told apart from a missing one.
     small = pb.Response()
@@ -275,8 +299,9 @@ Handler = Callable[["Peer", pb.Request, asyncio.StreamWriter], Awaitable[None]]
 class Peer:
     """Test server: decodes each framed Request and lets `handler` answer (or not)."""
 
-    def __init__(self, handler: Handler, on_connect: Callable[[asyncio.StreamWriter], Awaitable[None]] | None = None
-                 ) -> None:
+    def __init__(
+        self, handler: Handler, on_connect: Callable[[asyncio.StreamWriter], Awaitable[None]] | None = None
+    ) -> None:
         self.handler = handler
         self.on_connect = on_connect
         self.requests: list[pb.Request] = []
@@ -285,7 +310,7 @@ class Peer:
         self.server: asyncio.AbstractServer | None = None
         self.port = 0
 
-    async def start(self, port: int = 0) -> "Peer":
+    async def start(self, port: int = 0) -> Peer:
         self.server = await asyncio.start_server(self._serve, "127.0.0.1", port)
         self.port = self.server.sockets[0].getsockname()[1]
         return self
@@ -391,8 +416,9 @@ async def _eventually(call: Callable[[], Awaitable[Any]], within: float = 3.0) -
         await asyncio.sleep(0.02)
 
 
-FAST = BookieClientConfig(request_timeout=1.0, connect_timeout=1.0, backoff_initial=0.01, backoff_max=0.05,
-                          liveness_timeout=0.5)
+FAST = BookieClientConfig(
+    request_timeout=1.0, connect_timeout=1.0, backoff_initial=0.01, backoff_max=0.05, liveness_timeout=0.5
+)
 
 
 async def _client(peer: Peer, **overrides: Any) -> BookieClient:
@@ -428,8 +454,10 @@ async def test_basic_operations_and_outcomes() -> None:
     await peer.stop()
 
 
-@pytest.mark.parametrize("status", [Status.EIO, Status.ETOOMANYREQUESTS, Status.EUNKNOWNLEDGERSTATE, Status.EUA,
-                                    Status.EBADREQ, Status.EBADVERSION])
+@pytest.mark.parametrize(
+    "status",
+    [Status.EIO, Status.ETOOMANYREQUESTS, Status.EUNKNOWNLEDGERSTATE, Status.EUA, Status.EBADREQ, Status.EBADVERSION],
+)
 async def test_error_statuses_are_unknown(status: Status) -> None:
     async def handler(peer: Peer, req: pb.Request, writer: asyncio.StreamWriter) -> None:
         send(writer, _response(req, status, **_echo_ids(req)))
@@ -549,9 +577,11 @@ async def test_rate_limit_spaces_requests() -> None:
 async def test_timeout_is_unknown_and_late_reply_is_dropped() -> None:
     async def handler(peer: Peer, req: pb.Request, writer: asyncio.StreamWriter) -> None:
         if req.header.txnId == 1:
+
             async def late() -> None:
                 await asyncio.sleep(0.3)
                 send(writer, _response(req, Status.EOK, body=b"late", **_echo_ids(req)))
+
             asyncio.ensure_future(late())
         else:
             await answer_ok(peer, req, writer)
@@ -582,8 +612,9 @@ async def test_reply_with_wrong_operation_is_dropped() -> None:
 
 
 HOSTILE = {
-    "unknown txn": lambda req: P.frame(_response(_req(Op.READ_ENTRY, 999_999), Status.EOK,
-                                                 body=b"x", ledgerId=1, entryId=0).SerializeToString()),
+    "unknown txn": lambda req: P.frame(
+        _response(_req(Op.READ_ENTRY, 999_999), Status.EOK, body=b"x", ledgerId=1, entryId=0).SerializeToString()
+    ),
     "garbage": lambda req: P.frame(b"\xff\xfe\xfd\xfc"),
     "negative length": lambda req: struct.pack(">i", -5) + b"xxxx",
     "over limit": lambda req: struct.pack(">i", 10_000_000),
@@ -620,8 +651,11 @@ async def test_connect_refused_backs_off_then_recovers() -> None:
     port = probe.sockets[0].getsockname()[1]
     probe.close()
     await probe.wait_closed()
-    c = BookieClient("gone-bookie", ("127.0.0.1", port),
-                     BookieClientConfig(request_timeout=1, connect_timeout=1, backoff_initial=0.2, backoff_max=0.4))
+    c = BookieClient(
+        "gone-bookie",
+        ("127.0.0.1", port),
+        BookieClientConfig(request_timeout=1, connect_timeout=1, backoff_initial=0.2, backoff_max=0.4),
+    )
     r = await c.read_entry(1, 0)
     assert r.unknown and "cannot connect" in (r.error or "") and "gone-bookie" in (r.error or "")
     r = await c.read_entry(1, 0)  # within the backoff: fails fast without dialling
@@ -654,6 +688,7 @@ async def test_a_trickling_peer_that_never_answers_is_replaced() -> None:
     """A peer that keeps sending bytes of a frame it never finishes is as dead as a silent one: bytes
     that are not a reply must not keep the connection alive (every request would wait its full timeout
     forever)."""
+
     async def trickle(writer: asyncio.StreamWriter) -> None:
         writer.write(struct.pack(">i", 100_000))  # announces a frame, then drips it
         await writer.drain()
@@ -662,6 +697,7 @@ async def test_a_trickling_peer_that_never_answers_is_replaced() -> None:
             while True:
                 await asyncio.sleep(0.02)
                 writer.write(b"\x00")
+
         asyncio.ensure_future(drip())
 
     async def handler(peer: Peer, req: pb.Request, writer: asyncio.StreamWriter) -> None:
@@ -686,6 +722,7 @@ async def test_a_peer_that_stops_reading_cannot_hold_a_request_past_its_timeout(
     waiting to be written must still end (UNKNOWN) within its timeout instead of waiting forever for the
     link to drain. Loopback send buffers take megabytes (~150k requests), so the transport's own
     flow-control callback (`pause_writing`, what it calls when its buffer is full) stands for them."""
+
     async def silent(peer: Peer, req: pb.Request, writer: asyncio.StreamWriter) -> None:
         return None
 
@@ -708,6 +745,7 @@ async def test_a_peer_that_stops_reading_cannot_hold_a_request_past_its_timeout(
 async def test_a_replayed_reply_closes_the_connection() -> None:
     """Each request gets one reply. A peer replaying one (endlessly, it costs the loop ~0.1 s per 256 KiB
     of frames) is not a bookie: the first duplicate closes the connection."""
+
     async def handler(peer: Peer, req: pb.Request, writer: asyncio.StreamWriter) -> None:
         if peer.connections == 1:
             reply = _response(req, Status.ENOENTRY, **_echo_ids(req)).SerializeToString()
@@ -745,12 +783,14 @@ async def test_repeated_wrong_operation_replies_close_the_connection() -> None:
 async def test_one_late_reply_per_expired_request_is_dropped_quietly() -> None:
     async def handler(peer: Peer, req: pb.Request, writer: asyncio.StreamWriter) -> None:
         if req.header.txnId == 1:
+
             async def late() -> None:
                 await asyncio.sleep(0.2)
                 reply = P.frame(_response(req, Status.EOK, body=b"late", **_echo_ids(req)).SerializeToString())
                 writer.write(reply)
                 await asyncio.sleep(0.5)
                 writer.write(reply)  # and again: no request is waiting for it any more
+
             asyncio.ensure_future(late())
         else:
             await answer_ok(peer, req, writer)
@@ -792,6 +832,7 @@ async def test_a_frame_limit_entry_list_is_decoded_without_holding_the_loop(monk
         result = yield from real_steps(cls, data, step)
         during.append(beat.ticks - start)
         return result
+
     monkeypatch.setattr(EntryList, "decode_steps", classmethod(counted))
 
     peer = await Peer(handler).start()
@@ -806,8 +847,12 @@ async def test_a_frame_limit_entry_list_is_decoded_without_holding_the_loop(monk
 
 async def test_entry_list_unsupported_is_detected_without_poisoning() -> None:
     """A DbLedgerStorage-like peer: never answers GET_LIST for ledger 1, answers everything else."""
+
     async def handler(peer: Peer, req: pb.Request, writer: asyncio.StreamWriter) -> None:
-        if req.header.operation == Op.GET_LIST_OF_ENTRIES_OF_LEDGER and req.getListOfEntriesOfLedgerRequest.ledgerId == 1:
+        if (
+            req.header.operation == Op.GET_LIST_OF_ENTRIES_OF_LEDGER
+            and req.getListOfEntriesOfLedgerRequest.ledgerId == 1
+        ):
             return
         await answer_ok(peer, req, writer)
 
@@ -828,9 +873,11 @@ async def test_entry_list_unsupported_is_detected_without_poisoning() -> None:
 async def test_slow_entry_list_answer_restores_the_capability() -> None:
     async def handler(peer: Peer, req: pb.Request, writer: asyncio.StreamWriter) -> None:
         if req.header.operation == Op.GET_LIST_OF_ENTRIES_OF_LEDGER:
+
             async def late() -> None:
                 await asyncio.sleep(0.4)
                 await answer_ok(peer, req, writer)
+
             asyncio.ensure_future(late())
         else:
             await answer_ok(peer, req, writer)
@@ -921,19 +968,26 @@ async def _fuzz_once(payload: bytes, chunks: int, then_close: bool) -> list[Any]
     async def handler(peer: Peer, req: pb.Request, writer: asyncio.StreamWriter) -> None:
         step = max(1, len(payload) // chunks)
         for i in range(0, len(payload), step):
-            writer.write(payload[i:i + step])
+            writer.write(payload[i : i + step])
             await writer.drain()
         if then_close:
             writer.close()
 
     peer = await Peer(handler).start()
-    cfg = BookieClientConfig(request_timeout=0.3, connect_timeout=0.5, backoff_initial=0.01, backoff_max=0.02,
-                             liveness_timeout=0.1, max_frame_size=4096)
+    cfg = BookieClientConfig(
+        request_timeout=0.3,
+        connect_timeout=0.5,
+        backoff_initial=0.01,
+        backoff_max=0.02,
+        liveness_timeout=0.1,
+        max_frame_size=4096,
+    )
     c = BookieClient("fuzz-bookie", peer.address, cfg)
     try:
         async with asyncio.timeout(5):  # a hang is a failure
-            return list(await asyncio.gather(c.read_entry(1, 0), c.get_entry_list(1), c.read_lac(1),
-                                             c.get_bookie_info()))
+            return list(
+                await asyncio.gather(c.read_entry(1, 0), c.get_entry_list(1), c.read_lac(1), c.get_bookie_info())
+            )
     finally:
         await c.close()
         await peer.stop()
@@ -971,8 +1025,11 @@ def plausible_responses(draw: st.DrawFn) -> bytes:
     resp.header.txnId = draw(st.integers(0, 8))
     if draw(st.booleans()):
         resp.status = draw(st.sampled_from(list(Status)))
-    which = draw(st.sampled_from(["readResponse", "readLacResponse", "getBookieInfoResponse",
-                                  "getListOfEntriesOfLedgerResponse", None]))
+    which = draw(
+        st.sampled_from(
+            ["readResponse", "readLacResponse", "getBookieInfoResponse", "getListOfEntriesOfLedgerResponse", None]
+        )
+    )
     data = resp.SerializePartialToString()
     if which:
         sub = getattr(pb.Response(), which).__class__()
@@ -982,8 +1039,9 @@ def plausible_responses(draw: st.DrawFn) -> bytes:
             if name in sub.DESCRIPTOR.fields_by_name and draw(st.booleans()):
                 setattr(sub, name, draw(st.integers(-1, 3)))
         if which == "getListOfEntriesOfLedgerResponse" and draw(st.booleans()):
-            sub.availabilityOfEntriesOfLedger = draw(st.one_of(st.binary(max_size=100),
-                                                               st.just(encode_entry_ids([0, 1, 5]))))
+            sub.availabilityOfEntriesOfLedger = draw(
+                st.one_of(st.binary(max_size=100), st.just(encode_entry_ids([0, 1, 5])))
+            )
         if which == "readResponse" and draw(st.booleans()):
             sub.body = draw(st.binary(max_size=50))
         field = pb.Response.DESCRIPTOR.fields_by_name[which].number

@@ -1,5 +1,6 @@
 """The chaos campaign's ZooKeeper allow-list (tests/realcluster/chaos/zktree.py): what it lets through
 and what it flags, on hand-made snapshots. The campaign's smoke test checks the same on the real tree."""
+
 from __future__ import annotations
 
 from tests.realcluster.chaos.zktree import Allowance, Node, diff
@@ -8,8 +9,14 @@ R = "/ledgers"
 BOOKIES = {"127.0.0.1:3181", "localhost:3185"}
 
 
-def node(data: bytes = b"", version: int = 0, cversion: int = 0, czxid: int = 1, owner: int = 0,
-         children: tuple[str, ...] = ()) -> Node:
+def node(
+    data: bytes = b"",
+    version: int = 0,
+    cversion: int = 0,
+    czxid: int = 1,
+    owner: int = 0,
+    children: tuple[str, ...] = (),
+) -> Node:
     return Node(data, version, 0, cversion, czxid, owner, frozenset(children))
 
 
@@ -104,9 +111,14 @@ def test_java_auditor_nodes_ledger_metadata_and_the_delay_are_flagged() -> None:
     a[f"{R}/00/0000/L0001"] = node(b"meta2", version=1)
     a["/wrongroot"] = node()
     a["/"] = node(cversion=1, children=("ledgers", "zookeeper", "wrongroot"))
-    assert set(violations(b, a)) == {"/", "/wrongroot", f"{R}/00/0000/L0001", f"{R}/underreplication",
-                                     f"{R}/underreplication/auditorelection",
-                                     f"{R}/underreplication/lostBookieRecoveryDelay"}
+    assert set(violations(b, a)) == {
+        "/",
+        "/wrongroot",
+        f"{R}/00/0000/L0001",
+        f"{R}/underreplication",
+        f"{R}/underreplication/auditorelection",
+        f"{R}/underreplication/lostBookieRecoveryDelay",
+    }
     # The campaign's own write is excused only by its exact path.
     assert f"{R}/00/0000/L0001" not in violations(b, a, written={f"{R}/00/0000/L0001"})
 
@@ -117,7 +129,7 @@ def test_heal_window_lets_the_java_tool_create_and_delete_its_ledgers() -> None:
     del a[f"{R}/00/0000/L0001"]
     a[f"{R}/00/0000"] = node(cversion=2, children=("L0002",))
     a[f"{R}/00/0000/L0002"] = node(b"meta")
-    a[f"{R}/idgen"] = node(cversion=4)   # ID- nodes created and deleted in between
+    a[f"{R}/idgen"] = node(cversion=4)  # ID- nodes created and deleted in between
     tool = {f"{R}/00/0000/L0001", f"{R}/00/0000/L0002"}
     assert violations(b, a, heal=True, tool_ledgers=tool) == []
     assert violations(b, a) == [f"{R}/00/0000", f"{R}/00/0000/L0001", f"{R}/00/0000/L0002", f"{R}/idgen"]

@@ -2,6 +2,7 @@
 
 The server runs on the test's event loop; each CLI call runs in a worker thread (it starts its own loop),
 so both sides really talk gRPC."""
+
 from __future__ import annotations
 
 import asyncio
@@ -40,11 +41,11 @@ class Daemon:
     triggered: list[str]
 
 
-def run_cli(*args: str):  # noqa: ANN201 - typer's Result
+def run_cli(*args: str):
     return CliRunner().invoke(app, list(args))
 
 
-async def cli(*args: str):  # noqa: ANN201
+async def cli(*args: str):
     return await asyncio.to_thread(run_cli, *args)
 
 
@@ -53,10 +54,21 @@ async def daemon() -> AsyncIterator[Daemon]:
     state = DaemonState("auditor-0", recheck_depth=lambda: 4)
     state.tasks.register("scrutiny", interval_seconds=86400)
     state.tasks.register("ledger_check", interval_seconds=604800)
-    state.findings.add(Finding.of(Category.ENTRY_NO_REPLICA, "entries 3-4 have no copy", ledger=LedgerId.of(7),
-                                  bookie="127.0.0.2:3182", segment_index=0, confirmed=True), check="scrutiny")
-    state.findings.add(Finding.of(Category.PLACEMENT_VIOLATION, "write set in one rack", ledger=BIG,
-                                  segment_index=0, confirmed=True), check="scrutiny")
+    state.findings.add(
+        Finding.of(
+            Category.ENTRY_NO_REPLICA,
+            "entries 3-4 have no copy",
+            ledger=LedgerId.of(7),
+            bookie="127.0.0.2:3182",
+            segment_index=0,
+            confirmed=True,
+        ),
+        check="scrutiny",
+    )
+    state.findings.add(
+        Finding.of(Category.PLACEMENT_VIOLATION, "write set in one rack", ledger=BIG, segment_index=0, confirmed=True),
+        check="scrutiny",
+    )
     triggered: list[str] = []
 
     async def trigger(check: str) -> bool:
@@ -64,12 +76,28 @@ async def daemon() -> AsyncIterator[Daemon]:
         return True
 
     async def explain(ledger: LedgerId) -> LedgerExplanation:
-        md = LedgerMetadata(ledger_id=ledger, ensemble_size=2, write_quorum=2, ack_quorum=2,
-                            state=LedgerState.CLOSED, last_entry_id=4, length=320, digest_type=DigestType.CRC32,
-                            segments=(Segment(0, ("127.0.0.1:3181", "127.0.0.2:3182")),))
-        seg = SegmentCopies(0, 0, 4, md.segments[0].ensemble, [
-            BookieCopies("127.0.0.1:3181", 0, "ok", 5, 5),
-            BookieCopies("127.0.0.2:3182", 1, "missing", 5, 3, missing=[(3, 4)])], min_copies=1)
+        md = LedgerMetadata(
+            ledger_id=ledger,
+            ensemble_size=2,
+            write_quorum=2,
+            ack_quorum=2,
+            state=LedgerState.CLOSED,
+            last_entry_id=4,
+            length=320,
+            digest_type=DigestType.CRC32,
+            segments=(Segment(0, ("127.0.0.1:3181", "127.0.0.2:3182")),),
+        )
+        seg = SegmentCopies(
+            0,
+            0,
+            4,
+            md.segments[0].ensemble,
+            [
+                BookieCopies("127.0.0.1:3181", 0, "ok", 5, 5),
+                BookieCopies("127.0.0.2:3182", 1, "missing", 5, 3, missing=[(3, 4)]),
+            ],
+            min_copies=1,
+        )
         return LedgerExplanation(md, [seg], under_replicated=False, notes=["checked just now"])
 
     server = AdminServer(StateBackend(state, trigger=trigger, explain=explain), "127.0.0.1:0")
@@ -81,7 +109,7 @@ async def daemon() -> AsyncIterator[Daemon]:
         await server.stop(0)
 
 
-def one_error_line(result) -> str:  # noqa: ANN001
+def one_error_line(result) -> str:
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith("error: ")
@@ -89,6 +117,7 @@ def one_error_line(result) -> str:  # noqa: ANN001
 
 
 # ------------------------------------------------------------------------------------------ basics
+
 
 def test_version() -> None:
     r = run_cli("--version")
@@ -103,6 +132,7 @@ def test_help_lists_commands() -> None:
 
 
 # ------------------------------------------------------------------------------------------ admin clients
+
 
 async def test_status_table_and_json(daemon: Daemon) -> None:
     daemon.state.tasks.start("scrutiny", total=200)
@@ -141,8 +171,17 @@ async def test_findings_filters_and_formats(daemon: Daemon) -> None:
     assert f["category"] == "placement_violation" and f["qualifiedName"] == BIG.qualified_name
     assert f["check"] == "scrutiny" and f["timesSeen"] == 1 and f["confirmed"] is True
 
-    r = await cli("findings", "--admin", daemon.addr, "--category", "entry_no_replica", "--bookie", "127.0.0.2:3182",
-                  "--format", "json")
+    r = await cli(
+        "findings",
+        "--admin",
+        daemon.addr,
+        "--category",
+        "entry_no_replica",
+        "--bookie",
+        "127.0.0.2:3182",
+        "--format",
+        "json",
+    )
     assert [f["ledgerId"] for f in json.loads(r.stdout)["findings"]] == [7]
     r = await cli("findings", "--admin", daemon.addr, "--limit", "1")
     assert "(1 of 2 shown; use --limit)" in r.stdout
@@ -230,6 +269,7 @@ async def test_admin_address_from_environment(daemon: Daemon, monkeypatch: pytes
 
 # ------------------------------------------------------------------------------------------ run / check
 
+
 def test_run_and_check_reject_bad_config(tmp_path: Path) -> None:
     conf = tmp_path / "bk_server.conf"
     conf.write_text("metadataServiceUri=zk+hierarchical://127.0.0.1:2181/ledgers\nauditorPeriodicCheckInterval=-5\n")
@@ -249,8 +289,15 @@ def test_run_needs_a_metadata_location(tmp_path: Path) -> None:
 
 
 def test_flag_errors_name_the_flag() -> None:
-    r = run_cli("run", "--metadata-service-uri", "zk+hierarchical://127.0.0.1:2181/ledgers", "--admin-bind", "x",
-                "--loop", "trio")
+    r = run_cli(
+        "run",
+        "--metadata-service-uri",
+        "zk+hierarchical://127.0.0.1:2181/ledgers",
+        "--admin-bind",
+        "x",
+        "--loop",
+        "trio",
+    )
     assert r.exit_code == 2
     line = one_error_line(r)
     assert "command line: --admin-bind: must be host:port" in line
@@ -265,4 +312,4 @@ def test_event_loop_choice() -> None:
 
     assert _run_with_loop(loop_module, loop="uvloop").startswith("uvloop")
     assert _run_with_loop(loop_module, loop="asyncio").startswith("asyncio")
-    assert _run_with_loop(lambda x: x + 1, 41) == 42   # plain functions are just called
+    assert _run_with_loop(lambda x: x + 1, 41) == 42  # plain functions are just called

@@ -1,6 +1,7 @@
 """Bad configuration through the real `bk-auditor` console script (a subprocess, as an operator runs it):
 exit code 2 and exactly one line on stderr naming the file, key, variable or option. Nothing here reaches
 ZooKeeper: every case fails while the settings are loaded."""
+
 from __future__ import annotations
 
 import os
@@ -17,8 +18,9 @@ URI = "zk+hierarchical://127.0.0.1:2181/ledgers"
 def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     full = {k: v for k, v in os.environ.items() if not k.upper().startswith("BKAUDIT_")}
     full.update(env or {})
-    return subprocess.run([str(BIN), *args], capture_output=True, text=True, env=full, timeout=60,
-                          stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [str(BIN), *args], capture_output=True, text=True, env=full, timeout=60, stdin=subprocess.DEVNULL
+    )
 
 
 def one_error_line(r: subprocess.CompletedProcess[str]) -> str:
@@ -36,8 +38,11 @@ FILES: list[tuple[str, bytes, str]] = [
     ("deep.yaml", b"a: " + b"[" * 3000 + b"]" * 3000 + b"\n", "nested deeper than 64 levels"),
     ("hugeint.yaml", b"max_concurrent_ledgers: " + b"9" * 5000 + b"\n", "unreadable value"),
     ("nul.yaml", b"log:\n  level: '\x00'\n", "not valid YAML (line 2)"),
-    ("election.yaml", b"metadata_service_uri: " + URI.encode() + b"\nelection:\n  path: /elsewhere\n",
-     "election.path: election path /elsewhere is outside"),
+    (
+        "election.yaml",
+        b"metadata_service_uri: " + URI.encode() + b"\nelection:\n  path: /elsewhere\n",
+        "election.path: election path /elsewhere is outside",
+    ),
 ]
 
 
@@ -53,38 +58,53 @@ def test_bad_config_file(tmp_path: Path, command: str, name: str, data: bytes, w
     assert str(path) in line and words in line, line
 
 
-@pytest.mark.parametrize("uri, words", [
-    ("zk+hierarchical://[::1/ledgers", "Invalid IPv6 URL"),
-    ("zk+hierarchical://h:99999/ledgers", "port 99999"),
-    ("zk+hierarchical://h:2181/led\tgers", "invalid character"),
-    ("zk+hierarchical://h:2181/ledgers/..", "relative part"),
-])
+@pytest.mark.parametrize(
+    "uri, words",
+    [
+        ("zk+hierarchical://[::1/ledgers", "Invalid IPv6 URL"),
+        ("zk+hierarchical://h:99999/ledgers", "port 99999"),
+        ("zk+hierarchical://h:2181/led\tgers", "invalid character"),
+        ("zk+hierarchical://h:2181/ledgers/..", "relative part"),
+    ],
+)
 def test_bad_uri_flag(uri: str, words: str) -> None:
     line = one_error_line(run("check", "--metadata-service-uri", uri))
     assert line.startswith("error: command line: --metadata-service-uri: ") and words in line, line
 
 
-@pytest.mark.parametrize("env, words", [
-    ({"BKAUDIT_METADATA_SERVICE_URI": "zk://[::1/l"}, "environment: BKAUDIT_METADATA_SERVICE_URI: "),
-    ({"BKAUDIT_METADATA_SERVICE_URI": URI, "BKAUDIT_ZOOKEEPER": '{"servers": ' + "[" * 5000 + "]" * 5000 + "}"},
-     "BKAUDIT_ZOOKEEPER: JSON nested too deeply"),
-    ({"BKAUDIT_METADATA_SERVICE_URI": URI, "BKAUDIT_SCHEDULE__WINDOWS": "[" * 5000 + "]" * 5000},
-     "BKAUDIT_SCHEDULE__WINDOWS"),
-    ({"BKAUDIT_METADATA_SERVICE_URI": URI, "BKAUDIT_MAX_CONCURRENT_LEDGERS": "9" * 5000},
-     "BKAUDIT_MAX_CONCURRENT_LEDGERS"),
-    ({"BKAUDIT_METADATA_SERVICE_URI": URI, "BKAUDIT_ADMIN__BIND": "127.0.0.1:\u0667\u0669"}, "BKAUDIT_ADMIN__BIND"),
-])
+@pytest.mark.parametrize(
+    "env, words",
+    [
+        ({"BKAUDIT_METADATA_SERVICE_URI": "zk://[::1/l"}, "environment: BKAUDIT_METADATA_SERVICE_URI: "),
+        (
+            {"BKAUDIT_METADATA_SERVICE_URI": URI, "BKAUDIT_ZOOKEEPER": '{"servers": ' + "[" * 5000 + "]" * 5000 + "}"},
+            "BKAUDIT_ZOOKEEPER: JSON nested too deeply",
+        ),
+        (
+            {"BKAUDIT_METADATA_SERVICE_URI": URI, "BKAUDIT_SCHEDULE__WINDOWS": "[" * 5000 + "]" * 5000},
+            "BKAUDIT_SCHEDULE__WINDOWS",
+        ),
+        (
+            {"BKAUDIT_METADATA_SERVICE_URI": URI, "BKAUDIT_MAX_CONCURRENT_LEDGERS": "9" * 5000},
+            "BKAUDIT_MAX_CONCURRENT_LEDGERS",
+        ),
+        ({"BKAUDIT_METADATA_SERVICE_URI": URI, "BKAUDIT_ADMIN__BIND": "127.0.0.1:\u0667\u0669"}, "BKAUDIT_ADMIN__BIND"),
+    ],
+)
 def test_bad_environment(env: dict[str, str], words: str) -> None:
     line = one_error_line(run("check", env=env))
     assert words in line, line
 
 
-@pytest.mark.parametrize("args, words", [
-    (["sweep", "--metadata-service-uri", URI, "--start", "9" * 5000], "is outside 0..2^63-1"),
-    (["sweep", "--metadata-service-uri", URI, "--end", "1:" + "9" * 30], "is outside 0..2^63-1"),
-    (["explain", "9" * 5000, "--admin", "127.0.0.1:1"], "is outside 0..2^63-1"),
-    (["findings", "--ledger", "\u0661", "--admin", "127.0.0.1:1"], "cannot parse ledger id"),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["sweep", "--metadata-service-uri", URI, "--start", "9" * 5000], "is outside 0..2^63-1"),
+        (["sweep", "--metadata-service-uri", URI, "--end", "1:" + "9" * 30], "is outside 0..2^63-1"),
+        (["explain", "9" * 5000, "--admin", "127.0.0.1:1"], "is outside 0..2^63-1"),
+        (["findings", "--ledger", "\u0661", "--admin", "127.0.0.1:1"], "cannot parse ledger id"),
+    ],
+)
 def test_bad_ledger_ids_on_the_command_line(args: list[str], words: str) -> None:
     line = one_error_line(run(*args))
     assert words in line and len(line) < 300, line

@@ -1,19 +1,29 @@
 """Settings: precedence (flags > env > file > defaults), Java key mapping, and error messages, with real
 files in tmp_path and real environment variables."""
+
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from auditor.config import (JAVA_KEYS, ConfigError, Settings, TimeWindow, java_key_table, load_settings,
-                            parse_bind, parse_properties)
+from auditor.config import (
+    JAVA_KEYS,
+    ConfigError,
+    Settings,
+    TimeWindow,
+    java_key_table,
+    load_settings,
+    parse_bind,
+    parse_properties,
+)
 
 
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     import os
+
     for key in list(os.environ):
         if key.upper().startswith("BKAUDIT_"):
             monkeypatch.delenv(key)
@@ -39,6 +49,7 @@ def file_problems(tmp_path: Path, name: str, text: str) -> tuple[Path, list[str]
 
 # ------------------------------------------------------------------------------------------ defaults
 
+
 def test_defaults_without_any_source() -> None:
     s = load_settings()
     assert s.metadata_service_uri is None and not s.has_metadata
@@ -60,9 +71,11 @@ def test_defaults_without_any_source() -> None:
 
 # ------------------------------------------------------------------------------------------ precedence
 
+
 def test_precedence_flags_over_env_over_file_over_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    f = write(tmp_path, "a.yaml", "schedule:\n  ledger_check_seconds: 100\n  scrutiny_seconds: 7\n"
-                                  "log:\n  level: warning\n")
+    f = write(
+        tmp_path, "a.yaml", "schedule:\n  ledger_check_seconds: 100\n  scrutiny_seconds: 7\nlog:\n  level: warning\n"
+    )
     s = load_settings(f)
     assert s.schedule.ledger_check_seconds == 100 and s.schedule.scrutiny_seconds == 7
     assert s.config_file == f
@@ -70,7 +83,7 @@ def test_precedence_flags_over_env_over_file_over_defaults(tmp_path: Path, monke
     monkeypatch.setenv("BKAUDIT_SCHEDULE__LEDGER_CHECK_SECONDS", "200")
     s = load_settings(f)
     assert s.schedule.ledger_check_seconds == 200
-    assert s.schedule.scrutiny_seconds == 7       # the file still supplies what env does not
+    assert s.schedule.scrutiny_seconds == 7  # the file still supplies what env does not
     assert s.log.level == "warning"
 
     s = load_settings(f, overrides={"schedule": {"ledger_check_seconds": 300}, "log": {"level": "debug"}})
@@ -137,14 +150,14 @@ prometheusStatsHttpPort=8000
 def test_java_properties_are_mapped_with_units(tmp_path: Path) -> None:
     s = load_settings(write(tmp_path, "bk_server.conf", BK_SERVER_CONF))
     assert s.metadata_service_uri == "zk+hierarchical://zk1:2181;zk2:2181/pulsar/ledgers"
-    assert s.zookeeper.session_timeout_seconds == 30.0            # ms -> s
+    assert s.zookeeper.session_timeout_seconds == 30.0  # ms -> s
     assert s.schedule.bookie_check_seconds == 3600
-    assert s.schedule.ledger_check_seconds == 0                    # Java 0 = disabled, ours too
-    assert s.schedule.scrutiny_seconds == 7200                     # non-zero of the two scrutiny keys
+    assert s.schedule.ledger_check_seconds == 0  # Java 0 = disabled, ours too
+    assert s.schedule.scrutiny_seconds == 7200  # non-zero of the two scrutiny keys
     assert s.ledger_check.verification_percentage == 10
     assert s.under_replication.grace_seconds == 600
     assert s.schedule.lost_bookie_delay_seconds == 120
-    assert s.bookie_client.timeout_seconds == 7                    # readEntryTimeoutSec beats readTimeout
+    assert s.bookie_client.timeout_seconds == 7  # readEntryTimeoutSec beats readTimeout
     assert s.bookie_client.connect_timeout_seconds == 2.5
     assert s.bookie_client.max_frame_bytes == 5253120
     assert s.max_concurrent_ledgers == 250
@@ -156,8 +169,14 @@ def test_java_properties_are_mapped_with_units(tmp_path: Path) -> None:
     assert p.enforce_strict_zoneaware_placement is False
     assert s.racks.source == "pulsar"
     # bookie-only keys are recognised and ignored (blank ones too), never an error
-    assert {"bookiePort", "journalDirectories", "ledgerDirectories", "statsProviderClass",
-            "prometheusStatsHttpPort", "dbStorage_writeCacheMaxSizeMb"} <= set(s.ignored_java_keys)
+    assert {
+        "bookiePort",
+        "journalDirectories",
+        "ledgerDirectories",
+        "statsProviderClass",
+        "prometheusStatsHttpPort",
+        "dbStorage_writeCacheMaxSizeMb",
+    } <= set(s.ignored_java_keys)
     assert "zkTimeout" not in s.ignored_java_keys
     # the metadata location and everything derived from it
     assert s.ledgers_root == "/pulsar/ledgers"
@@ -167,10 +186,12 @@ def test_java_properties_are_mapped_with_units(tmp_path: Path) -> None:
 
 
 def test_legacy_zk_servers_and_blank_uri(tmp_path: Path) -> None:
-    conf = ("metadataServiceUri=\nzkServers=zk1:2181,zk2:2181\nzkLedgersRootPath=/bk\n"
-            "ledgerManagerFactoryClass=org.apache.bookkeeper.meta.LongHierarchicalLedgerManagerFactory\n")
+    conf = (
+        "metadataServiceUri=\nzkServers=zk1:2181,zk2:2181\nzkLedgersRootPath=/bk\n"
+        "ledgerManagerFactoryClass=org.apache.bookkeeper.meta.LongHierarchicalLedgerManagerFactory\n"
+    )
     s = load_settings(write(tmp_path, "bookkeeper.conf", conf))
-    assert s.metadata_service_uri is None                       # blank = unset, as Java's isBlank
+    assert s.metadata_service_uri is None  # blank = unset, as Java's isBlank
     assert s.zookeeper.servers == "zk1:2181,zk2:2181"
     assert s.zookeeper.ledger_manager == "longhierarchical"
     assert s.has_metadata
@@ -181,39 +202,64 @@ def test_legacy_zk_servers_and_blank_uri(tmp_path: Path) -> None:
 
 
 def test_scrutiny_keys_both_zero_disable_and_both_set_take_the_more_frequent(tmp_path: Path) -> None:
-    off = load_settings(write(tmp_path, "a.conf", "auditorReplicasCheckInterval=0\n"
-                                                 "auditorPeriodicPlacementPolicyCheckInterval=0\n"))
+    off = load_settings(
+        write(tmp_path, "a.conf", "auditorReplicasCheckInterval=0\nauditorPeriodicPlacementPolicyCheckInterval=0\n")
+    )
     assert off.schedule.scrutiny_seconds == 0
-    both = load_settings(write(tmp_path, "b.conf", "auditorReplicasCheckInterval=86400\n"
-                                                  "auditorPeriodicPlacementPolicyCheckInterval=3600\n"))
+    both = load_settings(
+        write(
+            tmp_path, "b.conf", "auditorReplicasCheckInterval=86400\nauditorPeriodicPlacementPolicyCheckInterval=3600\n"
+        )
+    )
     assert both.schedule.scrutiny_seconds == 3600
 
 
 def test_rack_resolver_mapping(tmp_path: Path) -> None:
-    no_script = load_settings(write(tmp_path, "a.conf", "reppDnsResolverClass=org.apache.bookkeeper.net.ScriptBasedMapping\n"))
-    assert no_script.racks.source == "none"   # Java: no script -> every bookie in the default rack
+    no_script = load_settings(
+        write(tmp_path, "a.conf", "reppDnsResolverClass=org.apache.bookkeeper.net.ScriptBasedMapping\n")
+    )
+    assert no_script.racks.source == "none"  # Java: no script -> every bookie in the default rack
     script = write(tmp_path, "rack.sh", "#!/bin/sh\necho /r1\n")
-    with_script = load_settings(write(tmp_path, "b.conf", "reppDnsResolverClass=org.apache.bookkeeper.net.ScriptBasedMapping\n"
-                                                         f"networkTopologyScriptFileName={script}\n"
-                                                         "networkTopologyScriptNumberArgs=10\n"))
-    assert (with_script.racks.source, with_script.racks.script, with_script.racks.script_max_args) == \
-        ("script", script, 10)
-    pulsar = load_settings(write(tmp_path, "c.conf", "reppDnsResolverClass="
-                                 "org.apache.pulsar.bookie.rackawareness.BookieRackAffinityMapping\n"))
+    with_script = load_settings(
+        write(
+            tmp_path,
+            "b.conf",
+            "reppDnsResolverClass=org.apache.bookkeeper.net.ScriptBasedMapping\n"
+            f"networkTopologyScriptFileName={script}\n"
+            "networkTopologyScriptNumberArgs=10\n",
+        )
+    )
+    assert (with_script.racks.source, with_script.racks.script, with_script.racks.script_max_args) == (
+        "script",
+        script,
+        10,
+    )
+    pulsar = load_settings(
+        write(
+            tmp_path,
+            "c.conf",
+            "reppDnsResolverClass=org.apache.pulsar.bookie.rackawareness.BookieRackAffinityMapping\n",
+        )
+    )
     assert pulsar.racks.source == "pulsar"
 
 
 def test_placement_class_names(tmp_path: Path) -> None:
-    for cls, kind in [("org.apache.bookkeeper.client.RackawareEnsemblePlacementPolicy", "rackaware"),
-                      ("org.apache.pulsar.bookie.rackawareness.IsolatedBookieEnsemblePlacementPolicy", "rackaware"),
-                      ("org.apache.bookkeeper.client.RegionAwareEnsemblePlacementPolicy", "regionaware"),
-                      ("org.apache.bookkeeper.client.DefaultEnsemblePlacementPolicy", "default")]:
+    for cls, kind in [
+        ("org.apache.bookkeeper.client.RackawareEnsemblePlacementPolicy", "rackaware"),
+        ("org.apache.pulsar.bookie.rackawareness.IsolatedBookieEnsemblePlacementPolicy", "rackaware"),
+        ("org.apache.bookkeeper.client.RegionAwareEnsemblePlacementPolicy", "regionaware"),
+        ("org.apache.bookkeeper.client.DefaultEnsemblePlacementPolicy", "default"),
+    ]:
         s = load_settings(write(tmp_path, "p.conf", f"ensemblePlacementPolicy={cls}\n"))
         assert s.placement.policy == kind
 
 
 def test_yaml_mixes_java_and_our_names(tmp_path: Path) -> None:
-    f = write(tmp_path, "auditor.yaml", """
+    f = write(
+        tmp_path,
+        "auditor.yaml",
+        """
 metadataServiceUri: zk+hierarchical://127.0.0.1:2181/ledgers
 zkTimeout: 15000
 schedule:
@@ -227,7 +273,8 @@ racks:
 election:
   identity: auditor-0
 bookie_client.requests_per_second: 10
-""")
+""",
+    )
     s = load_settings(f)
     assert s.zookeeper.session_timeout_seconds == 15
     assert s.schedule.windows == ["22:00-02:00", "12:00-13:00"]
@@ -235,31 +282,54 @@ bookie_client.requests_per_second: 10
     assert s.election.identity == "auditor-0"
     assert s.bookie_client.requests_per_second == 10
     # 23:30 UTC is 00:30 in Berlin in winter: inside 22:00-02:00
-    assert s.schedule.in_window(datetime(2026, 1, 10, 23, 30, tzinfo=timezone.utc))
-    assert not s.schedule.in_window(datetime(2026, 1, 10, 8, 0, tzinfo=timezone.utc))
+    assert s.schedule.in_window(datetime(2026, 1, 10, 23, 30, tzinfo=UTC))
+    assert not s.schedule.in_window(datetime(2026, 1, 10, 8, 0, tzinfo=UTC))
 
 
 def test_java_election_is_opt_in(tmp_path: Path) -> None:
-    s = load_settings(overrides={"metadata_service_uri": "zk+hierarchical://127.0.0.1:2181/ledgers",
-                                 "election": {"join_java_election": True, "identity": "127.0.0.1:3181"}})
+    s = load_settings(
+        overrides={
+            "metadata_service_uri": "zk+hierarchical://127.0.0.1:2181/ledgers",
+            "election": {"join_java_election": True, "identity": "127.0.0.1:3181"},
+        }
+    )
     assert s.election_path == "/ledgers/underreplication/auditorelection"
     with pytest.raises(ConfigError) as exc:
         load_settings(write(tmp_path, "e.yaml", "election:\n  path: /ledgers/underreplication/auditorelection\n"))
-    assert problems(exc) == [f"config file {tmp_path / 'e.yaml'}: election.path: /ledgers/underreplication/"
-                             "auditorelection is the Java auditor's election; set "
-                             "election.join_java_election=true to take part in it on purpose"]
+    assert problems(exc) == [
+        f"config file {tmp_path / 'e.yaml'}: election.path: /ledgers/underreplication/"
+        "auditorelection is the Java auditor's election; set "
+        "election.join_java_election=true to take part in it on purpose"
+    ]
 
 
 def test_java_key_table_is_complete() -> None:
     names = {j for j, _, _ in java_key_table()}
-    required = {"metadataServiceUri", "zkServers", "zkLedgersRootPath", "zkTimeout", "auditorPeriodicCheckInterval",
-                "auditorPeriodicBookieCheckInterval", "auditorPeriodicPlacementPolicyCheckInterval",
-                "auditorReplicasCheckInterval", "auditorLedgerVerificationPercentage",
-                "underreplicatedLedgerRecoveryGracePeriod", "lostBookieRecoveryDelay", "readEntryTimeoutSec",
-                "nettyMaxFrameSizeBytes", "auditorMaxNumberOfConcurrentOpenLedgerOperations",
-                "ensemblePlacementPolicy", "minNumRacksPerWriteQuorum", "enforceMinNumRacksPerWriteQuorum",
-                "reppMinimumRegionsForDurability", "minNumZonesPerWriteQuorum", "desiredNumZonesPerWriteQuorum",
-                "enforceStrictZoneawarePlacement", "networkTopologyScriptFileName", "reppDnsResolverClass"}
+    required = {
+        "metadataServiceUri",
+        "zkServers",
+        "zkLedgersRootPath",
+        "zkTimeout",
+        "auditorPeriodicCheckInterval",
+        "auditorPeriodicBookieCheckInterval",
+        "auditorPeriodicPlacementPolicyCheckInterval",
+        "auditorReplicasCheckInterval",
+        "auditorLedgerVerificationPercentage",
+        "underreplicatedLedgerRecoveryGracePeriod",
+        "lostBookieRecoveryDelay",
+        "readEntryTimeoutSec",
+        "nettyMaxFrameSizeBytes",
+        "auditorMaxNumberOfConcurrentOpenLedgerOperations",
+        "ensemblePlacementPolicy",
+        "minNumRacksPerWriteQuorum",
+        "enforceMinNumRacksPerWriteQuorum",
+        "reppMinimumRegionsForDurability",
+        "minNumZonesPerWriteQuorum",
+        "desiredNumZonesPerWriteQuorum",
+        "enforceStrictZoneawarePlacement",
+        "networkTopologyScriptFileName",
+        "reppDnsResolverClass",
+    }
     assert required <= names
     # every mapping points at a real setting
     fields = Settings.model_fields
@@ -272,6 +342,7 @@ def test_java_key_table_is_complete() -> None:
 
 # ------------------------------------------------------------------------------------------ errors
 
+
 def test_error_names_the_java_key_and_the_file(tmp_path: Path) -> None:
     f = write(tmp_path, "x.yaml", "auditorPeriodicCheckInterval: -5\n")
     with pytest.raises(ConfigError) as exc:
@@ -280,24 +351,30 @@ def test_error_names_the_java_key_and_the_file(tmp_path: Path) -> None:
 
 
 def test_error_from_a_properties_file_keeps_the_written_value(tmp_path: Path) -> None:
-    f = write(tmp_path, "bk.conf", "zkTimeout=abc\nauditorLedgerVerificationPercentage=150\n"
-                                   "enforceStrictZoneawarePlacement=maybe\n")
+    f = write(
+        tmp_path,
+        "bk.conf",
+        "zkTimeout=abc\nauditorLedgerVerificationPercentage=150\nenforceStrictZoneawarePlacement=maybe\n",
+    )
     with pytest.raises(ConfigError) as exc:
         load_settings(f)
     assert problems(exc) == [f"config file {f}: zkTimeout: must be an integer (milliseconds), got 'abc'"]
     f2 = write(tmp_path, "bk2.conf", "auditorLedgerVerificationPercentage=150\nenforceStrictZoneawarePlacement=maybe\n")
     with pytest.raises(ConfigError) as exc:
         load_settings(f2)
-    assert sorted(problems(exc)) == sorted([
-        f"config file {f2}: auditorLedgerVerificationPercentage: must be <= 100, got 150",
-        f"config file {f2}: enforceStrictZoneawarePlacement: must be true or false, got 'maybe'",
-    ])
+    assert sorted(problems(exc)) == sorted(
+        [
+            f"config file {f2}: auditorLedgerVerificationPercentage: must be <= 100, got 150",
+            f"config file {f2}: enforceStrictZoneawarePlacement: must be true or false, got 'maybe'",
+        ]
+    )
 
 
 def test_unknown_key_is_an_error_with_a_suggestion(tmp_path: Path) -> None:
     f, found = file_problems(tmp_path, "a.conf", "auditorPeriodicChekInterval=5\nbookiePort=3181\n")
-    assert found == [f"config file {f}: auditorPeriodicChekInterval: unknown setting "
-                     "(did you mean auditorPeriodicCheckInterval?)"]
+    assert found == [
+        f"config file {f}: auditorPeriodicChekInterval: unknown setting (did you mean auditorPeriodicCheckInterval?)"
+    ]
     y, found = file_problems(tmp_path, "a.yaml", "schedule:\n  scrutiny: 5\n")
     assert found[0].startswith(f"config file {y}: schedule.scrutiny: unknown setting")
 
@@ -315,8 +392,10 @@ def test_env_and_flag_errors_name_their_source(monkeypatch: pytest.MonkeyPatch) 
     assert problems(exc) == ["environment: BKAUDIT_BOOKIE_CLIENT__TIMEOUT_SECONDS: must be > 0, got 0"]
     monkeypatch.delenv("BKAUDIT_BOOKIE_CLIENT__TIMEOUT_SECONDS")
     with pytest.raises(ConfigError) as exc:
-        load_settings(overrides={"admin": {"bind": "localhost"}, "log": {"format": "xml"}},
-                      option_names={"admin.bind": "--admin-bind", "log.format": "--log-format"})
+        load_settings(
+            overrides={"admin": {"bind": "localhost"}, "log": {"format": "xml"}},
+            option_names={"admin.bind": "--admin-bind", "log.format": "--log-format"},
+        )
     assert sorted(problems(exc)) == [
         "command line: --admin-bind: must be host:port (e.g. 127.0.0.1:7979 or [::1]:7979), got 'localhost'",
         "command line: --log-format: must be one of 'json' or 'console', got 'xml'",
@@ -337,7 +416,10 @@ def test_bad_files(tmp_path: Path) -> None:
 
 def test_cross_checks(tmp_path: Path) -> None:
     cert = write(tmp_path, "c.pem", "x")
-    f = write(tmp_path, "a.yaml", f"""
+    f = write(
+        tmp_path,
+        "a.yaml",
+        f"""
 metadataServiceUri: etcd://127.0.0.1:2379/ledgers
 admin:
   tls_cert: {cert}
@@ -348,12 +430,16 @@ racks:
   source: file
 schedule:
   windows: ["25:00-01:00"]
-""")
+""",
+    )
     with pytest.raises(ConfigError) as exc:
         load_settings(f)
     got = problems(exc)
     assert got == [f"config file {f}: schedule.windows: time window '25:00-01:00': 25:00 is not a time of day"]
-    f2 = write(tmp_path, "b.yaml", f"""
+    f2 = write(
+        tmp_path,
+        "b.yaml",
+        f"""
 metadataServiceUri: etcd://127.0.0.1:2379/ledgers
 admin:
   tls_cert: {cert}
@@ -362,30 +448,43 @@ placement:
   desired_zones_per_write_quorum: 2
 racks:
   source: file
-""")
+""",
+    )
     with pytest.raises(ConfigError) as exc:
         load_settings(f2)
     got = problems(exc)
     assert len(got) == 4, got
     assert got[0].startswith(f"config file {f2}: metadataServiceUri: ") and "not ZooKeeper" in got[0]
-    assert f"config file {f2}: placement.desired_zones_per_write_quorum: must be >= min_zones_per_write_quorum " \
-           "(3), got 2" in got
+    assert (
+        f"config file {f2}: placement.desired_zones_per_write_quorum: must be >= min_zones_per_write_quorum "
+        "(3), got 2" in got
+    )
     assert f"config file {f2}: racks.source: is 'file' but racks.file is not set" in got
     assert f"config file {f2}: admin.tls_cert: admin TLS needs both tls_cert and tls_key" in got
 
 
 # ------------------------------------------------------------------------------------------ helpers
 
+
 def test_properties_parser() -> None:
-    text = ("# comment\n! also a comment\n  key1 = value one  \nkey2:v2\nkey3 v3\n"
-            "long=a,\\\n    b,\\\n    c\nesc=tab\\there\\u0041\nempty=\nkey2=last wins\n")
-    assert parse_properties(text) == {"key1": "value one", "key2": "last wins", "key3": "v3", "long": "a,b,c",
-                                      "esc": "tab\thereA", "empty": ""}
+    text = (
+        "# comment\n! also a comment\n  key1 = value one  \nkey2:v2\nkey3 v3\n"
+        "long=a,\\\n    b,\\\n    c\nesc=tab\\there\\u0041\nempty=\nkey2=last wins\n"
+    )
+    assert parse_properties(text) == {
+        "key1": "value one",
+        "key2": "last wins",
+        "key3": "v3",
+        "long": "a,b,c",
+        "esc": "tab\thereA",
+        "empty": "",
+    }
 
 
 def test_time_windows() -> None:
     w = TimeWindow.parse("22:00-02:00")
     from datetime import time
+
     assert w.contains(time(23, 0)) and w.contains(time(1, 59)) and not w.contains(time(2, 0))
     assert TimeWindow.parse("01:00-05:00").contains(time(1, 0))
     assert TimeWindow.parse("00:00-24:00").contains(time(13, 0))
@@ -403,29 +502,35 @@ def test_parse_bind() -> None:
 
 # ------------------------------------------------------------------------------------------ hostile input (issue 10)
 
+
 def test_non_utf8_config_file_is_one_config_error(tmp_path: Path) -> None:
     for name in ("bad.conf", "bad.yaml"):
         p = tmp_path / name
         p.write_bytes(b"# ok\nmetadataServiceUri=zk://h:1/l\xff\n" if name.endswith(".conf") else b"a: 1\nb: \xfe\n")
         with pytest.raises(ConfigError) as exc:
             load_settings(p)
-        assert problems(exc) == [f"config file {p}: not UTF-8 text (byte {'0xff' if 'conf' in name else '0xfe'} "
-                                 "on line 2)"]
+        assert problems(exc) == [
+            f"config file {p}: not UTF-8 text (byte {'0xff' if 'conf' in name else '0xfe'} on line 2)"
+        ]
 
 
-@pytest.mark.parametrize("text", ["zkServers=h:1\nmetadataServiceUri=zk://h:1/l\\u12\n", "a\\u=1\n",
-                                  "zkServers=h:1\nx\\uZZZZ=1\n"])
+@pytest.mark.parametrize(
+    "text", ["zkServers=h:1\nmetadataServiceUri=zk://h:1/l\\u12\n", "a\\u=1\n", "zkServers=h:1\nx\\uZZZZ=1\n"]
+)
 def test_short_unicode_escape_in_properties_is_one_config_error(tmp_path: Path, text: str) -> None:
     p, (line,) = file_problems(tmp_path, "e.conf", text)
     assert line.startswith(f"config file {p}: line ") and "malformed \\uxxxx escape" in line, line
 
 
-@pytest.mark.parametrize("name, text, words", [
-    ("deep.yaml", "a: " + "[" * 3000 + "]" * 3000 + "\n", "not valid YAML: nested deeper than 64 levels"),
-    ("deep.json", '{"a": ' + "[" * 3000 + "]" * 3000 + "}", "nested deeper than 64 levels"),
-    ("big.yaml", "max_concurrent_ledgers: " + "9" * 5000 + "\n", "unreadable value"),
-    ("nul.yaml", "log:\n  level: '\x00'\n", "not valid YAML (line 2): character '\\x00' is not allowed"),
-])
+@pytest.mark.parametrize(
+    "name, text, words",
+    [
+        ("deep.yaml", "a: " + "[" * 3000 + "]" * 3000 + "\n", "not valid YAML: nested deeper than 64 levels"),
+        ("deep.json", '{"a": ' + "[" * 3000 + "]" * 3000 + "}", "nested deeper than 64 levels"),
+        ("big.yaml", "max_concurrent_ledgers: " + "9" * 5000 + "\n", "unreadable value"),
+        ("nul.yaml", "log:\n  level: '\x00'\n", "not valid YAML (line 2): character '\\x00' is not allowed"),
+    ],
+)
 def test_hostile_yaml_is_one_config_error(tmp_path: Path, name: str, text: str, words: str) -> None:
     p, (line,) = file_problems(tmp_path, name, text)
     assert line.startswith(f"config file {p}: ") and words in line and "\n" not in line, line
@@ -438,16 +543,26 @@ def test_deeply_nested_env_json_names_the_variable(monkeypatch: pytest.MonkeyPat
     assert problems(exc) == ["environment: BKAUDIT_ZOOKEEPER: JSON nested too deeply to be a setting"]
 
 
-@pytest.mark.parametrize("path", ["/elsewhere", "/ledgers", "/ledgers/bk-auditor", "/ledgers/underreplication/x",
-                                  "/other/bk-auditor/election"])
+@pytest.mark.parametrize(
+    "path",
+    ["/elsewhere", "/ledgers", "/ledgers/bk-auditor", "/ledgers/underreplication/x", "/other/bk-auditor/election"],
+)
 def test_election_path_outside_our_subtree_is_refused(path: str) -> None:
     with pytest.raises(ConfigError) as exc:
-        load_settings(overrides={"metadata_service_uri": "zk+hierarchical://h:2181/ledgers",
-                                 "election": {"path": path}}, option_names={"election.path": "--election-path"})
+        load_settings(
+            overrides={"metadata_service_uri": "zk+hierarchical://h:2181/ledgers", "election": {"path": path}},
+            option_names={"election.path": "--election-path"},
+        )
     (line,) = problems(exc)
-    assert line.startswith("command line: --election-path: election path") and "outside bk-auditor's own subtree" in line, line
-    ok = load_settings(overrides={"metadata_service_uri": "zk+hierarchical://h:2181/ledgers",
-                                  "election": {"path": "/ledgers/bk-auditor/e2"}})
+    assert (
+        line.startswith("command line: --election-path: election path") and "outside bk-auditor's own subtree" in line
+    ), line
+    ok = load_settings(
+        overrides={
+            "metadata_service_uri": "zk+hierarchical://h:2181/ledgers",
+            "election": {"path": "/ledgers/bk-auditor/e2"},
+        }
+    )
     assert ok.election_path == "/ledgers/bk-auditor/e2"
 
 
@@ -464,8 +579,9 @@ def test_time_window_digits_are_ascii() -> None:
 
 def test_malformed_uri_and_zk_timeout_are_config_errors(tmp_path: Path) -> None:
     p, found = file_problems(tmp_path, "u.conf", "metadataServiceUri=zk+hierarchical://[::1/ledgers\n")
-    assert found == [f"config file {p}: metadataServiceUri: metadata service uri "
-                     "'zk+hierarchical://[::1/ledgers': Invalid IPv6 URL"]
+    assert found == [
+        f"config file {p}: metadataServiceUri: metadata service uri 'zk+hierarchical://[::1/ledgers': Invalid IPv6 URL"
+    ]
     p, found = file_problems(tmp_path, "t.conf", "zkServers=h:2181\nzkTimeout=abc\n")
     assert found == [f"config file {p}: zkTimeout: must be an integer (milliseconds), got 'abc'"]
 

@@ -1,12 +1,19 @@
 """Quorum coverage: spec scenarios, Java-bug regressions, and a brute-force per-entry model."""
+
 from __future__ import annotations
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from auditor.durability.coverage import (ENTRY_CATEGORIES, UNKNOWN, Answer, analyze_coverage, copies_category,
-                                         recovery_negative_threshold)
+from auditor.durability.coverage import (
+    ENTRY_CATEGORIES,
+    UNKNOWN,
+    Answer,
+    analyze_coverage,
+    copies_category,
+    recovery_negative_threshold,
+)
 from auditor.durability.findings import Category
 from auditor.durability.ids import LedgerId
 from auditor.durability.model import LedgerMetadata, LedgerState, Segment
@@ -20,10 +27,18 @@ def ids_of(s: StripedSet) -> set[int]:
     return {e for a, b in s.iter_runs() for e in range(a, b + 1)}
 
 
-def ledger(e: int, wq: int, aq: int, last: int, segments: list[tuple[int, list[str]]],
-           state: LedgerState = LedgerState.CLOSED, lid: int = 1) -> LedgerMetadata:
-    return LedgerMetadata(LedgerId.of(lid), e, wq, aq, state, last, 0,
-                          tuple(Segment(f, tuple(ens)) for f, ens in segments))
+def ledger(
+    e: int,
+    wq: int,
+    aq: int,
+    last: int,
+    segments: list[tuple[int, list[str]]],
+    state: LedgerState = LedgerState.CLOSED,
+    lid: int = 1,
+) -> LedgerMetadata:
+    return LedgerMetadata(
+        LedgerId.of(lid), e, wq, aq, state, last, 0, tuple(Segment(f, tuple(ens)) for f, ens in segments)
+    )
 
 
 def healthy_answers(md: LedgerMetadata, end: int | None = None) -> dict[str, Answer]:
@@ -57,9 +72,13 @@ def test_healthy_ledger_is_clean() -> None:
 
 def test_empty_segments_vector_ledger_2_and_3() -> None:
     # bookie-protocol.md §8.5 (AuditorReplicasCheckTest.testReplicasCheckForLedgersWithEmptySegments)
-    contents: dict[str, Answer] = {"b0": RangeSet.from_ids([0, 2]), "b1": RangeSet.from_ids([0, 1]),
-                                   "b2": RangeSet.from_ids([0, 1, 2]), "b3": RangeSet.from_ids([1, 2]),
-                                   "b4": RangeSet()}
+    contents: dict[str, Answer] = {
+        "b0": RangeSet.from_ids([0, 2]),
+        "b1": RangeSet.from_ids([0, 1]),
+        "b2": RangeSet.from_ids([0, 1, 2]),
+        "b3": RangeSet.from_ids([1, 2]),
+        "b4": RangeSet(),
+    }
     l2 = ledger(4, 3, 2, 2, [(0, ["b0", "b1", "b2", "b3"]), (3, ["b1", "b2", "b3", "b4"])])
     cov2 = analyze_coverage(l2, contents)
     assert cov2.worst is None and cov2.is_clean
@@ -280,8 +299,16 @@ def ledgers_with_answers(draw: st.DrawFn) -> tuple[LedgerMetadata, dict[str, Ans
         start += draw(st.integers(0, 14))
     is_open = draw(st.booleans())
     last = offset + draw(st.integers(-1, 40))
-    md = LedgerMetadata(LedgerId.of(9), e_size, wq, aq, LedgerState.OPEN if is_open else LedgerState.CLOSED,
-                        -1 if is_open else last, 0, tuple(segments))
+    md = LedgerMetadata(
+        LedgerId.of(9),
+        e_size,
+        wq,
+        aq,
+        LedgerState.OPEN if is_open else LedgerState.CLOSED,
+        -1 if is_open else last,
+        0,
+        tuple(segments),
+    )
     end = last if is_open else None
     stop = last
     expected = expected_by_bookie(md, end)
@@ -319,8 +346,15 @@ def test_coverage_matches_brute_force(case: tuple[LedgerMetadata, dict[str, Answ
     assert ids_of(cov.truncation.possible) == want["tposs"]
     assert ids_of(cov.entries_with_unknown_copies) == want["unk"]
     # worst categories are those of the least copies; may-change iff the views disagree
-    assert cov.worst == (None if want["lmax"] is None else copies_category(want["lmax"], md.write_quorum,  # type: ignore[arg-type]
-                                                                           md.ack_quorum))
+    assert cov.worst == (
+        None
+        if want["lmax"] is None
+        else copies_category(
+            want["lmax"],
+            md.write_quorum,  # type: ignore[arg-type]
+            md.ack_quorum,
+        )
+    )
     # per-bookie gaps: expected minus answer, per segment
     expected = expected_by_bookie(md, end)
     missing: dict[str, set[int]] = {}

@@ -10,6 +10,7 @@
 * every metric name (and label) the rules and the dashboard use is checked against the exposition of a real
   `AuditorMetrics`; the config file the chart writes is loaded by the daemon's own `load_settings`.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -78,8 +79,12 @@ ALL_FEATURES: dict[str, Any] = {
     "config": {
         "metadata_service_uri": "zk+hierarchical://pulsar-zookeeper:2181/my-cluster/ledgers",
         # null removes the chart's default, so the Java key below is the only ledger-check interval
-        "schedule": {"scrutiny_seconds": 43200, "open_ledger_check_seconds": 0, "ledger_check_seconds": None,
-                     "windows": ["01:00-05:00"]},
+        "schedule": {
+            "scrutiny_seconds": 43200,
+            "open_ledger_check_seconds": 0,
+            "ledger_check_seconds": None,
+            "windows": ["01:00-05:00"],
+        },
         "bookie_client": {"requests_per_second": 20},
         "log": {"level": "debug", "format": "json"},
         "auditorPeriodicCheckInterval": 302400,  # a Java name, accepted by the daemon
@@ -95,21 +100,35 @@ ALL_FEATURES: dict[str, Any] = {
     "nodeSelector": {"kubernetes.io/os": "linux"},
     "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "pulsar", "effect": "NoSchedule"}],
     "antiAffinity": {"type": "requiredDuringSchedulingIgnoredDuringExecution"},
-    "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
-                                   "whenUnsatisfiable": "DoNotSchedule",
-                                   "labelSelector": {"matchLabels": {"app.kubernetes.io/name": "bk-auditor"}}}],
+    "topologySpreadConstraints": [
+        {
+            "maxSkew": 1,
+            "topologyKey": "kubernetes.io/hostname",
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"app.kubernetes.io/name": "bk-auditor"}},
+        }
+    ],
     "service": {"annotations": {"example.com/a": "b"}},
     "metricsService": {"annotations": {"prometheus.io/scrape": "false"}},
     "pdb": {"maxUnavailable": "50%"},
-    "podMonitor": {"labels": {"release": "kube-prometheus-stack"}, "interval": "30s", "scrapeTimeout": "20s",
-                   "metricRelabelings": [{"sourceLabels": ["__name__"], "regex": "python_gc_.*", "action": "drop"}],
-                   "relabelings": [{"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "node",
-                                    "action": "replace"}]},
-    "prometheusRule": {"labels": {"release": "kube-prometheus-stack"}, "alertLabels": {"team": "storage"},
-                       "selector": 'namespace="pulsar"', "interval": "1m",
-                       "runbookUrl": "https://docs.example/bk-auditor/deploy.md",
-                       "disabledAlerts": ["BkAuditorPausedTooLong"],
-                       "thresholds": {"noLeaderFor": "10m", "belowWriteQuorumFor": "2h", "checkStaleFactor": 3}},
+    "podMonitor": {
+        "labels": {"release": "kube-prometheus-stack"},
+        "interval": "30s",
+        "scrapeTimeout": "20s",
+        "metricRelabelings": [{"sourceLabels": ["__name__"], "regex": "python_gc_.*", "action": "drop"}],
+        "relabelings": [
+            {"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "node", "action": "replace"}
+        ],
+    },
+    "prometheusRule": {
+        "labels": {"release": "kube-prometheus-stack"},
+        "alertLabels": {"team": "storage"},
+        "selector": 'namespace="pulsar"',
+        "interval": "1m",
+        "runbookUrl": "https://docs.example/bk-auditor/deploy.md",
+        "disabledAlerts": ["BkAuditorPausedTooLong"],
+        "thresholds": {"noLeaderFor": "10m", "belowWriteQuorumFor": "2h", "checkStaleFactor": 3},
+    },
     "grafanaDashboard": {"enabled": True, "annotations": {"grafana_folder": "Pulsar"}},
 }
 MINIMAL: dict[str, Any] = {
@@ -133,11 +152,12 @@ SCENARIOS: dict[str, dict[str, Any]] = {
 }
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _render(name: str) -> tuple[dict[str, str], tuple[dict[str, Any], ...]]:
     out = render_manifests.render_chart(copy.deepcopy(SCENARIOS[name]), name="bk-auditor", namespace="pulsar")
-    docs = tuple(d for path, text in sorted(out.items()) if path.endswith(".yaml")
-                 for d in yaml.safe_load_all(text) if d)
+    docs = tuple(
+        d for path, text in sorted(out.items()) if path.endswith(".yaml") for d in yaml.safe_load_all(text) if d
+    )
     return out, docs
 
 
@@ -152,8 +172,13 @@ def one(docs: list[dict[str, Any]], kind: str, name: str | None = None) -> dict[
 
 
 def plain_docs() -> list[dict[str, Any]]:
-    return [d for p in sorted(PLAIN.glob("*.yaml")) if p.name != "kustomization.yaml"
-            for d in yaml.safe_load_all(p.read_text()) if d]
+    return [
+        d
+        for p in sorted(PLAIN.glob("*.yaml"))
+        if p.name != "kustomization.yaml"
+        for d in yaml.safe_load_all(p.read_text())
+        if d
+    ]
 
 
 # ------------------------------------------------------------------------------------------ CRD schemas
@@ -161,53 +186,129 @@ def plain_docs() -> list[dict[str, Any]]:
 # Kubernetes schemas. These strict schemas cover the fields we emit (names and types as in the operators'
 # CRDs); anything else is an error, like kubeconform -strict would report.
 
-DURATION = {"type": "string",
-            "pattern": r"^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$"}
+DURATION = {
+    "type": "string",
+    "pattern": r"^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$",
+}
 STRING_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
 LABEL_NAME = r"^[a-zA-Z_][a-zA-Z0-9_]*$"
-RELABELINGS = {"type": "array", "items": {
-    "type": "object", "additionalProperties": False,
-    "properties": {"sourceLabels": {"type": "array", "items": {"type": "string"}}, "separator": {"type": "string"},
-                   "targetLabel": {"type": "string"}, "regex": {"type": "string"}, "modulus": {"type": "integer"},
-                   "replacement": {"type": "string"},
-                   "action": {"enum": ["replace", "keep", "drop", "hashmod", "labelmap", "labeldrop", "labelkeep",
-                                       "lowercase", "uppercase", "keepequal", "dropequal"]}}}}
+RELABELINGS = {
+    "type": "array",
+    "items": {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "sourceLabels": {"type": "array", "items": {"type": "string"}},
+            "separator": {"type": "string"},
+            "targetLabel": {"type": "string"},
+            "regex": {"type": "string"},
+            "modulus": {"type": "integer"},
+            "replacement": {"type": "string"},
+            "action": {
+                "enum": [
+                    "replace",
+                    "keep",
+                    "drop",
+                    "hashmod",
+                    "labelmap",
+                    "labeldrop",
+                    "labelkeep",
+                    "lowercase",
+                    "uppercase",
+                    "keepequal",
+                    "dropequal",
+                ]
+            },
+        },
+    },
+}
 
 
 def _scrape_schema(api_version: str, kind: str, relabel_key: str, metric_relabel_key: str) -> dict[str, Any]:
-    endpoint = {"type": "object", "additionalProperties": False, "required": ["port"],
-                "properties": {"port": {"type": "string", "minLength": 1}, "path": {"type": "string", "pattern": "^/"},
-                               "interval": DURATION, "scrapeTimeout": DURATION,
-                               relabel_key: RELABELINGS, metric_relabel_key: RELABELINGS}}
-    return {"type": "object", "additionalProperties": False, "required": ["apiVersion", "kind", "metadata", "spec"],
-            "properties": {"apiVersion": {"const": api_version}, "kind": {"const": kind}, "metadata": {"type": "object"},
-                           "spec": {"type": "object", "additionalProperties": False,
-                                    "required": ["selector", "podMetricsEndpoints"],
-                                    "properties": {"jobLabel": {"type": "string"}, "selector": {"type": "object"},
-                                                   "podMetricsEndpoints": {"type": "array", "minItems": 1,
-                                                                           "items": endpoint}}}}}
+    endpoint = {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["port"],
+        "properties": {
+            "port": {"type": "string", "minLength": 1},
+            "path": {"type": "string", "pattern": "^/"},
+            "interval": DURATION,
+            "scrapeTimeout": DURATION,
+            relabel_key: RELABELINGS,
+            metric_relabel_key: RELABELINGS,
+        },
+    }
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["apiVersion", "kind", "metadata", "spec"],
+        "properties": {
+            "apiVersion": {"const": api_version},
+            "kind": {"const": kind},
+            "metadata": {"type": "object"},
+            "spec": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["selector", "podMetricsEndpoints"],
+                "properties": {
+                    "jobLabel": {"type": "string"},
+                    "selector": {"type": "object"},
+                    "podMetricsEndpoints": {"type": "array", "minItems": 1, "items": endpoint},
+                },
+            },
+        },
+    }
 
 
 def _rule_schema(api_version: str, kind: str) -> dict[str, Any]:
-    rule = {"type": "object", "additionalProperties": False, "required": ["expr"],
-            "properties": {"alert": {"type": "string", "minLength": 1}, "record": {"type": "string"},
-                           "expr": {"type": ["string", "integer"]}, "for": DURATION, "keep_firing_for": DURATION,
-                           "labels": {**STRING_MAP, "propertyNames": {"pattern": LABEL_NAME}},
-                           "annotations": {**STRING_MAP, "propertyNames": {"pattern": LABEL_NAME}}},
-            "oneOf": [{"required": ["alert"]}, {"required": ["record"]}]}
-    group = {"type": "object", "additionalProperties": False, "required": ["name", "rules"],
-             "properties": {"name": {"type": "string", "minLength": 1}, "interval": DURATION,
-                            "rules": {"type": "array", "items": rule}}}
-    return {"type": "object", "additionalProperties": False, "required": ["apiVersion", "kind", "metadata", "spec"],
-            "properties": {"apiVersion": {"const": api_version}, "kind": {"const": kind}, "metadata": {"type": "object"},
-                           "spec": {"type": "object", "additionalProperties": False, "required": ["groups"],
-                                    "properties": {"groups": {"type": "array", "minItems": 1, "items": group}}}}}
+    rule = {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["expr"],
+        "properties": {
+            "alert": {"type": "string", "minLength": 1},
+            "record": {"type": "string"},
+            "expr": {"type": ["string", "integer"]},
+            "for": DURATION,
+            "keep_firing_for": DURATION,
+            "labels": {**STRING_MAP, "propertyNames": {"pattern": LABEL_NAME}},
+            "annotations": {**STRING_MAP, "propertyNames": {"pattern": LABEL_NAME}},
+        },
+        "oneOf": [{"required": ["alert"]}, {"required": ["record"]}],
+    }
+    group = {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["name", "rules"],
+        "properties": {
+            "name": {"type": "string", "minLength": 1},
+            "interval": DURATION,
+            "rules": {"type": "array", "items": rule},
+        },
+    }
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["apiVersion", "kind", "metadata", "spec"],
+        "properties": {
+            "apiVersion": {"const": api_version},
+            "kind": {"const": kind},
+            "metadata": {"type": "object"},
+            "spec": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["groups"],
+                "properties": {"groups": {"type": "array", "minItems": 1, "items": group}},
+            },
+        },
+    }
 
 
 CRD_SCHEMAS = {
     "PodMonitor": _scrape_schema("monitoring.coreos.com/v1", "PodMonitor", "relabelings", "metricRelabelings"),
-    "VMPodScrape": _scrape_schema("operator.victoriametrics.com/v1beta1", "VMPodScrape", "relabelConfigs",
-                                  "metricRelabelConfigs"),
+    "VMPodScrape": _scrape_schema(
+        "operator.victoriametrics.com/v1beta1", "VMPodScrape", "relabelConfigs", "metricRelabelConfigs"
+    ),
     "PrometheusRule": _rule_schema("monitoring.coreos.com/v1", "PrometheusRule"),
     "VMRule": _rule_schema("operator.victoriametrics.com/v1beta1", "VMRule"),
 }
@@ -234,7 +335,7 @@ def check_api_server_rules(doc: dict[str, Any]) -> None:
         for k, v in labels.items():
             assert _QUALIFIED_NAME.match(k) and len(k.split("/")[0]) <= 253, f"label key {k!r}"
             assert isinstance(v, str) and _LABEL_VALUE.match(v), f"label {k}={v!r}"
-    for k in (meta.get("annotations") or {}):
+    for k in meta.get("annotations") or {}:
         assert _QUALIFIED_NAME.match(k), f"annotation key {k!r}"
 
 
@@ -243,18 +344,27 @@ def validate_object(doc: dict[str, Any], version: str) -> None:
     LabelSelector validation through Kubernetes' own schemas), plus the API server's name/label rules."""
     if doc["kind"] in CRD_KINDS:
         jsonschema.validate(doc, CRD_SCHEMAS[doc["kind"]])
-        kubernetes_validate.validate({"apiVersion": "v1", "kind": "ConfigMap", "metadata": doc["metadata"]},
-                                     version, strict=True)
+        kubernetes_validate.validate(
+            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": doc["metadata"]}, version, strict=True
+        )
         if "selector" in doc["spec"]:
-            kubernetes_validate.validate({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-                                          "metadata": {"name": "x"}, "spec": {"selector": doc["spec"]["selector"]}},
-                                         version, strict=True)
+            kubernetes_validate.validate(
+                {
+                    "apiVersion": "policy/v1",
+                    "kind": "PodDisruptionBudget",
+                    "metadata": {"name": "x"},
+                    "spec": {"selector": doc["spec"]["selector"]},
+                },
+                version,
+                strict=True,
+            )
     else:
         kubernetes_validate.validate(doc, version, strict=True)
     check_api_server_rules(doc)
 
 
 # ------------------------------------------------------------------------------------------ Helm: lint, schema
+
 
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
 def test_chart_lints_clean(scenario: str) -> None:
@@ -271,6 +381,7 @@ def test_chart_metadata() -> None:
     assert meta["apiVersion"] == "v2"
     assert meta["kubeVersion"] == ">=1.25.0-0"
     import auditor
+
     assert meta["appVersion"] == auditor.__version__
 
 
@@ -279,18 +390,21 @@ def test_values_schema_accepts_every_scenario(scenario: str) -> None:
     helm_python.Chart.load(str(CHART)).validate_schema(copy.deepcopy(SCENARIOS[scenario]))
 
 
-@pytest.mark.parametrize("bad, where", [
-    ({"probes": {"type": "http"}}, "/probes/type"),
-    ({"replicas": 2}, "replicas"),
-    ({"replicaCount": "two"}, "/replicaCount"),
-    ({"ports": {"admin": 70000}}, "/ports/admin"),
-    ({"prometheusRule": {"thresholds": {"noLeaderFor": "5 minutes"}}}, "/prometheusRule/thresholds/noLeaderFor"),
-    ({"prometheusRule": {"selector": '{namespace="x"}'}}, "/prometheusRule/selector"),
-    ({"prometheusRule": {"disabledAlerts": ["NoSuchAlert"]}}, "/prometheusRule/disabledAlerts"),
-    ({"antiAffinity": {"type": "sometimes"}}, "/antiAffinity/type"),
-    ({"pdb": {"maxUnavailable": "half"}}, "/pdb/maxUnavailable"),
-    ({"config": {"schedule": {"scrutiny_seconds": -1}}}, "/config/schedule/scrutiny_seconds"),
-])
+@pytest.mark.parametrize(
+    "bad, where",
+    [
+        ({"probes": {"type": "http"}}, "/probes/type"),
+        ({"replicas": 2}, "replicas"),
+        ({"replicaCount": "two"}, "/replicaCount"),
+        ({"ports": {"admin": 70000}}, "/ports/admin"),
+        ({"prometheusRule": {"thresholds": {"noLeaderFor": "5 minutes"}}}, "/prometheusRule/thresholds/noLeaderFor"),
+        ({"prometheusRule": {"selector": '{namespace="x"}'}}, "/prometheusRule/selector"),
+        ({"prometheusRule": {"disabledAlerts": ["NoSuchAlert"]}}, "/prometheusRule/disabledAlerts"),
+        ({"antiAffinity": {"type": "sometimes"}}, "/antiAffinity/type"),
+        ({"pdb": {"maxUnavailable": "half"}}, "/pdb/maxUnavailable"),
+        ({"config": {"schedule": {"scrutiny_seconds": -1}}}, "/config/schedule/scrutiny_seconds"),
+    ],
+)
 def test_values_schema_rejects(bad: dict[str, Any], where: str) -> None:
     chart = helm_python.Chart.load(str(CHART))
     with pytest.raises(helm_python.HelmValuesError) as err:
@@ -300,11 +414,14 @@ def test_values_schema_rejects(bad: dict[str, Any], where: str) -> None:
         chart.render(bad, name="bk-auditor")
 
 
-@pytest.mark.parametrize("bad, message", [
-    ({"config": {"admin": {"bind": "0.0.0.0:1234"}}}, "set ports.admin instead"),
-    ({"config": {"metrics": {"bind": "0.0.0.0:1234"}}}, "set ports.metrics instead"),
-    ({"config": {"admin": {"tls_cert": "/certs/tls.crt", "tls_key": "/certs/tls.key"}}}, "probes.type=exec"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ({"config": {"admin": {"bind": "0.0.0.0:1234"}}}, "set ports.admin instead"),
+        ({"config": {"metrics": {"bind": "0.0.0.0:1234"}}}, "set ports.metrics instead"),
+        ({"config": {"admin": {"tls_cert": "/certs/tls.crt", "tls_key": "/certs/tls.key"}}}, "probes.type=exec"),
+    ],
+)
 def test_render_refuses_inconsistent_config(bad: dict[str, Any], message: str) -> None:
     with pytest.raises(helm_python.HelmRenderError, match=re.escape(message)):
         helm_python.Chart.load(str(CHART)).render(bad, name="bk-auditor")
@@ -313,15 +430,43 @@ def test_render_refuses_inconsistent_config(bad: dict[str, Any], message: str) -
 # ------------------------------------------------------------------------------------------ Kubernetes schemas
 
 EXPECTED_KINDS = {
-    "default": {"ServiceAccount", "ConfigMap", "Service", "StatefulSet", "PodDisruptionBudget", "PodMonitor",
-                "PrometheusRule"},
-    "all-features": {"ServiceAccount", "ConfigMap", "Service", "StatefulSet", "PodDisruptionBudget", "PodMonitor",
-                     "PrometheusRule"},
+    "default": {
+        "ServiceAccount",
+        "ConfigMap",
+        "Service",
+        "StatefulSet",
+        "PodDisruptionBudget",
+        "PodMonitor",
+        "PrometheusRule",
+    },
+    "all-features": {
+        "ServiceAccount",
+        "ConfigMap",
+        "Service",
+        "StatefulSet",
+        "PodDisruptionBudget",
+        "PodMonitor",
+        "PrometheusRule",
+    },
     "minimal": {"ConfigMap", "Service", "StatefulSet"},
-    "exec-probes": {"ServiceAccount", "ConfigMap", "Service", "StatefulSet", "PodDisruptionBudget", "PodMonitor",
-                    "PrometheusRule"},
-    "victoria-metrics": {"ServiceAccount", "ConfigMap", "Service", "StatefulSet", "PodDisruptionBudget",
-                         "VMPodScrape", "VMRule"},
+    "exec-probes": {
+        "ServiceAccount",
+        "ConfigMap",
+        "Service",
+        "StatefulSet",
+        "PodDisruptionBudget",
+        "PodMonitor",
+        "PrometheusRule",
+    },
+    "victoria-metrics": {
+        "ServiceAccount",
+        "ConfigMap",
+        "Service",
+        "StatefulSet",
+        "PodDisruptionBudget",
+        "VMPodScrape",
+        "VMRule",
+    },
 }
 
 
@@ -334,8 +479,10 @@ def test_rendered_objects_validate_against_kubernetes(scenario: str) -> None:
             try:
                 validate_object(doc, version)
             except (kubernetes_validate.ValidationError, jsonschema.ValidationError) as exc:
-                pytest.fail(f"{scenario}: {doc['kind']}/{doc['metadata']['name']} invalid for k8s {version}: "
-                            f"{'.'.join(map(str, exc.path))}: {exc.message}")
+                pytest.fail(
+                    f"{scenario}: {doc['kind']}/{doc['metadata']['name']} invalid for k8s {version}: "
+                    f"{'.'.join(map(str, exc.path))}: {exc.message}"
+                )
 
 
 def test_validation_catches_mistakes() -> None:
@@ -375,6 +522,7 @@ def test_validation_catches_mistakes() -> None:
 
 
 # ------------------------------------------------------------------------------------------ plain manifests
+
 
 def test_plain_manifests_are_the_chart_rendered() -> None:
     stale = render_manifests.stale_files()
@@ -428,6 +576,7 @@ def test_plain_statefulset_matches_the_brief() -> None:
 
 
 # ------------------------------------------------------------------------------------------ policies
+
 
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
 def test_statefulset_policies(scenario: str) -> None:
@@ -489,8 +638,9 @@ def test_statefulset_policies(scenario: str) -> None:
     if values["replicaCount"] > 1:
         assert values["pdb"]["enabled"] and one(docs, "PodDisruptionBudget")
         assert "podAntiAffinity" in pod["affinity"] and pod["topologySpreadConstraints"]
-    assert ("checksum/config" in sts["spec"]["template"]["metadata"].get("annotations", {})) == \
-        values["restartPodsOnConfigMapChange"]
+    assert ("checksum/config" in sts["spec"]["template"]["metadata"].get("annotations", {})) == values[
+        "restartPodsOnConfigMapChange"
+    ]
 
 
 def test_all_features_values_reach_the_objects() -> None:
@@ -533,8 +683,10 @@ def test_all_features_values_reach_the_objects() -> None:
 
 def test_check_intervals_override_for_staleness_alerts() -> None:
     # null removes the chart's schedule defaults, as when the intervals come from Java keys or the environment
-    values = {"config": {"schedule": {"ledger_check_seconds": None, "scrutiny_seconds": None}},
-              "prometheusRule": {"checkIntervals": {"ledger": 0, "scrutiny": 600}}}
+    values = {
+        "config": {"schedule": {"ledger_check_seconds": None, "scrutiny_seconds": None}},
+        "prometheusRule": {"checkIntervals": {"ledger": 0, "scrutiny": 600}},
+    }
     out = render_manifests.render_chart(values)
     rule = yaml.safe_load(out["bk-auditor/templates/prometheusrule.yaml"])
     rules = rule["spec"]["groups"][0]["rules"]
@@ -546,12 +698,14 @@ def test_check_intervals_override_for_staleness_alerts() -> None:
 
 # ------------------------------------------------------------------------------------------ probes, for real
 
+
 async def _run(cmd: list[str]) -> int:
     """Run a probe command as the kubelet would (a child process), without blocking the server's loop."""
     exe = Path(sys.executable).parent / cmd[0]
     assert exe.is_file(), f"{cmd[0]} is not installed next to {sys.executable}"
-    proc = await asyncio.create_subprocess_exec(str(exe), *cmd[1:], stdout=asyncio.subprocess.DEVNULL,
-                                                stderr=asyncio.subprocess.PIPE)
+    proc = await asyncio.create_subprocess_exec(
+        str(exe), *cmd[1:], stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE
+    )
     _, err = await asyncio.wait_for(proc.communicate(), timeout=60)
     assert proc.returncode in (0, 1), err.decode()  # 2 would mean a usage or connection error
     return proc.returncode
@@ -601,6 +755,7 @@ async def test_probes_work_against_a_real_admin_server(monkeypatch: pytest.Monke
 
 # ------------------------------------------------------------------------------------------ config file
 
+
 @pytest.mark.parametrize("scenario", ["default", "all-features"])
 def test_configmap_is_a_valid_daemon_config(scenario: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The daemon's own loader reads the rendered config.yaml plus the environment the pod gets."""
@@ -635,6 +790,7 @@ def test_configmap_is_a_valid_daemon_config(scenario: str, tmp_path: Path, monke
 
 # ------------------------------------------------------------------------------------------ alert rules
 
+
 def alert_rules(scenario: str = "default") -> list[dict[str, Any]]:
     docs = rendered(scenario)
     rule = next(d for d in docs if d["kind"] in ("PrometheusRule", "VMRule"))
@@ -650,9 +806,16 @@ def write_rules_file(tmp_path: Path, scenario: str = "default") -> Path:
 
 
 REQUIRED_ALERTS = {
-    "BkAuditorEntryNoReplica", "BkAuditorEntryBelowAckQuorum", "BkAuditorEntryBelowWriteQuorum",
-    "BkAuditorTruncationRisk", "BkAuditorUnderReplicatedTooLong", "BkAuditorBookieUnreachable",
-    "BkAuditorNoLeader", "BkAuditorCheckStale", "BkAuditorRecheckQueueGrowing", "BkAuditorDigestMismatch",
+    "BkAuditorEntryNoReplica",
+    "BkAuditorEntryBelowAckQuorum",
+    "BkAuditorEntryBelowWriteQuorum",
+    "BkAuditorTruncationRisk",
+    "BkAuditorUnderReplicatedTooLong",
+    "BkAuditorBookieUnreachable",
+    "BkAuditorNoLeader",
+    "BkAuditorCheckStale",
+    "BkAuditorRecheckQueueGrowing",
+    "BkAuditorDigestMismatch",
     "BkAuditorTaskFailing",
 }
 
@@ -662,8 +825,12 @@ def test_required_alerts_exist_with_severities() -> None:
     names = {r["alert"] for r in rules}
     assert REQUIRED_ALERTS <= names
     severity = {r["alert"]: r["labels"]["severity"] for r in rules}
-    for name in ("BkAuditorEntryNoReplica", "BkAuditorEntryBelowAckQuorum", "BkAuditorTruncationRisk",
-                 "BkAuditorDigestMismatch"):
+    for name in (
+        "BkAuditorEntryNoReplica",
+        "BkAuditorEntryBelowAckQuorum",
+        "BkAuditorTruncationRisk",
+        "BkAuditorDigestMismatch",
+    ):
         assert severity[name] == "critical"
     for r in rules:
         assert r["labels"]["severity"] in ("critical", "warning", "info")
@@ -686,20 +853,29 @@ def test_promtool_check_rules(scenario: str, tmp_path: Path) -> None:
 def test_promtool_rejects_a_broken_rule(tmp_path: Path) -> None:
     """promtool really parses the expressions (so the passing check above means something)."""
     path = tmp_path / "broken.yaml"
-    path.write_text(yaml.safe_dump({"groups": [{"name": "x", "rules": [
-        {"alert": "Broken", "expr": "max by (namespace (bk_auditor_is_leader)"}]}]}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "groups": [
+                    {"name": "x", "rules": [{"alert": "Broken", "expr": "max by (namespace (bk_auditor_is_leader)"}]}
+                ]
+            }
+        )
+    )
     proc = subprocess.run([promtool(), "check", "rules", str(path)], capture_output=True, text=True)
     assert proc.returncode != 0
 
 
-def _annotations(rule: dict[str, Any], value: str, labels: dict[str, str],
-                 humanized: str | None = None) -> dict[str, str]:
+def _annotations(
+    rule: dict[str, Any], value: str, labels: dict[str, str], humanized: str | None = None
+) -> dict[str, str]:
     """The annotations Prometheus renders for `rule`, for the template constructs our rules use."""
     out = {}
     for k, text in rule["annotations"].items():
         ns = labels.get("namespace")
-        text = text.replace("{{ with $labels.namespace }} in namespace {{ . }}{{ end }}",
-                            f" in namespace {ns}" if ns else "")
+        text = text.replace(
+            "{{ with $labels.namespace }} in namespace {{ . }}{{ end }}", f" in namespace {ns}" if ns else ""
+        )
         for name in ("$value | humanizeDuration", "$value | humanizePercentage"):
             if "{{ " + name + " }}" in text:
                 assert humanized is not None, f"{rule['alert']}: give the humanized value"
@@ -712,8 +888,12 @@ def _annotations(rule: dict[str, Any], value: str, labels: dict[str, str],
 
 
 def _rule(rules: list[dict[str, Any]], alert: str, check: str | None = None) -> dict[str, Any]:
-    hits = [r for r in rules if r["alert"] == alert and (check is None or f'check="{check}"' in r["expr"]
-                                                         or r["labels"].get("check") == check)]
+    hits = [
+        r
+        for r in rules
+        if r["alert"] == alert
+        and (check is None or f'check="{check}"' in r["expr"] or r["labels"].get("check") == check)
+    ]
     assert len(hits) == 1, (alert, check, len(hits))
     return hits[0]
 
@@ -727,8 +907,13 @@ def test_promtool_unit_tests(tmp_path: Path) -> None:
     crit = {"namespace": "pulsar", "severity": "critical"}
     warn = {"namespace": "pulsar", "severity": "warning"}
 
-    def alert(rule: dict[str, Any], labels: dict[str, str], value: str, humanized: str | None = None,
-              extra: dict[str, str] | None = None) -> dict[str, Any]:
+    def alert(
+        rule: dict[str, Any],
+        labels: dict[str, str],
+        value: str,
+        humanized: str | None = None,
+        extra: dict[str, str] | None = None,
+    ) -> dict[str, Any]:
         all_labels = {**labels, **(extra or {})}
         return {"exp_labels": all_labels, "exp_annotations": _annotations(rule, value, all_labels, humanized)}
 
@@ -740,30 +925,42 @@ def test_promtool_unit_tests(tmp_path: Path) -> None:
     queue = _rule(rules, "BkAuditorRecheckQueueGrowing")
     errors = _rule(rules, "BkAuditorBookieRequestErrors")
     tests = [
-        {   # findings count only on the leader: the standby's stale value is ignored
+        {  # findings count only on the leader: the standby's stale value is ignored
             "name": "entry_no_replica pages from the leader's findings only",
             "interval": "1m",
             "input_series": [
                 {"series": f"bk_auditor_is_leader{{{leader}}}", "values": "1x90"},
                 {"series": f"bk_auditor_is_leader{{{standby}}}", "values": "0x90"},
-                {"series": f'bk_auditor_ledgers_with_findings{{{leader}, category="entry_no_replica"}}',
-                 "values": "0 0 0 3x87"},
-                {"series": f'bk_auditor_ledgers_with_findings{{{standby}, category="entry_no_replica"}}',
-                 "values": "5x90"},
-                {"series": f'bk_auditor_ledgers_with_findings{{{leader}, category="entry_below_write_quorum"}}',
-                 "values": "0 2x89"},
+                {
+                    "series": f'bk_auditor_ledgers_with_findings{{{leader}, category="entry_no_replica"}}',
+                    "values": "0 0 0 3x87",
+                },
+                {
+                    "series": f'bk_auditor_ledgers_with_findings{{{standby}, category="entry_no_replica"}}',
+                    "values": "5x90",
+                },
+                {
+                    "series": f'bk_auditor_ledgers_with_findings{{{leader}, category="entry_below_write_quorum"}}',
+                    "values": "0 2x89",
+                },
             ],
             "alert_rule_test": [
                 {"eval_time": "2m", "alertname": "BkAuditorEntryNoReplica", "exp_alerts": []},
-                {"eval_time": "4m", "alertname": "BkAuditorEntryNoReplica",
-                 "exp_alerts": [alert(no_replica, crit, "3")]},
+                {
+                    "eval_time": "4m",
+                    "alertname": "BkAuditorEntryNoReplica",
+                    "exp_alerts": [alert(no_replica, crit, "3")],
+                },
                 # below write quorum must last an hour
                 {"eval_time": "50m", "alertname": "BkAuditorEntryBelowWriteQuorum", "exp_alerts": []},
-                {"eval_time": "70m", "alertname": "BkAuditorEntryBelowWriteQuorum",
-                 "exp_alerts": [alert(below_wq, warn, "2")]},
+                {
+                    "eval_time": "70m",
+                    "alertname": "BkAuditorEntryBelowWriteQuorum",
+                    "exp_alerts": [alert(below_wq, warn, "2")],
+                },
             ],
         },
-        {   # both replicas standing by: after 5 minutes, no leader
+        {  # both replicas standing by: after 5 minutes, no leader
             "name": "no leader",
             "interval": "1m",
             "input_series": [
@@ -772,53 +969,78 @@ def test_promtool_unit_tests(tmp_path: Path) -> None:
             ],
             "alert_rule_test": [
                 {"eval_time": "5m", "alertname": "BkAuditorNoLeader", "exp_alerts": []},
-                {"eval_time": "9m", "alertname": "BkAuditorNoLeader",
-                 "exp_alerts": [alert(no_leader, warn, "0")]},
+                {"eval_time": "9m", "alertname": "BkAuditorNoLeader", "exp_alerts": [alert(no_leader, warn, "0")]},
             ],
         },
-        {   # nothing scraped at all also means no leader
+        {  # nothing scraped at all also means no leader
             "name": "no replica scraped",
             "interval": "1m",
             "input_series": [{"series": 'up{job="other"}', "values": "1x20"}],
             "alert_rule_test": [
-                {"eval_time": "9m", "alertname": "BkAuditorNoLeader",
-                 "exp_alerts": [alert(no_leader, {"severity": "warning"}, "1")]},
+                {
+                    "eval_time": "9m",
+                    "alertname": "BkAuditorNoLeader",
+                    "exp_alerts": [alert(no_leader, {"severity": "warning"}, "1")],
+                },
             ],
         },
-        {   # scrutiny (every 86400 s) last succeeded at t=1h: stale once older than 2 d (+10 m for)
+        {  # scrutiny (every 86400 s) last succeeded at t=1h: stale once older than 2 d (+10 m for)
             "name": "scrutiny stale",
             "interval": "1m",
             "input_series": [
                 {"series": f"bk_auditor_is_leader{{{leader}}}", "values": "1x3000"},
-                {"series": f'bk_auditor_check_last_success_timestamp_seconds{{{leader}, check="scrutiny"}}',
-                 "values": "_x60 3600x2940"},
-                {"series": f'bk_auditor_check_last_success_timestamp_seconds{{{leader}, check="open"}}',
-                 "values": "_x130 7800x2870"},
+                {
+                    "series": f'bk_auditor_check_last_success_timestamp_seconds{{{leader}, check="scrutiny"}}',
+                    "values": "_x60 3600x2940",
+                },
+                {
+                    "series": f'bk_auditor_check_last_success_timestamp_seconds{{{leader}, check="open"}}',
+                    "values": "_x130 7800x2870",
+                },
             ],
             "alert_rule_test": [
-                {"eval_time": "48h30m", "alertname": "BkAuditorCheckStale",
-                 "exp_alerts": [alert(_rule(rules, "BkAuditorCheckStale", "open"),
-                                      {**warn, "check": "open"}, "166800", humanized="1d 22h 20m 0s")]},
-                {"eval_time": "49h30m", "alertname": "BkAuditorCheckStale",
-                 "exp_alerts": [
-                     alert(stale, {**warn, "check": "scrutiny"}, "174600", humanized="2d 0h 30m 0s"),
-                     # open-ledger check (every 3600 s) last succeeded at 130 min: stale too
-                     alert(_rule(rules, "BkAuditorCheckStale", "open"),
-                           {**warn, "check": "open"}, "170400", humanized="1d 23h 20m 0s"),
-                 ]},
+                {
+                    "eval_time": "48h30m",
+                    "alertname": "BkAuditorCheckStale",
+                    "exp_alerts": [
+                        alert(
+                            _rule(rules, "BkAuditorCheckStale", "open"),
+                            {**warn, "check": "open"},
+                            "166800",
+                            humanized="1d 22h 20m 0s",
+                        )
+                    ],
+                },
+                {
+                    "eval_time": "49h30m",
+                    "alertname": "BkAuditorCheckStale",
+                    "exp_alerts": [
+                        alert(stale, {**warn, "check": "scrutiny"}, "174600", humanized="2d 0h 30m 0s"),
+                        # open-ledger check (every 3600 s) last succeeded at 130 min: stale too
+                        alert(
+                            _rule(rules, "BkAuditorCheckStale", "open"),
+                            {**warn, "check": "open"},
+                            "170400",
+                            humanized="1d 23h 20m 0s",
+                        ),
+                    ],
+                },
             ],
         },
-        {   # a leader whose open-ledger check (every 3600 s) never succeeds: after 2 h
+        {  # a leader whose open-ledger check (every 3600 s) never succeeds: after 2 h
             "name": "open-ledger check never succeeded",
             "interval": "1m",
             "input_series": [{"series": f"bk_auditor_is_leader{{{leader}}}", "values": "1x200"}],
             "alert_rule_test": [
                 {"eval_time": "110m", "alertname": "BkAuditorCheckNeverSucceeded", "exp_alerts": []},
-                {"eval_time": "130m", "alertname": "BkAuditorCheckNeverSucceeded",
-                 "exp_alerts": [alert(never, warn, "1", extra={"check": "open"})]},
+                {
+                    "eval_time": "130m",
+                    "alertname": "BkAuditorCheckNeverSucceeded",
+                    "exp_alerts": [alert(never, warn, "1", extra={"check": "open"})],
+                },
             ],
         },
-        {   # the leader's queue grows 5 per minute; the standby's (ignored) grows faster
+        {  # the leader's queue grows 5 per minute; the standby's (ignored) grows faster
             "name": "re-check queue growing",
             "interval": "1m",
             "input_series": [
@@ -829,35 +1051,49 @@ def test_promtool_unit_tests(tmp_path: Path) -> None:
             ],
             "alert_rule_test": [
                 {"eval_time": "60m", "alertname": "BkAuditorRecheckQueueGrowing", "exp_alerts": []},
-                {"eval_time": "120m", "alertname": "BkAuditorRecheckQueueGrowing",
-                 "exp_alerts": [alert(queue, warn, "600")]},
+                {
+                    "eval_time": "120m",
+                    "alertname": "BkAuditorRecheckQueueGrowing",
+                    "exp_alerts": [alert(queue, warn, "600")],
+                },
             ],
         },
-        {   # 80 % of requests to one bookie fail, 1 % to another
+        {  # 80 % of requests to one bookie fail, 1 % to another
             "name": "bookie request errors",
             "interval": "1m",
             "input_series": [
-                {"series": f'bk_auditor_bookie_requests_total{{{leader}, bookie="10.2.0.1:3181", operation="read_entry"}}',
-                 "values": "0+100x60"},
-                {"series": f'bk_auditor_bookie_request_errors_total{{{leader}, bookie="10.2.0.1:3181", operation="read_entry", error="timeout"}}',
-                 "values": "0+80x60"},
-                {"series": f'bk_auditor_bookie_requests_total{{{leader}, bookie="10.2.0.2:3181", operation="read_entry"}}',
-                 "values": "0+100x60"},
-                {"series": f'bk_auditor_bookie_request_errors_total{{{leader}, bookie="10.2.0.2:3181", operation="read_entry", error="timeout"}}',
-                 "values": "0+1x60"},
+                {
+                    "series": f'bk_auditor_bookie_requests_total{{{leader}, bookie="10.2.0.1:3181", operation="read_entry"}}',
+                    "values": "0+100x60",
+                },
+                {
+                    "series": f'bk_auditor_bookie_request_errors_total{{{leader}, bookie="10.2.0.1:3181", operation="read_entry", error="timeout"}}',
+                    "values": "0+80x60",
+                },
+                {
+                    "series": f'bk_auditor_bookie_requests_total{{{leader}, bookie="10.2.0.2:3181", operation="read_entry"}}',
+                    "values": "0+100x60",
+                },
+                {
+                    "series": f'bk_auditor_bookie_request_errors_total{{{leader}, bookie="10.2.0.2:3181", operation="read_entry", error="timeout"}}',
+                    "values": "0+1x60",
+                },
             ],
             "alert_rule_test": [
                 {"eval_time": "10m", "alertname": "BkAuditorBookieRequestErrors", "exp_alerts": []},
-                {"eval_time": "40m", "alertname": "BkAuditorBookieRequestErrors",
-                 "exp_alerts": [alert(errors, {**warn, "bookie": "10.2.0.1:3181"}, "0.8", humanized="80%")]},
+                {
+                    "eval_time": "40m",
+                    "alertname": "BkAuditorBookieRequestErrors",
+                    "exp_alerts": [alert(errors, {**warn, "bookie": "10.2.0.1:3181"}, "0.8", humanized="80%")],
+                },
             ],
         },
     ]
     test_file = tmp_path / "rules_test.yaml"
-    test_file.write_text(yaml.safe_dump({"rule_files": [rules_path.name], "evaluation_interval": "1m",
-                                         "tests": tests}, sort_keys=False))
-    proc = subprocess.run([promtool(), "test", "rules", test_file.name], capture_output=True, text=True,
-                          cwd=tmp_path)
+    test_file.write_text(
+        yaml.safe_dump({"rule_files": [rules_path.name], "evaluation_interval": "1m", "tests": tests}, sort_keys=False)
+    )
+    proc = subprocess.run([promtool(), "test", "rules", test_file.name], capture_output=True, text=True, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "SUCCESS" in proc.stdout + proc.stderr
 
@@ -866,21 +1102,35 @@ def test_promtool_unit_test_can_fail(tmp_path: Path) -> None:
     """The same machinery reports a wrong expectation (here: expecting a page from the standby's value)."""
     rules_path = write_rules_file(tmp_path)
     standby = 'namespace="pulsar", instance="10.1.0.2:8000", pod="bk-auditor-1"'
-    tests = [{"interval": "1m", "input_series": [
-        {"series": f"bk_auditor_is_leader{{{standby}}}", "values": "0x10"},
-        {"series": f'bk_auditor_ledgers_with_findings{{{standby}, category="entry_no_replica"}}', "values": "5x10"}],
-        "alert_rule_test": [{"eval_time": "5m", "alertname": "BkAuditorEntryNoReplica",
-                             "exp_alerts": [{"exp_labels": {"namespace": "pulsar", "severity": "critical"}}]}]}]
+    tests = [
+        {
+            "interval": "1m",
+            "input_series": [
+                {"series": f"bk_auditor_is_leader{{{standby}}}", "values": "0x10"},
+                {
+                    "series": f'bk_auditor_ledgers_with_findings{{{standby}, category="entry_no_replica"}}',
+                    "values": "5x10",
+                },
+            ],
+            "alert_rule_test": [
+                {
+                    "eval_time": "5m",
+                    "alertname": "BkAuditorEntryNoReplica",
+                    "exp_alerts": [{"exp_labels": {"namespace": "pulsar", "severity": "critical"}}],
+                }
+            ],
+        }
+    ]
     test_file = tmp_path / "rules_test.yaml"
     test_file.write_text(yaml.safe_dump({"rule_files": [rules_path.name], "tests": tests}))
-    proc = subprocess.run([promtool(), "test", "rules", test_file.name], capture_output=True, text=True,
-                          cwd=tmp_path)
+    proc = subprocess.run([promtool(), "test", "rules", test_file.name], capture_output=True, text=True, cwd=tmp_path)
     assert proc.returncode != 0
 
 
 # ------------------------------------------------------------------------------------------ metric names
 
-@functools.lru_cache(maxsize=None)
+
+@functools.cache
 def exposed() -> dict[str, frozenset[str]]:
     """Sample name -> label names, from the exposition of a real AuditorMetrics with every series present."""
     m = AuditorMetrics(CollectorRegistry(), checks=["bookies", "ledger", "scrutiny", "open"])
@@ -888,8 +1138,9 @@ def exposed() -> dict[str, frozenset[str]]:
     m.set_leader(True)
     m.set_leader(False)
     m.set_paused(False)
-    m.observe_run(RunSummary(check="scrutiny", started=1.0, finished=2.0, ok=True, ledgers=3,
-                             findings={"entry_no_replica": 1}))
+    m.observe_run(
+        RunSummary(check="scrutiny", started=1.0, finished=2.0, ok=True, ledgers=3, findings={"entry_no_replica": 1})
+    )
     m.check_skipped_run("scrutiny", "paused")
     m.ledger_checked("scrutiny")
     m.bookie_request("10.2.0.1:3181", "read_entry", error="timeout")
@@ -941,7 +1192,7 @@ def check_promql(expr: str, where: str) -> set[str]:
     return names
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def documented_checks() -> frozenset[str]:
     """The check (task) names docs/metrics.md gives for the `check` label."""
     text = (ROOT / "docs" / "metrics.md").read_text()
@@ -956,10 +1207,16 @@ def test_rule_metric_names_exist(scenario: str) -> None:
     for r in alert_rules(scenario):
         used |= check_promql(r["expr"], r["alert"])
     # the rules read the findings, leader, checks, bookies, under-replication and queue metrics
-    assert {"bk_auditor_ledgers_with_findings", "bk_auditor_is_leader",
-            "bk_auditor_check_last_success_timestamp_seconds", "bk_auditor_bookie_request_errors_total",
-            "bk_auditor_bookie_requests_total", "bk_auditor_underreplicated_past_grace_ledgers",
-            "bk_auditor_recheck_queue_depth", "bk_auditor_lost_bookies"} <= used
+    assert {
+        "bk_auditor_ledgers_with_findings",
+        "bk_auditor_is_leader",
+        "bk_auditor_check_last_success_timestamp_seconds",
+        "bk_auditor_bookie_request_errors_total",
+        "bk_auditor_bookie_requests_total",
+        "bk_auditor_underreplicated_past_grace_ledgers",
+        "bk_auditor_recheck_queue_depth",
+        "bk_auditor_lost_bookies",
+    } <= used
     assert ("bk_auditor_paused" in used) == (scenario == "default")  # all-features disables that alert
 
 
@@ -974,6 +1231,7 @@ def test_name_check_catches_an_invented_metric() -> None:
 
 # ------------------------------------------------------------------------------------------ dashboard
 
+
 def dashboard_queries() -> list[tuple[str, str]]:
     dash = json.loads(DASHBOARD.read_text())
     out = []
@@ -987,8 +1245,12 @@ def dashboard_queries() -> list[tuple[str, str]]:
 
 
 def _grafana_to_promql(expr: str) -> str:
-    return (expr.replace("$__rate_interval", "5m").replace("$__interval", "1m").replace("$__range", "1d")
-            .replace("$namespace", ".*"))
+    return (
+        expr.replace("$__rate_interval", "5m")
+        .replace("$__interval", "1m")
+        .replace("$__range", "1d")
+        .replace("$namespace", ".*")
+    )
 
 
 def test_dashboard_structure() -> None:
@@ -999,8 +1261,16 @@ def test_dashboard_structure() -> None:
     names = {v["name"] for v in dash["templating"]["list"]}
     assert {"datasource", "namespace"} <= names
     titles = " | ".join(p["title"] for p in dash["panels"]).lower()
-    for topic in ("findings", "last success", "run time", "leader", "re-check queue", "bookie request errors",
-                  "under-replicated", "oldest"):
+    for topic in (
+        "findings",
+        "last success",
+        "run time",
+        "leader",
+        "re-check queue",
+        "bookie request errors",
+        "under-replicated",
+        "oldest",
+    ):
         assert topic in titles, topic
     for p in dash["panels"]:
         g = p["gridPos"]
@@ -1017,17 +1287,26 @@ def test_dashboard_metric_names_exist() -> None:
             assert name in exposed(), title
             continue
         used |= check_promql(_grafana_to_promql(expr), title)
-    for must in ("bk_auditor_ledgers_with_findings", "bk_auditor_check_last_success_timestamp_seconds",
-                 "bk_auditor_check_duration_seconds_sum", "bk_auditor_is_leader", "bk_auditor_recheck_queue_depth",
-                 "bk_auditor_bookie_request_errors_total", "bk_auditor_underreplicated_ledgers",
-                 "bk_auditor_underreplicated_oldest_marker_age_seconds"):
+    for must in (
+        "bk_auditor_ledgers_with_findings",
+        "bk_auditor_check_last_success_timestamp_seconds",
+        "bk_auditor_check_duration_seconds_sum",
+        "bk_auditor_is_leader",
+        "bk_auditor_recheck_queue_depth",
+        "bk_auditor_bookie_request_errors_total",
+        "bk_auditor_underreplicated_ledgers",
+        "bk_auditor_underreplicated_oldest_marker_age_seconds",
+    ):
         assert must in used, must
 
 
 def test_dashboard_queries_parse(tmp_path: Path) -> None:
     """promtool parses every dashboard query (as a recording rule)."""
-    rules = [{"record": f"dashboard:query_{i}", "expr": _grafana_to_promql(expr)}
-             for i, (title, expr) in enumerate(dashboard_queries()) if not expr.startswith("label_values(")]
+    rules = [
+        {"record": f"dashboard:query_{i}", "expr": _grafana_to_promql(expr)}
+        for i, (title, expr) in enumerate(dashboard_queries())
+        if not expr.startswith("label_values(")
+    ]
     path = tmp_path / "dashboard-rules.yaml"
     path.write_text(yaml.safe_dump({"groups": [{"name": "dashboard", "rules": rules}]}))
     proc = subprocess.run([promtool(), "check", "rules", str(path)], capture_output=True, text=True)
@@ -1036,6 +1315,7 @@ def test_dashboard_queries_parse(tmp_path: Path) -> None:
 
 
 # ------------------------------------------------------------------------------------------ Dockerfile, docs
+
 
 def test_dockerfile() -> None:
     """Docker cannot run here; check what the image promises against the manifests and the repository."""

@@ -1,5 +1,6 @@
 """The GET_LIST_OF_ENTRIES_OF_LEDGER availability codec: spec vectors (bookie-protocol.md §4.5, §8.3),
 strict validation, and properties against plain Python sets."""
+
 from __future__ import annotations
 
 import struct
@@ -44,17 +45,27 @@ SPEC_4_5 = [
     ([1, 2, 4, 5, 7, 8], [(1, 1, 2, 0), (4, 4, 2, 0), (7, 7, 2, 0)], 136, 6),
     ([], [], 64, 0),
     ([0], [(0, 0, 1, 0)], 88, 1),
-    ([1, 2, 3, 5, 6, 11, 12, 13, 14, 15, 16, 17, 100, 1000, 1001, 10000, 20000, 20001],
-     [(1, 1, 3, 0), (5, 5, 2, 0), (11, 11, 7, 0), (100, 100, 1, 0), (1000, 1000, 2, 0),
-      (10000, 10000, 1, 0), (20000, 20000, 2, 0)], 232, 18),
+    (
+        [1, 2, 3, 5, 6, 11, 12, 13, 14, 15, 16, 17, 100, 1000, 1001, 10000, 20000, 20001],
+        [
+            (1, 1, 3, 0),
+            (5, 5, 2, 0),
+            (11, 11, 7, 0),
+            (100, 100, 1, 0),
+            (1000, 1000, 2, 0),
+            (10000, 10000, 1, 0),
+            (20000, 20000, 2, 0),
+        ],
+        232,
+        18,
+    ),
     ([1, 1, 5, 5], [(1, 1, 1, 0), (5, 5, 1, 0)], 112, 2),
     ([1, 1, 2, 4, 5, 8, 9, 9, 9, 9, 9], [(1, 1, 2, 0), (4, 4, 2, 0), (8, 8, 2, 0)], 136, 6),
 ]
 
 
 @pytest.mark.parametrize("ids,groups,length,total", SPEC_4_5)
-def test_spec_worked_examples(ids: list[int], groups: list[tuple[int, int, int, int]], length: int,
-                              total: int) -> None:
+def test_spec_worked_examples(ids: list[int], groups: list[tuple[int, int, int, int]], length: int, total: int) -> None:
     data = encode_entry_ids(ids)
     assert len(data) == length
     assert data == header(len(groups)) + b"".join(rec(*g) for g in groups)
@@ -104,8 +115,9 @@ UNAVAILABLE = [
 
 
 @pytest.mark.parametrize("available,expected,span,unavailable", UNAVAILABLE)
-def test_spec_unavailable_entries(available: list[int], expected: list[int], span: list[int],
-                                  unavailable: list[int]) -> None:
+def test_spec_unavailable_entries(
+    available: list[int], expected: list[int], span: list[int], unavailable: list[int]
+) -> None:
     el = decode(encode_entry_ids(available))
     want = RangeSet.from_ids(expected).clip(*span)
     assert list(el.missing(want)) == unavailable
@@ -113,11 +125,21 @@ def test_spec_unavailable_entries(available: list[int], expected: list[int], spa
 
 def test_spec_8_3_four_groups_bytes() -> None:
     expected = bytes.fromhex(
-        "00000000" "00000004" + "00" * 56
-        + "0000000000000001" "0000000000000001" "00000002" "00000000"
-        + "0000000000000004" "0000000000000004" "00000002" "00000000"
-        + "0000000000000007" "0000000000000007" "00000002" "00000000"
-        + "000000000000000a" "000000000000000a" "00000002" "00000000")
+        "00000000"
+        "00000004" + "00" * 56 + "0000000000000001"
+        "0000000000000001"
+        "00000002"
+        "00000000" + "0000000000000004"
+        "0000000000000004"
+        "00000002"
+        "00000000" + "0000000000000007"
+        "0000000000000007"
+        "00000002"
+        "00000000" + "000000000000000a"
+        "000000000000000a"
+        "00000002"
+        "00000000"
+    )
     assert len(expected) == 160
     assert encode_entry_ids([1, 2, 4, 5, 7, 8, 10, 11]) == expected
     assert encode_entry_ids([]) == bytes(64)
@@ -268,8 +290,7 @@ def periodic_lists(draw: st.DrawFn) -> list[tuple[int, int, int, int]]:
 
 @settings(max_examples=300, deadline=None)
 @given(periodic_lists(), st.lists(st.integers(0, 200), max_size=40))
-def test_periodic_groups_agree_with_expansion(records: list[tuple[int, int, int, int]],
-                                              probes: list[int]) -> None:
+def test_periodic_groups_agree_with_expansion(records: list[tuple[int, int, int, int]], probes: list[int]) -> None:
     plain: set[int] = set()
     for first, last, size, period in records:
         starts = [first] if period == 0 else range(first, last + 1, period)
@@ -323,8 +344,9 @@ def test_real_bookie_lists_keep_their_runs_past_the_end() -> None:
 
 @given(periodic_lists(), st.integers(0, 80), st.integers(-1, 80))
 @settings(max_examples=300, deadline=None)
-def test_windowed_conversion_is_the_plain_set_within_the_window(records: list[tuple[int, int, int, int]],
-                                                                 first: int, last: int) -> None:
+def test_windowed_conversion_is_the_plain_set_within_the_window(
+    records: list[tuple[int, int, int, int]], first: int, last: int
+) -> None:
     el = EntryList(records)
     plain = {e for e in el if first <= e <= last}
     assert set(el.to_rangeset(first, last)) == plain

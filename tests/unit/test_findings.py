@@ -1,4 +1,5 @@
 """Findings: vocabulary, severities, log rendering, de-duplication, summaries, Pulsar context."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -6,27 +7,51 @@ import json
 
 import pytest
 
-from auditor.durability.findings import (SEVERITY_OF, Category, Finding, FindingSummary, Method, Severity,
-                                         pulsar_context, summarize, topic_of_managed_ledger)
+from auditor.durability.findings import (
+    SEVERITY_OF,
+    Category,
+    Finding,
+    FindingSummary,
+    Method,
+    Severity,
+    pulsar_context,
+    summarize,
+    topic_of_managed_ledger,
+)
 from auditor.durability.ids import LedgerId
 from auditor.durability.model import LedgerMetadata, LedgerState, Segment
 from auditor.durability.ranges import RangeSet
 from auditor.durability.schedule import StripedSet
 
-PULSAR_DATA = {"application": b"pulsar", "component": b"managed-ledger",
-               "pulsar/managed-ledger": b"public/default/persistent/orders"}
+PULSAR_DATA = {
+    "application": b"pulsar",
+    "component": b"managed-ledger",
+    "pulsar/managed-ledger": b"public/default/persistent/orders",
+}
 
 
 def md(custom: dict[str, bytes] | None = None, lid: LedgerId = LedgerId.of(42)) -> LedgerMetadata:
-    return LedgerMetadata(lid, 3, 2, 2, LedgerState.CLOSED, 99, 0, (Segment(0, ("a", "b", "c")),),
-                          custom_metadata=custom or {})
+    return LedgerMetadata(
+        lid, 3, 2, 2, LedgerState.CLOSED, 99, 0, (Segment(0, ("a", "b", "c")),), custom_metadata=custom or {}
+    )
 
 
 def test_vocabulary_is_stable() -> None:
     assert {c.value for c in Category} == {
-        "entry_no_replica", "entry_below_ack_quorum", "entry_below_write_quorum", "placement_violation",
-        "placement_soft", "underreplicated_too_long", "bookie_unreachable", "bookie_reincarnated",
-        "digest_mismatch", "truncation_risk", "risky_quorum", "metadata_unreadable", "overreplicated"}
+        "entry_no_replica",
+        "entry_below_ack_quorum",
+        "entry_below_write_quorum",
+        "placement_violation",
+        "placement_soft",
+        "underreplicated_too_long",
+        "bookie_unreachable",
+        "bookie_reincarnated",
+        "digest_mismatch",
+        "truncation_risk",
+        "risky_quorum",
+        "metadata_unreadable",
+        "overreplicated",
+    }
     assert set(SEVERITY_OF) == set(Category)
     assert SEVERITY_OF[Category.ENTRY_NO_REPLICA] is Severity.CRITICAL
     assert SEVERITY_OF[Category.TRUNCATION_RISK] is Severity.CRITICAL
@@ -37,9 +62,19 @@ def test_vocabulary_is_stable() -> None:
 
 def test_finding_of_fills_ledger_state_severity_and_affected() -> None:
     affected = StripedSet.striped(0, 99, 5, [0, 1])
-    f = Finding.of(Category.ENTRY_BELOW_WRITE_QUORUM, "msg", metadata=md(PULSAR_DATA), affected=affected,
-                   text_limit=2, segment_index=0, first_entry_id=0, last_entry_id=99, ensemble=["a", "b", "c"],
-                   unknown_bookies=["c", "b", "c"], detail={"least_copies": 1})
+    f = Finding.of(
+        Category.ENTRY_BELOW_WRITE_QUORUM,
+        "msg",
+        metadata=md(PULSAR_DATA),
+        affected=affected,
+        text_limit=2,
+        segment_index=0,
+        first_entry_id=0,
+        last_entry_id=99,
+        ensemble=["a", "b", "c"],
+        unknown_bookies=["c", "b", "c"],
+        detail={"least_copies": 1},
+    )
     assert f.ledger == LedgerId.of(42) and f.ledger_state is LedgerState.CLOSED
     assert f.severity is Severity.MINOR and f.method == "entry-list" and not f.confirmed
     assert f.affected_count == 40 and f.affected_ranges == "0-1,5-6,...(+18 runs)"
@@ -52,17 +87,32 @@ def test_finding_of_fills_ledger_state_severity_and_affected() -> None:
 
 
 def test_severity_override_and_rangeset_affected() -> None:
-    f = Finding.of(Category.RISKY_QUORUM, "m", ledger=LedgerId.of(1), severity=Severity.MAJOR,
-                   affected=RangeSet.of([(3, 5), (9, 9)]), method=Method.METADATA)
+    f = Finding.of(
+        Category.RISKY_QUORUM,
+        "m",
+        ledger=LedgerId.of(1),
+        severity=Severity.MAJOR,
+        affected=RangeSet.of([(3, 5), (9, 9)]),
+        method=Method.METADATA,
+    )
     assert f.severity is Severity.MAJOR and f.affected_count == 4 and f.affected_ranges == "3-5,9"
     assert f.method == "metadata"
 
 
 def test_to_log_dict_camel_case_and_json() -> None:
     lid = LedgerId(7, 2**40)
-    f = Finding.of(Category.DIGEST_MISMATCH, "bad digest", metadata=md(PULSAR_DATA, lid), bookie="b:3181",
-                   entry_id=17, segment_index=1, first_entry_id=10, last_entry_id=20, method=Method.READ,
-                   detail={"expected_digest": "ab", "per_bookie": {"some_key": [1, 2]}})
+    f = Finding.of(
+        Category.DIGEST_MISMATCH,
+        "bad digest",
+        metadata=md(PULSAR_DATA, lid),
+        bookie="b:3181",
+        entry_id=17,
+        segment_index=1,
+        first_entry_id=10,
+        last_entry_id=20,
+        method=Method.READ,
+        detail={"expected_digest": "ab", "per_bookie": {"some_key": [1, 2]}},
+    )
     d = f.to_log_dict()
     assert d["ledgerId"] == 2**40 and d["scopeId"] == 7 and d["qualifiedName"] == lid.qualified_name
     assert len(d["qualifiedName"]) == 32
@@ -79,8 +129,7 @@ def test_to_log_dict_camel_case_and_json() -> None:
 
 def test_dedup_key_ignores_counts_and_method() -> None:
     a = Finding.of(Category.ENTRY_NO_REPLICA, "a", metadata=md(), affected=RangeSet.span(0, 3))
-    b = Finding.of(Category.ENTRY_NO_REPLICA, "b", metadata=md(), affected=RangeSet.span(0, 9),
-                   method=Method.READ)
+    b = Finding.of(Category.ENTRY_NO_REPLICA, "b", metadata=md(), affected=RangeSet.span(0, 9), method=Method.READ)
     c = Finding.of(Category.ENTRY_NO_REPLICA, "c", metadata=md(), bookie="x")
     d = Finding.of(Category.ENTRY_NO_REPLICA, "d", metadata=md(lid=LedgerId(1, 42)))
     assert a.dedup_key() == b.dedup_key()
@@ -113,9 +162,13 @@ def test_summary_counts_and_dedup() -> None:
 
 def test_pulsar_data_ledger() -> None:
     ctx = pulsar_context(PULSAR_DATA)
-    assert ctx == {"application": "pulsar", "component": "managed-ledger",
-                   "managedLedger": "public/default/persistent/orders",
-                   "topic": "persistent://public/default/orders", "kind": "topic"}
+    assert ctx == {
+        "application": "pulsar",
+        "component": "managed-ledger",
+        "managedLedger": "public/default/persistent/orders",
+        "topic": "persistent://public/default/orders",
+        "kind": "topic",
+    }
 
 
 def test_pulsar_cursor_ledger() -> None:
@@ -124,15 +177,22 @@ def test_pulsar_cursor_ledger() -> None:
 
 
 def test_pulsar_schema_ledger() -> None:
-    ctx = pulsar_context({"application": b"pulsar", "component": b"schema",
-                          "pulsar/schemaId": b"public/default/orders"})
+    ctx = pulsar_context(
+        {"application": b"pulsar", "component": b"schema", "pulsar/schemaId": b"public/default/orders"}
+    )
     assert ctx is not None and ctx["kind"] == "schema" and ctx["schemaId"] == "public/default/orders"
 
 
 def test_pulsar_compacted_ledger() -> None:
     message_id = bytes([0x08, 0x0C, 0x10, 0x22])  # MessageIdData{ledgerId=12, entryId=34}
-    ctx = pulsar_context({"application": b"pulsar", "component": b"compacted-ledger",
-                          "pulsar/compactedTopic": b"persistent://t/ns/events", "pulsar/compactedTo": message_id})
+    ctx = pulsar_context(
+        {
+            "application": b"pulsar",
+            "component": b"compacted-ledger",
+            "pulsar/compactedTopic": b"persistent://t/ns/events",
+            "pulsar/compactedTo": message_id,
+        }
+    )
     assert ctx is not None and ctx["kind"] == "compacted-topic"
     assert ctx["topic"] == "persistent://t/ns/events" and ctx["compactedTo"] == "12:34"
     bad = pulsar_context({"pulsar/compactedTo": b"\xff"})

@@ -1,4 +1,5 @@
 """LedgerId.parse on text from operators and clients: every error quotes the input, short."""
+
 from __future__ import annotations
 
 import pytest
@@ -6,8 +7,19 @@ import pytest
 from auditor.durability.ids import LedgerId, LedgerIdError
 
 
-@pytest.mark.parametrize("text", ["00000000000000008000000000000000", "9223372036854775808", "1:9223372036854775808",
-                                  "9" * 5000, "1:" + "9" * 5000, "\u0661", "1_0", "7\n\n7"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "00000000000000008000000000000000",
+        "9223372036854775808",
+        "1:9223372036854775808",
+        "9" * 5000,
+        "1:" + "9" * 5000,
+        "\u0661",
+        "1_0",
+        "7\n\n7",
+    ],
+)
 def test_errors_quote_the_input(text: str) -> None:
     with pytest.raises(LedgerIdError) as err:
         LedgerId.parse(text)

@@ -4,6 +4,7 @@ The honest answers are simulated from the round-robin rule (bookie i holds entry
 and built with `build_entry`, the writer's byte layout; the expected ends are computed here from that
 simulation, not by the code under test.
 """
+
 from __future__ import annotations
 
 import struct
@@ -14,8 +15,17 @@ import pytest
 from auditor.durability.entry import build_entry, compute_digest, mac_key
 from auditor.durability.findings import Category
 from auditor.durability.ids import LedgerId
-from auditor.durability.ledgerend import (LacEvidence, LacSource, Trust, decide_end, judge_lac_body,
-                                          judge_last_entry_body, judge_read_lac, lac_findings, metadata_floor)
+from auditor.durability.ledgerend import (
+    LacEvidence,
+    LacSource,
+    Trust,
+    decide_end,
+    judge_lac_body,
+    judge_last_entry_body,
+    judge_read_lac,
+    lac_findings,
+    metadata_floor,
+)
 from auditor.durability.model import DigestType, LedgerMetadata, LedgerState, Segment
 
 PASSWORD = b"pw"
@@ -23,16 +33,41 @@ BOOKIES = ("b0:1", "b1:1", "b2:1")
 CHECKING = (DigestType.CRC32, DigestType.CRC32C, DigestType.HMAC)
 
 
-def ledger(digest: DigestType | None = DigestType.CRC32C, e: int = 3, wq: int = 2, aq: int = 2,
-           state: LedgerState = LedgerState.OPEN, last: int = -1, segments: tuple[tuple[int, tuple[str, ...]], ...]
-           = ((0, BOOKIES),), lid: int = 7, password: bytes | None = PASSWORD) -> LedgerMetadata:
-    return LedgerMetadata(LedgerId(0, lid), e, wq, aq, state, last, 0,
-                          tuple(Segment(f, ens) for f, ens in segments), digest_type=digest, password=password)
+def ledger(
+    digest: DigestType | None = DigestType.CRC32C,
+    e: int = 3,
+    wq: int = 2,
+    aq: int = 2,
+    state: LedgerState = LedgerState.OPEN,
+    last: int = -1,
+    segments: tuple[tuple[int, tuple[str, ...]], ...] = ((0, BOOKIES),),
+    lid: int = 7,
+    password: bytes | None = PASSWORD,
+) -> LedgerMetadata:
+    return LedgerMetadata(
+        LedgerId(0, lid),
+        e,
+        wq,
+        aq,
+        state,
+        last,
+        0,
+        tuple(Segment(f, ens) for f, ens in segments),
+        digest_type=digest,
+        password=password,
+    )
 
 
 def entry_body(md: LedgerMetadata, entry: int, lac: int, ledger_id: int | None = None) -> bytes:
-    return build_entry(md.ledger_id.ledger if ledger_id is None else ledger_id, entry, lac, (entry + 1) % 2**40,
-                       b"payload!", md.digest_type or DigestType.CRC32C, md.password or b"")
+    return build_entry(
+        md.ledger_id.ledger if ledger_id is None else ledger_id,
+        entry,
+        lac,
+        (entry + 1) % 2**40,
+        b"payload!",
+        md.digest_type or DigestType.CRC32C,
+        md.password or b"",
+    )
 
 
 def lac_body(md: LedgerMetadata, lac: int, ledger_id: int | None = None) -> bytes:
@@ -257,7 +292,8 @@ def test_lac_findings_are_digest_mismatches_stable_across_passes() -> None:
     assert [f.category for f in first] == [Category.DIGEST_MISMATCH]
     assert first[0].bookie == "b0:1"
     assert [f.dedup_key() for f in first] == [f.dedup_key() for f in second]
-    other = lac_findings(md, decide_end(md, list(judge_read_lac("b0:1", None,
-                                                                 entry_body(md, 3, 2, ledger_id=99), md)), True))
+    other = lac_findings(
+        md, decide_end(md, list(judge_read_lac("b0:1", None, entry_body(md, 3, 2, ledger_id=99), md)), True)
+    )
     assert other[0].entry_id is None  # an entry id from another ledger's header names nothing here
     assert lac_findings(md, decide_end(md, evidence_of(md, {"b1:1": (19, 18)}), True)) == []

@@ -1,4 +1,5 @@
 """Logging: JSON lines from structlog and stdlib loggers alike, camelCase ids, one line per finding."""
+
 from __future__ import annotations
 
 import io
@@ -38,7 +39,7 @@ def test_json_lines_with_utc_timestamps_and_camel_ids(out: io.StringIO) -> None:
     datetime.fromisoformat(rec["timestamp"].replace("Z", "+00:00"))
     log.info("scoped", ledgerId=LedgerId(3, 9))
     scoped = lines(out)[-1]
-    assert (scoped["ledgerId"], scoped["scopeId"]) == (9, 3)   # as Finding.to_log_dict renders it
+    assert (scoped["ledgerId"], scoped["scopeId"]) == (9, 3)  # as Finding.to_log_dict renders it
 
 
 def test_stdlib_loggers_share_the_format(out: io.StringIO) -> None:
@@ -59,14 +60,22 @@ def test_stdlib_loggers_share_the_format(out: io.StringIO) -> None:
 
 
 def test_log_finding_one_line_with_every_field(out: io.StringIO) -> None:
-    f = Finding.of(Category.ENTRY_NO_REPLICA, "entries 3-4 have no copy", ledger=LedgerId(3, 9), bookie="b2:3182",
-                   segment_index=1, ensemble=("b1:3181", "b2:3182"), confirmed=True, detail={"wq": 2})
+    f = Finding.of(
+        Category.ENTRY_NO_REPLICA,
+        "entries 3-4 have no copy",
+        ledger=LedgerId(3, 9),
+        bookie="b2:3182",
+        segment_index=1,
+        ensemble=("b1:3181", "b2:3182"),
+        confirmed=True,
+        detail={"wq": 2},
+    )
     log_finding(f, check="scrutiny")
     g = Finding.of(Category.PLACEMENT_SOFT, "two zones, three desired", ledger=LedgerId.of(5))
     log_finding(g)
     first, second = lines(out)
     expected = json.loads(json.dumps(f.to_log_dict()))
-    assert {k: first[k] for k in expected} == expected       # every field, same values
+    assert {k: first[k] for k in expected} == expected  # every field, same values
     assert first["event"] == "finding" and first["check"] == "scrutiny" and first["level"] == "error"
     assert second["level"] == "info" and second["category"] == "placement_soft"
     assert len(out.getvalue().splitlines()) == 2

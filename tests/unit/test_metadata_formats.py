@@ -1,5 +1,6 @@
 """Znode payload codecs: ledger metadata v1/v2/v3, markers, cookies, registrations, check times.
 Round trips and hostile input at scale: tests/property/."""
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -18,10 +19,19 @@ B = ["127.0.0.1:3181", "127.0.0.2:3182", "127.0.0.3:3183", "127.0.0.4:3184"]
 
 
 def _md(**kw) -> LedgerMetadata:
-    base = dict(ledger_id=LedgerId(0, 7), ensemble_size=3, write_quorum=2, ack_quorum=2,
-                state=LedgerState.CLOSED, last_entry_id=19, length=1280,
-                segments=(Segment(0, tuple(B[:3])), Segment(10, (B[0], B[3], B[2]))),
-                digest_type=DigestType.CRC32C, password=b"pw", creator_token=0)
+    base = dict(
+        ledger_id=LedgerId(0, 7),
+        ensemble_size=3,
+        write_quorum=2,
+        ack_quorum=2,
+        state=LedgerState.CLOSED,
+        last_entry_id=19,
+        length=1280,
+        segments=(Segment(0, tuple(B[:3])), Segment(10, (B[0], B[3], B[2]))),
+        digest_type=DigestType.CRC32C,
+        password=b"pw",
+        creator_token=0,
+    )
     base.update(kw)
     return LedgerMetadata(**base)
 
@@ -49,10 +59,12 @@ def test_open_ledger_written_like_java() -> None:
 
 
 def test_v2_text_read() -> None:
-    text = (b"BookieMetadataFormatVersion\t2\nquorumSize: 2\nensembleSize: 3\nlength: 1280\nlastEntryId: 19\n"
-            b"state: CLOSED\nsegment {\n  ensembleMember: \"127.0.0.1:3181\"\n  ensembleMember: \"127.0.0.2:3182\"\n"
-            b"  ensembleMember: \"127.0.0.3:3183\"\n  firstEntryId: 0\n}\ndigestType: HMAC\npassword: \"pw\"\n"
-            b"ackQuorumSize: 2\nctime: 1600000000000\ncustomMetadata {\n  key: \"app\"\n  value: \"x\\001\"\n}\n")
+    text = (
+        b"BookieMetadataFormatVersion\t2\nquorumSize: 2\nensembleSize: 3\nlength: 1280\nlastEntryId: 19\n"
+        b'state: CLOSED\nsegment {\n  ensembleMember: "127.0.0.1:3181"\n  ensembleMember: "127.0.0.2:3182"\n'
+        b'  ensembleMember: "127.0.0.3:3183"\n  firstEntryId: 0\n}\ndigestType: HMAC\npassword: "pw"\n'
+        b'ackQuorumSize: 2\nctime: 1600000000000\ncustomMetadata {\n  key: "app"\n  value: "x\\001"\n}\n'
+    )
     md = f.parse_ledger_metadata(text, 7, PATH, version=4)
     assert md.format_version == 2 and md.version == 4
     assert md.digest_type is DigestType.HMAC and md.password == b"pw" and md.ctime == 1600000000000
@@ -61,8 +73,10 @@ def test_v2_text_read() -> None:
 
 
 def test_v2_without_ack_quorum_or_password() -> None:
-    text = (b"BookieMetadataFormatVersion\t2\nquorumSize: 2\nensembleSize: 2\nlength: 0\nlastEntryId: 5\n"
-            b"state: OPEN\nsegment {\n  ensembleMember: \"a:1\"\n  ensembleMember: \"b:2\"\n  firstEntryId: 0\n}\n")
+    text = (
+        b"BookieMetadataFormatVersion\t2\nquorumSize: 2\nensembleSize: 2\nlength: 0\nlastEntryId: 5\n"
+        b'state: OPEN\nsegment {\n  ensembleMember: "a:1"\n  ensembleMember: "b:2"\n  firstEntryId: 0\n}\n'
+    )
     md = f.parse_ledger_metadata(text, 9, PATH)
     assert md.ack_quorum == 2 and md.digest_type is None and md.password is None
     assert md.state is LedgerState.OPEN and md.last_entry_id == -1  # not meaningful while open (as Java)
@@ -90,17 +104,20 @@ def test_every_format_round_trips(fmt: int) -> None:
     assert f.parse_ledger_metadata(f.serialize_ledger_metadata(md), 7, PATH) == md
 
 
-@pytest.mark.parametrize("data, problem", [
-    (b"", "truncated header"),
-    (b"BookieMetadataFormatVersion\t4\n", "not supported"),
-    (b"BookieMetadataFormatVersion 3\n", "header"),
-    (b"BookieMetadataFormatVersion\tx\n", "not a number"),
-    (b"BookieMetadataFormatVersion\t3", "end of the metadata format version"),
-    (b"BookieMetadataFormatVersion\t3\n\x10\x08\x02", "truncated"),
-    (b"BookieMetadataFormatVersion\t3\n\x02\x08\x02", "required"),
-    (b"BookieMetadataFormatVersion\t2\nquorumSize: 2\n", "required"),
-    (b"BookieMetadataFormatVersion\t2\nbogus: 1\n", "bad text"),
-])
+@pytest.mark.parametrize(
+    "data, problem",
+    [
+        (b"", "truncated header"),
+        (b"BookieMetadataFormatVersion\t4\n", "not supported"),
+        (b"BookieMetadataFormatVersion 3\n", "header"),
+        (b"BookieMetadataFormatVersion\tx\n", "not a number"),
+        (b"BookieMetadataFormatVersion\t3", "end of the metadata format version"),
+        (b"BookieMetadataFormatVersion\t3\n\x10\x08\x02", "truncated"),
+        (b"BookieMetadataFormatVersion\t3\n\x02\x08\x02", "required"),
+        (b"BookieMetadataFormatVersion\t2\nquorumSize: 2\n", "required"),
+        (b"BookieMetadataFormatVersion\t2\nbogus: 1\n", "bad text"),
+    ],
+)
 def test_corrupt_is_a_typed_error_naming_the_znode(data: bytes, problem: str) -> None:
     with pytest.raises(CorruptZnodeError) as err:
         f.parse_ledger_metadata(data, 7, PATH)
@@ -108,10 +125,14 @@ def test_corrupt_is_a_typed_error_naming_the_znode(data: bytes, problem: str) ->
 
 
 def test_invariants_checked() -> None:
-    for bad in (_md(segments=()), _md(write_quorum=4), _md(ack_quorum=3),
-                _md(segments=(Segment(0, tuple(B[:2])),)),
-                _md(segments=(Segment(5, tuple(B[:3])), Segment(5, tuple(B[:3])))),
-                _md(segments=(Segment(0, ("readonly", B[1], B[2])),))):
+    for bad in (
+        _md(segments=()),
+        _md(write_quorum=4),
+        _md(ack_quorum=3),
+        _md(segments=(Segment(0, tuple(B[:2])),)),
+        _md(segments=(Segment(5, tuple(B[:3])), Segment(5, tuple(B[:3])))),
+        _md(segments=(Segment(0, ("readonly", B[1], B[2])),)),
+    ):
         raw = f._to_proto(bad)
         raw.cToken = 0
         body = raw.SerializePartialToString()
@@ -153,10 +174,15 @@ def test_ur_layout_and_lock_and_vote() -> None:
 
 
 def test_cookie_versions() -> None:
-    v5 = (b'5\nbookieHost: "127.0.0.1:3181"\njournalDir: "/j"\nledgerDirs: "1\\t/l"\n'
-          b'instanceId: "0f8e"\n')
+    v5 = b'5\nbookieHost: "127.0.0.1:3181"\njournalDir: "/j"\nledgerDirs: "1\\t/l"\ninstanceId: "0f8e"\n'
     c = f.parse_cookie(v5, "/c")
-    assert (c.layout_version, c.bookie_id, c.journal_dirs, c.ledger_dirs, c.instance_id) == (5, "127.0.0.1:3181", "/j", "1\t/l", "0f8e")
+    assert (c.layout_version, c.bookie_id, c.journal_dirs, c.ledger_dirs, c.instance_id) == (
+        5,
+        "127.0.0.1:3181",
+        "/j",
+        "1\t/l",
+        "0f8e",
+    )
     assert f.Cookie.split_dirs(c.ledger_dirs) == ["/l"]
     assert f.serialize_cookie(c) == v5
     c3 = f.parse_cookie(b"3\nhost:1\n/j\n/l\n", "/c")
@@ -168,9 +194,13 @@ def test_cookie_versions() -> None:
 
 
 def test_bookie_service_info() -> None:
-    info = f.BookieServiceInfo((f.Endpoint("httpserver", "h", 8080, "http"),
-                                f.Endpoint("bookie", "10.0.0.1", 3181, "bookie-rpc", (), ("tls",))),
-                               MappingProxyType({"k": "v"}))
+    info = f.BookieServiceInfo(
+        (
+            f.Endpoint("httpserver", "h", 8080, "http"),
+            f.Endpoint("bookie", "10.0.0.1", 3181, "bookie-rpc", (), ("tls",)),
+        ),
+        MappingProxyType({"k": "v"}),
+    )
     data = f.serialize_bookie_service_info(info)
     back = f.parse_bookie_service_info(data, "/r")
     assert back == info and back.rpc_endpoint.port == 3181
@@ -179,10 +209,18 @@ def test_bookie_service_info() -> None:
         f.parse_bookie_service_info(b"\x32\x05\x0a", "/r")
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("127.0.0.1:3181", ("127.0.0.1", 3181)), ("bk-1.example:3181", ("bk-1.example", 3181)),
-    ("[::1]:3181", ("::1", 3181)), ("custom-id", None), ("h:0", None), ("h:99999", None), ("a:b:1", None),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("127.0.0.1:3181", ("127.0.0.1", 3181)),
+        ("bk-1.example:3181", ("bk-1.example", 3181)),
+        ("[::1]:3181", ("::1", 3181)),
+        ("custom-id", None),
+        ("h:0", None),
+        ("h:99999", None),
+        ("a:b:1", None),
+    ],
+)
 def test_host_port(text: str, expected) -> None:
     assert f.parse_host_port(text) == expected
 
@@ -197,24 +235,27 @@ def test_bookie_id_rule() -> None:
 V1 = b"BookieMetadataFormatVersion\t1\n"
 
 
-@pytest.mark.parametrize("body, problem", [
-    (b"2\n3\n1280\n0\ta:1\tb:2\tc:3\n99999999999999999999990\tCLOSED", "out of range for a Java long"),
-    (b"2\n3\n1_280\n0\ta:1\tb:2\tc:3\n19\tCLOSED", "length: '1_280' is not a decimal number"),
-    (b"2\n3\n1280\n0\ta:1\tb:2\tc:3\n1_9\tCLOSED", "entry id: '1_9' is not a decimal number"),
-    ("2\n3\n1280\n0\ta:1\tb:2\tc:3\n\u0661\u0669\tCLOSED".encode(), "is not a decimal number"),
-    ("\u0662\n3\n0\n0\ta:1\tb:2\tc:3\n".encode(), "write quorum"),
-    (b" 2\n3\n0\n0\ta:1\tb:2\tc:3\n", "write quorum: ' 2' is not a decimal number"),
-    (b"2\n3\n1280\n0\ta:1\tb:2\tc:3\n-7\tCLOSED", "last entry id -7 (below -1)"),
-    (b"2\n3\n-5\n0\ta:1\tb:2\tc:3\n4\tCLOSED", "negative length -5"),
-    (b"2\n3\n0\n-1\ta:1\tb:2\tc:3\n", "first ensemble starts at entry -1"),
-    (b"2\n3\n0\n0\ta:1\tb:2\tc:3\n-4\ta:1\tb:2\tc:3\n", "do not increase"),
-    (b"2\n3\n0\n0\ta:1\tb:2\tb:2\n", "bookie b:2 appears twice"),
-    (b"2\n3\n0\n0\ta:1\tb:2\n", "has 2 bookies"),
-    (b"2\n3\n0\n0 a:1 b:2 c:3\n", "no TAB-separated fields"),
-    (b"2\n3\n9223372036854775808\n", "length: '9223372036854775808' is out of range"),
-    (b"2147483648\n3\n0\n", "write quorum: '2147483648' is out of range for a Java int"),
-    (b"2\n3\n", "lacks the quorum/ensemble/length"),
-])
+@pytest.mark.parametrize(
+    "body, problem",
+    [
+        (b"2\n3\n1280\n0\ta:1\tb:2\tc:3\n99999999999999999999990\tCLOSED", "out of range for a Java long"),
+        (b"2\n3\n1_280\n0\ta:1\tb:2\tc:3\n19\tCLOSED", "length: '1_280' is not a decimal number"),
+        (b"2\n3\n1280\n0\ta:1\tb:2\tc:3\n1_9\tCLOSED", "entry id: '1_9' is not a decimal number"),
+        ("2\n3\n1280\n0\ta:1\tb:2\tc:3\n\u0661\u0669\tCLOSED".encode(), "is not a decimal number"),
+        ("\u0662\n3\n0\n0\ta:1\tb:2\tc:3\n".encode(), "write quorum"),
+        (b" 2\n3\n0\n0\ta:1\tb:2\tc:3\n", "write quorum: ' 2' is not a decimal number"),
+        (b"2\n3\n1280\n0\ta:1\tb:2\tc:3\n-7\tCLOSED", "last entry id -7 (below -1)"),
+        (b"2\n3\n-5\n0\ta:1\tb:2\tc:3\n4\tCLOSED", "negative length -5"),
+        (b"2\n3\n0\n-1\ta:1\tb:2\tc:3\n", "first ensemble starts at entry -1"),
+        (b"2\n3\n0\n0\ta:1\tb:2\tc:3\n-4\ta:1\tb:2\tc:3\n", "do not increase"),
+        (b"2\n3\n0\n0\ta:1\tb:2\tb:2\n", "bookie b:2 appears twice"),
+        (b"2\n3\n0\n0\ta:1\tb:2\n", "has 2 bookies"),
+        (b"2\n3\n0\n0 a:1 b:2 c:3\n", "no TAB-separated fields"),
+        (b"2\n3\n9223372036854775808\n", "length: '9223372036854775808' is out of range"),
+        (b"2147483648\n3\n0\n", "write quorum: '2147483648' is out of range for a Java int"),
+        (b"2\n3\n", "lacks the quorum/ensemble/length"),
+    ],
+)
 def test_v1_refuses_what_java_refuses_or_no_writer_writes(body: bytes, problem: str) -> None:
     with pytest.raises(CorruptZnodeError) as err:
         f.parse_ledger_metadata(V1 + body, 7, PATH)
@@ -236,18 +277,22 @@ def _v3(md: LedgerMetadata) -> bytes:
 
 def _v2(md: LedgerMetadata) -> bytes:
     from google.protobuf import text_format
+
     return f.HEADER_KEY + b"2\n" + text_format.MessageToString(f._to_proto(md)).encode()
 
 
 @pytest.mark.parametrize("encode", [_v2, _v3], ids=["v2", "v3"])
-@pytest.mark.parametrize("md, problem", [
-    (_md(length=-1280), "negative length -1280"),
-    (_md(last_entry_id=-7), "last entry id -7 (below -1)"),
-    (_md(segments=(Segment(0, (B[0], B[1], B[0])),)), f"bookie {B[0]} appears twice"),
-    (_md(segments=(Segment(3, tuple(B[:3])),)), "first ensemble starts at entry 3, not 0"),
-    (_md(segments=(Segment(0, (B[0] + "\n", B[1], B[2])),)), "invalid bookie id"),
-    (_md(ensemble_size=0, write_quorum=0, ack_quorum=0, segments=(Segment(0, ()),)), "ack quorum 0 < 1"),
-])
+@pytest.mark.parametrize(
+    "md, problem",
+    [
+        (_md(length=-1280), "negative length -1280"),
+        (_md(last_entry_id=-7), "last entry id -7 (below -1)"),
+        (_md(segments=(Segment(0, (B[0], B[1], B[0])),)), f"bookie {B[0]} appears twice"),
+        (_md(segments=(Segment(3, tuple(B[:3])),)), "first ensemble starts at entry 3, not 0"),
+        (_md(segments=(Segment(0, (B[0] + "\n", B[1], B[2])),)), "invalid bookie id"),
+        (_md(ensemble_size=0, write_quorum=0, ack_quorum=0, segments=(Segment(0, ()),)), "ack quorum 0 < 1"),
+    ],
+)
 def test_v2_v3_refuse_what_no_writer_writes(encode, md: LedgerMetadata, problem: str) -> None:
     with pytest.raises(CorruptZnodeError) as err:
         f.parse_ledger_metadata(encode(md), 7, PATH)
@@ -299,8 +344,14 @@ def test_registration_with_a_non_utf8_property_name_is_corrupt() -> None:
 def test_v1_cannot_write_an_ensemble_led_by_a_bookie_named_closed() -> None:
     """Found by the fuzz campaign: `CLOSED` is a valid bookie id, but `0\\tCLOSED` is format 1's close line
     (Java reads it so too), so such metadata must not be written in format 1."""
-    md = _md(format_version=1, digest_type=None, password=None, creator_token=None, ack_quorum=2,
-             segments=(Segment(0, ("CLOSED", B[1], B[2])),))
+    md = _md(
+        format_version=1,
+        digest_type=None,
+        password=None,
+        creator_token=None,
+        ack_quorum=2,
+        segments=(Segment(0, ("CLOSED", B[1], B[2])),),
+    )
     with pytest.raises(ValueError, match="CLOSED"):
         f.serialize_ledger_metadata(md)
     assert f.serialize_ledger_metadata(replace(md, format_version=3, digest_type=DigestType.CRC32C, password=b"p"))

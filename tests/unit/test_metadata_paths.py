@@ -1,10 +1,12 @@
 """Ledger and marker paths: id <-> path for every manager, the scoped extension, and the range walk."""
+
 from __future__ import annotations
 
 import asyncio
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from auditor.durability.ids import MAX_ID, LedgerId
 from auditor.metadata.location import LedgerManager
@@ -17,8 +19,9 @@ small = st.integers(min_value=0, max_value=HYBRID_SPLIT - 1)
 def test_spec_examples() -> None:
     assert LedgerPaths("/ledgers", LedgerManager.HIERARCHICAL).path(1234567890) == "/ledgers/12/3456/L7890"
     assert LedgerPaths("/ledgers", LedgerManager.LEGACY_HIERARCHICAL).path(1234567890) == "/ledgers/12/3456/L7890"
-    assert LedgerPaths("/ledgers", LedgerManager.LONG_HIERARCHICAL).path(1234567890) == \
-        "/ledgers/000/0000/0012/3456/L7890"
+    assert (
+        LedgerPaths("/ledgers", LedgerManager.LONG_HIERARCHICAL).path(1234567890) == "/ledgers/000/0000/0012/3456/L7890"
+    )
     assert LedgerPaths("/ledgers", LedgerManager.FLAT).path(1234567890) == "/ledgers/L1234567890"
     hy = LedgerPaths("/pulsar/ledgers", LedgerManager.HIERARCHICAL)
     assert hy.path(HYBRID_SPLIT - 1) == "/pulsar/ledgers/21/4748/L3646"
@@ -71,16 +74,27 @@ def test_scoped_marker_outside_java_tree(scope: int, n: int) -> None:
 
 
 def test_marker_spec_example() -> None:
-    assert MarkerPaths("/ledgers").marker(1234567890) == \
-        "/ledgers/underreplication/ledgers/0000/0000/4996/02d2/urL1234567890"
+    assert (
+        MarkerPaths("/ledgers").marker(1234567890)
+        == "/ledgers/underreplication/ledgers/0000/0000/4996/02d2/urL1234567890"
+    )
 
 
-@pytest.mark.parametrize("path", [
-    "/ledgers/12/3456/L789", "/ledgers/12/3456/7890", "/ledgers/123/3456/L7890", "/ledgers/1a/3456/L7890",
-    "/ledgers/12/3456/L7890/x", "/ledgers/LAYOUT", "/ledgers/idgen/ID-0000000001", "/other/12/3456/L7890",
-    "/ledgers/21/4748/L3647",  # legacy path of an id the hybrid manager keeps in the long tree
-    "/ledgers/000/0000/0000/0000/L0005",  # long path of an id the hybrid manager keeps in the legacy tree
-])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/ledgers/12/3456/L789",
+        "/ledgers/12/3456/7890",
+        "/ledgers/123/3456/L7890",
+        "/ledgers/1a/3456/L7890",
+        "/ledgers/12/3456/L7890/x",
+        "/ledgers/LAYOUT",
+        "/ledgers/idgen/ID-0000000001",
+        "/other/12/3456/L7890",
+        "/ledgers/21/4748/L3647",  # legacy path of an id the hybrid manager keeps in the long tree
+        "/ledgers/000/0000/0000/0000/L0005",  # long path of an id the hybrid manager keeps in the legacy tree
+    ],
+)
 def test_parse_rejects_non_ledgers(path: str) -> None:
     assert LedgerPaths("/ledgers", LedgerManager.HIERARCHICAL).parse(path) is None
 
@@ -90,12 +104,14 @@ def _tree(paths: list[str]) -> dict[str, list[str]]:
     for p in paths:
         parts = p.split("/")
         for i in range(2, len(parts) + 1):
-            parent, child = "/".join(parts[:i - 1]) or "/", parts[i - 1]
+            parent, child = "/".join(parts[: i - 1]) or "/", parts[i - 1]
             kids.setdefault(parent, set()).add(child)
     return {k: sorted(v) for k, v in kids.items()}
 
 
-def _walk(p: LedgerPaths, tree: dict[str, list[str]], start=None, end=None) -> tuple[list[LedgerId], list[str], list[str]]:
+def _walk(
+    p: LedgerPaths, tree: dict[str, list[str]], start=None, end=None
+) -> tuple[list[LedgerId], list[str], list[str]]:
     listed: list[str] = []
     skipped: list[str] = []
 
@@ -109,20 +125,33 @@ def _walk(p: LedgerPaths, tree: dict[str, list[str]], start=None, end=None) -> t
             assert b.ledger_ids == sorted(b.ledger_ids)
             out += b.ledger_ids
         return out
+
     return asyncio.run(run()), listed, skipped
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(ids63 | small, min_size=0, max_size=40, unique=True), ids63, ids63,
-       st.lists(st.integers(1, 5), max_size=4), st.sampled_from(list(LedgerManager)))
-def test_walk_lists_exactly_the_range_in_order(ids: list[int], a: int, b: int, scopes: list[int],
-                                               manager: LedgerManager) -> None:
+@given(
+    st.lists(ids63 | small, min_size=0, max_size=40, unique=True),
+    ids63,
+    ids63,
+    st.lists(st.integers(1, 5), max_size=4),
+    st.sampled_from(list(LedgerManager)),
+)
+def test_walk_lists_exactly_the_range_in_order(
+    ids: list[int], a: int, b: int, scopes: list[int], manager: LedgerManager
+) -> None:
     if manager in (LedgerManager.LEGACY_HIERARCHICAL, LedgerManager.FLAT):
         ids = [i for i in ids if i < HYBRID_SPLIT]
     p = LedgerPaths("/ledgers", manager)
     lids = [LedgerId(0, i) for i in ids] + [LedgerId(s, i) for s, i in zip(scopes, ids)]
-    noise = ["/ledgers/LAYOUT", "/ledgers/INSTANCEID", "/ledgers/available/readonly", "/ledgers/idgen/ID-1",
-             "/ledgers/cookies/127.0.0.1:3181", "/ledgers/underreplication/ledgers/0000"]
+    noise = [
+        "/ledgers/LAYOUT",
+        "/ledgers/INSTANCEID",
+        "/ledgers/available/readonly",
+        "/ledgers/idgen/ID-1",
+        "/ledgers/cookies/127.0.0.1:3181",
+        "/ledgers/underreplication/ledgers/0000",
+    ]
     tree = _tree([p.path(x) for x in lids] + noise)
     lo, hi = sorted((a, b))
     got, _, _ = _walk(p, tree)
@@ -135,13 +164,14 @@ def test_walk_lists_exactly_the_range_in_order(ids: list[int], a: int, b: int, s
 def test_walk_prunes_directories_outside_the_range_and_skips_strays() -> None:
     p = LedgerPaths("/ledgers", LedgerManager.HIERARCHICAL)
     ids = [5, 12_000_000, 1_500_000_000, 2**40]
-    tree = _tree([p.path(i) for i in ids] + ["/ledgers/00/0000/Lxxxx", "/ledgers/00/0000/L12345",
-                                             "/ledgers/00/abcd/L0001"])
+    tree = _tree(
+        [p.path(i) for i in ids] + ["/ledgers/00/0000/Lxxxx", "/ledgers/00/0000/L12345", "/ledgers/00/abcd/L0001"]
+    )
     got, listed, skipped = _walk(p, tree, LedgerId(0, 10_000_000), LedgerId(0, HYBRID_SPLIT))
     assert got == [LedgerId(0, 12_000_000), LedgerId(0, 1_500_000_000)]
     assert "/ledgers/00/0000" not in listed  # 0..9 999 999 cannot hold anything in range
-    assert "/ledgers/000" not in listed      # the long tree starts at 2^31-1, excluded here
-    assert listed.count("/ledgers") == 1     # nor is the long pass started
+    assert "/ledgers/000" not in listed  # the long tree starts at 2^31-1, excluded here
+    assert listed.count("/ledgers") == 1  # nor is the long pass started
     got, listed, skipped = _walk(p, tree)
     assert got == [LedgerId(0, i) for i in ids]
     assert sorted(skipped) == ["/ledgers/00/0000/L12345", "/ledgers/00/0000/Lxxxx", "/ledgers/00/abcd"]
@@ -170,14 +200,17 @@ def test_only_ascii_digits_name_a_ledger(manager: LedgerManager) -> None:
 
 async def test_walk_skips_names_with_non_ascii_digits() -> None:
     paths = LedgerPaths("/ledgers", LedgerManager.HIERARCHICAL)
-    tree = {"/ledgers": ["00", "\u0660\u0660"], "/ledgers/00": ["0000"],
-            "/ledgers/00/0000": ["L0007", "L\u0660\u0660\u0660\u0668", "L0009\n"]}
+    tree = {
+        "/ledgers": ["00", "\u0660\u0660"],
+        "/ledgers/00": ["0000"],
+        "/ledgers/00/0000": ["L0007", "L\u0660\u0660\u0660\u0668", "L0009\n"],
+    }
     skipped: list[str] = []
 
     async def children(path: str):
         return tree.get(path)
-    got = [b async for b in walk_ledgers(paths, children, include_scoped=False,
-                                         on_skip=lambda d, n: skipped.append(n))]
+
+    got = [b async for b in walk_ledgers(paths, children, include_scoped=False, on_skip=lambda d, n: skipped.append(n))]
     assert [i.ledger for b in got for i in b.ledger_ids] == [7]
     assert sorted(skipped) == sorted(["L\u0660\u0660\u0660\u0668", "L0009\n"])
 

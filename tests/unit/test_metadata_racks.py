@@ -1,4 +1,5 @@
 """Rack maps: Pulsar's /bookies JSON, static files, and a ScriptBasedMapping-like script."""
+
 from __future__ import annotations
 
 import json
@@ -7,8 +8,7 @@ from pathlib import Path
 import pytest
 
 from auditor.metadata.errors import CorruptZnodeError, MetadataConfigError
-from auditor.metadata.racks import (DEFAULT_RACK, ScriptRackResolver, load_rack_file, normalise_rack,
-                                    pulsar_rack_map)
+from auditor.metadata.racks import DEFAULT_RACK, ScriptRackResolver, load_rack_file, normalise_rack, pulsar_rack_map
 
 
 def test_normalise_rack() -> None:
@@ -18,16 +18,22 @@ def test_normalise_rack() -> None:
 
 
 async def test_pulsar_json() -> None:
-    doc = {"default": {"127.0.0.1:3181": {"rack": "rack-a", "hostname": "bk1.local"},
-                       "127.0.0.2:3182": {"rack": "/"}},
-           "other": {"127.0.0.3:3183": {"rack": "/r/b"}}}
+    doc = {
+        "default": {"127.0.0.1:3181": {"rack": "rack-a", "hostname": "bk1.local"}, "127.0.0.2:3182": {"rack": "/"}},
+        "other": {"127.0.0.3:3183": {"rack": "/r/b"}},
+    }
     m = pulsar_rack_map(json.dumps(doc).encode())
     got = await m.racks(["127.0.0.1:3181", "127.0.0.2:3182", "127.0.0.3:3183", "127.0.0.9:3189"])
-    assert got == {"127.0.0.1:3181": "/rack-a", "127.0.0.2:3182": DEFAULT_RACK, "127.0.0.3:3183": "/r/b",
-                   "127.0.0.9:3189": DEFAULT_RACK}
+    assert got == {
+        "127.0.0.1:3181": "/rack-a",
+        "127.0.0.2:3182": DEFAULT_RACK,
+        "127.0.0.3:3183": "/r/b",
+        "127.0.0.9:3189": DEFAULT_RACK,
+    }
 
     async def host_of(b: str) -> str:
         return "bk1.local"
+
     by_host = pulsar_rack_map(json.dumps(doc).encode(), host_of=host_of)
     assert (await by_host.racks(["custom-id"]))["custom-id"] == "/rack-a"
     with pytest.raises(CorruptZnodeError, match="/bookies"):
@@ -39,7 +45,10 @@ async def test_static_files(tmp_path: Path) -> None:
     y.write_text("127.0.0.1:3181: /rack-a\n127.0.0.2: rack-b\n")
     m = load_rack_file(y)
     assert await m.racks(["127.0.0.1:3181", "127.0.0.2:3182", "x:1"]) == {
-        "127.0.0.1:3181": "/rack-a", "127.0.0.2:3182": "/rack-b", "x:1": DEFAULT_RACK}
+        "127.0.0.1:3181": "/rack-a",
+        "127.0.0.2:3182": "/rack-b",
+        "x:1": DEFAULT_RACK,
+    }
     j = tmp_path / "racks.json"
     j.write_text(json.dumps({"racks": {"h": "/r"}}))
     assert (await load_rack_file(j, default_rack="/dr").racks(["h:1", "z:1"])) == {"h:1": "/r", "z:1": "/dr"}
@@ -76,13 +85,13 @@ async def test_script_batches_and_parses(tmp_path: Path) -> None:
 
 
 async def test_script_errors_name_the_script(tmp_path: Path) -> None:
-    s = _script(tmp_path, 'echo rack-without-slash\n')
+    s = _script(tmp_path, "echo rack-without-slash\n")
     with pytest.raises(MetadataConfigError, match="rack.sh.*start with '/'"):
         await ScriptRackResolver(s).racks(["1.2.3.4:1"])
-    s = _script(tmp_path, 'echo /a /b\n')
+    s = _script(tmp_path, "echo /a /b\n")
     with pytest.raises(MetadataConfigError, match="printed 2 racks for 1"):
         await ScriptRackResolver(s).racks(["1.2.3.4:1"])
-    s = _script(tmp_path, 'echo boom >&2; exit 3\n')
+    s = _script(tmp_path, "echo boom >&2; exit 3\n")
     with pytest.raises(MetadataConfigError, match="exit code 3: boom"):
         await ScriptRackResolver(s).racks(["1.2.3.4:1"])
     with pytest.raises(MetadataConfigError, match="nope.sh"):
@@ -92,12 +101,15 @@ async def test_script_errors_name_the_script(tmp_path: Path) -> None:
         await ScriptRackResolver(s).racks(["1.2.3.4:1"])
 
 
-@pytest.mark.parametrize("name, data, words", [
-    ("deep.yaml", b"racks: " + b"[" * 3000 + b"]" * 3000, "nested deeper than 64 levels"),
-    ("deep.json", b'{"racks": ' + b"[" * 3000 + b"]" * 3000 + b"}", "nested too deeply"),
-    ("latin1.yaml", b"bk1: /r\xe9\n", "not UTF-8"),
-    ("big.yaml", b"bk1: " + b"9" * 5000, "not valid YAML"),
-])
+@pytest.mark.parametrize(
+    "name, data, words",
+    [
+        ("deep.yaml", b"racks: " + b"[" * 3000 + b"]" * 3000, "nested deeper than 64 levels"),
+        ("deep.json", b'{"racks": ' + b"[" * 3000 + b"]" * 3000 + b"}", "nested too deeply"),
+        ("latin1.yaml", b"bk1: /r\xe9\n", "not UTF-8"),
+        ("big.yaml", b"bk1: " + b"9" * 5000, "not valid YAML"),
+    ],
+)
 def test_hostile_rack_files_are_config_errors(tmp_path: Path, name: str, data: bytes, words: str) -> None:
     p = tmp_path / name
     p.write_bytes(data)

@@ -1,5 +1,6 @@
 """The daemon's metrics: names, values after updates, separate registries, and the real HTTP exposition
 parsed with prometheus_client's own parser."""
+
 from __future__ import annotations
 
 import urllib.request
@@ -54,8 +55,16 @@ def test_updates_are_exposed() -> None:
     m.set_leader(False)
     m.set_leader(True)
     m.set_paused(True)
-    m.observe_run(RunSummary("scrutiny", started=100.0, finished=160.0, ok=True, ledgers=1234,
-                             findings={"entry_no_replica": 2, "entry_below_write_quorum": 5}))
+    m.observe_run(
+        RunSummary(
+            "scrutiny",
+            started=100.0,
+            finished=160.0,
+            ok=True,
+            ledgers=1234,
+            findings={"entry_no_replica": 2, "entry_below_write_quorum": 5},
+        )
+    )
     m.observe_run(RunSummary("scrutiny", started=200.0, finished=201.0, ok=False))
     m.ledger_checked("scrutiny", 1234)
     m.bookie_request("b1:3181", "get_list_of_entries")
@@ -84,8 +93,16 @@ def test_updates_are_exposed() -> None:
     assert value(t, "bk_auditor_last_run_findings", check="scrutiny", category="entry_below_ack_quorum") == 0
     assert value(t, "bk_auditor_ledgers_checked_total", check="scrutiny") == 1234
     assert value(t, "bk_auditor_bookie_requests_total", bookie="b1:3181", operation="get_list_of_entries") == 2
-    assert value(t, "bk_auditor_bookie_request_errors_total", bookie="b1:3181", operation="get_list_of_entries",
-                 error="timeout") == 1
+    assert (
+        value(
+            t,
+            "bk_auditor_bookie_request_errors_total",
+            bookie="b1:3181",
+            operation="get_list_of_entries",
+            error="timeout",
+        )
+        == 1
+    )
     assert value(t, "bk_auditor_underreplicated_ledgers") == 4
     assert value(t, "bk_auditor_underreplicated_oldest_marker_age_seconds") == 7200.5
     assert value(t, "bk_auditor_underreplicated_past_grace_ledgers") == 1
@@ -104,8 +121,9 @@ def test_sync_from_daemon_state() -> None:
     for ledger in (1, 2):
         f = Finding.of(Category.ENTRY_NO_REPLICA, "x", ledger=LedgerId.of(ledger), bookie="b1:3181", segment_index=0)
         st.findings.add(f)
-    st.findings.add(Finding.of(Category.ENTRY_NO_REPLICA, "x", ledger=LedgerId.of(2), bookie="b1:3181",
-                               segment_index=1))
+    st.findings.add(
+        Finding.of(Category.ENTRY_NO_REPLICA, "x", ledger=LedgerId.of(2), bookie="b1:3181", segment_index=1)
+    )
     st.leadership.set(True)
     st.pause.pause("test")
     m = AuditorMetrics()
@@ -149,5 +167,6 @@ def test_http_exposition() -> None:
 def test_process_metrics_on_request() -> None:
     names = {n for n, _ in samples(AuditorMetrics(process_metrics=True).exposition().decode())}
     assert "python_info" in names and any(n.startswith("python_gc_") for n in names)
-    assert {n for n in names if not n.startswith(("process_", "python_"))} <= \
-        {n for n, _ in samples(AuditorMetrics().exposition().decode())}
+    assert {n for n in names if not n.startswith(("process_", "python_"))} <= {
+        n for n, _ in samples(AuditorMetrics().exposition().decode())
+    }

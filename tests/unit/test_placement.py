@@ -1,4 +1,5 @@
 """Placement adherence: rack-, region- and zone-aware examples, config parsing, ledger verdicts."""
+
 from __future__ import annotations
 
 import pytest
@@ -6,8 +7,16 @@ import pytest
 from auditor.durability.findings import Category
 from auditor.durability.ids import LedgerId
 from auditor.durability.model import LedgerMetadata, LedgerState, Segment
-from auditor.durability.placement import (DEFAULT_RACK, DEFAULT_REGION_RACK, Adherence, PlacementPolicy, PolicyKind,
-                                          check_ensemble, check_ledger, normalize_location)
+from auditor.durability.placement import (
+    DEFAULT_RACK,
+    DEFAULT_REGION_RACK,
+    Adherence,
+    PlacementPolicy,
+    PolicyKind,
+    check_ensemble,
+    check_ledger,
+    normalize_location,
+)
 
 RACK = PlacementPolicy()
 STRICT, SOFT, FAIL = Adherence.MEETS_STRICT, Adherence.MEETS_SOFT, Adherence.FAIL
@@ -100,8 +109,9 @@ def test_normalize_location() -> None:
 # region-aware
 
 
-REGION = PlacementPolicy(kind=PolicyKind.REGION_AWARE, regions_to_write=("east", "west"),
-                         minimum_regions_for_durability=2)
+REGION = PlacementPolicy(
+    kind=PolicyKind.REGION_AWARE, regions_to_write=("east", "west"), minimum_regions_for_durability=2
+)
 
 
 def test_region_aware_alternating_regions_pass() -> None:
@@ -214,26 +224,42 @@ def test_default_policy_always_strict() -> None:
 
 
 def test_from_conf_java_keys() -> None:
-    p = PlacementPolicy.from_conf({
-        "ensemblePlacementPolicy": "org.apache.bookkeeper.client.RegionAwareEnsemblePlacementPolicy",
-        "minNumRacksPerWriteQuorum": "3", "enforceMinNumRacksPerWriteQuorum": "true",
-        "reppRegionsToWrite": "east;west;", "reppMinimumRegionsForDurability": "2",
-        "minNumZonesPerWriteQuorum": 2, "desiredNumZonesPerWriteQuorum": 4,
-        "enforceStrictZoneawarePlacement": False, "unrelated": "x",
-    })
+    p = PlacementPolicy.from_conf(
+        {
+            "ensemblePlacementPolicy": "org.apache.bookkeeper.client.RegionAwareEnsemblePlacementPolicy",
+            "minNumRacksPerWriteQuorum": "3",
+            "enforceMinNumRacksPerWriteQuorum": "true",
+            "reppRegionsToWrite": "east;west;",
+            "reppMinimumRegionsForDurability": "2",
+            "minNumZonesPerWriteQuorum": 2,
+            "desiredNumZonesPerWriteQuorum": 4,
+            "enforceStrictZoneawarePlacement": False,
+            "unrelated": "x",
+        }
+    )
     assert p.kind is PolicyKind.REGION_AWARE and p.min_num_racks_per_write_quorum == 3
     assert p.enforce_min_num_racks_per_write_quorum and p.regions_to_write == ("east", "west")
     assert p.desired_num_zones_per_write_quorum == 4 and not p.enforce_strict_zoneaware_placement
     assert PlacementPolicy.from_conf(p.to_conf()) == p
-    assert PlacementPolicy.from_conf({"ensemblePlacementPolicy": "ZoneawareEnsemblePlacementPolicy"}).kind \
+    assert (
+        PlacementPolicy.from_conf({"ensemblePlacementPolicy": "ZoneawareEnsemblePlacementPolicy"}).kind
         is PolicyKind.ZONE_AWARE
+    )
     with pytest.raises(ValueError):
         PlacementPolicy.from_conf({"ensemblePlacementPolicy": "com.example.Custom"})
 
 
 def test_check_ledger_worst_segment_and_empty_segments() -> None:
-    md = LedgerMetadata(LedgerId.of(5), 3, 2, 2, LedgerState.CLOSED, 9, 0, (
-        Segment(0, ("a", "b", "c")), Segment(5, ("a", "d", "c")), Segment(10, ("x", "y", "z"))))
+    md = LedgerMetadata(
+        LedgerId.of(5),
+        3,
+        2,
+        2,
+        LedgerState.CLOSED,
+        9,
+        0,
+        (Segment(0, ("a", "b", "c")), Segment(5, ("a", "d", "c")), Segment(10, ("x", "y", "z"))),
+    )
     racks = {"a": "/r1", "b": "/r2", "c": "/r3", "d": "/r1", "x": "/r1", "y": "/r1", "z": "/r1"}
     v = check_ledger(md, RACK, racks)
     assert v.adherence is FAIL and v.category is Category.PLACEMENT_VIOLATION

@@ -1,6 +1,7 @@
 """Rack data that cannot be used disables placement judgement only: Locations records the problem (naming
 the znode or script), answers 'unknown' for every bookie, offers the metadata_unreadable finding, and the
 next refresh with good data restores it."""
+
 from __future__ import annotations
 
 import json

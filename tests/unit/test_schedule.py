@@ -1,4 +1,5 @@
 """Round-robin schedule and striped entry sets: spec vectors and brute-force properties."""
+
 from __future__ import annotations
 
 import pytest
@@ -8,9 +9,18 @@ from hypothesis import strategies as st
 from auditor.durability.ids import LedgerId
 from auditor.durability.model import LedgerMetadata, LedgerState, Segment
 from auditor.durability.ranges import RangeSet
-from auditor.durability.schedule import (Stripe, StripedSet, clip_rangeset, expected_by_bookie, expected_for_index,
-                                         holds, index_residues, segment_bookie_residues, write_set,
-                                         write_set_bookies)
+from auditor.durability.schedule import (
+    Stripe,
+    StripedSet,
+    clip_rangeset,
+    expected_by_bookie,
+    expected_for_index,
+    holds,
+    index_residues,
+    segment_bookie_residues,
+    write_set,
+    write_set_bookies,
+)
 
 
 def ids_of(s: StripedSet | Stripe | None) -> list[int]:
@@ -19,10 +29,12 @@ def ids_of(s: StripedSet | Stripe | None) -> list[int]:
     return [e for a, b in s.iter_runs() for e in range(a, b + 1)]
 
 
-def ledger(e: int, wq: int, aq: int, last: int, segments: list[tuple[int, list[str]]],
-           state: LedgerState = LedgerState.CLOSED) -> LedgerMetadata:
-    return LedgerMetadata(LedgerId.of(1), e, wq, aq, state, last, 0,
-                          tuple(Segment(f, tuple(ens)) for f, ens in segments))
+def ledger(
+    e: int, wq: int, aq: int, last: int, segments: list[tuple[int, list[str]]], state: LedgerState = LedgerState.CLOSED
+) -> LedgerMetadata:
+    return LedgerMetadata(
+        LedgerId.of(1), e, wq, aq, state, last, 0, tuple(Segment(f, tuple(ens)) for f, ens in segments)
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -288,8 +300,11 @@ def test_difference_intersection_excess_model(case: tuple[StripedSet, set[int], 
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.integers(1, 8).flatmap(lambda e: st.tuples(st.just(e), st.integers(1, e), st.integers(0, e - 1))),
-       st.integers(0, 2**63 - 200), st.integers(0, 60))
+@given(
+    st.integers(1, 8).flatmap(lambda e: st.tuples(st.just(e), st.integers(1, e), st.integers(0, e - 1))),
+    st.integers(0, 2**63 - 200),
+    st.integers(0, 60),
+)
 def test_equals_rangeset_recognises_the_exact_answer(params: tuple[int, int, int], first: int, length: int) -> None:
     e, wq, i = params
     s = expected_for_index(first, first + length, i, e, wq)
@@ -305,7 +320,7 @@ def test_equals_rangeset_with_touching_segments() -> None:
     # A bookie at different indexes in consecutive segments: its runs merge across the boundary in the
     # RangeSet; the healthy-answer shortcut must still recognise the answer.
     pool = [f"b{i}" for i in range(8)]
-    md = ledger(5, 3, 2, 9_999, [(k * 200, pool[k % 4:k % 4 + 5]) for k in range(50)])
+    md = ledger(5, 3, 2, 9_999, [(k * 200, pool[k % 4 : k % 4 + 5]) for k in range(50)])
     for bookie, exp in expected_by_bookie(md).items():
         answer = exp.to_rangeset()
         assert exp.equals_rangeset(answer), bookie

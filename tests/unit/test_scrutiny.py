@@ -1,4 +1,5 @@
 """BP-34 verdicts: risky quorums, UR age, contract findings, triage, metadata re-read, composition."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -12,16 +13,43 @@ from auditor.durability.model import LedgerMetadata, LedgerState, Segment
 from auditor.durability.placement import PlacementPolicy
 from auditor.durability.ranges import RangeSet
 from auditor.durability.schedule import expected_by_bookie
-from auditor.durability.scrutiny import (Disposition, assess_quorum, compare_metadata, confirm, durability_findings,
-                                         risky_quorum_finding, scrutinize_ledger, triage, underreplicated_finding,
-                                         underreplicated_too_long, unreachable_bookie_finding)
+from auditor.durability.scrutiny import (
+    Disposition,
+    assess_quorum,
+    compare_metadata,
+    confirm,
+    durability_findings,
+    risky_quorum_finding,
+    scrutinize_ledger,
+    triage,
+    underreplicated_finding,
+    underreplicated_too_long,
+    unreachable_bookie_finding,
+)
 
 
-def ledger(e: int = 3, wq: int = 3, aq: int = 2, last: int = 9, segments: list[tuple[int, list[str]]] | None = None,
-           state: LedgerState = LedgerState.CLOSED, version: int | None = 4, lid: int = 1) -> LedgerMetadata:
+def ledger(
+    e: int = 3,
+    wq: int = 3,
+    aq: int = 2,
+    last: int = 9,
+    segments: list[tuple[int, list[str]]] | None = None,
+    state: LedgerState = LedgerState.CLOSED,
+    version: int | None = 4,
+    lid: int = 1,
+) -> LedgerMetadata:
     segments = segments or [(0, ["a", "b", "c"][:e] + [f"x{i}" for i in range(e - 3)])]
-    return LedgerMetadata(LedgerId.of(lid), e, wq, aq, state, last, 0,
-                          tuple(Segment(f, tuple(ens)) for f, ens in segments), version=version)
+    return LedgerMetadata(
+        LedgerId.of(lid),
+        e,
+        wq,
+        aq,
+        state,
+        last,
+        0,
+        tuple(Segment(f, tuple(ens)) for f, ens in segments),
+        version=version,
+    )
 
 
 def healthy(md: LedgerMetadata, end: int | None = None) -> dict[str, Answer]:
@@ -32,19 +60,22 @@ def healthy(md: LedgerMetadata, end: int | None = None) -> dict[str, Answer]:
 # (a) risky quorum
 
 
-@pytest.mark.parametrize("e,wq,aq,codes", [
-    (3, 3, 2, None),
-    (5, 3, 2, None),
-    (4, 3, 2, None),
-    (3, 2, 1, ("ack_quorum_one",)),
-    (2, 1, 1, ("no_replication", "ack_quorum_one", "single_lost_copy_truncates")),
-    (3, 2, 2, ("single_lost_copy_truncates",)),
-    (2, 2, 2, ("single_lost_copy_truncates", "all_members_ack")),
-    (3, 3, 3, ("single_lost_copy_truncates", "all_members_ack")),
-    (3, 2, 3, ("invalid",)),
-    (2, 3, 2, ("invalid",)),
-    (3, 2, 0, ("invalid",)),
-])
+@pytest.mark.parametrize(
+    "e,wq,aq,codes",
+    [
+        (3, 3, 2, None),
+        (5, 3, 2, None),
+        (4, 3, 2, None),
+        (3, 2, 1, ("ack_quorum_one",)),
+        (2, 1, 1, ("no_replication", "ack_quorum_one", "single_lost_copy_truncates")),
+        (3, 2, 2, ("single_lost_copy_truncates",)),
+        (2, 2, 2, ("single_lost_copy_truncates", "all_members_ack")),
+        (3, 3, 3, ("single_lost_copy_truncates", "all_members_ack")),
+        (3, 2, 3, ("invalid",)),
+        (2, 3, 2, ("invalid",)),
+        (3, 2, 0, ("invalid",)),
+    ],
+)
 def test_assess_quorum(e: int, wq: int, aq: int, codes: tuple[str, ...] | None) -> None:
     risk = assess_quorum(e, wq, aq)
     if codes is None:
@@ -209,9 +240,18 @@ def test_a_digest_mismatch_is_confirmed_only_when_the_same_bytes_are_read_again(
     md = ledger(3, 3, 2, 9)
 
     def corrupt(stored: str, computed: str) -> list[Finding]:
-        return [Finding.of(Category.DIGEST_MISMATCH, "entry 4 on a fails verification", metadata=md, bookie="a",
-                           entry_id=4, method="read", detail={"problems": ["digest mismatch"],
-                                                              "storedDigest": stored, "computedDigest": computed})]
+        return [
+            Finding.of(
+                Category.DIGEST_MISMATCH,
+                "entry 4 on a fails verification",
+                metadata=md,
+                bookie="a",
+                entry_id=4,
+                method="read",
+                detail={"problems": ["digest mismatch"], "storedDigest": stored, "computedDigest": computed},
+            )
+        ]
+
     stored_damage = confirm(corrupt("ad49e26e", "14da3899"), corrupt("ad49e26e", "14da3899"))
     assert len(stored_damage) == 1 and stored_damage[0].confirmed
     assert confirm(corrupt("ad49e26e", "14da3899"), corrupt("ad49e26e", "0866975c")) == []
@@ -220,8 +260,9 @@ def test_a_digest_mismatch_is_confirmed_only_when_the_same_bytes_are_read_again(
 
 def test_unreachable_bookie_finding() -> None:
     assert unreachable_bookie_finding("b1", registered=False, attempts=3) is None
-    f = unreachable_bookie_finding("b1", registered=True, attempts=3, ledgers=[LedgerId.of(1), LedgerId.of(2)],
-                                   error="timeout")
+    f = unreachable_bookie_finding(
+        "b1", registered=True, attempts=3, ledgers=[LedgerId.of(1), LedgerId.of(2)], error="timeout"
+    )
     assert f is not None and f.category is Category.BOOKIE_UNREACHABLE and f.bookie == "b1"
     assert f.detail["ledgers"] == 2 and "timeout" in f.message
 
@@ -232,11 +273,13 @@ def test_unreachable_bookie_finding() -> None:
 
 def test_scrutinize_marked_ledger_skipped_or_too_long() -> None:
     md = ledger()
-    s = scrutinize_ledger(md, healthy(md), marked_underreplicated=True, marker_ctime_ms=0, grace_period_s=100,
-                          now_ms=50_000)
+    s = scrutinize_ledger(
+        md, healthy(md), marked_underreplicated=True, marker_ctime_ms=0, grace_period_s=100, now_ms=50_000
+    )
     assert s.disposition is Disposition.SKIP and not s.findings
-    s = scrutinize_ledger(md, healthy(md), marked_underreplicated=True, marker_ctime_ms=0, grace_period_s=100,
-                          now_ms=500_000)
+    s = scrutinize_ledger(
+        md, healthy(md), marked_underreplicated=True, marker_ctime_ms=0, grace_period_s=100, now_ms=500_000
+    )
     assert s.disposition is Disposition.REPORT
     assert [f.category for f in s.findings] == [Category.UNDERREPLICATED_TOO_LONG]
 
@@ -268,8 +311,11 @@ def test_scrutinize_holds_coverage_findings_for_recheck() -> None:
 
 def test_scrutinize_open_ledger_needs_lac() -> None:
     md = ledger(3, 3, 2, -1, state=LedgerState.OPEN)
-    answers: dict[str, Answer] = {"a": RangeSet.of([(0, 9), (11, 50)]), "b": RangeSet.of([(0, 9), (11, 50)]),
-                                  "c": RangeSet.span(0, 50)}
+    answers: dict[str, Answer] = {
+        "a": RangeSet.of([(0, 9), (11, 50)]),
+        "b": RangeSet.of([(0, 9), (11, 50)]),
+        "c": RangeSet.span(0, 50),
+    }
     s = scrutinize_ledger(md, answers)  # no LAC given: no coverage
     assert s.coverage is None and s.disposition is Disposition.CLEAN
     s = scrutinize_ledger(md, answers, end=50, policy=PlacementPolicy(), locations={})

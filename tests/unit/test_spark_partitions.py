@@ -1,5 +1,6 @@
 """The sweep's pure parts: the id-space partitioner, the leaf-directory walk, the driver's aggregation,
 master resolution and settings shipping. No JVM, no cluster."""
+
 from __future__ import annotations
 
 import asyncio
@@ -9,7 +10,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings as hsettings, strategies as st
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from auditor.cli import app
@@ -19,8 +22,17 @@ from auditor.durability.ids import MAX_ID, LedgerId
 from auditor.metadata.location import LedgerManager
 from auditor.metadata.paths import HYBRID_SPLIT, LedgerPaths, walk_leaf_directories
 from auditor.spark.output import aggregate, findings_jsonl, merge_run_stats
-from auditor.spark.partitions import (ID_SPACE_END, IdPartition, Span, check_cover, clip_spans, heavy_spans,
-                                      id_at, id_value, plan_partitions)
+from auditor.spark.partitions import (
+    ID_SPACE_END,
+    IdPartition,
+    Span,
+    check_cover,
+    clip_spans,
+    heavy_spans,
+    id_at,
+    id_value,
+    plan_partitions,
+)
 from auditor.spark.session import parse_conf, resolve_master, spark_defaults
 from auditor.spark.worker import FINDING, STATS, settings_from_wire, settings_to_wire
 
@@ -30,8 +42,13 @@ def L(n: int, scope: int = 0) -> LedgerId:
 
 
 def leaf(first: int, ledgers: int = 0, scope: int = 0, ids: Sequence[int] | None = None, size: int = 10_000) -> Span:
-    return Span(L(first, scope), L(first + size - 1, scope), ledgers, f"/ledgers/{scope}/{first}",
-                tuple(L(i, scope) for i in ids) if ids is not None else None)
+    return Span(
+        L(first, scope),
+        L(first + size - 1, scope),
+        ledgers,
+        f"/ledgers/{scope}/{first}",
+        tuple(L(i, scope) for i in ids) if ids is not None else None,
+    )
 
 
 def owner(parts: list[IdPartition], lid: LedgerId) -> list[int]:
@@ -39,6 +56,7 @@ def owner(parts: list[IdPartition], lid: LedgerId) -> list[int]:
 
 
 # ------------------------------------------------------------------------------------------ numbering
+
 
 def test_dense_numbering_round_trips_and_orders_like_ledger_ids() -> None:
     for lid in (L(0), L(MAX_ID), L(0, 1), L(5, 7), L(MAX_ID, MAX_ID)):
@@ -50,6 +68,7 @@ def test_dense_numbering_round_trips_and_orders_like_ledger_ids() -> None:
 
 
 # ------------------------------------------------------------------------------------------ the planner
+
 
 def test_no_directories_gives_one_partition_over_everything() -> None:
     parts = plan_partitions([], 8)
@@ -71,7 +90,7 @@ def test_equal_directories_are_grouped_evenly_and_consecutively() -> None:
 
 
 def test_heavy_directory_is_cut_at_its_real_quantiles() -> None:
-    ids = list(range(0, 100))  # a small cluster: every ledger in 00/0000, ids 0..99
+    ids = list(range(100))  # a small cluster: every ledger in 00/0000, ids 0..99
     parts = plan_partitions([leaf(0, 100, ids=ids)], 4)
     check_cover(parts)
     assert len(parts) == 4
@@ -139,8 +158,11 @@ def test_partition_wire_round_trip_and_dict() -> None:
     assert p.to_dict() == {"index": 3, "start": "2:7", "end": "3:0", "weight": 12.5, "leafDirectories": 0}
 
 
-spans_strategy = st.lists(st.tuples(st.integers(0, 2000), st.integers(1, 30), st.integers(0, 20_000),
-                                    st.integers(0, 2)), min_size=0, max_size=25)
+spans_strategy = st.lists(
+    st.tuples(st.integers(0, 2000), st.integers(1, 30), st.integers(0, 20_000), st.integers(0, 2)),
+    min_size=0,
+    max_size=25,
+)
 
 
 @hsettings(max_examples=300, deadline=None)
@@ -152,8 +174,11 @@ def test_partitions_always_cover_the_space_without_overlap(raw: list, n: int, wi
         if scope_step == 2:  # sometimes jump to the next scope (scoped ids)
             first = id_value(L(gap, id_at(cursor).scope + 1))
         last = first + width * 100 - 1
-        ids = tuple(id_at(v) for v in range(first, last + 1, max(1, (last - first + 1) // max(1, ledgers))))[:ledgers] \
-            if with_ids else None
+        ids = (
+            tuple(id_at(v) for v in range(first, last + 1, max(1, (last - first + 1) // max(1, ledgers))))[:ledgers]
+            if with_ids
+            else None
+        )
         spans.append(Span(id_at(first), id_at(last), ledgers if ids is None else len(ids), f"d{len(spans)}", ids))
         cursor = last + 1
     parts = plan_partitions(spans, n)
@@ -166,6 +191,7 @@ def test_partitions_always_cover_the_space_without_overlap(raw: list, n: int, wi
 
 
 # ------------------------------------------------------------------------------------------ leaf-directory walk
+
 
 class FakeTree:
     """A ZooKeeper tree as paths; records every directory listed."""
@@ -187,20 +213,26 @@ class FakeTree:
 def walk(paths: LedgerPaths, tree: FakeTree) -> list:
     async def go() -> list:
         return [d async for d in walk_leaf_directories(paths, tree)]
+
     return asyncio.run(go())
 
 
 def test_hybrid_walk_finds_legacy_long_and_scoped_leaves_without_listing_them() -> None:
     paths = LedgerPaths("/ledgers", LedgerManager.HIERARCHICAL)
     ids = [L(0), L(5), L(12_345), L(HYBRID_SPLIT - 1), L(HYBRID_SPLIT), L(2**31 + 5), L(10**15), L(7, 3)]
-    tree = FakeTree([paths.path(i) for i in ids], extra=["/ledgers/LAYOUT", "/ledgers/available/x",
-                                                          "/ledgers/idgen-long/x"])
+    tree = FakeTree(
+        [paths.path(i) for i in ids], extra=["/ledgers/LAYOUT", "/ledgers/available/x", "/ledgers/idgen-long/x"]
+    )
     dirs = walk(paths, tree)
     leaf_dirs = {paths.path(i).rsplit("/", 1)[0] for i in ids}
     assert [d.path for d in dirs] == [
-        "/ledgers/00/0000", "/ledgers/00/0001", "/ledgers/21/4748",
-        "/ledgers/000/0000/0021/4748", "/ledgers/000/1000/0000/0000",
-        "/ledgers/scoped/000/0000/0000/0000/0003/000/0000/0000/0000"]
+        "/ledgers/00/0000",
+        "/ledgers/00/0001",
+        "/ledgers/21/4748",
+        "/ledgers/000/0000/0021/4748",
+        "/ledgers/000/1000/0000/0000",
+        "/ledgers/scoped/000/0000/0000/0000/0003/000/0000/0000/0000",
+    ]
     assert set(d.path for d in dirs) == leaf_dirs
     assert not set(tree.listed) & leaf_dirs  # never listed a leaf directory
     by_path = {d.path: d for d in dirs}
@@ -232,6 +264,7 @@ def test_long_and_flat_layouts() -> None:
 
 # ------------------------------------------------------------------------------------------ aggregation
 
+
 def findings_fixture() -> list[Finding]:
     a = Finding.of(Category.ENTRY_BELOW_ACK_QUORUM, "a", ledger=L(1), segment_index=0, bookie="b1", confirmed=True)
     b = Finding.of(Category.RISKY_QUORUM, "b", ledger=L(2), severity=Severity.INFO)
@@ -241,8 +274,10 @@ def findings_fixture() -> list[Finding]:
 
 
 def rows_for(findings: list[Finding], partition: int = 0, check: str = "scrutiny", start: int = 0) -> list:
-    return [(FINDING, partition, check, start + i,
-             json.dumps({"key": list(f.dedup_key()), "finding": f.to_log_dict()})) for i, f in enumerate(findings)]
+    return [
+        (FINDING, partition, check, start + i, json.dumps({"key": list(f.dedup_key()), "finding": f.to_log_dict()}))
+        for i, f in enumerate(findings)
+    ]
 
 
 def test_row_summary_matches_finding_summary() -> None:
@@ -267,9 +302,18 @@ def test_first_sighting_wins_in_partition_then_row_order() -> None:
 
 
 def test_run_stats_are_summed_over_partitions() -> None:
-    a = {"durationSeconds": 1.5, "ledgersSeen": 3, "ledgersChecked": 2, "ledgersSkipped": {"open": 1},
-         "ledgersRechecked": 0, "metadataUnreadable": 0, "bookieRequests": 4, "bookieRequestsByBookie": {"x": 4},
-         "bookieUnknownByBookie": {}, "reanalysed": 0}
+    a = {
+        "durationSeconds": 1.5,
+        "ledgersSeen": 3,
+        "ledgersChecked": 2,
+        "ledgersSkipped": {"open": 1},
+        "ledgersRechecked": 0,
+        "metadataUnreadable": 0,
+        "bookieRequests": 4,
+        "bookieRequestsByBookie": {"x": 4},
+        "bookieUnknownByBookie": {},
+        "reanalysed": 0,
+    }
     b = {**a, "ledgersSkipped": {"open": 2, "closed": 1}, "bookieRequestsByBookie": {"x": 1, "y": 2}}
     merged = merge_run_stats("open", [a, b])
     assert merged["partitions"] == 2 and merged["ledgersSeen"] == 6 and merged["durationSeconds"] == 3.0
@@ -282,6 +326,7 @@ def test_run_stats_are_summed_over_partitions() -> None:
 
 # ------------------------------------------------------------------------------------------ session, settings, CLI
 
+
 def test_master_resolution(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("SPARK_MASTER", raising=False)
     assert resolve_master("spark://m:7077", known={"spark.master": "yarn"}) == ("spark://m:7077", "spark://m:7077")
@@ -292,19 +337,26 @@ def test_master_resolution(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_spark_defaults_file_and_conf_pairs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    (tmp_path / "spark-defaults.conf").write_text("# comment\nspark.master   spark://h:7077\n"
-                                                  "spark.driver.memory=2g\n\nspark.ui.enabled : true\n")
+    (tmp_path / "spark-defaults.conf").write_text(
+        "# comment\nspark.master   spark://h:7077\nspark.driver.memory=2g\n\nspark.ui.enabled : true\n"
+    )
     monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))
-    assert spark_defaults() == {"spark.master": "spark://h:7077", "spark.driver.memory": "2g",
-                                "spark.ui.enabled": "true"}
+    assert spark_defaults() == {
+        "spark.master": "spark://h:7077",
+        "spark.driver.memory": "2g",
+        "spark.ui.enabled": "true",
+    }
     assert parse_conf(["a=b", " spark.x = y=z "]) == {"a": "b", "spark.x": "y=z"}
     with pytest.raises(ValueError):
         parse_conf(["novalue"])
 
 
 def test_settings_travel_as_a_plain_dict(monkeypatch: pytest.MonkeyPatch) -> None:
-    s = Settings(metadata_service_uri="zk+hierarchical://127.0.0.1:1/ledgers",
-                 bookie_client={"requests_per_second": 7}, recheck={"delays_seconds": [0.5], "attempts": 2})
+    s = Settings(
+        metadata_service_uri="zk+hierarchical://127.0.0.1:1/ledgers",
+        bookie_client={"requests_per_second": 7},
+        recheck={"delays_seconds": [0.5], "attempts": 2},
+    )
     wire = settings_to_wire(s)
     json.dumps(wire)  # plain JSON types only
     monkeypatch.setenv("BKAUDIT_BOOKIE_CLIENT__REQUESTS_PER_SECOND", "999")  # an executor's environment
@@ -330,17 +382,23 @@ def test_sweep_cli_rejects_bad_options_before_starting_spark(monkeypatch: pytest
 
 def test_error_line_picks_the_executor_exception() -> None:
     from auditor.spark.sweep import _error_line
-    text = ("An error occurred while calling z:org.apache.spark.api.python.PythonRDD.runJob.\n"
-            ": org.apache.spark.SparkException: Job aborted due to stage failure: Task 0 in stage 3.0 failed\n"
-            "Traceback (most recent call last):\n  File \"x.py\", line 1, in <module>\n"
-            "auditor.metadata.errors.MetadataConfigError: rack file /r.yaml: cannot read (No such file)\n\n"
-            "\tat org.apache.spark.api.python.BasePythonRunner$ReaderIterator.handlePythonException(x.scala:1)\n")
-    assert _error_line(RuntimeError(text)) == \
-        "auditor.metadata.errors.MetadataConfigError: rack file /r.yaml: cannot read (No such file)"
+
+    text = (
+        "An error occurred while calling z:org.apache.spark.api.python.PythonRDD.runJob.\n"
+        ": org.apache.spark.SparkException: Job aborted due to stage failure: Task 0 in stage 3.0 failed\n"
+        'Traceback (most recent call last):\n  File "x.py", line 1, in <module>\n'
+        "auditor.metadata.errors.MetadataConfigError: rack file /r.yaml: cannot read (No such file)\n\n"
+        "\tat org.apache.spark.api.python.BasePythonRunner$ReaderIterator.handlePythonException(x.scala:1)\n"
+    )
+    assert (
+        _error_line(RuntimeError(text))
+        == "auditor.metadata.errors.MetadataConfigError: rack file /r.yaml: cannot read (No such file)"
+    )
 
 
 def test_sweep_rejects_a_bad_executor_log_level_before_starting_spark(capsys: pytest.CaptureFixture[str]) -> None:
     from auditor.spark.sweep import SweepOptions, sweep_main
+
     s = Settings(metadata_service_uri="zk+hierarchical://127.0.0.1:1/ledgers")
     assert sweep_main(s, SweepOptions(executor_log_level="loud")) == 2
     assert sweep_main(s, SweepOptions(checks=["nope"])) == 2

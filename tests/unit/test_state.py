@@ -1,4 +1,5 @@
 """FindingStore, TaskBoard, PauseControl and Leadership behaviour, with a controlled clock."""
+
 from __future__ import annotations
 
 import asyncio
@@ -18,13 +19,27 @@ class Clock:
         return self.t
 
 
-def finding(category: Category, ledger: int, bookie: str | None = "b1:3181", segment: int | None = 0,
-            message: str = "m", **kw: object) -> Finding:
-    return Finding.of(category, message, ledger=LedgerId.of(ledger), bookie=bookie, segment_index=segment,
-                      ensemble=("b1:3181", "b2:3181", "b3:3181"), **kw)
+def finding(
+    category: Category,
+    ledger: int,
+    bookie: str | None = "b1:3181",
+    segment: int | None = 0,
+    message: str = "m",
+    **kw: object,
+) -> Finding:
+    return Finding.of(
+        category,
+        message,
+        ledger=LedgerId.of(ledger),
+        bookie=bookie,
+        segment_index=segment,
+        ensemble=("b1:3181", "b2:3181", "b3:3181"),
+        **kw,
+    )
 
 
 # ------------------------------------------------------------------------------------------ findings
+
 
 def test_add_dedups_and_tracks_sightings() -> None:
     clock = Clock()
@@ -111,6 +126,7 @@ def test_resolved_history_is_bounded() -> None:
 
 # ------------------------------------------------------------------------------------------ tasks
 
+
 def test_task_lifecycle_progress_and_eta() -> None:
     clock = Clock(100.0)
     board = TaskBoard(clock=clock)
@@ -129,12 +145,12 @@ def test_task_lifecycle_progress_and_eta() -> None:
     assert snap.fraction == pytest.approx(0.1)
     clock.t = 120.0
     board.advance("scrutiny", 100)
-    assert board.get("scrutiny").eta_seconds == pytest.approx(80.0)   # 200 done in 20 s, 800 left
+    assert board.get("scrutiny").eta_seconds == pytest.approx(80.0)  # 200 done in 20 s, 800 left
     board.schedule("scrutiny", 3720.0)
     clock.t = 130.0
     done = board.succeed("scrutiny")
     assert (done.state, done.last_success, done.last_finish, done.next_run) == (TaskState.IDLE, 130.0, 130.0, 3720.0)
-    assert board.get("scrutiny").eta_seconds is None                  # no ETA once finished
+    assert board.get("scrutiny").eta_seconds is None  # no ETA once finished
     board.start("scrutiny", total=10)
     clock.t = 140.0
     failed = board.fail("scrutiny", TimeoutError("bookie b1 did not answer"))
@@ -164,10 +180,11 @@ def test_pause_all_and_resume_all_keep_disabled_tasks() -> None:
 
 # ------------------------------------------------------------------------------------------ pause / leader
 
+
 async def test_pause_blocks_waiters_until_resume() -> None:
     clock = Clock(50.0)
     p = PauseControl(clock=clock)
-    await asyncio.wait_for(p.wait_resumed(), 1)   # not paused: returns at once
+    await asyncio.wait_for(p.wait_resumed(), 1)  # not paused: returns at once
     assert p.pause("maintenance") is True
     assert (p.paused, p.reason, p.since) == (True, "maintenance", 50.0)
     clock.t = 60.0
@@ -224,8 +241,13 @@ def test_task_crash_and_restart_on_the_board() -> None:
     board.register("scrutiny", interval_seconds=60)
     board.start("scrutiny")
     info = board.crash("scrutiny", ValueError("boom"), restart_at=12.0)
-    assert (info.state, info.last_error, info.last_error_at, info.failures, info.restart_at) == \
-        (TaskState.FAILED, "ValueError: boom", 10.0, 1, 12.0)
+    assert (info.state, info.last_error, info.last_error_at, info.failures, info.restart_at) == (
+        TaskState.FAILED,
+        "ValueError: boom",
+        10.0,
+        1,
+        12.0,
+    )
     info = board.restarted("scrutiny")
     assert (info.state, info.restarts, info.restart_at, info.failures) == (TaskState.IDLE, 1, None, 1)
     info = board.note_error("scrutiny", "/r/bk-auditor/checks/scrutiny: corrupt (replaced with a fresh state)")

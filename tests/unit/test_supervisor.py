@@ -1,6 +1,7 @@
 """The supervisor of the daemon's background tasks: a failing task is restarted alone with a bounded,
 jittered exponential backoff, visible on the task board and in the metrics; one-shot tasks are kept
 referenced and their failures counted; close() ends everything."""
+
 from __future__ import annotations
 
 import asyncio
@@ -11,9 +12,9 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from auditor.daemon.metrics import AuditorMetrics
-from auditor.logging import configure_logging
 from auditor.daemon.state import TaskBoard, TaskState
 from auditor.daemon.supervisor import Backoff, Supervisor
+from auditor.logging import configure_logging
 
 
 def sample(m: AuditorMetrics, name: str, **labels: str) -> float | None:
@@ -27,6 +28,7 @@ def test_backoff_is_exponential_bounded_and_jittered() -> None:
     assert b.delay(3, rand=lambda: 1.0) == pytest.approx(4 * 1.2)
     assert b.delay(10, rand=lambda: 1.0) == 60.0  # jitter never goes past the cap
     import random
+
     rng = random.Random(7)
     delays = [b.delay(n, rand=rng.random) for n in range(1, 200)]
     assert all(0 < d <= 60.0 for d in delays) and len({round(d, 6) for d in delays[:5]}) == 5
@@ -43,8 +45,9 @@ async def test_a_failing_task_is_restarted_alone_with_backoff_and_is_visible() -
         slept.append(seconds)
         await asyncio.sleep(0)
 
-    sup = Supervisor(metrics=metrics, board=board, sleep=sleep,
-                     backoff=Backoff(initial=1.0, factor=2.0, cap=5.0, jitter=0.0))
+    sup = Supervisor(
+        metrics=metrics, board=board, sleep=sleep, backoff=Backoff(initial=1.0, factor=2.0, cap=5.0, jitter=0.0)
+    )
     attempts = 0
     sibling_beats = 0
 

@@ -1,5 +1,6 @@
 """The loop watchdog: a stall longer than the limit makes leadership unconfirmed; only a round trip
 begun after the (last) stall confirms it again; a failed or negative round trip leaves it unconfirmed."""
+
 from __future__ import annotations
 
 import asyncio
@@ -67,7 +68,7 @@ async def test_a_vote_that_is_gone_keeps_leadership_unconfirmed() -> None:
         nonlocal calls
         calls += 1
         if calls == 1:
-            raise asyncio.TimeoutError()
+            raise TimeoutError()
         return False
 
     sup = Supervisor()

@@ -9,6 +9,7 @@ write outside the allow-list (zktree.py), every leader task alive. Finally heal 
 (delete and replace the damaged ledgers, clear the markers after they were verified) so that rounds are
 independent, and diff ZooKeeper again over the heal.
 """
+
 from __future__ import annotations
 
 import json
@@ -37,10 +38,22 @@ from .monitor import Monitor
 from .observe import Observer, Seen, read_markers
 from .proxy import LinkFault, LinkProxy
 from .truth import DURABILITY, Damage, LedgerRecord, census, readledger
-from .zktree import Allowance, Change, diff, snapshot
+from .zktree import Allowance, diff, snapshot
 
-KINDS = ("bookie-kill", "bookie-stop", "bookie-wipe", "zk-restart", "leader-kill", "leader-stop", "link-slow",
-         "link-lossy", "link-corrupt", "loss-copy", "loss-metadata", "loss-bookie-gone")
+KINDS = (
+    "bookie-kill",
+    "bookie-stop",
+    "bookie-wipe",
+    "zk-restart",
+    "leader-kill",
+    "leader-stop",
+    "link-slow",
+    "link-lossy",
+    "link-corrupt",
+    "loss-copy",
+    "loss-metadata",
+    "loss-bookie-gone",
+)
 QUORUMS = ((3, 3, 2), (3, 2, 2), (5, 2, 2))
 TASKS = ("scrutiny", "ledger", "open", "bookies")
 
@@ -51,20 +64,20 @@ class ChaosConfig:
     seed: int = 1
     workdir: Path | None = None
     results_dir: Path = Path("bench/results/chaos")
-    ledgers_per_quorum: int = 80       # closed ledgers per quorum kind (QUORUMS)
+    ledgers_per_quorum: int = 80  # closed ledgers per quorum kind (QUORUMS)
     open_ledgers: int = 20
     num_bookies: int = 6
     db_bookies: tuple[int, ...] = (6,)
-    proxied: int = 5                   # the bookie registered behind our proxy (link faults)
-    session_timeout: float = 4.0       # the daemons' ZooKeeper session timeout
+    proxied: int = 5  # the bookie registered behind our proxy (link faults)
+    session_timeout: float = 4.0  # the daemons' ZooKeeper session timeout
     scrutiny_seconds: float = 10.0
     ledger_check_seconds: float = 30.0
     open_check_seconds: float = 20.0
     lost_bookie_delay: int = 60
     kinds: tuple[str, ...] = KINDS
-    cycle: bool = False                # take the kinds in order (smoke test) instead of drawing them
-    self_test: bool = True             # first show that the invariants can fail (Campaign.self_test)
-    keep: bool = False                 # keep the work directory (logs) after a clean run
+    cycle: bool = False  # take the kinds in order (smoke test) instead of drawing them
+    self_test: bool = True  # first show that the invariants can fail (Campaign.self_test)
+    keep: bool = False  # keep the work directory (logs) after a clean run
     progress: Callable[[str], None] = print
 
 
@@ -75,28 +88,28 @@ class Round:
     params: dict[str, Any] = field(default_factory=dict)
     started: float = 0.0
     fault_at: float = 0.0
-    healed_at: float = 0.0             # processes/links back
+    healed_at: float = 0.0  # processes/links back
     checked_at: float = 0.0
     finished: float = 0.0
     faulted_bookies: set[str] = field(default_factory=set)
     wiped: set[str] = field(default_factory=set)
     written: set[str] = field(default_factory=set)
-    planted: dict[int, float] = field(default_factory=dict)     # ledger -> when its loss was in place
-    unreportable: list[int] = field(default_factory=list)        # damaged, but no finding is due
+    planted: dict[int, float] = field(default_factory=dict)  # ledger -> when its loss was in place
+    unreportable: list[int] = field(default_factory=list)  # damaged, but no finding is due
     gone_bookie: str | None = None
     leader_before: str | None = None
     leader_after: str | None = None
-    leader_fault: str | None = None    # victim daemon of a leader fault
+    leader_fault: str | None = None  # victim daemon of a leader fault
     leader_deadline_from: float | None = None
     failover_seconds: float | None = None
     single_leader_after: float | None = None
-    leader_observed_after: float | None = None   # when our 0.2 s poll first saw that leader
-    resumed_at: float | None = None              # leader-stop: when the stopped leader was resumed
-    passes: dict[str, float] = field(default_factory=dict)      # check -> seconds the verifying pass took
+    leader_observed_after: float | None = None  # when our 0.2 s poll first saw that leader
+    resumed_at: float | None = None  # leader-stop: when the stopped leader was resumed
+    passes: dict[str, float] = field(default_factory=dict)  # check -> seconds the verifying pass took
     findings_expected: int = 0
     findings_false: list[dict[str, Any]] = field(default_factory=list)
     findings_on_deleted: int = 0
-    planted_found: dict[int, float] = field(default_factory=dict)   # ledger -> seconds to find
+    planted_found: dict[int, float] = field(default_factory=dict)  # ledger -> seconds to find
     planted_missed: list[dict[str, Any]] = field(default_factory=list)
     markers_expected: int = 0
     markers_false: list[dict[str, Any]] = field(default_factory=list)
@@ -135,7 +148,9 @@ class Campaign:
         # does the same thing whatever happened before it.
         plan = random.Random(cfg.seed)
         self.plan = [cfg.kinds[i % len(cfg.kinds)] if cfg.cycle else plan.choice(cfg.kinds) for i in range(cfg.rounds)]
-        self.workdir = Path(cfg.workdir) if cfg.workdir else Path(os.environ.get("TMPDIR", "/tmp")) / f"bk-chaos-{os.getpid()}"
+        self.workdir = (
+            Path(cfg.workdir) if cfg.workdir else Path(os.environ.get("TMPDIR", "/tmp")) / f"bk-chaos-{os.getpid()}"
+        )
         self.cluster: Cluster | None = None
         self.proxy: LinkProxy | None = None
         self.daemons: dict[str, Daemon] = {}
@@ -149,8 +164,8 @@ class Campaign:
         self.heal_violations: list[dict[str, str]] = []
         self.false_keys: set[tuple[Any, ...]] = set()
         self.judged: set[tuple[Any, ...]] = set()
-        self.task_counts: dict[tuple[str, str], int] = {}   # (daemon, task) -> failures seen so far
-        self.last_checked = 0.0            # end of the last findings check: the next one starts there
+        self.task_counts: dict[tuple[str, str], int] = {}  # (daemon, task) -> failures seen so far
+        self.last_checked = 0.0  # end of the last findings check: the next one starts there
         self.started = time.time()
         self.baseline: dict[str, Any] = {}
         self.self_test_result: dict[str, bool] = {}
@@ -177,24 +192,38 @@ class Campaign:
     def setup(self) -> None:
         cfg = self.cfg
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.cluster = Cluster(self.workdir, num_bookies=cfg.num_bookies, storage={n: "db" for n in cfg.db_bookies},
-                               zk_port=ports.CHAOS_ZK_PORT, port_base=ports.CHAOS_PORT_BASE,
-                               http_base=ports.CHAOS_HTTP_BASE, proxied=(cfg.proxied,),
-                               lost_bookie_recovery_delay=cfg.lost_bookie_delay)
+        self.cluster = Cluster(
+            self.workdir,
+            num_bookies=cfg.num_bookies,
+            storage={n: "db" for n in cfg.db_bookies},
+            zk_port=ports.CHAOS_ZK_PORT,
+            port_base=ports.CHAOS_PORT_BASE,
+            http_base=ports.CHAOS_HTTP_BASE,
+            proxied=(cfg.proxied,),
+            lost_bookie_recovery_delay=cfg.lost_bookie_delay,
+        )
         t = time.time()
         self.c.start()
         b = self.c.bookie(cfg.proxied)
         self.proxy = LinkProxy(PROXY_HOST, b.host, b.port).start()
-        self.log(f"cluster up in {time.time() - t:.0f}s: ZooKeeper {self.c.zk_hosts}, bookies "
-                 f"{[x.bookie_id for x in self.c.bookies]} ({b.bookie_id} behind the proxy)")
+        self.log(
+            f"cluster up in {time.time() - t:.0f}s: ZooKeeper {self.c.zk_hosts}, bookies "
+            f"{[x.bookie_id for x in self.c.bookies]} ({b.bookie_id} behind the proxy)"
+        )
         t = time.time()
-        self.add_ledgers([(q, False) for q in QUORUMS for _ in range(cfg.ledgers_per_quorum)]
-                         + [(QUORUMS[i % len(QUORUMS)], True) for i in range(cfg.open_ledgers)])
+        self.add_ledgers(
+            [(q, False) for q in QUORUMS for _ in range(cfg.ledgers_per_quorum)]
+            + [(QUORUMS[i % len(QUORUMS)], True) for i in range(cfg.open_ledgers)]
+        )
         self.log(f"{len(self.pool)} ledgers written and verified by the Java census in {time.time() - t:.0f}s")
         settings: dict[str, Any] = {
             "zookeeper": {"session_timeout_seconds": cfg.session_timeout},
-            "schedule": {"scrutiny_seconds": cfg.scrutiny_seconds, "ledger_check_seconds": cfg.ledger_check_seconds,
-                         "open_ledger_check_seconds": cfg.open_check_seconds, "bookie_check_seconds": 3600},
+            "schedule": {
+                "scrutiny_seconds": cfg.scrutiny_seconds,
+                "ledger_check_seconds": cfg.ledger_check_seconds,
+                "open_ledger_check_seconds": cfg.open_check_seconds,
+                "bookie_check_seconds": 3600,
+            },
             "recheck": {"delays_seconds": [1, 3], "attempts": 2},
             "bookie_client": {"timeout_seconds": 2, "requests_per_second": 0},
             "max_concurrent_ledgers": 16,
@@ -202,8 +231,9 @@ class Campaign:
         }
         base = ports.CHAOS_DAEMON_PORT_BASE
         for i, name in enumerate(("auditor-a", "auditor-b")):
-            self.daemons[name] = Daemon(self.c, name, self.workdir, admin_port=base + 2 * i,
-                                        metrics_port=base + 2 * i + 1, **settings)
+            self.daemons[name] = Daemon(
+                self.c, name, self.workdir, admin_port=base + 2 * i, metrics_port=base + 2 * i + 1, **settings
+            )
         a, b2 = self.daemons["auditor-a"], self.daemons["auditor-b"]
         started = time.time()
         a.start()
@@ -211,8 +241,12 @@ class Campaign:
         b2.start()
         b2.wait(lambda: b2.health("readiness") == "SERVING", 60, "standby readiness")
         self.observer = Observer(self.daemons)
-        self.monitor = Monitor({n: d.admin_port for n, d in self.daemons.items()}, self.c.zk_hosts,
-                               self.c.ledgers_root, [x.bookie_id for x in self.c.bookies]).start()
+        self.monitor = Monitor(
+            {n: d.admin_port for n, d in self.daemons.items()},
+            self.c.zk_hosts,
+            self.c.ledgers_root,
+            [x.bookie_id for x in self.c.bookies],
+        ).start()
         # Baseline: a complete pass of every check over the healthy pool reports nothing actionable.
         t0 = time.time()
         self.last_checked = started
@@ -224,11 +258,16 @@ class Campaign:
         self.check_findings(base_round, started)
         self.last_checked = time.time()
         self.check_markers(base_round)
-        self.baseline = {"false_findings": base_round.findings_false, "false_markers": base_round.markers_false,
-                         "seconds": round(time.time() - t0, 1)}
+        self.baseline = {
+            "false_findings": base_round.findings_false,
+            "false_markers": base_round.markers_false,
+            "seconds": round(time.time() - t0, 1),
+        }
         if base_round.findings_false or base_round.markers_false:
-            self.log(f"baseline: FALSE findings/markers on the healthy pool: {base_round.findings_false[:5]} "
-                     f"{base_round.markers_false[:5]}")
+            self.log(
+                f"baseline: FALSE findings/markers on the healthy pool: {base_round.findings_false[:5]} "
+                f"{base_round.markers_false[:5]}"
+            )
         self.snap = snapshot(self.c.kazoo)
         self.log(f"daemons up ({self.mon.current_leader()} leads); baseline passes done in {time.time() - t0:.0f}s")
 
@@ -240,15 +279,29 @@ class Campaign:
         for q, n in sorted(closed.items()):
             while n > 0:
                 k = min(n, 20)
-                made += self.c.create_ledgers(k, ensemble=q[0], write_quorum=q[1], ack_quorum=q[2],
-                                              entries=self.rng.choice((5, 12, 20, 40)),
-                                              entry_size=self.rng.choice((64, 200, 1000)), allowed=allowed)
+                made += self.c.create_ledgers(
+                    k,
+                    ensemble=q[0],
+                    write_quorum=q[1],
+                    ack_quorum=q[2],
+                    entries=self.rng.choice((5, 12, 20, 40)),
+                    entry_size=self.rng.choice((64, 200, 1000)),
+                    allowed=allowed,
+                )
                 n -= k
         for q, is_open in wanted:
             if is_open:
-                made.append(self.c.create_ledger(ensemble=q[0], write_quorum=q[1], ack_quorum=q[2],
-                                                 entries=self.rng.choice((6, 10, 20)), entry_size=128,
-                                                 allowed=allowed, close=False))
+                made.append(
+                    self.c.create_ledger(
+                        ensemble=q[0],
+                        write_quorum=q[1],
+                        ack_quorum=q[2],
+                        entries=self.rng.choice((6, 10, 20)),
+                        entry_size=128,
+                        allowed=allowed,
+                        close=False,
+                    )
+                )
         recs = [LedgerRecord.from_tool(r) for r in made]
         rows = census(self.c, recs)
         bad = {lid: r for lid, r in rows.items() if not r.healthy}
@@ -260,8 +313,11 @@ class Campaign:
 
     # ================================================================== helpers
     def pass_timeout(self, check: str) -> float:
-        every = {"scrutiny": self.cfg.scrutiny_seconds, "ledger": self.cfg.ledger_check_seconds,
-                 "open": self.cfg.open_check_seconds}[check]
+        every = {
+            "scrutiny": self.cfg.scrutiny_seconds,
+            "ledger": self.cfg.ledger_check_seconds,
+            "open": self.cfg.open_check_seconds,
+        }[check]
         durs = self.obs.pass_durations(check) if self.observer else []
         longest = max(durs[-20:], default=30.0)
         return every + 3 * max(longest, 30.0) + 2 * self.cfg.session_timeout + 30
@@ -411,18 +467,31 @@ class Campaign:
         self._link(r, LinkFault("slow", delay=round(self.rng.uniform(0.3, 3.0), 2), seed=self.rng.randrange(2**31)))
 
     def fault_link_lossy(self, r: Round) -> None:
-        self._link(r, LinkFault("lossy", stall_probability=round(self.rng.uniform(0.05, 0.3), 2),
-                                stall_seconds=round(self.rng.uniform(1, 6), 1),
-                                reset_probability=round(self.rng.uniform(0.02, 0.2), 2),
-                                seed=self.rng.randrange(2**31)))
+        self._link(
+            r,
+            LinkFault(
+                "lossy",
+                stall_probability=round(self.rng.uniform(0.05, 0.3), 2),
+                stall_seconds=round(self.rng.uniform(1, 6), 1),
+                reset_probability=round(self.rng.uniform(0.02, 0.2), 2),
+                seed=self.rng.randrange(2**31),
+            ),
+        )
 
     def fault_link_corrupt(self, r: Round) -> None:
-        self._link(r, LinkFault("corrupt", corrupt_probability=round(self.rng.uniform(0.05, 0.5), 2),
-                                seed=self.rng.randrange(2**31)))
+        self._link(
+            r,
+            LinkFault(
+                "corrupt", corrupt_probability=round(self.rng.uniform(0.05, 0.5), 2), seed=self.rng.randrange(2**31)
+            ),
+        )
 
     def _healthy_closed(self, on: str | None = None) -> list[LedgerRecord]:
-        return [rec for lid, rec in sorted(self.pool.items()) if not rec.open and lid not in self.damage.lacking
-                and (on is None or on in rec.bookies)]
+        return [
+            rec
+            for lid, rec in sorted(self.pool.items())
+            if not rec.open and lid not in self.damage.lacking and (on is None or on in rec.bookies)
+        ]
 
     def fault_loss_copy(self, r: Round) -> None:
         """Remove one bookie's copy of 1-3 closed ledgers (their index files, bookie stopped cleanly)."""
@@ -434,7 +503,7 @@ class Campaign:
         self.c.stop_bookie(n)
         for rec in chosen:
             lid = rec.ledger_id
-            idx = b.ledger_dir / "current" / f"{(lid >> 8) & 0xff:x}" / f"{lid & 0xff:x}" / f"{lid:x}.idx"
+            idx = b.ledger_dir / "current" / f"{(lid >> 8) & 0xFF:x}" / f"{lid & 0xFF:x}" / f"{lid:x}.idx"
             if idx.exists():
                 idx.unlink()
             else:
@@ -447,9 +516,13 @@ class Campaign:
         """Make one closed ledger's metadata name a bookie that never got its entries (same-length id,
         bytes swapped in the znode, version-checked), as a bad manual edit would."""
         bookies = [b.bookie_id for b in self.c.bookies if b.index != self.cfg.proxied]
-        candidates = [rec for rec in self._healthy_closed() if len(rec.ensembles) == 1
-                      and any(x not in rec.bookies for x in bookies)
-                      and any(x in bookies for x in rec.bookies)]
+        candidates = [
+            rec
+            for rec in self._healthy_closed()
+            if len(rec.ensembles) == 1
+            and any(x not in rec.bookies for x in bookies)
+            and any(x in bookies for x in rec.bookies)
+        ]
         rec = self.rng.choice(candidates)
         old = self.rng.choice(sorted(x for x in rec.bookies if x in bookies))
         new = self.rng.choice(sorted(x for x in bookies if x not in rec.bookies and len(x) == len(old)))
@@ -490,8 +563,12 @@ class Campaign:
             if lid in markers and b.bookie_id in markers[lid][1]:
                 r.planted_found[lid] = r.params["marked_after_seconds"]
             else:
-                r.planted_missed.append({"ledger": lid, "why": f"no marker naming {b.bookie_id} within "
-                                                               f"{self.cfg.lost_bookie_delay + 30}s of its loss"})
+                r.planted_missed.append(
+                    {
+                        "ledger": lid,
+                        "why": f"no marker naming {b.bookie_id} within {self.cfg.lost_bookie_delay + 30}s of its loss",
+                    }
+                )
         self.c.start_bookie(n, timeout=120)
 
     def verify_plants(self, r: Round, recs: list[LedgerRecord], bookie: str) -> None:
@@ -502,8 +579,9 @@ class Campaign:
             missing = set(rows[rec.ledger_id].missing.get(bookie, []))
             expected = rec.expected_on(bookie)
             if missing != expected:
-                r.notes.append(f"ledger {rec.ledger_id}: census sees {len(missing)} of {len(expected)} entries "
-                               f"missing on {bookie}")
+                r.notes.append(
+                    f"ledger {rec.ledger_id}: census sees {len(missing)} of {len(expected)} entries missing on {bookie}"
+                )
             lack = self.damage.lacking.get(rec.ledger_id, {})
             lack[bookie] = missing
             self.damage.lacking[rec.ledger_id] = lack
@@ -516,8 +594,10 @@ class Campaign:
             if i == 0:
                 ok, failed = readledger(self.c, rec, bookie)
                 if ok & expected or not (failed & expected):
-                    r.notes.append(f"readledger -b {bookie} -l {rec.ledger_id} disagrees with the census: "
-                                   f"read {sorted(ok & expected)[:10]}, failed {sorted(failed & expected)[:10]}")
+                    r.notes.append(
+                        f"readledger -b {bookie} -l {rec.ledger_id} disagrees with the census: "
+                        f"read {sorted(ok & expected)[:10]}, failed {sorted(failed & expected)[:10]}"
+                    )
 
     # ================================================================== one round
     def run_round(self, r: Round) -> Round:
@@ -537,8 +617,7 @@ class Campaign:
         for check in checks:
             p = self.wait_pass(check, after, self.pass_timeout(check))
             if p is None:
-                r.violations.append(f"no complete {check} pass within {self.pass_timeout(check):.0f}s "
-                                    "(audit stalled)")
+                r.violations.append(f"no complete {check} pass within {self.pass_timeout(check):.0f}s (audit stalled)")
             else:
                 r.passes[check] = round(p.end - p.start, 1)
         r.checked_at = time.time()
@@ -553,8 +632,9 @@ class Campaign:
         self.check_tasks(r)
         # 5. ZooKeeper: nothing written outside the allow-list during the round.
         after_snap = snapshot(self.c.kazoo)
-        allow = Allowance(self.c.ledgers_root, {b.bookie_id for b in self.c.bookies}, wiped=set(r.wiped),
-                          written=set(r.written))
+        allow = Allowance(
+            self.c.ledgers_root, {b.bookie_id for b in self.c.bookies}, wiped=set(r.wiped), written=set(r.written)
+        )
         r.zk_violations = [c.as_dict() for c in allow.violations(diff(self.snap, after_snap))]
         self.snap = after_snap
         r.errors_logged = len(self.obs.errors_between(r.started, time.time()))
@@ -580,15 +660,20 @@ class Campaign:
                 if moved:
                     r.failover_seconds = r.single_leader_after
                 if r.single_leader_after > bound:
-                    r.violations.append(f"no single leader within {bound:.0f}s (session timeout + 2 s) after the "
-                                        f"{r.kind}: {r.single_leader_after}s (poll saw it at {r.leader_observed_after}s)")
+                    r.violations.append(
+                        f"no single leader within {bound:.0f}s (session timeout + 2 s) after the "
+                        f"{r.kind}: {r.single_leader_after}s (poll saw it at {r.leader_observed_after}s)"
+                    )
             if moved and r.resumed_at is not None:
                 # Deposed while frozen: once resumed it must not say it leads (it lost its session).
-                claims = self.mon.claims_by(r.leader_fault or "", r.resumed_at,
-                                            r.resumed_at + self.cfg.session_timeout + 4)
+                claims = self.mon.claims_by(
+                    r.leader_fault or "", r.resumed_at, r.resumed_at + self.cfg.session_timeout + 4
+                )
                 if claims:
-                    r.violations.append(f"the resumed {r.leader_fault} claimed leadership in {len(claims)} answers "
-                                        f"({claims[0].answered - r.resumed_at:.2f}s after SIGCONT)")
+                    r.violations.append(
+                        f"the resumed {r.leader_fault} claimed leadership in {len(claims)} answers "
+                        f"({claims[0].answered - r.resumed_at:.2f}s after SIGCONT)"
+                    )
         r.leader_after = self.mon.current_leader()
         if r.leader_after is None:
             r.violations.append("no single leader at the end of the round")
@@ -637,9 +722,17 @@ class Campaign:
             elif verdict == "deleted":
                 r.findings_on_deleted += 1
             elif verdict == "false":
-                item = {"daemon": f.daemon, "category": f.category, "severity": f.severity, "ledger": f.ledger,
-                        "bookie": f.bookie, "claimed": sorted(f.claimed), "check": f.check,
-                        "first_seen": round(f.first_seen, 1), "message": f.message}
+                item = {
+                    "daemon": f.daemon,
+                    "category": f.category,
+                    "severity": f.severity,
+                    "ledger": f.ledger,
+                    "bookie": f.bookie,
+                    "claimed": sorted(f.claimed),
+                    "check": f.check,
+                    "first_seen": round(f.first_seen, 1),
+                    "message": f.message,
+                }
                 if f.ledger is not None and f.ledger in self.pool and f.category in DURABILITY:
                     item["truth"] = self.spot_check(f)
                 r.findings_false.append(item)
@@ -654,9 +747,13 @@ class Campaign:
         for b in sorted(f.claimed | ({f.bookie} if f.bookie else set()))[:2]:
             ok, failed = readledger(self.c, rec, b)
             exp = rec.expected_on(b)
-            out[b] = {"expected": len(exp), "census_missing": len(row.missing.get(b, [])),
-                      "census_corrupt": len(row.corrupt.get(b, [])), "readledger_read": len(ok & exp),
-                      "readledger_failed": len(failed & exp)}
+            out[b] = {
+                "expected": len(exp),
+                "census_missing": len(row.missing.get(b, [])),
+                "census_corrupt": len(row.corrupt.get(b, [])),
+                "readledger_read": len(ok & exp),
+                "readledger_failed": len(failed & exp),
+            }
         return out
 
     def check_planted(self, r: Round) -> None:
@@ -672,12 +769,19 @@ class Campaign:
         for lid, at in sorted(r.planted.items()):
             rec = self.pool[lid]
             required = self.damage.allowed_categories(rec) and (
-                not rec.open or any(c < rec.ack_quorum for e, c in self.damage.copies(rec).items() if e < rec.end))
+                not rec.open or any(c < rec.ack_quorum for e, c in self.damage.copies(rec).items() if e < rec.end)
+            )
             if lid in found:
                 r.planted_found[lid] = round(found[lid] - at, 2)
             elif required:
-                r.planted_missed.append({"ledger": lid, "kind": rec.kind, "truth": self.damage.worst_category(rec),
-                                         "lacking": sorted(self.damage.bookies_lacking(lid))})
+                r.planted_missed.append(
+                    {
+                        "ledger": lid,
+                        "kind": rec.kind,
+                        "truth": self.damage.worst_category(rec),
+                        "lacking": sorted(self.damage.bookies_lacking(lid)),
+                    }
+                )
             else:
                 # Damaged, but nothing the auditor reports (e.g. one copy of an OPEN ledger with WQ 3,
                 # AQ 2: below the write quorum is a finding for closed ledgers only).
@@ -722,8 +826,10 @@ class Campaign:
             self.task_counts[(lead.name, name)] = int(t.failures)  # per process: a restart starts at 0
             if t.failures > before:  # report what is new
                 r.task_failures[name] = int(t.failures) - before
-                r.notes.append(f"task {name} on {lead.name}: {t.failures} failures, {t.restarts} restarts, "
-                               f"state {t.state}, last error {t.last_error!r}")
+                r.notes.append(
+                    f"task {name} on {lead.name}: {t.failures} failures, {t.restarts} restarts, "
+                    f"state {t.state}, last error {t.last_error!r}"
+                )
             if t.state == "failed":
                 restart_at = t.restart_at if t.HasField("restart_at") else None
                 if restart_at is None or now - restart_at > 120:
@@ -734,13 +840,22 @@ class Campaign:
                     r.violations.append(f"bookie watch not running and no visible failure (state {t.state})")
                 continue
             every = t.interval_seconds if t.HasField("interval_seconds") else 0.0
-            last = max(t.last_start if t.HasField("last_start") else 0.0,
-                       t.last_finish if t.HasField("last_finish") else 0.0, since)
+            last = max(
+                t.last_start if t.HasField("last_start") else 0.0,
+                t.last_finish if t.HasField("last_finish") else 0.0,
+                since,
+            )
             if t.state != "running" and now - last > every + self.pass_timeout(name):
-                r.violations.append(f"task {name} silently idle: last ran {now - last:.0f}s ago "
-                                    f"(interval {every:.0f}s, state {t.state})")
+                r.violations.append(
+                    f"task {name} silently idle: last ran {now - last:.0f}s ago "
+                    f"(interval {every:.0f}s, state {t.state})"
+                )
         for (metric, task), value in metrics.items():
-            if metric == "bk_auditor_task_up" and value == 0 and not metrics.get(("bk_auditor_task_failures_total", task)):
+            if (
+                metric == "bk_auditor_task_up"
+                and value == 0
+                and not metrics.get(("bk_auditor_task_failures_total", task))
+            ):
                 r.violations.append(f"task {task} is down (bk_auditor_task_up 0) without a counted failure")
 
     # ================================================================== heal
@@ -751,10 +866,13 @@ class Campaign:
         tool_paths = {ledger_path(self.c, lid) for lid in damaged}
         # Markers that appeared since the verification are verified too before they are cleared.
         self.check_markers(r, skip=r.markers_checked)
-        wanted = [((rec.ensemble_size, rec.write_quorum, rec.ack_quorum), rec.open)
-                  for rec in (self.pool.get(lid) for lid in damaged) if rec is not None]
+        wanted = [
+            ((rec.ensemble_size, rec.write_quorum, rec.ack_quorum), rec.open)
+            for rec in (self.pool.get(lid) for lid in damaged)
+            if rec is not None
+        ]
         for i in range(0, len(damaged), 200):
-            self.c.ledger_tool("delete", "--ledger-id", ",".join(str(x) for x in damaged[i:i + 200]))
+            self.c.ledger_tool("delete", "--ledger-id", ",".join(str(x) for x in damaged[i : i + 200]))
         now = time.time()
         for lid in damaged:
             self.deleted[lid] = now
@@ -765,8 +883,9 @@ class Campaign:
         replaced = self.add_ledgers(wanted) if wanted else []
         tool_paths |= {ledger_path(self.c, x.ledger_id) for x in replaced}
         after = snapshot(self.c.kazoo)
-        allow = Allowance(self.c.ledgers_root, {b.bookie_id for b in self.c.bookies}, heal=True,
-                          tool_ledgers=tool_paths)
+        allow = Allowance(
+            self.c.ledgers_root, {b.bookie_id for b in self.c.bookies}, heal=True, tool_ledgers=tool_paths
+        )
         bad = [c.as_dict() for c in allow.violations(diff(before, after))]
         if bad:
             self.heal_violations += [{**c, "round": r.n} for c in bad]
@@ -791,11 +910,23 @@ class Campaign:
             flagged = Allowance(root, {b.bookie_id for b in self.c.bookies}).violations(diff(before, after))
             probe = Round(0, "self-test", started=time.time())
             self.check_markers(probe)
-            fake = Seen("self-test", "entry_below_ack_quorum", "major", rec.ledger_id, None, frozenset({bookie}),
-                        time.time(), time.time(), "scrutiny", "planted by the self-test")
-            return {"stray_write_flagged": {c.path for c in flagged} == {stray, root},
-                    "false_marker_flagged": [m["ledger"] for m in probe.markers_false] == [rec.ledger_id],
-                    "false_finding_flagged": self.classify(fake, probe) == "false"}
+            fake = Seen(
+                "self-test",
+                "entry_below_ack_quorum",
+                "major",
+                rec.ledger_id,
+                None,
+                frozenset({bookie}),
+                time.time(),
+                time.time(),
+                "scrutiny",
+                "planted by the self-test",
+            )
+            return {
+                "stray_write_flagged": {c.path for c in flagged} == {stray, root},
+                "false_marker_flagged": [m["ledger"] for m in probe.markers_false] == [rec.ledger_id],
+                "false_finding_flagged": self.classify(fake, probe) == "false",
+            }
         finally:
             self.c.kazoo.delete(stray)
             self.c.kazoo.delete(path)
@@ -839,8 +970,10 @@ class Campaign:
         return report
 
     def progress_line(self, r: Round, took: float) -> str:
-        bits = [f"round {r.n}/{self.cfg.rounds} {r.kind}", json.dumps({k: v for k, v in r.params.items()
-                                                                       if k not in ("proxy",)})[:140]]
+        bits = [
+            f"round {r.n}/{self.cfg.rounds} {r.kind}",
+            json.dumps({k: v for k, v in r.params.items() if k not in ("proxy",)})[:140],
+        ]
         if r.passes:
             bits.append("pass " + ",".join(f"{k} {v:.0f}s" for k, v in r.passes.items()))
         bits.append(f"findings expected {r.findings_expected} false {len(r.findings_false)}")
@@ -859,11 +992,15 @@ class Campaign:
     def report(self) -> dict[str, Any]:
         rounds = [r for r in self.rounds]
         failovers = [r.failover_seconds for r in rounds if r.failover_seconds is not None]
-        observed = [r.leader_observed_after for r in rounds if r.failover_seconds is not None
-                    and r.leader_observed_after is not None]
+        observed = [
+            r.leader_observed_after
+            for r in rounds
+            if r.failover_seconds is not None and r.leader_observed_after is not None
+        ]
         single = [r.single_leader_after for r in rounds if r.single_leader_after is not None]
         planted = sum(len(r.planted) for r in rounds if r.kind != "loss-bookie-gone") + sum(
-            len(r.planted_found) + len(r.planted_missed) for r in rounds if r.kind == "loss-bookie-gone")
+            len(r.planted_found) + len(r.planted_missed) for r in rounds if r.kind == "loss-bookie-gone"
+        )
         latencies = [v for r in rounds if r.kind != "loss-bookie-gone" for v in r.planted_found.values()]
         false_findings = [f for r in rounds for f in r.findings_false]
         unique_false = {(f["category"], f["ledger"], f["bookie"]) for f in false_findings}
@@ -871,49 +1008,82 @@ class Campaign:
         task_failures: Counter[str] = Counter()
         for r in rounds:
             task_failures.update(r.task_failures)
-        machine = {"host": platform.node(), "cpus": os.cpu_count(), "platform": platform.platform(),
-                   "python": platform.python_version(),
-                   "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)}
+        machine = {
+            "host": platform.node(),
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
+        }
         out = {
             "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.started)),
             "seconds": round(time.time() - self.started),
             "seed": self.cfg.seed,
             "machine": machine,
-            "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(self.cfg).items()
-                       if k != "progress"},
+            "config": {
+                k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(self.cfg).items() if k != "progress"
+            },
             "ledgers": {"pool": len(self.pool), "replaced": len(self.deleted)},
             "baseline": self.baseline,
             "self_test": self.self_test_result,
             "rounds": len(rounds),
             "faults_per_kind": dict(Counter(r.kind for r in rounds)),
-            "findings": {"expected": sum(r.findings_expected for r in rounds), "false": len(false_findings),
-                         "false_unique": len(unique_false), "on_deleted_ledgers": sum(r.findings_on_deleted for r in rounds)},
-            "planted_losses": {"planted": planted, "found": sum(len(r.planted_found) for r in rounds),
-                               "damaged_without_a_due_finding": sum(len(r.unreportable) for r in rounds),
-                               "missed": sum(len(r.planted_missed) for r in rounds),
-                               "seconds_to_find_median": _median(latencies), "seconds_to_find_max": _max(latencies)},
-            "markers": {"expected": sum(r.markers_expected for r in rounds),
-                        "false": sum(len(r.markers_false) for r in rounds)},
-            "failover_seconds": {"count": len(failovers), "median": _median(failovers), "max": _max(failovers),
-                                 "bound": self.cfg.session_timeout + 2, "all": failovers,
-                                 "over_bound": sum(1 for x in failovers if x > self.cfg.session_timeout + 2),
-                                 "observed_by_poll_median": _median(observed), "observed_by_poll_max": _max(observed)},
-            "single_leader_seconds_after_leader_or_zk_fault": {"count": len(single), "median": _median(single),
-                                                               "max": _max(single)},
+            "findings": {
+                "expected": sum(r.findings_expected for r in rounds),
+                "false": len(false_findings),
+                "false_unique": len(unique_false),
+                "on_deleted_ledgers": sum(r.findings_on_deleted for r in rounds),
+            },
+            "planted_losses": {
+                "planted": planted,
+                "found": sum(len(r.planted_found) for r in rounds),
+                "damaged_without_a_due_finding": sum(len(r.unreportable) for r in rounds),
+                "missed": sum(len(r.planted_missed) for r in rounds),
+                "seconds_to_find_median": _median(latencies),
+                "seconds_to_find_max": _max(latencies),
+            },
+            "markers": {
+                "expected": sum(r.markers_expected for r in rounds),
+                "false": sum(len(r.markers_false) for r in rounds),
+            },
+            "failover_seconds": {
+                "count": len(failovers),
+                "median": _median(failovers),
+                "max": _max(failovers),
+                "bound": self.cfg.session_timeout + 2,
+                "all": failovers,
+                "over_bound": sum(1 for x in failovers if x > self.cfg.session_timeout + 2),
+                "observed_by_poll_median": _median(observed),
+                "observed_by_poll_max": _max(observed),
+            },
+            "single_leader_seconds_after_leader_or_zk_fault": {
+                "count": len(single),
+                "median": _median(single),
+                "max": _max(single),
+            },
             "dual_leader_samples": sum(r.dual_leaders for r in rounds),
             "writes_outside_allowed_paths": len(zk),
             "task_failures_seen": dict(task_failures),
-            "rounds_with_violations": sum(1 for r in rounds if r.violations or r.findings_false or r.markers_false
-                                          or r.planted_missed or r.zk_violations),
-            "violations_total": sum(len(r.violations) for r in rounds) + len(false_findings) + len(zk)
+            "rounds_with_violations": sum(
+                1
+                for r in rounds
+                if r.violations or r.findings_false or r.markers_false or r.planted_missed or r.zk_violations
+            ),
+            "violations_total": sum(len(r.violations) for r in rounds)
+            + len(false_findings)
+            + len(zk)
             + sum(len(r.markers_false) + len(r.planted_missed) for r in rounds)
-            + len(self.baseline.get("false_findings", [])) + len(self.baseline.get("false_markers", []))
+            + len(self.baseline.get("false_findings", []))
+            + len(self.baseline.get("false_markers", []))
             + sum(1 for ok in self.self_test_result.values() if not ok),
-            "details": {"false_findings": false_findings[:200], "zk_writes_outside": zk[:200],
-                        "violations": [f"round {r.n} {r.kind}: {v}" for r in rounds for v in r.violations][:200],
-                        "missed": [{**m, "round": r.n, "kind": r.kind} for r in rounds for m in r.planted_missed][:200],
-                        "false_markers": [{**m, "round": r.n} for r in rounds for m in r.markers_false][:200],
-                        "notes": [f"round {r.n} {r.kind}: {x}" for r in rounds for x in r.notes][:200]},
+            "details": {
+                "false_findings": false_findings[:200],
+                "zk_writes_outside": zk[:200],
+                "violations": [f"round {r.n} {r.kind}: {v}" for r in rounds for v in r.violations][:200],
+                "missed": [{**m, "round": r.n, "kind": r.kind} for r in rounds for m in r.planted_missed][:200],
+                "false_markers": [{**m, "round": r.n} for r in rounds for m in r.markers_false][:200],
+                "notes": [f"round {r.n} {r.kind}: {x}" for r in rounds for x in r.notes][:200],
+            },
             "per_round": [r.summary() for r in rounds],
         }
         return out

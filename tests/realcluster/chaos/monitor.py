@@ -1,6 +1,7 @@
 """A background observer: both daemons' view of leadership (admin API `Status`) and the bookies'
 registrations in ZooKeeper, sampled several times a second, so the campaign can tell when leadership
 moved, whether two daemons ever claimed it at once, and how long each bookie was unregistered."""
+
 from __future__ import annotations
 
 import asyncio
@@ -11,7 +12,7 @@ from posixpath import join
 
 from kazoo.client import KazooClient
 
-from auditor.daemon.admin import AdminClient, AdminClientError
+from auditor.daemon.admin import AdminClient
 
 
 @dataclass(frozen=True)
@@ -19,16 +20,23 @@ class Answer:
     """One daemon's answer to one `Status` poll."""
 
     daemon: str
-    asked: float                      # time.time() when asked
-    answered: float                   # when the answer (or the timeout) came
-    leader: bool | None               # None: no answer within the RPC timeout (frozen, down, restarting)
-    since: float | None = None        # Status.leader_since, for a claimant
+    asked: float  # time.time() when asked
+    answered: float  # when the answer (or the timeout) came
+    leader: bool | None  # None: no answer within the RPC timeout (frozen, down, restarting)
+    since: float | None = None  # Status.leader_since, for a claimant
 
 
 class Monitor:
-    def __init__(self, daemons: dict[str, int], zk_hosts: str, ledgers_root: str, bookie_ids: list[str],
-                 period: float = 0.2, rpc_timeout: float = 1.0) -> None:
-        self.daemons = daemons            # name -> admin port
+    def __init__(
+        self,
+        daemons: dict[str, int],
+        zk_hosts: str,
+        ledgers_root: str,
+        bookie_ids: list[str],
+        period: float = 0.2,
+        rpc_timeout: float = 1.0,
+    ) -> None:
+        self.daemons = daemons  # name -> admin port
         self.period = period
         self.rpc_timeout = rpc_timeout
         self.answers: dict[str, list[Answer]] = {n: [] for n in daemons}
@@ -37,10 +45,12 @@ class Monitor:
         self._available = join(ledgers_root, "available")
         self._stop = threading.Event()
         self._lock = threading.Lock()
-        self._threads = [threading.Thread(target=self._leaders, name="chaos-leaders", daemon=True),
-                         threading.Thread(target=self._bookies, name="chaos-bookies", daemon=True)]
+        self._threads = [
+            threading.Thread(target=self._leaders, name="chaos-leaders", daemon=True),
+            threading.Thread(target=self._bookies, name="chaos-bookies", daemon=True),
+        ]
 
-    def start(self) -> "Monitor":
+    def start(self) -> Monitor:
         self._zk.start(timeout=30)
         for t in self._threads:
             t.start()
@@ -60,6 +70,7 @@ class Monitor:
     def _leaders(self) -> None:
         async def main() -> None:
             await asyncio.gather(*(self._poll(n, port) for n, port in self.daemons.items()))
+
         asyncio.run(main())
 
     async def _poll(self, name: str, port: int) -> None:
@@ -85,15 +96,20 @@ class Monitor:
 
     def _claims(self, t0: float, t1: float | None = None) -> list[Answer]:
         with self._lock:
-            out = [a for hist in self.answers.values() for a in hist
-                   if a.leader and a.asked >= t0 and (t1 is None or a.answered <= t1)]
+            out = [
+                a
+                for hist in self.answers.values()
+                for a in hist
+                if a.leader and a.asked >= t0 and (t1 is None or a.answered <= t1)
+            ]
         return sorted(out, key=lambda a: a.answered)
 
     def _claim_near(self, daemon: str, t: float) -> bool:
         """Did `daemon` claim leadership in an answer overlapping [t - period, t + period]?"""
         with self._lock:
-            return any(a.leader and a.asked <= t + self.period and a.answered >= t - self.period
-                       for a in self.answers[daemon])
+            return any(
+                a.leader and a.asked <= t + self.period and a.answered >= t - self.period for a in self.answers[daemon]
+            )
 
     def first_single_leader(self, t0: float, t1: float, exclude: str | None = None) -> Answer | None:
         """The first claim of leadership asked at or after t0 (answered by t1) by a daemon other than
@@ -106,8 +122,11 @@ class Monitor:
 
     def dual_leaders(self, t0: float, t1: float | None = None) -> list[Answer]:
         """Claims answered within one poll period of a claim by another daemon."""
-        return [a for a in self._claims(t0, t1)
-                if any(self._claim_near(o, a.answered) for o in self.daemons if o != a.daemon)]
+        return [
+            a
+            for a in self._claims(t0, t1)
+            if any(self._claim_near(o, a.answered) for o in self.daemons if o != a.daemon)
+        ]
 
     def claims_by(self, daemon: str, t0: float, t1: float) -> list[Answer]:
         return [a for a in self._claims(t0, t1) if a.daemon == daemon]

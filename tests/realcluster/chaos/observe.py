@@ -1,6 +1,7 @@
 """What the system under test says: the daemons' JSON logs (read incrementally), their findings (admin
 API, resolved ones included) and the under-replication markers in ZooKeeper (Java's text format, parsed
 here with a regular expression, not with bk-auditor's parser)."""
+
 from __future__ import annotations
 
 import json
@@ -74,7 +75,7 @@ class Seen:
     severity: str
     ledger: int | None
     bookie: str | None
-    claimed: frozenset[str]          # bookies the finding says lack copies
+    claimed: frozenset[str]  # bookies the finding says lack copies
     first_seen: float
     last_seen: float
     check: str
@@ -85,14 +86,22 @@ class Seen:
         return (self.category, self.ledger, self.bookie)
 
     @classmethod
-    def of(cls, daemon: str, fields: dict[str, Any], first: float, last: float, check: str) -> "Seen":
+    def of(cls, daemon: str, fields: dict[str, Any], first: float, last: float, check: str) -> Seen:
         detail = fields.get("detail") or {}
         claimed = {m.get("bookie") for m in detail.get("missing", []) if isinstance(m, dict) and m.get("missing")}
         ledger = fields.get("ledgerId")
-        return cls(daemon, str(fields.get("category", "")), str(fields.get("severity", "")).lower(),
-                   int(ledger) if ledger is not None and str(ledger).isdigit() else None,
-                   fields.get("bookieId"), frozenset(b for b in claimed if b), first, last, check,
-                   str(fields.get("message", ""))[:300])
+        return cls(
+            daemon,
+            str(fields.get("category", "")),
+            str(fields.get("severity", "")).lower(),
+            int(ledger) if ledger is not None and str(ledger).isdigit() else None,
+            fields.get("bookieId"),
+            frozenset(b for b in claimed if b),
+            first,
+            last,
+            check,
+            str(fields.get("message", ""))[:300],
+        )
 
 
 @dataclass
@@ -105,10 +114,19 @@ class Observer:
     def __post_init__(self) -> None:
         self.tails = {n: LogTail(n, d.log_path) for n, d in self.daemons.items()}
 
-    KEEP = {"check finished", "finding", "became the leader: starting checks", "not the leader any more: checks stopped",
-            "bookies lost", "lost bookie came back: delayed audit cancelled", "priority scrutiny", "check failed",
-            "lost bookie's ledgers marked under-replicated", "leader tasks failed; stepping down",
-            "resuming an interrupted scan"}
+    KEEP = {
+        "check finished",
+        "finding",
+        "became the leader: starting checks",
+        "not the leader any more: checks stopped",
+        "bookies lost",
+        "lost bookie came back: delayed audit cancelled",
+        "priority scrutiny",
+        "check failed",
+        "lost bookie's ledgers marked under-replicated",
+        "leader tasks failed; stepping down",
+        "resuming an interrupted scan",
+    }
 
     def poll(self) -> None:
         for tail in self.tails.values():
@@ -116,8 +134,11 @@ class Observer:
                 name = ev.get("event")
                 if name == "check finished":
                     dur = float(ev.get("durationSeconds", 0.0))
-                    self.passes.append(PassEvent(ev["_daemon"], str(ev.get("check")), ev["_t"] - dur, ev["_t"],
-                                                 int(ev.get("ledgersSeen", 0))))
+                    self.passes.append(
+                        PassEvent(
+                            ev["_daemon"], str(ev.get("check")), ev["_t"] - dur, ev["_t"], int(ev.get("ledgersSeen", 0))
+                        )
+                    )
                 if name in self.KEEP or ev.get("level") in ("error", "critical"):
                     self.events.append(ev)
 
@@ -146,9 +167,16 @@ class Observer:
         for f in self._sightings(since):
             k = (f.daemon,) + f.key
             old = merged.get(k)
-            merged[k] = f if old is None else replace(old, first_seen=min(old.first_seen, f.first_seen),
-                                                      last_seen=max(old.last_seen, f.last_seen),
-                                                      claimed=old.claimed | f.claimed)
+            merged[k] = (
+                f
+                if old is None
+                else replace(
+                    old,
+                    first_seen=min(old.first_seen, f.first_seen),
+                    last_seen=max(old.last_seen, f.last_seen),
+                    claimed=old.claimed | f.claimed,
+                )
+            )
         return list(merged.values())
 
     def _sightings(self, since: float) -> list[Seen]:

@@ -6,6 +6,7 @@ makes the link slow (every chunk held back), lossy (stalls and connection resets
 bit in a request could turn a read into a fencing read, which is a write the auditor never makes.
 Every random choice comes from one RNG seeded per fault, so a campaign is repeatable up to timing.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -17,8 +18,8 @@ from typing import Any
 
 @dataclass(frozen=True)
 class LinkFault:
-    kind: str = "pass"             # pass | slow | lossy | corrupt
-    delay: float = 0.0             # slow: seconds each chunk is held back (each direction)
+    kind: str = "pass"  # pass | slow | lossy | corrupt
+    delay: float = 0.0  # slow: seconds each chunk is held back (each direction)
     stall_probability: float = 0.0  # lossy: chance per chunk of a stall before it is forwarded
     stall_seconds: float = 0.0
     reset_probability: float = 0.0  # lossy: chance per chunk that the connection is reset instead
@@ -56,7 +57,7 @@ class LinkProxy:
         self._thread = threading.Thread(target=self._loop.run_forever, name=f"proxy-{port}", daemon=True)
 
     # ------------------------------------------------------------------ control (any thread)
-    def start(self) -> "LinkProxy":
+    def start(self) -> LinkProxy:
         self._thread.start()
         self._call(self._start_server())
         return self
@@ -70,9 +71,11 @@ class LinkProxy:
 
     def set_fault(self, fault: LinkFault) -> None:
         """Switch the link; existing connections get the new behaviour from their next chunk."""
+
         def apply() -> None:
             self.fault = fault
             self._rng = random.Random(fault.seed)
+
         self._loop.call_soon_threadsafe(apply)
 
     def heal(self) -> None:
@@ -101,13 +104,14 @@ class LinkProxy:
         self.stats.connections += 1
         try:
             up_reader, up_writer = await asyncio.wait_for(asyncio.open_connection(*self.target), 10)
-        except (OSError, asyncio.TimeoutError):
+        except (TimeoutError, OSError):
             writer.transport.abort()
             return
         self._writers |= {writer, up_writer}
         try:
-            await asyncio.gather(self._pump(reader, up_writer, answers=False),
-                                 self._pump(up_reader, writer, answers=True))
+            await asyncio.gather(
+                self._pump(reader, up_writer, answers=False), self._pump(up_reader, writer, answers=True)
+            )
         finally:
             for w in (writer, up_writer):
                 self._writers.discard(w)

@@ -7,6 +7,7 @@ and, for spot checks, the real `BookieShell readledger -b` (which reads one book
 4.17.3 its `-le` bound is exclusive when `-b` is given). Which copies are expected where follows the
 round-robin rule by brute force (`checks_util.holds`).
 """
+
 from __future__ import annotations
 
 import json
@@ -18,8 +19,13 @@ from typing import Any
 from tests.realcluster.checks_util import holds
 from tests.realcluster.harness import Cluster, HarnessError
 
-DURABILITY = ("entry_no_replica", "entry_below_ack_quorum", "entry_below_write_quorum", "truncation_risk",
-              "digest_mismatch")
+DURABILITY = (
+    "entry_no_replica",
+    "entry_below_ack_quorum",
+    "entry_below_write_quorum",
+    "truncation_risk",
+    "digest_mismatch",
+)
 
 
 @dataclass
@@ -27,21 +33,29 @@ class LedgerRecord:
     """One ledger as the Java tool wrote it."""
 
     ledger_id: int
-    kind: str                      # e.g. "E3/WQ2/AQ2" or "E3/WQ2/AQ2 open"
+    kind: str  # e.g. "E3/WQ2/AQ2" or "E3/WQ2/AQ2 open"
     ensembles: list[tuple[int, list[str]]]
     ensemble_size: int
     write_quorum: int
     ack_quorum: int
-    end: int                       # last entry written (closed: last entry id; open: entries - 1)
+    end: int  # last entry written (closed: last entry id; open: entries - 1)
     open: bool
 
     @classmethod
-    def from_tool(cls, r: dict[str, Any]) -> "LedgerRecord":
+    def from_tool(cls, r: dict[str, Any]) -> LedgerRecord:
         is_open = r["state"] != "CLOSED"
         end = r["entries"] - 1 if is_open else r["lastEntryId"]
         kind = f"E{r['ensembleSize']}/WQ{r['writeQuorum']}/AQ{r['ackQuorum']}" + (" open" if is_open else "")
-        return cls(r["ledgerId"], kind, sorted((int(k), v) for k, v in r["ensembles"].items()), r["ensembleSize"],
-                   r["writeQuorum"], r["ackQuorum"], end, is_open)
+        return cls(
+            r["ledgerId"],
+            kind,
+            sorted((int(k), v) for k, v in r["ensembles"].items()),
+            r["ensembleSize"],
+            r["writeQuorum"],
+            r["ackQuorum"],
+            end,
+            is_open,
+        )
 
     @property
     def bookies(self) -> set[str]:
@@ -117,8 +131,13 @@ def census(cluster: Cluster, records: list[LedgerRecord], timeout: float = 600.0
     if not records:
         return {}
     spec = ",".join(r.census_spec() for r in records)
-    proc = subprocess.run(cluster._tool_argv("copies", ["--ledgers", spec]), capture_output=True, text=True,
-                          timeout=timeout, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        cluster._tool_argv("copies", ["--ledgers", spec]),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
     with open(cluster.logs_dir / "ledger-tool.log", "a") as log:
         log.write(f"=== copies x{len(records)} rc={proc.returncode}\n{proc.stdout[-20000:]}\n{proc.stderr[-5000:]}\n")
     out: dict[int, CensusRow] = {}
@@ -128,11 +147,18 @@ def census(cluster: Cluster, records: list[LedgerRecord], timeout: float = 600.0
         row = json.loads(line)
         if "error" in row:
             raise HarnessError(f"ledger tool copies failed: {row['error']}\n{proc.stderr[-3000:]}")
-        out[row["ledgerId"]] = CensusRow(row["ledgerId"], row.get("missing", {}), row.get("corrupt", {}),
-                                         row.get("unreadable", {}), row.get("metadataError"))
+        out[row["ledgerId"]] = CensusRow(
+            row["ledgerId"],
+            row.get("missing", {}),
+            row.get("corrupt", {}),
+            row.get("unreadable", {}),
+            row.get("metadataError"),
+        )
     if proc.returncode != 0 or len(out) != len(records):
-        raise HarnessError(f"ledger tool copies: rc={proc.returncode}, {len(out)} of {len(records)} ledgers:\n"
-                           f"{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
+        raise HarnessError(
+            f"ledger tool copies: rc={proc.returncode}, {len(out)} of {len(records)} ledgers:\n"
+            f"{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
+        )
     return out
 
 
@@ -145,8 +171,9 @@ def readledger(cluster: Cluster, rec: LedgerRecord, bookie: str) -> tuple[set[in
 
     In 4.17.3 `readledger -b` reads entries [fe, le) (exclusive end) and a failed entry ends the read with
     an exception, so the entries not reported either way are unknown."""
-    proc = cluster.shell("readledger", "-l", str(rec.ledger_id), "-b", bookie, "-fe", "0", "-le", str(rec.end + 1),
-                         check=False)
+    proc = cluster.shell(
+        "readledger", "-l", str(rec.ledger_id), "-b", bookie, "-fe", "0", "-le", str(rec.end + 1), check=False
+    )
     ok = {int(m.group(1)) for m in _READ_OK.finditer(proc.stdout)}
     failed = {int(m.group(1)) for m in _READ_FAILED.finditer(proc.stdout)}
     return ok, failed

@@ -18,6 +18,7 @@ between two snapshots; `Allowance.violations` returns the changes nobody was all
 Everything else, e.g. the Java auditor's election or lock nodes, `LAYOUT`, `lostBookieRecoveryDelay`,
 `/bookies`, a ledger's metadata, anything outside the ledgers root, is a violation.
 """
+
 from __future__ import annotations
 
 import re
@@ -56,8 +57,15 @@ def snapshot(zk: KazooClient, top: str = "/") -> Snapshot:
                 children = kids.get(timeout=30)
             except NoNodeError:
                 continue  # deleted while we walked: the next snapshot sees it gone
-            out[path] = Node(data or b"", stat.version, stat.aversion, stat.cversion, stat.czxid,
-                             stat.ephemeralOwner, frozenset(children))
+            out[path] = Node(
+                data or b"",
+                stat.version,
+                stat.aversion,
+                stat.cversion,
+                stat.czxid,
+                stat.ephemeralOwner,
+                frozenset(children),
+            )
             level += [join(path, c) for c in children]
     return out
 
@@ -65,7 +73,7 @@ def snapshot(zk: KazooClient, top: str = "/") -> Snapshot:
 @dataclass(frozen=True)
 class Change:
     path: str
-    kind: str            # created | deleted | changed | children
+    kind: str  # created | deleted | changed | children
     detail: str = ""
     children: tuple[str, ...] = ()  # for "children": the child names that came or went
 
@@ -84,8 +92,16 @@ def diff(before: Snapshot, after: Snapshot) -> list[Change]:
         elif a.czxid != b.czxid:
             out.append(Change(path, "changed", "re-created"))
         else:
-            what = [n for n, x, y in (("data", a.data, b.data), ("version", a.version, b.version),
-                                      ("acl", a.aversion, b.aversion), ("owner", a.owner, b.owner)) if x != y]
+            what = [
+                n
+                for n, x, y in (
+                    ("data", a.data, b.data),
+                    ("version", a.version, b.version),
+                    ("acl", a.aversion, b.aversion),
+                    ("owner", a.owner, b.owner),
+                )
+                if x != y
+            ]
             if what:
                 out.append(Change(path, "changed", ",".join(what)))
             elif a.cversion != b.cversion:
@@ -104,10 +120,10 @@ class Allowance:
 
     root: str
     bookie_ids: set[str]
-    wiped: set[str] = field(default_factory=set)          # bookies whose cookie the campaign deleted
-    written: set[str] = field(default_factory=set)        # exact paths the campaign wrote
-    tool_ledgers: set[str] = field(default_factory=set)   # ledger znodes the Java tool created/deleted
-    heal: bool = False                                    # the Java tool ran in this window
+    wiped: set[str] = field(default_factory=set)  # bookies whose cookie the campaign deleted
+    written: set[str] = field(default_factory=set)  # exact paths the campaign wrote
+    tool_ledgers: set[str] = field(default_factory=set)  # ledger znodes the Java tool created/deleted
+    heal: bool = False  # the Java tool ran in this window
 
     def _ours(self, path: str) -> bool:
         sub = join(self.root, "bk-auditor")
@@ -118,9 +134,10 @@ class Allowance:
             return True
         if not path.startswith(markers + "/"):
             return False
-        parts = path[len(markers) + 1:].split("/")
+        parts = path[len(markers) + 1 :].split("/")
         return (len(parts) <= 4 and all(MARKER_DIR.match(p) for p in parts)) or (
-            len(parts) == 5 and all(MARKER_DIR.match(p) for p in parts[:4]) and bool(MARKER_LEAF.match(parts[4])))
+            len(parts) == 5 and all(MARKER_DIR.match(p) for p in parts[:4]) and bool(MARKER_LEAF.match(parts[4]))
+        )
 
     def _bookies(self, path: str) -> bool:
         for parent in (join(self.root, "available"), join(self.root, "available", "readonly")):
@@ -134,8 +151,12 @@ class Allowance:
         if self.heal and (path.startswith(join(self.root, "idgen") + "/")):
             return True
         # A new hierarchical directory above a ledger the tool created.
-        return self.heal and any(led.startswith(path + "/") for led in self.tool_ledgers) and path.startswith(
-            self.root + "/") and path.rsplit("/", 1)[1].isdigit()
+        return (
+            self.heal
+            and any(led.startswith(path + "/") for led in self.tool_ledgers)
+            and path.startswith(self.root + "/")
+            and path.rsplit("/", 1)[1].isdigit()
+        )
 
     def allowed_path(self, path: str) -> bool:
         return self._ours(path) or self._bookies(path) or self._campaign(path)
