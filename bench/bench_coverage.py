@@ -21,7 +21,7 @@ from auditor.durability.ids import LedgerId
 from auditor.durability.model import LedgerMetadata, LedgerState, Segment
 from auditor.durability.ranges import RangeSet
 from auditor.durability.schedule import expected_by_bookie
-from auditor.durability.scrutiny import durability_findings, triage
+from auditor.durability.verdicts import durability_findings, triage
 
 
 def closed_ledger(entries: int, e: int, wq: int, aq: int, segments: int = 1) -> LedgerMetadata:

@@ -17,8 +17,8 @@ from auditor.durability.findings import Finding, FindingSummary, Severity
 from auditor.logging import get_logger, log_finding
 
 from .build import audit_context
+from .catalog import CHECKS
 from .runner import CheckRun, Progress
-from .scrutiny import CHECKS
 
 log = get_logger("auditor.check")
 

@@ -22,9 +22,9 @@ from kazoo.exceptions import KazooException
 
 from auditor.checks.answers import gather_answers, highest_lac
 from auditor.checks.build import Locations, audit_context
+from auditor.checks.catalog import CHECKS as CHECK_CLASSES
 from auditor.checks.context import AuditContext, RunStats
 from auditor.checks.runner import CheckRun, LedgerCheck, Progress
-from auditor.checks.scrutiny import CHECKS as CHECK_CLASSES
 from auditor.config import Settings
 from auditor.durability.coverage import UNKNOWN, analyze_coverage
 from auditor.durability.findings import Category, Finding, Severity

@@ -23,8 +23,8 @@ from dataclasses import asdict
 from typing import Any
 
 from auditor.checks.build import audit_context
+from auditor.checks.catalog import CHECKS
 from auditor.checks.runner import CheckRun, LedgerCheck, LedgerOutcome
-from auditor.checks.scrutiny import CHECKS
 from auditor.config import Settings
 from auditor.durability.findings import Finding
 from auditor.durability.ids import LedgerId

@@ -16,8 +16,8 @@ from typing import Any
 
 from auditor.bookie.pool import BookiePool
 from auditor.checks.build import audit_context
+from auditor.checks.catalog import CHECKS
 from auditor.checks.runner import CheckRun
-from auditor.checks.scrutiny import CHECKS
 from auditor.config import Settings
 from auditor.durability.findings import Finding, Severity
 from auditor.durability.ids import LedgerId

@@ -1,4 +1,4 @@
-"""The per-ledger checks: adapters fetch, `auditor.durability.scrutiny` decides.
+"""The per-ledger checks: adapters fetch, `auditor.durability.verdicts` decides.
 
 One flow serves all three checks; they differ in which ledgers they take, where a ledger ends, and how
 the bookies are asked:
@@ -24,7 +24,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 
-from auditor.durability import scrutiny as verdicts
+from auditor.durability import verdicts
 from auditor.durability.findings import Category, Finding, Method
 from auditor.durability.ledgerend import LedgerEnd, closed_end, lac_findings
 from auditor.durability.model import LedgerMetadata, LedgerState

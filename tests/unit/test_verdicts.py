@@ -13,7 +13,7 @@ from auditor.durability.model import LedgerMetadata, LedgerState, Segment
 from auditor.durability.placement import PlacementPolicy
 from auditor.durability.ranges import RangeSet
 from auditor.durability.schedule import expected_by_bookie
-from auditor.durability.scrutiny import (
+from auditor.durability.verdicts import (
     Disposition,
     assess_quorum,
     compare_metadata,
