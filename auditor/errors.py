@@ -1,0 +1,39 @@
+"""Every error bk-auditor raises on purpose derives from `AuditorError`.
+
+    AuditorError
+    ├── ConfigError          a setting, config file, environment variable or Java property is wrong
+    ├── DataError            bytes from outside (a znode, a bookie answer, a ledger id text) are malformed
+    ├── MetadataError        ZooKeeper: missing or unreadable znodes, wrong root, lost leadership, races
+    ├── BookieError          a bookie's wire protocol was violated, or a request our gate forbids
+    └── AdminError           an admin API request cannot be served (unknown check or ledger, not leader)
+
+Each package defines its own subclasses beside the code that raises them and derives them from one of
+these five. The CLI maps them to exit codes and the admin API to gRPC status codes, each in one table.
+This module imports nothing of ours, so every layer (the pure core included) may use it.
+"""
+
+from __future__ import annotations
+
+
+class AuditorError(Exception):
+    """The root of every error bk-auditor raises on purpose."""
+
+
+class ConfigError(AuditorError, ValueError):
+    """A setting, config file, environment variable or Java property is wrong (exit 2)."""
+
+
+class DataError(AuditorError, ValueError):
+    """Bytes or text from outside the process are malformed."""
+
+
+class MetadataError(AuditorError):
+    """A ZooKeeper metadata problem."""
+
+
+class BookieError(AuditorError):
+    """A bookie protocol problem, or a request the gate forbids."""
+
+
+class AdminError(AuditorError):
+    """An admin API request that cannot be served."""
