@@ -18,4 +18,4 @@ fuzz: setup
 # The chaos campaign on the real cluster (docs/reliability.md, "Chaos campaign"): 200 rounds, seed 1,
 # hours on 2 cores. Ports follow BK_TEST_PORT_SLOT; the JSON report goes to bench/results/chaos/.
 chaos: setup
-	.venv/bin/python bench/chaos.py --rounds 200 --seed 1
+	.venv/bin/python -m bench.chaos --rounds 200 --seed 1

@@ -1,9 +1,11 @@
-#!/usr/bin/env python3
 """Benchmark: the bookie client against one real bookie, and the entry-list codec.
 
-    python bench/bench_bookie.py                     # starts its own 1-bookie cluster (zk 21811, bookie 3281)
-    python bench/bench_bookie.py --bookie 127.0.0.1:3181 --ledger 12 [--ledger 13]
-    python bench/bench_bookie.py --codec-only
+    python -m bench.bench_bookie                     # starts its own 3-bookie cluster (second-cluster ports)
+    python -m bench.bench_bookie --bookie 127.0.0.1:3181 --ledger 12 [--ledger 13]
+    python -m bench.bench_bookie --codec-only
+
+Run from the repository root. The cluster it starts uses the "second cluster" ports of
+tests/realcluster/ports.py (BK_TEST_PORT_SLOT; zk 21811, bookies 3281-3283 in slot 0).
 
 Wire part: pipelined GET_LIST_OF_ENTRIES_OF_LEDGER (and, for comparison, READ_ENTRY and ping) requests
 per second over ONE connection, at several in-flight windows. Codec part: decode / encode / missing
@@ -24,12 +26,9 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from auditor.bookie import BookieClient, BookieClientConfig  # noqa: E402
-from auditor.durability.entrylist import EntryList, encode_ranges  # noqa: E402
-from auditor.durability.ranges import RangeSet  # noqa: E402
+from auditor.bookie import BookieClient, BookieClientConfig
+from auditor.durability.entrylist import EntryList, encode_ranges
+from auditor.durability.ranges import RangeSet
 
 ONE_MILLION = 1_000_000
 
@@ -187,10 +186,17 @@ def main() -> int:
                 ap.error("--bookie needs at least one --ledger the bookie holds")
             ledgers = [(lid, f"ledger {lid}") for lid in args.ledger]
         else:
-            from tests.realcluster.harness import Cluster
+            from tests.realcluster import ports
+            from tests.realcluster.cluster import Cluster
 
             workdir = Path(tempfile.mkdtemp(prefix="bk-bench-"))
-            cluster = Cluster(workdir, num_bookies=3, zk_port=21811, port_base=3280, http_base=8280)
+            cluster = Cluster(
+                workdir,
+                num_bookies=3,
+                zk_port=ports.SECOND_ZK_PORT,
+                port_base=ports.SECOND_PORT_BASE,
+                http_base=ports.SECOND_HTTP_BASE,
+            )
             t0 = time.monotonic()
             cluster.start()
             print(f"(cluster started in {time.monotonic() - t0:.0f} s)\n", file=sys.stderr)

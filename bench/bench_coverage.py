@@ -1,6 +1,6 @@
 """Benchmark of the pure durability core on large closed ledgers. A plain script, not a test:
 
-    python bench/bench_coverage.py [entries]
+    python -m bench.bench_coverage [entries]        (from the repository root)
 
 For each scenario it builds the bookies' answers (what GET_LIST_OF_ENTRIES_OF_LEDGER would decode to:
 one run per maximal run of ids, as real bookies send) and times `analyze_coverage` (plus the scrutiny
@@ -9,12 +9,10 @@ verdict on top). Building the answers is not timed: in the daemon it is the entr
 
 from __future__ import annotations
 
+import argparse
 import gc
 import sys
 import time
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from auditor.durability.coverage import UNKNOWN, Answer, analyze_coverage
 from auditor.durability.ids import LedgerId
@@ -54,7 +52,9 @@ def run(name: str, md: LedgerMetadata, answers: dict[str, Answer], repeat: int =
 
 
 def main() -> None:
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 10_000_000
+    ap = argparse.ArgumentParser(description="Benchmark of the pure durability core on large closed ledgers.")
+    ap.add_argument("entries", type=int, nargs="?", default=10_000_000, help="entries per ledger")
+    n = ap.parse_args().entries
     print(f"python {sys.version.split()[0]}, closed ledgers of {n:,} entries\n")
     for e, wq, aq in [(3, 3, 2), (5, 2, 2), (5, 3, 2)]:
         md = closed_ledger(n, e, wq, aq)

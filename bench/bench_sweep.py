@@ -1,6 +1,6 @@
 """Benchmark of the sweep's planning on the driver. A plain script, not a test:
 
-    python bench/bench_sweep.py [ledgers] [partitions]
+    python -m bench.bench_sweep [ledgers] [partitions]        (from the repository root)
 
 Builds an in-memory hierarchical ledger tree (ids dense from 0, plus a tail above 2^31 in the long
 layout), then times the leaf-directory walk (`walk_leaf_directories`, which lists only the directories
@@ -10,13 +10,11 @@ listed against how many a full listing would need, and how even the partitions c
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import statistics
 import sys
 import time
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from auditor.durability.ids import LedgerId
 from auditor.metadata.location import LedgerManager
@@ -52,8 +50,11 @@ async def walk(paths: LedgerPaths, tree: DirTree) -> list:
 
 
 def main() -> None:
-    ledgers = int(sys.argv[1]) if len(sys.argv) > 1 else 50_000_000
-    partitions = int(sys.argv[2]) if len(sys.argv) > 2 else 1_000
+    ap = argparse.ArgumentParser(description="Benchmark of the sweep's planning on the driver.")
+    ap.add_argument("ledgers", type=int, nargs="?", default=50_000_000, help="ledgers in the tree")
+    ap.add_argument("partitions", type=int, nargs="?", default=1_000, help="partitions wanted")
+    args = ap.parse_args()
+    ledgers, partitions = args.ledgers, args.partitions
     paths = LedgerPaths("/ledgers", LedgerManager.HIERARCHICAL)
     tree = DirTree(paths, ledgers, long_tail=ledgers // 10)
     t0 = time.perf_counter()

@@ -1,6 +1,6 @@
 """The chaos campaign on the real cluster (docs/reliability.md, "Chaos campaign"). One command:
 
-    python bench/chaos.py --rounds 200 --seed 1          (or: make chaos)
+    python -m bench.chaos --rounds 200 --seed 1          (from the repository root; or: make chaos)
 
 Starts its own ZooKeeper, 6 real bookies (one DbLedgerStorage, one registered behind a TCP proxy) and two
 `bk-auditor run` daemons on the ports of BK_TEST_PORT_SLOT (tests/realcluster/ports.py), writes a few
@@ -18,10 +18,8 @@ import logging
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from tests.realcluster.chaos.campaign import KINDS, Campaign, CampaignError, ChaosConfig, summary_text, write_report
-from tests.realcluster.harness import HarnessError
+from tests.realcluster.cluster import HarnessError
 
 
 def main(argv: list[str] | None = None) -> int:

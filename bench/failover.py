@@ -1,9 +1,8 @@
-#!/usr/bin/env python3
 """Failover distribution: how long after the leader dies does the standby lead? (docs/reliability.md)
 
-    BK_TEST_PORT_SLOT=0 .venv/bin/python bench/failover.py                 # 12 SIGKILLs, session 4 s
-    BK_TEST_PORT_SLOT=0 .venv/bin/python bench/failover.py --fault stop    # SIGSTOP past the session timeout
-    .venv/bin/python bench/failover.py --rounds 30 --session-timeout 6
+    BK_TEST_PORT_SLOT=0 .venv/bin/python -m bench.failover                 # 12 SIGKILLs, session 4 s
+    BK_TEST_PORT_SLOT=0 .venv/bin/python -m bench.failover --fault stop    # SIGSTOP past the session timeout
+    .venv/bin/python -m bench.failover --rounds 30 --session-timeout 6
 
 Starts its own one-bookie cluster (the "second cluster" ports of tests/realcluster/ports.py) and two
 real `bk-auditor run` daemons. Each round kills (or freezes) whichever daemon leads and measures, on
@@ -26,20 +25,16 @@ import os
 import shutil
 import signal
 import statistics
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from auditor.daemon.admin import AdminClient, AdminClientError  # noqa: E402
-from tests.realcluster import ports  # noqa: E402
-from tests.realcluster.daemon_util import Daemon  # noqa: E402
-from tests.realcluster.harness import Cluster  # noqa: E402
+from auditor.daemon.admin import AdminClient, AdminClientError
+from tests.realcluster import ports
+from tests.realcluster.cluster import Cluster
+from tests.realcluster.daemon_util import Daemon
 
 POLL_SECONDS = 0.02
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.realcluster import ports
-from tests.realcluster.harness import Cluster
+from tests.realcluster.cluster import Cluster
 
 SESSION_BOOKIES = 6
 SESSION_STORAGE = {6: "db"}  # bookies 1-5 SortedLedgerStorage, bookie 6 DbLedgerStorage

@@ -22,7 +22,7 @@ from auditor.config import Settings
 from auditor.durability.findings import Finding, Severity
 from auditor.durability.ids import LedgerId
 from auditor.metadata import formats
-from tests.realcluster.harness import Cluster
+from tests.realcluster.cluster import Cluster
 
 
 def settings_for(cluster: Cluster, **over: Any) -> Settings:

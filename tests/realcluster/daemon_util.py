@@ -18,7 +18,7 @@ import yaml
 
 from auditor.daemon.admin import AdminClient, AdminClientError
 from tests.realcluster import ports
-from tests.realcluster.harness import Cluster
+from tests.realcluster.cluster import Cluster
 
 BIN = Path(sys.executable).with_name("bk-auditor")
 _ports = itertools.count(ports.DAEMON_PORT_BASE)

@@ -18,7 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.realcluster.harness import Cluster
+from tests.realcluster import ports
+from tests.realcluster.cluster import Cluster
 
 BIN = Path(sys.executable).with_name("bk-auditor")
 
@@ -35,7 +36,14 @@ def run_check(cluster: Cluster, fmt: str) -> int:
 
 def main() -> int:
     workdir = Path(tempfile.mkdtemp(prefix="bk-auditor-demo-"))
-    cluster = Cluster(workdir, num_bookies=5, zk_port=21890, port_base=3190, http_base=8190)
+    # Ports follow BK_TEST_PORT_SLOT (tests/realcluster/ports.py), so the demo can run beside a test session.
+    cluster = Cluster(
+        workdir,
+        num_bookies=5,
+        zk_port=ports.DEMO_ZK_PORT,
+        port_base=ports.DEMO_PORT_BASE,
+        http_base=ports.DEMO_HTTP_BASE,
+    )
     try:
         say("starting ZooKeeper and 5 real BookKeeper bookies on 127.0.0.1-5")
         t = time.monotonic()

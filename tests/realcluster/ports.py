@@ -31,6 +31,10 @@ CHAOS_ZK_PORT = ZK_PORT + 2
 CHAOS_PORT_BASE = BOOKIE_PORT_BASE + 200
 CHAOS_HTTP_BASE = HTTP_BASE + 200
 CHAOS_DAEMON_PORT_BASE = DAEMON_PORT_BASE + 200
+# The demo's five-bookie cluster (`make demo`), beside the session one: bookies base + 11..15.
+DEMO_ZK_PORT = ZK_PORT + 3
+DEMO_PORT_BASE = BOOKIE_PORT_BASE + 10
+DEMO_HTTP_BASE = HTTP_BASE + 10
 # Identities (host:port) for Java auditor processes and Java-format votes: nothing listens on them.
 JAVA_AUDITOR_PORT = BOOKIE_PORT_BASE + 19
 OUR_VOTE_PORT = BOOKIE_PORT_BASE + 18

@@ -14,7 +14,7 @@ from auditor.durability.entry import Verdict, parse_header
 from auditor.durability.entrylist import EntryList
 from auditor.durability.model import DigestType
 from auditor.durability.ranges import RangeSet
-from tests.realcluster.harness import Cluster
+from tests.realcluster.cluster import Cluster
 
 pytestmark = pytest.mark.realcluster
 

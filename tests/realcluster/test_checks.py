@@ -23,7 +23,7 @@ from tests.realcluster.checks_util import (
     rewrite_ensemble,
     settings_for,
 )
-from tests.realcluster.harness import Cluster
+from tests.realcluster.cluster import Cluster
 
 pytestmark = pytest.mark.realcluster
 

@@ -17,8 +17,8 @@ from kazoo.exceptions import NoNodeError
 from auditor.daemon.admin import AdminClient, AdminClientError
 from auditor.durability.ids import LedgerId
 from tests.realcluster.checks_util import marker_path, rewrite_ensemble
+from tests.realcluster.cluster import Cluster
 from tests.realcluster.daemon_util import SESSION_TIMEOUT, Daemon
-from tests.realcluster.harness import Cluster
 
 pytestmark = pytest.mark.realcluster
 

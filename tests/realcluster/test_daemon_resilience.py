@@ -24,8 +24,8 @@ from kazoo.security import OPEN_ACL_UNSAFE, make_acl
 from auditor.daemon.bookie_watch import parse_incarnations
 from auditor.metadata.checkstate import CheckState
 from tests.realcluster.checks_util import rewrite_ensemble
+from tests.realcluster.cluster import Cluster
 from tests.realcluster.daemon_util import BIN, Daemon
-from tests.realcluster.harness import Cluster
 from tests.realcluster.test_daemon import daemons, markers_for, start  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.realcluster

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from tests.realcluster.harness import Cluster
+from tests.realcluster.cluster import Cluster
 
 pytestmark = pytest.mark.realcluster
 

@@ -23,7 +23,7 @@ from auditor.bookie.client import BookieClient
 from auditor.durability.findings import Category, Finding
 from tests.realcluster import ports
 from tests.realcluster.checks_util import actionable, audit_async
-from tests.realcluster.harness import Cluster
+from tests.realcluster.cluster import Cluster
 from tests.realcluster.hostile_proxy import ReplyRewritingProxy
 
 pytestmark = pytest.mark.realcluster

@@ -13,7 +13,7 @@ from auditor.durability.ids import LedgerId
 from auditor.metadata.location import LedgerManager
 from auditor.metadata.zkstore import ZooKeeperMetadataStore, pulsar_racks
 from tests.realcluster import ports
-from tests.realcluster.harness import Cluster
+from tests.realcluster.cluster import Cluster
 from tests.realcluster.metadata_helpers import collect, open_store
 
 pytestmark = pytest.mark.realcluster

@@ -14,7 +14,7 @@ from auditor.metadata.election import LeaderElection, sort_votes
 from auditor.metadata.errors import MetadataConfigError, NotLeaderError
 from auditor.metadata.zkstore import ZooKeeperMetadataStore
 from tests.realcluster import ports
-from tests.realcluster.harness import Cluster
+from tests.realcluster.cluster import Cluster
 
 JAVA_ID = f"127.0.0.1:{ports.JAVA_AUDITOR_PORT}"  # a Java auditor's identity (nothing listens)
 

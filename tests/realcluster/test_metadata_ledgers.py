@@ -20,7 +20,7 @@ from auditor.metadata.errors import (
 )
 from auditor.metadata.location import LedgerManager
 from auditor.metadata.zkstore import ScanStats
-from tests.realcluster.harness import Cluster
+from tests.realcluster.cluster import Cluster
 from tests.realcluster.metadata_helpers import JAVA_DIGEST, collect, java_to_string, leader_of, open_store
 
 pytestmark = pytest.mark.realcluster

@@ -12,7 +12,7 @@ from auditor.durability.ids import LedgerId
 from auditor.metadata import formats
 from auditor.metadata.errors import CorruptZnodeError, NotLeaderError
 from auditor.metadata.zkstore import MarkResult
-from tests.realcluster.harness import Cluster
+from tests.realcluster.cluster import Cluster
 from tests.realcluster.metadata_helpers import collect, leader_of, open_store
 
 pytestmark = pytest.mark.realcluster

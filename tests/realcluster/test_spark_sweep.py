@@ -37,7 +37,7 @@ from tests.realcluster.checks_util import (
     rewrite_ensemble,
     settings_for,
 )
-from tests.realcluster.harness import Cluster
+from tests.realcluster.cluster import Cluster
 from tests.realcluster.metadata_helpers import leader_of
 
 pytestmark = pytest.mark.realcluster

@@ -18,8 +18,8 @@ from kazoo.exceptions import NoNodeError
 
 from auditor.metadata.election import LeaderElection
 from auditor.metadata.errors import MetadataConfigError, MetadataError
+from tests.realcluster.cluster import Cluster
 from tests.realcluster.daemon_util import Daemon
-from tests.realcluster.harness import Cluster
 from tests.realcluster.metadata_helpers import collect, leader_of, open_store, zk_tree
 
 pytestmark = pytest.mark.realcluster

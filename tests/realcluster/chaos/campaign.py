@@ -31,8 +31,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.realcluster import ports
 from tests.realcluster.checks_util import ledger_path, marker_path
+from tests.realcluster.cluster import PROXY_HOST, Cluster, HarnessError
 from tests.realcluster.daemon_util import Daemon
-from tests.realcluster.harness import PROXY_HOST, Cluster, HarnessError
 
 from .monitor import Monitor
 from .observe import Observer, Seen, read_markers

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tests.realcluster.checks_util import holds
-from tests.realcluster.harness import Cluster, HarnessError
+from tests.realcluster.cluster import Cluster, HarnessError
 
 DURABILITY = (
     "entry_no_replica",

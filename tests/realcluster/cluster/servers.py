@@ -1,206 +1,42 @@
-"""A real BookKeeper cluster on loopback, for tests, the demo and the benchmarks.
+"""ZooKeeper and bookies on loopback: their configurations, ports, and start / stop / pause / wipe.
 
-ZooKeeper comes from Debian's `zookeeper` package; bookies, the shell and the Java client from the
-BookKeeper 4.17.x jars that `scripts/fetch_bk_jars.sh` puts in `$BK_HOME/lib` (default
-`~/.cache/bk-<version>`). Bookie N listens on 127.0.0.N so that each bookie can have its own rack.
-
-Every process is started by us, recorded by pid, and stopped by that pid; every wait is bounded; every
-process's output goes to a log file under `logs_dir` for post-mortems.
+Bookie N listens on 127.0.0.N so that each bookie can have its own rack. Every process is started by us,
+recorded by pid, and stopped by that pid; every wait is bounded; every process's output goes to a log file
+under `logs_dir` for post-mortems. The Java tools (writing ledgers with the real client, the shell) come
+from `javatools.JavaTools`.
 """
 
 from __future__ import annotations
 
 import atexit
-import hashlib
-import json
-import os
 import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import threading
 import time
+import urllib.error
 import urllib.request
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kazoo.client import KazooClient
 
-from tests.realcluster import ports
-
-BK_VERSION = os.environ.get("BK_VERSION", "4.17.3")
-BK_HOME = Path(os.environ.get("BK_HOME", Path.home() / ".cache" / f"bk-{BK_VERSION}"))
-ZK_JARS = ("/usr/share/java/zookeeper.jar", "/usr/share/java/slf4j-simple.jar")
-TOOL_SOURCE = Path(__file__).parent / "java" / "BkLedgerTool.java"
-
-JVM_COMMON = [
-    "-Djava.net.preferIPv4Stack=true",
-    "--add-opens",
-    "java.base/java.nio=ALL-UNNAMED",
-    "--add-opens",
-    "java.base/jdk.internal.misc=ALL-UNNAMED",
-    "--add-opens",
-    "java.base/java.io=ALL-UNNAMED",
-    "--add-opens",
-    "java.base/java.util.zip=ALL-UNNAMED",
-    "-Dio.netty.tryReflectionSetAccessible=true",
-    "-Dio.netty.leakDetectionLevel=disabled",
-    "-XX:+UseSerialGC",
-]
-# Short-lived JVMs (shell, ledger tool) start faster with C1 only.
-JVM_CLIENT = ["-Xmx192m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xshare:auto"]
+from tests.realcluster.cluster.errors import HarnessError
+from tests.realcluster.cluster.javatools import JVM_COMMON, ZK_JARS, JavaTools, check_prerequisites, classpath
+from tests.realcluster.cluster.processes import Proc, tail
 
 STORAGE_CLASSES = {
     "sorted": "org.apache.bookkeeper.bookie.SortedLedgerStorage",
     "db": "org.apache.bookkeeper.bookie.storage.ldb.DbLedgerStorage",
 }
 
-LOG4J_SERVER = """<?xml version="1.0" encoding="UTF-8"?>
-<Configuration status="WARN">
-  <Appenders><Console name="out" target="SYSTEM_OUT"><PatternLayout pattern="%d{ISO8601} %-5p [%t] %c{1} - %m%n"/></Console></Appenders>
-  <Loggers><Root level="INFO"><AppenderRef ref="out"/></Root></Loggers>
-</Configuration>
-"""
-# The shell prints its results through these loggers at INFO: keep them, message only, on stdout.
-LOG4J_SHELL = """<?xml version="1.0" encoding="UTF-8"?>
-<Configuration status="WARN">
-  <Appenders>
-    <Console name="out" target="SYSTEM_OUT"><PatternLayout pattern="%m%n"/></Console>
-    <Console name="err" target="SYSTEM_ERR"><PatternLayout pattern="%d{ISO8601} %-5p %c{1} - %m%n"/></Console>
-  </Appenders>
-  <Loggers>
-    <Logger name="org.apache.bookkeeper.bookie.BookieShell" level="INFO" additivity="false"><AppenderRef ref="out"/></Logger>
-    <Logger name="org.apache.bookkeeper.tools.cli.commands" level="INFO" additivity="false"><AppenderRef ref="out"/></Logger>
-    <Logger name="org.apache.bookkeeper.client.BookKeeperAdmin" level="INFO" additivity="false"><AppenderRef ref="out"/></Logger>
-    <Root level="WARN"><AppenderRef ref="err"/></Root>
-  </Loggers>
-</Configuration>
-"""
-
-
 # A proxied bookie advertises this name. Every client resolves it with the system resolver to
 # PROXY_HOST, where the test's TCP proxy listens on the bookie's port; the bookie's own JVM resolves it
 # (through its private `jdk.net.hosts.file`) to its own 127.0.0.N, where it binds.
 PROXY_NAME = "localhost"
 PROXY_HOST = "127.0.0.1"
-
-
-class HarnessError(RuntimeError):
-    """The real cluster could not be set up or did not behave; the message says which process and log."""
-
-
-def _tail(path: Path, lines: int = 30) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return "(no log)"
-
-
-def payload(ledger_id: int, entry_id: int, size: int) -> bytes:
-    """The deterministic payload BkLedgerTool writes for an entry (see the tool's javadoc)."""
-    unit = f"L{ledger_id}E{entry_id}-"
-    return (unit * (size // len(unit) + 1))[:size].encode("ascii")
-
-
-def check_prerequisites() -> None:
-    """Fail loudly, naming what is missing, when the cluster cannot be started here."""
-    missing = [j for j in ZK_JARS[:1] if not Path(j).exists()]
-    if missing:
-        raise HarnessError(
-            f"ZooKeeper jar {missing[0]} not found: install Debian's 'zookeeper' package (make setup does it)"
-        )
-    if not (BK_HOME / "lib" / ".complete").exists():
-        raise HarnessError(
-            f"BookKeeper {BK_VERSION} jars not found in {BK_HOME}/lib: run "
-            "scripts/fetch_bk_jars.sh (make setup does it)"
-        )
-    for tool in ("java", "javac"):
-        if shutil.which(tool) is None:
-            raise HarnessError(f"'{tool}' not on PATH: a JDK 17 is required for the real cluster")
-
-
-def _classpath() -> str:
-    return str(BK_HOME / "lib" / "*")
-
-
-def _tool_classes() -> Path:
-    """Compile BkLedgerTool once per source version into a cache outside git."""
-    digest = hashlib.sha256(TOOL_SOURCE.read_bytes() + BK_VERSION.encode()).hexdigest()[:16]
-    out = BK_HOME / "tool" / digest
-    if not (out / "BkLedgerTool.class").exists():
-        tmp = Path(tempfile.mkdtemp(dir=BK_HOME))
-        proc = subprocess.run(
-            ["javac", "-nowarn", "-cp", _classpath(), "-d", str(tmp), str(TOOL_SOURCE)],
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        if proc.returncode != 0:
-            raise HarnessError(f"javac failed for {TOOL_SOURCE}:\n{proc.stderr[-3000:]}")
-        out.parent.mkdir(parents=True, exist_ok=True)
-        if out.exists():
-            shutil.rmtree(tmp)
-        else:
-            tmp.rename(out)
-    return out
-
-
-@dataclass
-class Proc:
-    name: str
-    argv: list[str]
-    log: Path
-    popen: subprocess.Popen[bytes] | None = None
-
-    @property
-    def pid(self) -> int | None:
-        return self.popen.pid if self.popen else None
-
-    @property
-    def running(self) -> bool:
-        return self.popen is not None and self.popen.poll() is None
-
-    def start(self, env: dict[str, str] | None = None) -> None:
-        self.log.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.log, "ab") as out:
-            out.write(f"\n=== start {time.strftime('%H:%M:%S')} {' '.join(self.argv)}\n".encode())
-            out.flush()
-            self.popen = subprocess.Popen(
-                self.argv,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=env,
-                start_new_session=True,
-            )
-
-    def signal(self, sig: int) -> None:
-        if self.running:
-            assert self.popen is not None
-            os.kill(self.popen.pid, sig)
-
-    def stop(self, timeout: float = 20.0) -> None:
-        """SIGTERM, then SIGKILL after `timeout`; only ever our own pid."""
-        if not self.running:
-            return
-        assert self.popen is not None
-        # A paused process cannot act on SIGTERM.
-        os.kill(self.popen.pid, signal.SIGCONT)
-        os.kill(self.popen.pid, signal.SIGTERM)
-        try:
-            self.popen.wait(timeout)
-        except subprocess.TimeoutExpired:
-            os.kill(self.popen.pid, signal.SIGKILL)
-            self.popen.wait(10)
-
-    def kill(self) -> None:
-        if self.running:
-            assert self.popen is not None
-            os.kill(self.popen.pid, signal.SIGKILL)
-            self.popen.wait(10)
 
 
 @dataclass
@@ -244,7 +80,7 @@ class BookieProc:
 
 
 @dataclass
-class Cluster:
+class Cluster(JavaTools):
     workdir: Path
     num_bookies: int = 3
     storage: dict[int, str] = field(default_factory=dict)
@@ -279,9 +115,7 @@ class Cluster:
         check_prerequisites()
         for d in (self.logs_dir, self.conf_dir):
             d.mkdir(parents=True, exist_ok=True)
-        (self.conf_dir / "log4j2-server.xml").write_text(LOG4J_SERVER)
-        (self.conf_dir / "log4j2-shell.xml").write_text(LOG4J_SHELL)
-        (self.conf_dir / "client.conf").write_text(f"metadataServiceUri={self.metadata_service_uri}\nzkTimeout=6000\n")
+        self._write_java_configs()
         atexit.register(self.stop)
         self._started = True
         deadline = time.monotonic() + timeout
@@ -306,9 +140,6 @@ class Cluster:
         if self._tool is None:
             raise HarnessError("BkLedgerTool did not compile in time")
         return self
-
-    def _compile_tool(self) -> None:
-        self._tool = _tool_classes()
 
     def stop(self) -> None:
         if not self._started:
@@ -387,7 +218,7 @@ class Cluster:
         self.zk.start()
         while time.monotonic() < deadline:
             if not self.zk.running:
-                raise HarnessError(f"ZooKeeper exited at start; log {self.zk.log}:\n{_tail(self.zk.log)}")
+                raise HarnessError(f"ZooKeeper exited at start; log {self.zk.log}:\n{tail(self.zk.log)}")
             if self._four_letter("ruok") == "imok":
                 return
             time.sleep(0.2)
@@ -495,7 +326,7 @@ class Cluster:
             "-XX:MaxDirectMemorySize=256m",
             "-XX:+ExitOnOutOfMemoryError",
             "-cp",
-            _classpath(),
+            classpath(),
             "org.apache.bookkeeper.server.Main",
             "--conf",
             str(conf),
@@ -538,13 +369,13 @@ class Cluster:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if not b.running:
-                raise HarnessError(f"bookie {n} exited; log {b.proc.log}:\n{_tail(b.proc.log)}")
+                raise HarnessError(f"bookie {n} exited; log {b.proc.log}:\n{tail(b.proc.log)}")
             if self.kazoo.exists(self.registration_path(n)) or self.kazoo.exists(
                 f"{self.ledgers_root}/available/readonly/{b.bookie_id}"
             ):
                 return
             time.sleep(0.2)
-        raise HarnessError(f"bookie {n} did not register within {timeout}s; log {b.proc.log}:\n{_tail(b.proc.log)}")
+        raise HarnessError(f"bookie {n} did not register within {timeout}s; log {b.proc.log}:\n{tail(b.proc.log)}")
 
     def wait_ready(self, n: int, timeout: float = 60.0) -> None:
         start = time.monotonic()
@@ -621,187 +452,7 @@ class Cluster:
         except OSError:
             return 0, ""
 
-    # ------------------------------------------------------------------ Java tools
-    def shell(
-        self, *args: str, check: bool = True, timeout: float = 120.0, conf: Path | None = None
-    ) -> subprocess.CompletedProcess[str]:
-        """Run the real BookieShell; its results come back on stdout."""
-        argv = [
-            "java",
-            *JVM_COMMON,
-            *JVM_CLIENT,
-            f"-Dlog4j.configurationFile={self.conf_dir / 'log4j2-shell.xml'}",
-            "-cp",
-            _classpath(),
-            "org.apache.bookkeeper.bookie.BookieShell",
-            "-conf",
-            str(conf or self.conf_dir / "client.conf"),
-            *args,
-        ]
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
-        with open(self.logs_dir / "shell.log", "a") as log:
-            log.write(f"=== shell {' '.join(args)} rc={proc.returncode}\n{proc.stdout}\n{proc.stderr}\n")
-        if check and proc.returncode != 0:
-            raise HarnessError(
-                f"BookieShell {' '.join(args)} failed rc={proc.returncode}:\n"
-                f"{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
-            )
-        return proc
-
-    def _tool_argv(self, command: str, args: Iterable[str]) -> list[str]:
-        if self._tool is None:
-            self._tool = _tool_classes()
-        return [
-            "java",
-            *JVM_COMMON,
-            *JVM_CLIENT,
-            f"-Dlog4j.configurationFile={self.conf_dir / 'log4j2-shell.xml'}",
-            "-cp",
-            f"{self._tool}:{_classpath()}",
-            "BkLedgerTool",
-            command,
-            "--metadata-uri",
-            self.metadata_service_uri,
-            *args,
-        ]
-
-    def ledger_tool(self, command: str, *args: str, timeout: float = 180.0) -> dict[str, Any]:
-        proc = subprocess.run(
-            self._tool_argv(command, args), capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
-        )
-        with open(self.logs_dir / "ledger-tool.log", "a") as log:
-            log.write(f"=== {command} {' '.join(args)} rc={proc.returncode}\n{proc.stdout}\n{proc.stderr[-5000:]}\n")
-        return self._tool_result(command, args, proc.returncode, proc.stdout, proc.stderr)
-
-    @staticmethod
-    def _tool_result(command: str, args: Iterable[str], rc: int, out: str, err: str) -> dict[str, Any]:
-        lines = [line for line in out.splitlines() if line.startswith("{")]
-        if not lines:
-            raise HarnessError(
-                f"ledger tool {command} {' '.join(args)} printed no JSON (rc={rc}):\n{out[-2000:]}\n{err[-3000:]}"
-            )
-        result = json.loads(lines[-1])
-        if "error" in result or rc != 0:
-            raise HarnessError(
-                f"ledger tool {command} {' '.join(args)} failed (rc={rc}): {result.get('error')}\n{err[-3000:]}"
-            )
-        return result
-
-    def _create_args(
-        self,
-        ensemble: int,
-        write_quorum: int,
-        ack_quorum: int,
-        digest: str,
-        password: str,
-        entries: int,
-        entry_size: int,
-        ledger_id: int | None,
-        custom: dict[str, str] | None,
-        bookies: list[str] | None,
-        allowed: list[str] | None,
-        close: bool,
-    ) -> list[str]:
-        args = [
-            "--ensemble",
-            str(ensemble),
-            "--write-quorum",
-            str(write_quorum),
-            "--ack-quorum",
-            str(ack_quorum),
-            "--digest",
-            digest,
-            "--password",
-            password,
-            "--entries",
-            str(entries),
-            "--entry-size",
-            str(entry_size),
-        ]
-        if ledger_id is not None:
-            args += ["--ledger-id", str(ledger_id)]
-        for k, v in (custom or {}).items():
-            args += ["--custom", f"{k}={v}"]
-        if bookies:
-            args += ["--bookies", ",".join(bookies)]
-        args += ["--allowed", ",".join(allowed if allowed is not None else self.sorted_bookie_ids)]
-        if not close:
-            args.append("--leave-open")
-        return args
-
-    def create_ledger(
-        self,
-        ensemble: int = 3,
-        write_quorum: int = 2,
-        ack_quorum: int = 2,
-        digest: str = "CRC32C",
-        password: str = "pw",
-        entries: int = 10,
-        entry_size: int = 64,
-        ledger_id: int | None = None,
-        custom: dict[str, str] | None = None,
-        bookies: list[str] | None = None,
-        allowed: list[str] | None = None,
-        close: bool = True,
-    ) -> dict[str, Any]:
-        """Write a ledger with the real Java client; returns what the tool reports (see docs/contributing.md)."""
-        return self.ledger_tool(
-            "create",
-            *self._create_args(
-                ensemble,
-                write_quorum,
-                ack_quorum,
-                digest,
-                password,
-                entries,
-                entry_size,
-                ledger_id,
-                custom,
-                bookies,
-                allowed,
-                close,
-            ),
-        )
-
-    def create_ledgers(self, count: int, **kw: Any) -> list[dict[str, Any]]:
-        """`count` closed ledgers with the same options, written by one JVM (much faster than one each)."""
-        if kw.get("close") is False or kw.get("ledger_id") is not None:
-            raise HarnessError("create_ledgers makes closed ledgers with generated ids")
-        args = self._create_args(
-            kw.pop("ensemble", 3),
-            kw.pop("write_quorum", 2),
-            kw.pop("ack_quorum", 2),
-            kw.pop("digest", "CRC32C"),
-            kw.pop("password", "pw"),
-            kw.pop("entries", 10),
-            kw.pop("entry_size", 64),
-            None,
-            kw.pop("custom", None),
-            kw.pop("bookies", None),
-            kw.pop("allowed", None),
-            True,
-        )
-        if kw:
-            raise HarnessError(f"unknown options {sorted(kw)}")
-        proc = subprocess.run(
-            self._tool_argv("create", [*args, "--count", str(count)]),
-            capture_output=True,
-            text=True,
-            timeout=600,
-            stdin=subprocess.DEVNULL,
-        )
-        with open(self.logs_dir / "ledger-tool.log", "a") as log:
-            log.write(
-                f"=== create x{count} {' '.join(args)} rc={proc.returncode}\n{proc.stdout}\n{proc.stderr[-5000:]}\n"
-            )
-        results = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
-        if proc.returncode != 0 or len(results) != count or any("error" in r for r in results):
-            raise HarnessError(
-                f"ledger tool create x{count} failed (rc={proc.returncode}): {proc.stdout[-2000:]}\n"
-                f"{proc.stderr[-3000:]}"
-            )
-        return results
-
+    # ------------------------------------------------------------------ Java client with bookie faults
     def write_with_ensemble_change(
         self,
         ensemble: int = 3,
@@ -870,67 +521,3 @@ class Cluster:
         result["victim"] = victim_bookie.bookie_id
         self.start_bookie(victim_bookie.index)
         return result
-
-    def recover_ledger(self, ledger_id: int, password: str = "pw") -> dict[str, Any]:
-        return self.ledger_tool("recover", "--ledger-id", str(ledger_id), "--password", password)
-
-    def ledger_info(self, ledger_id: int, password: str = "pw") -> dict[str, Any]:
-        return self.ledger_tool("info", "--ledger-id", str(ledger_id), "--password", password)
-
-    def delete_ledger(self, ledger_id: int) -> dict[str, Any]:
-        return self.ledger_tool("delete", "--ledger-id", str(ledger_id))
-
-    def start_replication_worker(self, seconds: int = 600) -> Proc:
-        """A real Java ReplicationWorker alone (no Java auditor, no election), as a background process.
-
-        Stop it with `.stop()` on the returned Proc (by pid). Its log is `logs_dir/replication-worker.log`.
-        """
-        proc = Proc(
-            "replication-worker",
-            self._tool_argv("replication-worker", ["--seconds", str(seconds)]),
-            self.logs_dir / "replication-worker.log",
-        )
-        proc.start()
-        self._workers.append(proc)
-        return proc
-
-    def start_autorecovery(self, port: int = ports.JAVA_AUDITOR_PORT) -> Proc:
-        """A real Java AutoRecoveryMain (Java auditor election + ReplicationWorker), stopped by pid.
-
-        Its auditor identity is 127.0.0.1:<port> (nothing listens there). Its log is
-        `logs_dir/autorecovery.log`.
-        """
-        conf = self.conf_dir / "autorecovery.conf"
-        conf.write_text(
-            "\n".join(
-                [
-                    f"metadataServiceUri={self.metadata_service_uri}",
-                    "zkTimeout=6000",
-                    "allowLoopback=true",
-                    f"bookiePort={port}",
-                    "advertisedAddress=127.0.0.1",
-                    "httpServerEnabled=false",
-                    "auditorPeriodicCheckInterval=0",
-                    "auditorPeriodicBookieCheckInterval=0",
-                    "",
-                ]
-            )
-        )
-        argv = [
-            "java",
-            *JVM_COMMON,
-            f"-Dlog4j.configurationFile={self.conf_dir / 'log4j2-server.xml'}",
-            "-Xmx256m",
-            "-XX:MaxDirectMemorySize=128m",
-            "-cp",
-            _classpath(),
-            "org.apache.bookkeeper.replication.AutoRecoveryMain",
-            "--conf",
-            str(conf),
-        ]
-        proc = Proc("autorecovery", argv, self.logs_dir / "autorecovery.log")
-        proc.start()
-        self._workers.append(proc)
-        return proc
-
-    payload = staticmethod(payload)

@@ -1,0 +1,35 @@
+"""A real BookKeeper cluster on loopback, for the tests, the demo (`make demo`) and the benchmarks
+(`python -m bench.<name>` from the repository root). A development package: not in the wheel.
+
+    from tests.realcluster.cluster import Cluster, HarnessError
+
+    with Cluster(workdir, num_bookies=3, zk_port=..., port_base=..., http_base=...) as cluster:
+        cluster.create_ledger(entries=10)        # the real Java client
+
+Modules, by subject:
+* `processes`: processes we start, stopped by pid, each with its own log (`Proc`);
+* `servers`: ZooKeeper and bookies, their configurations and ports, start / stop / pause / wipe
+  (`Cluster`, `BookieProc`);
+* `javatools`: the JVM and jars, and the Java tools run against a cluster (BookieShell, BkLedgerTool on
+  the real Java client, the Java ReplicationWorker and AutoRecoveryMain);
+* `errors`: `HarnessError`.
+Ports for tests come from `tests/realcluster/ports.py` (`BK_TEST_PORT_SLOT`).
+"""
+
+from tests.realcluster.cluster.errors import HarnessError
+from tests.realcluster.cluster.javatools import BK_HOME, BK_VERSION, check_prerequisites, payload
+from tests.realcluster.cluster.processes import Proc
+from tests.realcluster.cluster.servers import PROXY_HOST, PROXY_NAME, BookieProc, Cluster
+
+__all__ = [
+    "BK_HOME",
+    "BK_VERSION",
+    "PROXY_HOST",
+    "PROXY_NAME",
+    "BookieProc",
+    "Cluster",
+    "HarnessError",
+    "Proc",
+    "check_prerequisites",
+    "payload",
+]

@@ -1,0 +1,73 @@
+"""Processes we start: each is recorded by pid, stopped by that pid, and logs to its own file."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+
+def tail(path: Path, lines: int = 30) -> str:
+    """The last lines of a log, for error messages."""
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+@dataclass
+class Proc:
+    name: str
+    argv: list[str]
+    log: Path
+    popen: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self.popen.pid if self.popen else None
+
+    @property
+    def running(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    def start(self, env: dict[str, str] | None = None) -> None:
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log, "ab") as out:
+            out.write(f"\n=== start {time.strftime('%H:%M:%S')} {' '.join(self.argv)}\n".encode())
+            out.flush()
+            self.popen = subprocess.Popen(
+                self.argv,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                start_new_session=True,
+            )
+
+    def signal(self, sig: int) -> None:
+        if self.running:
+            assert self.popen is not None
+            os.kill(self.popen.pid, sig)
+
+    def stop(self, timeout: float = 20.0) -> None:
+        """SIGTERM, then SIGKILL after `timeout`; only ever our own pid."""
+        if not self.running:
+            return
+        assert self.popen is not None
+        # A paused process cannot act on SIGTERM.
+        os.kill(self.popen.pid, signal.SIGCONT)
+        os.kill(self.popen.pid, signal.SIGTERM)
+        try:
+            self.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.kill(self.popen.pid, signal.SIGKILL)
+            self.popen.wait(10)
+
+    def kill(self) -> None:
+        if self.running:
+            assert self.popen is not None
+            os.kill(self.popen.pid, signal.SIGKILL)
+            self.popen.wait(10)
