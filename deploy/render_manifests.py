@@ -8,7 +8,7 @@ say Helm manages the objects. Needs helm-python-sdk (the `test` extra), no helm 
     .venv/bin/python deploy/render_manifests.py          # rewrite the files
     .venv/bin/python deploy/render_manifests.py --check  # exit 1 if any file is out of date
 
-tests/unit/test_deploy.py runs the check, so a chart change without a re-render fails the tests.
+tests/deploy/test_kubernetes.py runs the check, so a chart change without a re-render fails the tests.
 """
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The asyncio bookie client against real BookKeeper 4.17.3 bookies, with ledgers written by the real
-Java client (BkLedgerTool via the harness)."""
+Java client (BkLedgerTool via tests/realcluster/cluster)."""
 
 from __future__ import annotations
 

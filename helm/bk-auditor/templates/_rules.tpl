@@ -1,6 +1,6 @@
 {{/*
 The alert rules (docs/deploy.md has the runbook of each, under a heading that is the alert's name).
-Metric names are the daemon's (auditor/daemon/metrics.py); tests/unit/test_deploy.py checks them.
+Metric names are the daemon's (auditor/daemon/metrics.py); tests/deploy/ checks them.
 
 "bk-auditor.alertRules.raw" writes them as YAML; "bk-auditor.alertRules" drops the disabled ones and adds
 prometheusRule.alertLabels and runbook_url. Findings, under-replication, lost bookies, the re-check queue and

@@ -1,0 +1,144 @@
+"""The deployment artifacts under test and how they are rendered: paths, the Helm chart rendered under each
+scenario (by Helm v4 itself, through deploy/render_manifests.py), the plain manifests, and picking objects."""
+
+from __future__ import annotations
+
+import copy
+import functools
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "helm" / "bk-auditor"
+PLAIN = ROOT / "deploy" / "kubernetes"
+DASHBOARD = ROOT / "deploy" / "grafana" / "bk-auditor.json"
+DOCKERFILE = ROOT / "deploy" / "Dockerfile"
+DEPLOY_DOC = ROOT / "docs" / "deploy.md"
+
+
+def _load_render_manifests() -> Any:
+    spec = importlib.util.spec_from_file_location("render_manifests", ROOT / "deploy" / "render_manifests.py")
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+render_manifests = _load_render_manifests()
+
+
+# ------------------------------------------------------------------------------------------ scenarios
+
+ALL_FEATURES: dict[str, Any] = {
+    "replicaCount": 3,
+    "commonLabels": {"team": "storage"},
+    "image": {"repository": "registry.example/bk-auditor", "tag": "0.1.0-rc1", "pullPolicy": "Always"},
+    "imagePullSecrets": [{"name": "regcred"}],
+    "priorityClassName": "system-cluster-critical",
+    "ports": {"admin": 7980, "metrics": 9000},
+    "config": {
+        "metadata_service_uri": "zk+hierarchical://pulsar-zookeeper:2181/my-cluster/ledgers",
+        # null removes the chart's default, so the Java key below is the only ledger-check interval
+        "schedule": {
+            "scrutiny_seconds": 43200,
+            "open_ledger_check_seconds": 0,
+            "ledger_check_seconds": None,
+            "windows": ["01:00-05:00"],
+        },
+        "bookie_client": {"requests_per_second": 20},
+        "log": {"level": "debug", "format": "json"},
+        "auditorPeriodicCheckInterval": 302400,  # a Java name, accepted by the daemon
+    },
+    "extraEnv": [{"name": "BKAUDIT_RECHECK__ATTEMPTS", "value": "5"}],
+    "extraEnvFrom": [{"secretRef": {"name": "bk-auditor-extra"}}],
+    "extraVolumes": [{"name": "certs", "secret": {"secretName": "zk-tls"}}],
+    "extraVolumeMounts": [{"name": "certs", "mountPath": "/etc/certs", "readOnly": True}],
+    "serviceAccount": {"create": True, "name": "auditor", "annotations": {"example.com/role": "auditor"}},
+    "podLabels": {"tier": "ops"},
+    "podAnnotations": {"example.com/owner": "storage"},
+    "scrapeAnnotations": True,
+    "nodeSelector": {"kubernetes.io/os": "linux"},
+    "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "pulsar", "effect": "NoSchedule"}],
+    "antiAffinity": {"type": "requiredDuringSchedulingIgnoredDuringExecution"},
+    "topologySpreadConstraints": [
+        {
+            "maxSkew": 1,
+            "topologyKey": "kubernetes.io/hostname",
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"app.kubernetes.io/name": "bk-auditor"}},
+        }
+    ],
+    "service": {"annotations": {"example.com/a": "b"}},
+    "metricsService": {"annotations": {"prometheus.io/scrape": "false"}},
+    "pdb": {"maxUnavailable": "50%"},
+    "podMonitor": {
+        "labels": {"release": "kube-prometheus-stack"},
+        "interval": "30s",
+        "scrapeTimeout": "20s",
+        "metricRelabelings": [{"sourceLabels": ["__name__"], "regex": "python_gc_.*", "action": "drop"}],
+        "relabelings": [
+            {"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "node", "action": "replace"}
+        ],
+    },
+    "prometheusRule": {
+        "labels": {"release": "kube-prometheus-stack"},
+        "alertLabels": {"team": "storage"},
+        "selector": 'namespace="pulsar"',
+        "interval": "1m",
+        "runbookUrl": "https://docs.example/bk-auditor/deploy.md",
+        "disabledAlerts": ["BkAuditorPausedTooLong"],
+        "thresholds": {"noLeaderFor": "10m", "belowWriteQuorumFor": "2h", "checkStaleFactor": 3},
+    },
+    "grafanaDashboard": {"enabled": True, "annotations": {"grafana_folder": "Pulsar"}},
+}
+MINIMAL: dict[str, Any] = {
+    "replicaCount": 1,
+    "serviceAccount": {"create": False},
+    "metricsService": {"enabled": False},
+    "pdb": {"enabled": False},
+    "podMonitor": {"enabled": False},
+    "prometheusRule": {"enabled": False},
+    "antiAffinity": {"enabled": False},
+    "topologySpread": {"enabled": False},
+    "probes": {"startup": {"enabled": False}},
+    "restartPodsOnConfigMapChange": False,
+}
+SCENARIOS: dict[str, dict[str, Any]] = {
+    "default": {},
+    "all-features": ALL_FEATURES,
+    "minimal": MINIMAL,
+    "exec-probes": {"probes": {"type": "exec"}},
+    "victoria-metrics": {"victoriaMetrics": {"enabled": True}, "grafanaDashboard": {"enabled": True}},
+}
+
+
+@functools.cache
+def render_scenario(name: str) -> tuple[dict[str, str], tuple[dict[str, Any], ...]]:
+    out = render_manifests.render_chart(copy.deepcopy(SCENARIOS[name]), name="bk-auditor", namespace="pulsar")
+    docs = tuple(
+        d for path, text in sorted(out.items()) if path.endswith(".yaml") for d in yaml.safe_load_all(text) if d
+    )
+    return out, docs
+
+
+def rendered(name: str) -> list[dict[str, Any]]:
+    return copy.deepcopy(list(render_scenario(name)[1]))
+
+
+def one(docs: list[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:
+    hits = [d for d in docs if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)]
+    assert len(hits) == 1, f"expected one {kind} {name or ''}, got {len(hits)}"
+    return hits[0]
+
+
+def plain_docs() -> list[dict[str, Any]]:
+    return [
+        d
+        for p in sorted(PLAIN.glob("*.yaml"))
+        if p.name != "kustomization.yaml"
+        for d in yaml.safe_load_all(p.read_text())
+        if d
+    ]

@@ -1,0 +1,369 @@
+"""The alert rules: the required alerts, `promtool check rules`, `promtool test rules` (series in, alerts out),
+and every metric name and label they use checked against a real `AuditorMetrics`."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.deploy.promql import alert_rules, check_promql, promtool, write_rules_file
+
+# ------------------------------------------------------------------------------------------ alert rules
+
+
+REQUIRED_ALERTS = {
+    "BkAuditorEntryNoReplica",
+    "BkAuditorEntryBelowAckQuorum",
+    "BkAuditorEntryBelowWriteQuorum",
+    "BkAuditorTruncationRisk",
+    "BkAuditorUnderReplicatedTooLong",
+    "BkAuditorBookieUnreachable",
+    "BkAuditorNoLeader",
+    "BkAuditorCheckStale",
+    "BkAuditorRecheckQueueGrowing",
+    "BkAuditorDigestMismatch",
+    "BkAuditorTaskFailing",
+}
+
+
+def test_required_alerts_exist_with_severities() -> None:
+    rules = alert_rules()
+    names = {r["alert"] for r in rules}
+    assert REQUIRED_ALERTS <= names
+    severity = {r["alert"]: r["labels"]["severity"] for r in rules}
+    for name in (
+        "BkAuditorEntryNoReplica",
+        "BkAuditorEntryBelowAckQuorum",
+        "BkAuditorTruncationRisk",
+        "BkAuditorDigestMismatch",
+    ):
+        assert severity[name] == "critical"
+    for r in rules:
+        assert r["labels"]["severity"] in ("critical", "warning", "info")
+        assert {"summary", "description", "runbook"} <= set(r["annotations"]), r["alert"]
+    # one staleness rule per check with a non-zero default interval
+    stale = [r for r in rules if r["alert"] == "BkAuditorCheckStale"]
+    assert len(stale) == 4
+
+
+@pytest.mark.parametrize("scenario", ["default", "all-features", "victoria-metrics"])
+def test_promtool_check_rules(scenario: str, tmp_path: Path) -> None:
+    path = write_rules_file(tmp_path, scenario)
+    proc = subprocess.run([promtool(), "check", "rules", str(path)], capture_output=True, text=True)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "FAILED" not in out, out  # lint findings (duplicates) print FAILED
+    m = re.search(r"SUCCESS: (\d+) rules found", out)
+    assert m and int(m.group(1)) == len(alert_rules(scenario)), out
+
+
+def test_promtool_rejects_a_broken_rule(tmp_path: Path) -> None:
+    """promtool really parses the expressions (so the passing check above means something)."""
+    path = tmp_path / "broken.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "groups": [
+                    {"name": "x", "rules": [{"alert": "Broken", "expr": "max by (namespace (bk_auditor_is_leader)"}]}
+                ]
+            }
+        )
+    )
+    proc = subprocess.run([promtool(), "check", "rules", str(path)], capture_output=True, text=True)
+    assert proc.returncode != 0
+
+
+def _annotations(
+    rule: dict[str, Any], value: str, labels: dict[str, str], humanized: str | None = None
+) -> dict[str, str]:
+    """The annotations Prometheus renders for `rule`, for the template constructs our rules use."""
+    out = {}
+    for k, text in rule["annotations"].items():
+        ns = labels.get("namespace")
+        text = text.replace(
+            "{{ with $labels.namespace }} in namespace {{ . }}{{ end }}", f" in namespace {ns}" if ns else ""
+        )
+        for name in ("$value | humanizeDuration", "$value | humanizePercentage"):
+            if "{{ " + name + " }}" in text:
+                assert humanized is not None, f"{rule['alert']}: give the humanized value"
+                text = text.replace("{{ " + name + " }}", humanized)
+        text = text.replace("{{ $value }}", value)
+        text = re.sub(r"\{\{ \$labels\.(\w+) \}\}", lambda m: labels.get(m.group(1), ""), text)
+        assert "{{" not in text, text
+        out[k] = text
+    return out
+
+
+def _rule(rules: list[dict[str, Any]], alert: str, check: str | None = None) -> dict[str, Any]:
+    hits = [
+        r
+        for r in rules
+        if r["alert"] == alert
+        and (check is None or f'check="{check}"' in r["expr"] or r["labels"].get("check") == check)
+    ]
+    assert len(hits) == 1, (alert, check, len(hits))
+    return hits[0]
+
+
+def test_promtool_unit_tests(tmp_path: Path) -> None:
+    """Series in, alerts out, for several alerts of the default rules (promtool test rules)."""
+    rules_path = write_rules_file(tmp_path)
+    rules = alert_rules()
+    leader = 'namespace="pulsar", instance="10.1.0.1:8000", pod="bk-auditor-0", job="bk-auditor"'
+    standby = 'namespace="pulsar", instance="10.1.0.2:8000", pod="bk-auditor-1", job="bk-auditor"'
+    crit = {"namespace": "pulsar", "severity": "critical"}
+    warn = {"namespace": "pulsar", "severity": "warning"}
+
+    def alert(
+        rule: dict[str, Any],
+        labels: dict[str, str],
+        value: str,
+        humanized: str | None = None,
+        extra: dict[str, str] | None = None,
+    ) -> dict[str, Any]:
+        all_labels = {**labels, **(extra or {})}
+        return {"exp_labels": all_labels, "exp_annotations": _annotations(rule, value, all_labels, humanized)}
+
+    no_replica = _rule(rules, "BkAuditorEntryNoReplica")
+    below_wq = _rule(rules, "BkAuditorEntryBelowWriteQuorum")
+    no_leader = _rule(rules, "BkAuditorNoLeader")
+    stale = _rule(rules, "BkAuditorCheckStale", "scrutiny")
+    never = _rule(rules, "BkAuditorCheckNeverSucceeded", "open")
+    queue = _rule(rules, "BkAuditorRecheckQueueGrowing")
+    errors = _rule(rules, "BkAuditorBookieRequestErrors")
+    tests = [
+        {  # findings count only on the leader: the standby's stale value is ignored
+            "name": "entry_no_replica pages from the leader's findings only",
+            "interval": "1m",
+            "input_series": [
+                {"series": f"bk_auditor_is_leader{{{leader}}}", "values": "1x90"},
+                {"series": f"bk_auditor_is_leader{{{standby}}}", "values": "0x90"},
+                {
+                    "series": f'bk_auditor_ledgers_with_findings{{{leader}, category="entry_no_replica"}}',
+                    "values": "0 0 0 3x87",
+                },
+                {
+                    "series": f'bk_auditor_ledgers_with_findings{{{standby}, category="entry_no_replica"}}',
+                    "values": "5x90",
+                },
+                {
+                    "series": f'bk_auditor_ledgers_with_findings{{{leader}, category="entry_below_write_quorum"}}',
+                    "values": "0 2x89",
+                },
+            ],
+            "alert_rule_test": [
+                {"eval_time": "2m", "alertname": "BkAuditorEntryNoReplica", "exp_alerts": []},
+                {
+                    "eval_time": "4m",
+                    "alertname": "BkAuditorEntryNoReplica",
+                    "exp_alerts": [alert(no_replica, crit, "3")],
+                },
+                # below write quorum must last an hour
+                {"eval_time": "50m", "alertname": "BkAuditorEntryBelowWriteQuorum", "exp_alerts": []},
+                {
+                    "eval_time": "70m",
+                    "alertname": "BkAuditorEntryBelowWriteQuorum",
+                    "exp_alerts": [alert(below_wq, warn, "2")],
+                },
+            ],
+        },
+        {  # both replicas standing by: after 5 minutes, no leader
+            "name": "no leader",
+            "interval": "1m",
+            "input_series": [
+                {"series": f"bk_auditor_is_leader{{{leader}}}", "values": "1 1 0x20"},
+                {"series": f"bk_auditor_is_leader{{{standby}}}", "values": "0x22"},
+            ],
+            "alert_rule_test": [
+                {"eval_time": "5m", "alertname": "BkAuditorNoLeader", "exp_alerts": []},
+                {"eval_time": "9m", "alertname": "BkAuditorNoLeader", "exp_alerts": [alert(no_leader, warn, "0")]},
+            ],
+        },
+        {  # nothing scraped at all also means no leader
+            "name": "no replica scraped",
+            "interval": "1m",
+            "input_series": [{"series": 'up{job="other"}', "values": "1x20"}],
+            "alert_rule_test": [
+                {
+                    "eval_time": "9m",
+                    "alertname": "BkAuditorNoLeader",
+                    "exp_alerts": [alert(no_leader, {"severity": "warning"}, "1")],
+                },
+            ],
+        },
+        {  # scrutiny (every 86400 s) last succeeded at t=1h: stale once older than 2 d (+10 m for)
+            "name": "scrutiny stale",
+            "interval": "1m",
+            "input_series": [
+                {"series": f"bk_auditor_is_leader{{{leader}}}", "values": "1x3000"},
+                {
+                    "series": f'bk_auditor_check_last_success_timestamp_seconds{{{leader}, check="scrutiny"}}',
+                    "values": "_x60 3600x2940",
+                },
+                {
+                    "series": f'bk_auditor_check_last_success_timestamp_seconds{{{leader}, check="open"}}',
+                    "values": "_x130 7800x2870",
+                },
+            ],
+            "alert_rule_test": [
+                {
+                    "eval_time": "48h30m",
+                    "alertname": "BkAuditorCheckStale",
+                    "exp_alerts": [
+                        alert(
+                            _rule(rules, "BkAuditorCheckStale", "open"),
+                            {**warn, "check": "open"},
+                            "166800",
+                            humanized="1d 22h 20m 0s",
+                        )
+                    ],
+                },
+                {
+                    "eval_time": "49h30m",
+                    "alertname": "BkAuditorCheckStale",
+                    "exp_alerts": [
+                        alert(stale, {**warn, "check": "scrutiny"}, "174600", humanized="2d 0h 30m 0s"),
+                        # open-ledger check (every 3600 s) last succeeded at 130 min: stale too
+                        alert(
+                            _rule(rules, "BkAuditorCheckStale", "open"),
+                            {**warn, "check": "open"},
+                            "170400",
+                            humanized="1d 23h 20m 0s",
+                        ),
+                    ],
+                },
+            ],
+        },
+        {  # a leader whose open-ledger check (every 3600 s) never succeeds: after 2 h
+            "name": "open-ledger check never succeeded",
+            "interval": "1m",
+            "input_series": [{"series": f"bk_auditor_is_leader{{{leader}}}", "values": "1x200"}],
+            "alert_rule_test": [
+                {"eval_time": "110m", "alertname": "BkAuditorCheckNeverSucceeded", "exp_alerts": []},
+                {
+                    "eval_time": "130m",
+                    "alertname": "BkAuditorCheckNeverSucceeded",
+                    "exp_alerts": [alert(never, warn, "1", extra={"check": "open"})],
+                },
+            ],
+        },
+        {  # the leader's queue grows 5 per minute; the standby's (ignored) grows faster
+            "name": "re-check queue growing",
+            "interval": "1m",
+            "input_series": [
+                {"series": f"bk_auditor_is_leader{{{leader}}}", "values": "1x150"},
+                {"series": f"bk_auditor_is_leader{{{standby}}}", "values": "0x150"},
+                {"series": f"bk_auditor_recheck_queue_depth{{{leader}}}", "values": "0+5x150"},
+                {"series": f"bk_auditor_recheck_queue_depth{{{standby}}}", "values": "0+50x150"},
+            ],
+            "alert_rule_test": [
+                {"eval_time": "60m", "alertname": "BkAuditorRecheckQueueGrowing", "exp_alerts": []},
+                {
+                    "eval_time": "120m",
+                    "alertname": "BkAuditorRecheckQueueGrowing",
+                    "exp_alerts": [alert(queue, warn, "600")],
+                },
+            ],
+        },
+        {  # 80 % of requests to one bookie fail, 1 % to another
+            "name": "bookie request errors",
+            "interval": "1m",
+            "input_series": [
+                {
+                    "series": f'bk_auditor_bookie_requests_total{{{leader}, bookie="10.2.0.1:3181", operation="read_entry"}}',
+                    "values": "0+100x60",
+                },
+                {
+                    "series": f'bk_auditor_bookie_request_errors_total{{{leader}, bookie="10.2.0.1:3181", operation="read_entry", error="timeout"}}',
+                    "values": "0+80x60",
+                },
+                {
+                    "series": f'bk_auditor_bookie_requests_total{{{leader}, bookie="10.2.0.2:3181", operation="read_entry"}}',
+                    "values": "0+100x60",
+                },
+                {
+                    "series": f'bk_auditor_bookie_request_errors_total{{{leader}, bookie="10.2.0.2:3181", operation="read_entry", error="timeout"}}',
+                    "values": "0+1x60",
+                },
+            ],
+            "alert_rule_test": [
+                {"eval_time": "10m", "alertname": "BkAuditorBookieRequestErrors", "exp_alerts": []},
+                {
+                    "eval_time": "40m",
+                    "alertname": "BkAuditorBookieRequestErrors",
+                    "exp_alerts": [alert(errors, {**warn, "bookie": "10.2.0.1:3181"}, "0.8", humanized="80%")],
+                },
+            ],
+        },
+    ]
+    test_file = tmp_path / "rules_test.yaml"
+    test_file.write_text(
+        yaml.safe_dump({"rule_files": [rules_path.name], "evaluation_interval": "1m", "tests": tests}, sort_keys=False)
+    )
+    proc = subprocess.run([promtool(), "test", "rules", test_file.name], capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "SUCCESS" in proc.stdout + proc.stderr
+
+
+def test_promtool_unit_test_can_fail(tmp_path: Path) -> None:
+    """The same machinery reports a wrong expectation (here: expecting a page from the standby's value)."""
+    rules_path = write_rules_file(tmp_path)
+    standby = 'namespace="pulsar", instance="10.1.0.2:8000", pod="bk-auditor-1"'
+    tests = [
+        {
+            "interval": "1m",
+            "input_series": [
+                {"series": f"bk_auditor_is_leader{{{standby}}}", "values": "0x10"},
+                {
+                    "series": f'bk_auditor_ledgers_with_findings{{{standby}, category="entry_no_replica"}}',
+                    "values": "5x10",
+                },
+            ],
+            "alert_rule_test": [
+                {
+                    "eval_time": "5m",
+                    "alertname": "BkAuditorEntryNoReplica",
+                    "exp_alerts": [{"exp_labels": {"namespace": "pulsar", "severity": "critical"}}],
+                }
+            ],
+        }
+    ]
+    test_file = tmp_path / "rules_test.yaml"
+    test_file.write_text(yaml.safe_dump({"rule_files": [rules_path.name], "tests": tests}))
+    proc = subprocess.run([promtool(), "test", "rules", test_file.name], capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode != 0
+
+
+# ------------------------------------------------------------------------------------------ metric names
+
+
+@pytest.mark.parametrize("scenario", ["default", "all-features"])
+def test_rule_metric_names_exist(scenario: str) -> None:
+    used: set[str] = set()
+    for r in alert_rules(scenario):
+        used |= check_promql(r["expr"], r["alert"])
+    # the rules read the findings, leader, checks, bookies, under-replication and queue metrics
+    assert {
+        "bk_auditor_ledgers_with_findings",
+        "bk_auditor_is_leader",
+        "bk_auditor_check_last_success_timestamp_seconds",
+        "bk_auditor_bookie_request_errors_total",
+        "bk_auditor_bookie_requests_total",
+        "bk_auditor_underreplicated_past_grace_ledgers",
+        "bk_auditor_recheck_queue_depth",
+        "bk_auditor_lost_bookies",
+    } <= used
+    assert ("bk_auditor_paused" in used) == (scenario == "default")  # all-features disables that alert
+
+
+def test_name_check_catches_an_invented_metric() -> None:
+    with pytest.raises(AssertionError):
+        check_promql("max(bk_auditor_entries_lost) > 0", "invented")
+    with pytest.raises(AssertionError):
+        check_promql('bk_auditor_findings{category="entries_lost"} > 0', "invented category")
+    with pytest.raises(AssertionError):
+        check_promql('bk_auditor_is_leader{check="scrutiny"} == 1', "label the metric does not have")

@@ -1,0 +1,98 @@
+"""The Grafana dashboard (deploy/grafana): its structure, its queries parsed by promtool, and every metric
+name they use checked against a real `AuditorMetrics`."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import yaml
+
+from tests.deploy.artifacts import DASHBOARD
+from tests.deploy.promql import check_promql, exposed, promtool
+
+# ------------------------------------------------------------------------------------------ dashboard
+
+
+def dashboard_queries() -> list[tuple[str, str]]:
+    dash = json.loads(DASHBOARD.read_text())
+    out = []
+    for p in dash["panels"]:
+        for t in p.get("targets", []):
+            out.append((p["title"], t["expr"]))
+    for v in dash["templating"]["list"]:
+        if v["type"] == "query":
+            out.append((f"variable {v['name']}", v["definition"]))
+    return out
+
+
+def _grafana_to_promql(expr: str) -> str:
+    return (
+        expr.replace("$__rate_interval", "5m")
+        .replace("$__interval", "1m")
+        .replace("$__range", "1d")
+        .replace("$namespace", ".*")
+    )
+
+
+def test_dashboard_structure() -> None:
+    dash = json.loads(DASHBOARD.read_text())
+    assert dash["uid"] == "bk-auditor" and dash["title"]
+    ids = [p["id"] for p in dash["panels"]]
+    assert len(ids) == len(set(ids))
+    names = {v["name"] for v in dash["templating"]["list"]}
+    assert {"datasource", "namespace"} <= names
+    titles = " | ".join(p["title"] for p in dash["panels"]).lower()
+    for topic in (
+        "findings",
+        "last success",
+        "run time",
+        "leader",
+        "re-check queue",
+        "bookie request errors",
+        "under-replicated",
+        "oldest",
+    ):
+        assert topic in titles, topic
+    for p in dash["panels"]:
+        g = p["gridPos"]
+        assert 0 <= g["x"] and g["x"] + g["w"] <= 24, p["title"]
+        for t in p.get("targets", []):
+            assert t["datasource"]["uid"] == "${datasource}"
+
+
+def test_dashboard_metric_names_exist() -> None:
+    used: set[str] = set()
+    for title, expr in dashboard_queries():
+        if expr.startswith("label_values("):
+            name = re.match(r"label_values\((\w+)", expr).group(1)
+            assert name in exposed(), title
+            continue
+        used |= check_promql(_grafana_to_promql(expr), title)
+    for must in (
+        "bk_auditor_ledgers_with_findings",
+        "bk_auditor_check_last_success_timestamp_seconds",
+        "bk_auditor_check_duration_seconds_sum",
+        "bk_auditor_is_leader",
+        "bk_auditor_recheck_queue_depth",
+        "bk_auditor_bookie_request_errors_total",
+        "bk_auditor_underreplicated_ledgers",
+        "bk_auditor_underreplicated_oldest_marker_age_seconds",
+    ):
+        assert must in used, must
+
+
+def test_dashboard_queries_parse(tmp_path: Path) -> None:
+    """promtool parses every dashboard query (as a recording rule)."""
+    rules = [
+        {"record": f"dashboard:query_{i}", "expr": _grafana_to_promql(expr)}
+        for i, (title, expr) in enumerate(dashboard_queries())
+        if not expr.startswith("label_values(")
+    ]
+    path = tmp_path / "dashboard-rules.yaml"
+    path.write_text(yaml.safe_dump({"groups": [{"name": "dashboard", "rules": rules}]}))
+    proc = subprocess.run([promtool(), "check", "rules", str(path)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"SUCCESS: {len(rules)} rules found" in proc.stdout + proc.stderr

@@ -1,0 +1,307 @@
+"""The Helm chart (helm/bk-auditor), rendered and linted by Helm v4 itself (helm-python-sdk embeds it) with its
+values.schema.json enforced; what the values do to the objects; the probes it configures, run against a real
+admin server; the config file it writes, loaded by the daemon's own `load_settings`; its NOTES."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import helm_python
+import pytest
+import yaml
+
+from auditor.config import load_settings
+from tests.deploy.artifacts import CHART, DASHBOARD, SCENARIOS, one, render_manifests, render_scenario, rendered
+from tests.deploy.promql import alert_rules
+
+# ------------------------------------------------------------------------------------------ Helm: lint, schema
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_chart_lints_clean(scenario: str) -> None:
+    for kube in ("v1.25.0", "v1.30.0"):
+        report = helm_python.lint(str(CHART), copy.deepcopy(SCENARIOS[scenario]), strict=True, kube_version=kube)
+        assert report["errors"] == [], report
+        serious = [m for m in report["messages"] if m["severity"] >= 2]  # 2 warning, 3 error
+        assert serious == [], serious
+        assert report["total_charts_linted"] == 1
+
+
+def test_chart_metadata() -> None:
+    meta = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert meta["apiVersion"] == "v2"
+    assert meta["kubeVersion"] == ">=1.25.0-0"
+    import auditor
+
+    assert meta["appVersion"] == auditor.__version__
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_values_schema_accepts_every_scenario(scenario: str) -> None:
+    helm_python.Chart.load(str(CHART)).validate_schema(copy.deepcopy(SCENARIOS[scenario]))
+
+
+@pytest.mark.parametrize(
+    "bad, where",
+    [
+        ({"probes": {"type": "http"}}, "/probes/type"),
+        ({"replicas": 2}, "replicas"),
+        ({"replicaCount": "two"}, "/replicaCount"),
+        ({"ports": {"admin": 70000}}, "/ports/admin"),
+        ({"prometheusRule": {"thresholds": {"noLeaderFor": "5 minutes"}}}, "/prometheusRule/thresholds/noLeaderFor"),
+        ({"prometheusRule": {"selector": '{namespace="x"}'}}, "/prometheusRule/selector"),
+        ({"prometheusRule": {"disabledAlerts": ["NoSuchAlert"]}}, "/prometheusRule/disabledAlerts"),
+        ({"antiAffinity": {"type": "sometimes"}}, "/antiAffinity/type"),
+        ({"pdb": {"maxUnavailable": "half"}}, "/pdb/maxUnavailable"),
+        ({"config": {"schedule": {"scrutiny_seconds": -1}}}, "/config/schedule/scrutiny_seconds"),
+    ],
+)
+def test_values_schema_rejects(bad: dict[str, Any], where: str) -> None:
+    chart = helm_python.Chart.load(str(CHART))
+    with pytest.raises(helm_python.HelmValuesError) as err:
+        chart.validate_schema(bad)
+    assert where in str(err.value)
+    with pytest.raises(helm_python.HelmValuesError):  # render enforces the schema too
+        chart.render(bad, name="bk-auditor")
+
+
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ({"config": {"admin": {"bind": "0.0.0.0:1234"}}}, "set ports.admin instead"),
+        ({"config": {"metrics": {"bind": "0.0.0.0:1234"}}}, "set ports.metrics instead"),
+        ({"config": {"admin": {"tls_cert": "/certs/tls.crt", "tls_key": "/certs/tls.key"}}}, "probes.type=exec"),
+    ],
+)
+def test_render_refuses_inconsistent_config(bad: dict[str, Any], message: str) -> None:
+    with pytest.raises(helm_python.HelmRenderError, match=re.escape(message)):
+        helm_python.Chart.load(str(CHART)).render(bad, name="bk-auditor")
+
+
+# ------------------------------------------------------------------------------------------ policies
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_statefulset_policies(scenario: str) -> None:
+    values = helm_python.Chart.load(str(CHART)).merge_values(copy.deepcopy(SCENARIOS[scenario]))
+    docs = rendered(scenario)
+    sts = one(docs, "StatefulSet")
+    pod = sts["spec"]["template"]["spec"]
+    assert sts["spec"]["replicas"] == values["replicaCount"]
+    assert sts["spec"]["podManagementPolicy"] == "Parallel"
+    assert sts["spec"]["serviceName"] == one(docs, "Service", sts["metadata"]["name"])["metadata"]["name"]
+    # Pod Security Standards "restricted"
+    psc = pod["securityContext"]
+    assert psc["runAsNonRoot"] is True and psc["runAsUser"] != 0 and psc["seccompProfile"]["type"] == "RuntimeDefault"
+    (c,) = pod["containers"]
+    sc = c["securityContext"]
+    assert sc["allowPrivilegeEscalation"] is False and sc["readOnlyRootFilesystem"] is True
+    assert sc["capabilities"]["drop"] == ["ALL"]
+    assert pod["automountServiceAccountToken"] is False
+    # a writable /tmp next to the read-only root filesystem; the config where the command reads it
+    mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
+    assert mounts["tmp"] == "/tmp"
+    config_path = c["args"][c["args"].index("--config") + 1]
+    assert c["args"][0] == "run" and Path(config_path).parent == Path(mounts["config"])
+    (cm_vol,) = [v for v in pod["volumes"] if v["name"] == "config"]
+    cm = one(docs, "ConfigMap", cm_vol["configMap"]["name"])
+    assert Path(config_path).name in cm["data"]
+    # resources: requests and limits
+    assert {"cpu", "memory"} <= set(c["resources"]["requests"]) and "memory" in c["resources"]["limits"]
+    # the image is pinned
+    assert not c["image"].endswith(":latest") and ":" in c["image"]
+    # ports, probes on the admin port, identity from the pod name
+    ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+    assert ports == {"grpc-admin": values["ports"]["admin"], "http-metrics": values["ports"]["metrics"]}
+    probes = {k: c[k] for k in ("livenessProbe", "readinessProbe", "startupProbe") if k in c}
+    assert ("startupProbe" in probes) == values["probes"]["startup"]["enabled"]
+    service_of = {"livenessProbe": "liveness", "readinessProbe": "readiness", "startupProbe": "liveness"}
+    for k, probe in probes.items():
+        if values["probes"]["type"] == "grpc":
+            assert probe["grpc"] == {"port": values["ports"]["admin"], "service": service_of[k]}
+        else:
+            cmd = probe["exec"]["command"]
+            assert cmd[:4] == ["bk-auditor", "health", "--service", service_of[k]]
+            assert cmd[cmd.index("--admin") + 1] == f"127.0.0.1:{values['ports']['admin']}"
+            assert float(cmd[cmd.index("--timeout") + 1]) < probe["timeoutSeconds"]
+    env = {e["name"]: e for e in c["env"]}
+    assert env["BKAUDIT_ELECTION__IDENTITY"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    # selectors of every Service / PDB / PodMonitor match the pods
+    pod_labels = sts["spec"]["template"]["metadata"]["labels"]
+    assert sts["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+    for d in docs:
+        if d["kind"] == "Service":
+            assert d["spec"]["selector"].items() <= pod_labels.items()
+            for p in d["spec"]["ports"]:
+                assert p["targetPort"] in ports
+        if d["kind"] in ("PodDisruptionBudget", "PodMonitor", "VMPodScrape"):
+            assert d["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+        if d["kind"] in ("PodMonitor", "VMPodScrape"):
+            assert [e["port"] for e in d["spec"]["podMetricsEndpoints"]] == ["http-metrics"]
+    if values["replicaCount"] > 1:
+        assert values["pdb"]["enabled"] and one(docs, "PodDisruptionBudget")
+        assert "podAntiAffinity" in pod["affinity"] and pod["topologySpreadConstraints"]
+    assert ("checksum/config" in sts["spec"]["template"]["metadata"].get("annotations", {})) == values[
+        "restartPodsOnConfigMapChange"
+    ]
+
+
+def test_all_features_values_reach_the_objects() -> None:
+    docs = rendered("all-features")
+    sts = one(docs, "StatefulSet")
+    pod = sts["spec"]["template"]["spec"]
+    c = pod["containers"][0]
+    assert c["image"] == "registry.example/bk-auditor:0.1.0-rc1"
+    assert {"name": "BKAUDIT_RECHECK__ATTEMPTS", "value": "5"} in c["env"]
+    assert pod["serviceAccountName"] == "auditor" == one(docs, "ServiceAccount")["metadata"]["name"]
+    assert pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert len(pod["topologySpreadConstraints"]) == 2
+    annotations = sts["spec"]["template"]["metadata"]["annotations"]
+    assert annotations["prometheus.io/port"] == "9000"
+    for d in docs:
+        assert d["metadata"]["labels"]["team"] == "storage"
+    assert one(docs, "PodMonitor")["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    rules = alert_rules("all-features")
+    assert "BkAuditorPausedTooLong" not in {r["alert"] for r in rules}
+    for r in rules:
+        assert r["labels"]["team"] == "storage"
+        assert r["annotations"]["runbook_url"] == f"https://docs.example/bk-auditor/deploy.md#{r['alert'].lower()}"
+        for m in re.finditer(r"(bk_auditor_[a-z_]+)(\{[^}]*\})?", r["expr"]):
+            assert m.group(2) and 'namespace="pulsar"' in m.group(2), (r["alert"], m.group(0))
+    assert one(docs, "PrometheusRule")["spec"]["groups"][0]["interval"] == "1m"
+    by_name = {r["alert"]: r for r in rules}
+    assert by_name["BkAuditorNoLeader"]["for"] == "10m"
+    assert by_name["BkAuditorEntryBelowWriteQuorum"]["for"] == "2h"
+    # staleness: scrutiny every 43200 s (config), ledger check 302400 s is a Java key so the default
+    # applies, open-ledger check off (0): no rules for it; factor 3
+    stale = {re.search(r'check="(\w+)"', r["expr"]).group(1): r for r in rules if r["alert"] == "BkAuditorCheckStale"}
+    assert set(stale) == {"bookies", "ledger", "scrutiny"}
+    assert stale["scrutiny"]["expr"].rstrip().endswith(f"> {3 * 43200}")
+    never = {r["labels"]["check"]: r for r in rules if r["alert"] == "BkAuditorCheckNeverSucceeded"}
+    assert never["scrutiny"]["for"] == f"{3 * 43200}s"
+    dash = one(docs, "ConfigMap", "bk-auditor-dashboard")
+    assert dash["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert json.loads(dash["data"]["bk-auditor.json"]) == json.loads(DASHBOARD.read_text())
+
+
+def test_check_intervals_override_for_staleness_alerts() -> None:
+    # null removes the chart's schedule defaults, as when the intervals come from Java keys or the environment
+    values = {
+        "config": {"schedule": {"ledger_check_seconds": None, "scrutiny_seconds": None}},
+        "prometheusRule": {"checkIntervals": {"ledger": 0, "scrutiny": 600}},
+    }
+    out = render_manifests.render_chart(values)
+    rule = yaml.safe_load(out["bk-auditor/templates/prometheusrule.yaml"])
+    rules = rule["spec"]["groups"][0]["rules"]
+    stale = {re.search(r'check="(\w+)"', r["expr"]).group(1): r for r in rules if r["alert"] == "BkAuditorCheckStale"}
+    assert set(stale) == {"bookies", "scrutiny", "open"}
+    assert stale["scrutiny"]["expr"].rstrip().endswith("> 1200")
+    assert stale["bookies"]["expr"].rstrip().endswith("> 172800")  # the daemon's default, 1 d
+
+
+# ------------------------------------------------------------------------------------------ probes, for real
+
+
+async def _run(cmd: list[str]) -> int:
+    """Run a probe command as the kubelet would (a child process), without blocking the server's loop."""
+    exe = Path(sys.executable).parent / cmd[0]
+    assert exe.is_file(), f"{cmd[0]} is not installed next to {sys.executable}"
+    proc = await asyncio.create_subprocess_exec(
+        str(exe), *cmd[1:], stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE
+    )
+    _, err = await asyncio.wait_for(proc.communicate(), timeout=60)
+    assert proc.returncode in (0, 1), err.decode()  # 2 would mean a usage or connection error
+    return proc.returncode
+
+
+async def test_probes_work_against_a_real_admin_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rendered gRPC probes' service names and the exec probes' command lines, used on the daemon's
+    real admin server: liveness serves at once, readiness only once the daemon says so."""
+    from grpc import aio
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    from auditor.daemon.admin import AdminServer, StateBackend
+    from auditor.daemon.state import DaemonState
+
+    for key in [k for k in __import__("os").environ if k.upper().startswith("BKAUDIT_")]:
+        monkeypatch.delenv(key)
+    grpc_c = one(rendered("default"), "StatefulSet")["spec"]["template"]["spec"]["containers"][0]
+    exec_c = one(rendered("exec-probes"), "StatefulSet")["spec"]["template"]["spec"]["containers"][0]
+    server = AdminServer(StateBackend(DaemonState("bk-auditor-0")), "127.0.0.1:0")
+    port = await server.start()
+
+    def exec_cmd(probe: str) -> list[str]:
+        cmd = list(exec_c[probe]["exec"]["command"])
+        cmd[cmd.index("--admin") + 1] = f"127.0.0.1:{port}"  # the pod's 7979 may be taken on this machine
+        return cmd
+
+    try:
+        async with aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = health_pb2_grpc.HealthStub(channel)
+
+            async def grpc_probe(probe: str) -> int:
+                service = grpc_c[probe]["grpc"]["service"]
+                return (await stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=10)).status
+
+            serving, not_serving = health_pb2.HealthCheckResponse.SERVING, health_pb2.HealthCheckResponse.NOT_SERVING
+            assert await grpc_probe("livenessProbe") == serving
+            assert await grpc_probe("startupProbe") == serving
+            assert await grpc_probe("readinessProbe") == not_serving
+            assert await _run(exec_cmd("livenessProbe")) == 0
+            assert await _run(exec_cmd("readinessProbe")) == 1
+            await server.set_health(ready=True)
+            assert await grpc_probe("readinessProbe") == serving
+            assert await _run(exec_cmd("readinessProbe")) == 0
+    finally:
+        await server.stop(0)
+
+
+# ------------------------------------------------------------------------------------------ config file
+
+
+@pytest.mark.parametrize("scenario", ["default", "all-features"])
+def test_configmap_is_a_valid_daemon_config(scenario: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The daemon's own loader reads the rendered config.yaml plus the environment the pod gets."""
+    docs = rendered(scenario)
+    values = helm_python.Chart.load(str(CHART)).merge_values(copy.deepcopy(SCENARIOS[scenario]))
+    sts = one(docs, "StatefulSet")
+    c = sts["spec"]["template"]["spec"]["containers"][0]
+    path = tmp_path / "config.yaml"
+    path.write_text(one(docs, "ConfigMap", sts["metadata"]["name"])["data"]["config.yaml"])
+    for key in [k for k in __import__("os").environ if k.upper().startswith("BKAUDIT_")]:
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("BKAUDIT_ELECTION__IDENTITY", f"{sts['metadata']['name']}-0")
+    for e in c["env"]:
+        if "value" in e and e["name"].startswith("BKAUDIT_"):
+            monkeypatch.setenv(e["name"], e["value"])
+    settings = load_settings(path)
+    assert settings.admin.bind == f"0.0.0.0:{values['ports']['admin']}"
+    assert settings.metrics.bind == f"0.0.0.0:{values['ports']['metrics']}"
+    assert settings.metrics.enabled
+    assert settings.log.format == "json"
+    assert settings.election.identity == "bk-auditor-0"
+    assert not settings.election.join_java_election
+    assert settings.election_path == f"{settings.ledgers_root}/bk-auditor/election"
+    assert settings.metadata_service_uri == values["config"]["metadata_service_uri"]
+    settings.require_metadata()
+    if scenario == "all-features":
+        assert settings.ledgers_root == "/my-cluster/ledgers"
+        assert settings.schedule.scrutiny_seconds == 43200
+        assert settings.schedule.ledger_check_seconds == 302400  # from the Java key
+        assert settings.recheck.attempts == 5  # from extraEnv
+
+
+def test_notes_render() -> None:
+    out, _ = render_scenario("default")
+    notes = out["bk-auditor/templates/NOTES.txt"]
+    assert "placeholder" in notes and "bk-auditor-0 -- bk-auditor status" in notes
+    out, _ = render_scenario("all-features")
+    notes = out["bk-auditor/templates/NOTES.txt"]
+    assert "placeholder" not in notes
+    assert "bk-auditor status --admin 127.0.0.1:7980" in notes  # a non-default admin port
