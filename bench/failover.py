@@ -36,7 +36,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from auditor.daemon.admin import AdminClient, AdminClientError  # noqa: E402
+from auditor.admin.client import AdminClient, AdminClientError  # noqa: E402
 from tests.realcluster import ports  # noqa: E402
 from tests.realcluster.daemon_util import Daemon  # noqa: E402
 from tests.realcluster.harness import Cluster  # noqa: E402
