@@ -1,10 +1,10 @@
 """The errors an admin backend raises on purpose, and the one table that maps every error to a gRPC status.
 
-    auditor.errors.AdminError           INTERNAL (a deliberate refusal the table does not refine)
-    ├── StandbyError                    FAILED_PRECONDITION: a leader-only request reached a standby
-    ├── UnknownCheckError (KeyError)    NOT_FOUND: no task of that name
-    ├── LedgerNotFoundError (LookupError) NOT_FOUND: no such ledger, or not connected to ZooKeeper yet
-    └── NotSupportedError               UNIMPLEMENTED: the daemon did not plug in this capability
+    auditor.errors.AdminError               INTERNAL: a deliberate refusal the table does not refine
+    ├── StandbyError                        FAILED_PRECONDITION: a leader-only request reached a standby
+    ├── UnknownCheckError (a KeyError)      NOT_FOUND: no task of that name
+    ├── LedgerNotFoundError (a LookupError) NOT_FOUND: no such ledger, or not connected to ZooKeeper yet
+    └── NotSupportedError                   UNIMPLEMENTED: the daemon did not plug in this capability
 
 Errors of other layers that reach the API are mapped in the same table (a metadata guard's
 `NotLeaderError`, `NoSuchLedgerError`, a malformed `LedgerIdError`); anything not listed is a bug and
