@@ -84,7 +84,8 @@ async def explain_ledger(ctx: AuditContext, ledger: LedgerId) -> LedgerExplanati
     expected = expected_by_bookie(md, end)
     segments = []
     for span in md.spans(end):
-        first, last = span.first_entry_id, span.entries.last if span.entries else span.first_entry_id - 1
+        first = span.first_entry_id
+        last = span.entries.last if span.entries.last is not None else first - 1  # empty segment: last < first
         rows = []
         for i, b in enumerate(span.ensemble):
             exp = expected.get(b)
