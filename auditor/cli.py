@@ -6,7 +6,8 @@
 * `status`, `findings`, `explain`, `trigger`, `pause`, `resume`, `health` - clients of a running daemon's
   admin API (`--admin host:port`, default 127.0.0.1:7979).
 
-Every error (bad config, daemon unreachable, bad ledger id) is one line on stderr and exit code 2.
+Every error (bad config, daemon unreachable, bad ledger id) is one line on stderr and exit code 2: the
+one table `EXIT_CODES` turns an error class into its exit code.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import asyncio
 import inspect
 import json
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
@@ -23,8 +25,19 @@ from typing import Annotated, Any, NoReturn
 import typer
 
 from auditor import __version__
+from auditor.errors import AdminError, BookieError, ConfigError, DataError, MetadataError
 
 EXIT_ERROR = 2
+# The one place an error becomes an exit code: the most specific class listed wins. An error not listed
+# is a bug and keeps its traceback.
+EXIT_CODES: dict[type[BaseException], int] = {
+    ConfigError: EXIT_ERROR,  # a setting, config file, environment variable or flag is wrong
+    DataError: EXIT_ERROR,  # e.g. a malformed ledger id on the command line
+    MetadataError: EXIT_ERROR,
+    BookieError: EXIT_ERROR,
+    AdminError: EXIT_ERROR,  # the daemon is unreachable or refused the call (AdminClientError)
+    ValueError: EXIT_ERROR,  # a malformed value outside the tree (e.g. Spark's --conf KEY=VALUE)
+}
 DEFAULT_ADMIN = "127.0.0.1:7979"
 
 app = typer.Typer(
@@ -36,9 +49,31 @@ app = typer.Typer(
 )
 
 
-def _fail(message: str) -> NoReturn:
+def _fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
     typer.echo(f"error: {' '.join(message.split())}", err=True)  # always one line
-    raise typer.Exit(EXIT_ERROR)
+    raise typer.Exit(code)
+
+
+def exit_code(exc: BaseException) -> int | None:
+    """The exit code EXIT_CODES gives `exc` (None: not listed, a bug)."""
+    for cls in type(exc).__mro__:
+        code = EXIT_CODES.get(cls)
+        if code is not None:
+            return code
+    return None
+
+
+@contextmanager
+def _exit_on_error() -> Iterator[None]:
+    """Around a step that fails on what the user gave: an error EXIT_CODES lists becomes one line on stderr
+    and its exit code."""
+    try:
+        yield
+    except Exception as exc:
+        code = exit_code(exc)
+        if code is None:
+            raise
+        _fail(str(exc), code)
 
 
 def _version(value: bool) -> None:
@@ -76,7 +111,7 @@ LogFormatOpt = Annotated[str | None, typer.Option("--log-format", help="json|con
 
 def _load(config: Path | None, flags: dict[str, tuple[str, Any]]) -> Any:
     """Settings from flags (dotted name -> (flag, value)), env and file; exits 2 with one line on error."""
-    from auditor.config import ConfigError, load_settings
+    from auditor.config import load_settings
 
     overrides: dict[str, Any] = {}
     names: dict[str, str] = {}
@@ -89,10 +124,8 @@ def _load(config: Path | None, flags: dict[str, tuple[str, Any]]) -> Any:
             node = node.setdefault(p, {})
         node[parts[-1]] = value
         names[dotted] = flag
-    try:
+    with _exit_on_error():
         return load_settings(config, overrides=overrides, option_names=names)
-    except ConfigError as exc:
-        _fail(str(exc))
 
 
 def _start_logging(settings: Any) -> None:
@@ -235,10 +268,8 @@ def sweep(
         from auditor.spark.sweep import SweepOptions, quiet_spark_client_logs, sweep_main
     except ImportError as exc:
         _fail(f"the Spark sweep is not available in this build ({exc})")
-    try:
+    with _exit_on_error():
         spark_conf = parse_conf(conf)
-    except ValueError as exc:
-        _fail(str(exc))
     bounds = [_parse_ledger_id(v) if v else None for v in (start, end)]
     options = SweepOptions(
         checks=[c.strip() for c in checks.split(",") if c.strip()],
@@ -254,21 +285,15 @@ def sweep(
 
 
 def _parse_ledger_id(text: str) -> Any:
-    from auditor.durability.ids import LedgerId, LedgerIdError
+    from auditor.durability.ids import LedgerId
 
-    try:
+    with _exit_on_error():
         return LedgerId.parse(text)
-    except LedgerIdError as exc:
-        _fail(str(exc))
 
 
 def _require_metadata(settings: Any) -> None:
-    from auditor.config import ConfigError
-
-    try:
+    with _exit_on_error():
         settings.require_metadata()
-    except ConfigError as exc:
-        _fail(str(exc))
 
 
 # ------------------------------------------------------------------------------------------ admin clients
@@ -280,7 +305,7 @@ FormatOpt = Annotated[str, typer.Option("--format", help="table|json")]
 
 
 def _client_call(admin: str, tls_ca: Path | None, timeout: float, call: Callable[[Any], Awaitable[Any]]) -> Any:
-    from auditor.daemon.admin import AdminClient, AdminClientError
+    from auditor.admin.client import AdminClient
 
     async def go() -> Any:
         async with AdminClient(admin, timeout=timeout, tls_ca=tls_ca) as client:
@@ -288,10 +313,8 @@ def _client_call(admin: str, tls_ca: Path | None, timeout: float, call: Callable
 
     if tls_ca is not None and not tls_ca.is_file():
         _fail(f"--tls-ca {tls_ca}: no such file")
-    try:
+    with _exit_on_error():
         return asyncio.run(go())
-    except AdminClientError as exc:
-        _fail(str(exc))
 
 
 def _check_format(fmt: str) -> None:
@@ -372,12 +395,7 @@ def status(
 
 
 def _validate_ledger(text: str) -> str:
-    from auditor.durability.ids import LedgerId, LedgerIdError
-
-    try:
-        LedgerId.parse(text)
-    except LedgerIdError as exc:
-        _fail(str(exc))
+    _parse_ledger_id(text)
     return text.strip()
 
 

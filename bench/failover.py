@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from auditor.daemon.admin import AdminClient, AdminClientError
+from auditor.admin.client import AdminClient, AdminClientError
 from tests.realcluster import ports
 from tests.realcluster.cluster import Cluster
 from tests.realcluster.daemon_util import Daemon

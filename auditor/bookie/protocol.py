@@ -18,6 +18,7 @@ from google.protobuf.message import DecodeError, Message
 from google.protobuf.unknown_fields import UnknownFieldSet
 
 from auditor._proto import bookkeeper_protocol_pb2 as pb
+from auditor.errors import BookieError
 
 LENGTH = struct.Struct(">i")
 DEFAULT_MAX_FRAME_SIZE = 5 * 1024 * 1024  # bookie default nettyMaxFrameSizeBytes; counts the 4 length bytes
@@ -86,7 +87,7 @@ _RESPONSE_REQUIRED: dict[Op, tuple[str, ...]] = {
 }
 
 
-class ProtocolError(Exception):
+class ProtocolError(BookieError):
     """The peer sent something that is not the bookie v3 protocol; the connection must be dropped."""
 
 
@@ -94,10 +95,10 @@ class FrameError(ProtocolError):
     """A bad length prefix: negative, or over the frame limit."""
 
 
-class UnsafeRequestError(AssertionError):
+class UnsafeRequestError(BookieError):
     """Someone tried to send a request the auditor must never send (a write, a fence, a long poll...).
 
-    An AssertionError subclass raised explicitly (not with `assert`), so it survives `python -O`.
+    Raised explicitly (never with `assert`), so the gate holds under `python -O` too.
     """
 
 

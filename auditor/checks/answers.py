@@ -229,8 +229,3 @@ async def ledger_end(
         answered = True
         evidence.extend(judge_read_lac(b, r.lac_body, r.last_entry_body, md))
     return decide_end(md, evidence, answered)
-
-
-async def highest_lac(ctx: AuditContext, md: LedgerMetadata, stats: RunStats) -> int | None:
-    """The end `ledger_end` decides (None when no bookie answered)."""
-    return (await ledger_end(ctx, md, stats)).end

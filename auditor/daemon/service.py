@@ -13,24 +13,23 @@ steps down and rejoins.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import signal
 import time
 from typing import Any
 
 from kazoo.exceptions import KazooException
 
-from auditor.checks.answers import gather_answers, highest_lac
+from auditor.admin.errors import LedgerNotFoundError
+from auditor.admin.server import AdminServer
 from auditor.checks.build import Locations, audit_context
 from auditor.checks.catalog import CHECKS as CHECK_CLASSES
-from auditor.checks.context import AuditContext, RunStats
+from auditor.checks.context import AuditContext
+from auditor.checks.explain import LedgerExplanation, explain_ledger
 from auditor.checks.runner import CheckRun, LedgerCheck, Progress
 from auditor.config import Settings
-from auditor.durability.coverage import UNKNOWN, analyze_coverage
 from auditor.durability.findings import Category, Finding, Severity
 from auditor.durability.ids import LedgerId
 from auditor.durability.model import LedgerMetadata
-from auditor.durability.schedule import expected_by_bookie
 from auditor.logging import get_logger, log_finding
 from auditor.metadata.checkstate import CheckState, CheckStateStore
 from auditor.metadata.election import LeaderElection
@@ -45,7 +44,7 @@ from auditor.metadata.errors import (
 )
 from auditor.metadata.interfaces import WriteGuard
 
-from .admin import AdminServer, BookieCopies, LedgerExplanation, LedgerNotFoundError, SegmentCopies, StateBackend
+from .backend import StateBackend
 from .bookie_watch import BookieWatch, LedgerIndex
 from .metrics import AuditorMetrics, RunSummary
 from .state import DaemonState, TaskState
@@ -364,43 +363,9 @@ class Auditor:
         if self.ctx is None:
             raise LedgerNotFoundError("not connected to ZooKeeper yet")
         try:
-            md = (await self.ctx.store.read_ledger(ledger)).metadata
+            return await explain_ledger(self.ctx, ledger)
         except NoSuchLedgerError:
             raise LedgerNotFoundError(f"ledger {ledger} does not exist") from None
-        stats = RunStats("explain")
-        end = md.last_entry_id if md.is_closed else await highest_lac(self.ctx, md, stats)
-        notes = [] if md.is_closed else [f"open ledger: checked up to the highest LAC the bookies know ({end})"]
-        if end is None:
-            end = -1
-            notes.append("no bookie answered READ_LAC")
-        answers = await gather_answers(self.ctx, md, end, stats)
-        regs = (await self.ctx.store.registrations()).available
-        cov = analyze_coverage(md, answers.answers, end)
-        expected = expected_by_bookie(md, end)
-        segments = []
-        for span in md.spans(end):
-            first, last = span.first_entry_id, span.entries.last if span.entries else span.first_entry_id - 1
-            rows = []
-            for i, b in enumerate(span.ensemble):
-                exp = expected.get(b)
-                exp_here = exp.clip(first, last) if exp is not None and last >= first else None
-                n_exp = exp_here.count() if exp_here is not None else 0
-                gaps = [g for g in cov.gaps if g.segment_index == span.index and g.bookie == b]
-                a = answers.answers.get(b, UNKNOWN)
-                if a is UNKNOWN:
-                    status = "unreachable" if n_exp else "not_checked"
-                    rows.append(BookieCopies(b, i, status, n_exp, None, (), answers.errors.get(b, ""), b in regs))
-                    continue
-                n_missing = sum(g.missing.count() for g in gaps)
-                runs = [r for g in gaps for r in itertools.islice(g.missing.iter_runs(), 100)][:100]
-                rows.append(
-                    BookieCopies(b, i, "missing" if n_missing else "ok", n_exp, n_exp - n_missing, runs, "", b in regs)
-                )
-            segments.append(SegmentCopies(span.index, first, last, span.ensemble, rows, cov.least_copies_at_least))
-        marker = await self.ctx.store.read_marker(ledger)
-        methods = sorted(set(answers.methods.values()))
-        notes.append(f"bookies asked by: {', '.join(methods) or 'nothing (no entries)'}")
-        return LedgerExplanation(md, segments, marker is not None, notes)
 
     # ----------------------------------------------------------------------------- main loop
     async def run(self, stop: asyncio.Event, admin: AdminServer) -> None:

@@ -38,6 +38,8 @@ from dataclasses import dataclass
 
 import google_crc32c
 
+from auditor.errors import DataError
+
 from .ids import LedgerId
 from .model import DigestType
 
@@ -59,7 +61,7 @@ _CRC32 = struct.Struct(">Q")
 _CRC32C = struct.Struct(">I")
 
 
-class EntryFormatError(ValueError):
+class EntryFormatError(DataError):
     """Bytes too short (or otherwise unable) to hold an entry header."""
 
     def __init__(self, message: str, *, too_short: bool = True) -> None:

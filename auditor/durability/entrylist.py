@@ -34,6 +34,8 @@ from bisect import bisect_right
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from auditor.errors import DataError
+
 from .ranges import RangeSet
 from .steps import Steps, run_steps
 
@@ -57,7 +59,7 @@ _EMPTY = _HEADER.pack(CURRENT_VERSION, 0)
 Record = tuple[int, int, int, int]  # (first_start, last_start, size, period)
 
 
-class EntryListError(ValueError):
+class EntryListError(DataError):
     """Bytes that are not a valid availability encoding, or a set that cannot be encoded."""
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from auditor.errors import DataError
+
 from .javatext import shown
 
 MAX_ID = 2**63 - 1
@@ -19,7 +21,7 @@ _PAIR = re.compile(r"([0-9]+)[:/]([0-9]+)")
 _MAX_DIGITS = len(str(MAX_ID))
 
 
-class LedgerIdError(ValueError):
+class LedgerIdError(DataError):
     """A ledger id that is out of range or cannot be parsed."""
 
 

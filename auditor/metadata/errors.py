@@ -1,10 +1,23 @@
-"""Typed errors of the metadata adapters. Every error names the znode (or file) it is about."""
+"""Typed errors of the metadata adapters. Every error names the znode (or file) it is about.
+
+All derive from `auditor.errors.MetadataError` (the tree is drawn in auditor/errors.py)."""
 
 from __future__ import annotations
 
+from auditor.errors import MetadataError
 
-class MetadataError(Exception):
-    """Base class of everything the metadata layer raises on purpose."""
+__all__ = [
+    "ConcurrentUpdateError",
+    "CorruptZnodeError",
+    "LayoutMismatchError",
+    "MetadataConfigError",
+    "MetadataError",
+    "MissingZnodeError",
+    "NoSuchLedgerError",
+    "NotALedgersRootError",
+    "NotLeaderError",
+    "UnsupportedLayoutError",
+]
 
 
 class MetadataConfigError(MetadataError):

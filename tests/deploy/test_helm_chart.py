@@ -226,7 +226,8 @@ async def test_probes_work_against_a_real_admin_server(monkeypatch: pytest.Monke
     from grpc import aio
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-    from auditor.daemon.admin import AdminServer, StateBackend
+    from auditor.admin.server import AdminServer
+    from auditor.daemon.backend import StateBackend
     from auditor.daemon.state import DaemonState
 
     for key in [k for k in __import__("os").environ if k.upper().startswith("BKAUDIT_")]:

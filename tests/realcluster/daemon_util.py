@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from auditor.daemon.admin import AdminClient, AdminClientError
+from auditor.admin.client import AdminClient, AdminClientError
 from tests.realcluster import ports
 from tests.realcluster.cluster import Cluster
 

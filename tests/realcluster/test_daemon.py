@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from kazoo.exceptions import NoNodeError
 
-from auditor.daemon.admin import AdminClient, AdminClientError
+from auditor.admin.client import AdminClient, AdminClientError
 from auditor.durability.ids import LedgerId
 from tests.realcluster.checks_util import marker_path, rewrite_ensemble
 from tests.realcluster.cluster import Cluster
@@ -346,7 +346,7 @@ def test_admin_api_trigger_pause_explain_and_sigterm(cluster: Cluster, daemons: 
     s = start(daemons, cluster, tmp_path, "auditor-s")
     s.wait(lambda: s.health("readiness") == "SERVING", 30, "standby ready")
     # Triggering on the standby is refused, naming the leader.
-    from auditor.daemon.admin import AdminClientError
+    from auditor.admin.client import AdminClientError
 
     with pytest.raises(AdminClientError) as exc:
         s._call("trigger", "scrutiny")

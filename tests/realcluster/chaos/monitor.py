@@ -12,7 +12,7 @@ from posixpath import join
 
 from kazoo.client import KazooClient
 
-from auditor.daemon.admin import AdminClient
+from auditor.admin.client import AdminClient
 
 
 @dataclass(frozen=True)

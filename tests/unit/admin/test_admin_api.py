@@ -17,17 +17,11 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from auditor._proto import admin_pb2 as pb
 from auditor._proto import admin_pb2_grpc as pb_grpc
-from auditor.daemon.admin import (
-    SERVICE_NAME,
-    AdminClient,
-    AdminClientError,
-    AdminServer,
-    BookieCopies,
-    LedgerExplanation,
-    LedgerNotFoundError,
-    SegmentCopies,
-    StateBackend,
-)
+from auditor.admin.client import AdminClient, AdminClientError
+from auditor.admin.errors import LedgerNotFoundError
+from auditor.admin.models import BookieCopies, LedgerExplanation, SegmentCopies
+from auditor.admin.server import SERVICE_NAME, AdminServer
+from auditor.daemon.backend import StateBackend
 from auditor.daemon.state import DaemonState, TaskState
 from auditor.durability.findings import Category, Finding
 from auditor.durability.ids import LedgerId

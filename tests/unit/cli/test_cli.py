@@ -16,8 +16,10 @@ import pytest
 from typer.testing import CliRunner
 
 from auditor import __version__
+from auditor.admin.models import BookieCopies, LedgerExplanation, SegmentCopies
+from auditor.admin.server import AdminServer
 from auditor.cli import _run_with_loop, app
-from auditor.daemon.admin import AdminServer, BookieCopies, LedgerExplanation, SegmentCopies, StateBackend
+from auditor.daemon.backend import StateBackend
 from auditor.daemon.state import DaemonState
 from auditor.durability.findings import Category, Finding
 from auditor.durability.ids import LedgerId

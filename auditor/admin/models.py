@@ -1,0 +1,73 @@
+"""The plain answers an admin backend gives, and `AdminBackend`, the protocol the daemon implements.
+
+The server turns these into protobuf messages (convert.py). `explain`'s answer is made where it is
+computed, in auditor/checks/explain.py; it is re-exported here so every answer type is in one place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from auditor import __version__
+from auditor.checks.explain import BookieCopies, LedgerExplanation, SegmentCopies
+from auditor.daemon.state import FindingRecord, TaskInfo
+from auditor.durability.ids import LedgerId
+
+__all__ = [
+    "AdminBackend",
+    "BookieCopies",
+    "ExplainFn",
+    "LedgerExplanation",
+    "SegmentCopies",
+    "StatusSnapshot",
+    "TriggerFn",
+    "TriggerResult",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class StatusSnapshot:
+    identity: str
+    is_leader: bool
+    leader: str | None
+    paused: bool
+    pause_reason: str
+    paused_since: float | None
+    tasks: list[TaskInfo]
+    recheck_queue_depth: int
+    finding_counts: Mapping[str, int]
+    started_at: float
+    leader_since: float | None = None
+    version: str = __version__
+    leadership: str = "standby"  # leader | unconfirmed | standby (state.Leadership.status)
+    vote_path: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TriggerResult:
+    accepted: bool
+    message: str = ""
+
+
+class AdminBackend(Protocol):
+    """What the admin service needs from the daemon. Raise the errors of errors.py to choose a status."""
+
+    def status(self) -> StatusSnapshot: ...
+
+    def query_findings(
+        self, *, category: str | None, ledger: LedgerId | None, bookie: str | None, include_resolved: bool
+    ) -> list[FindingRecord]: ...
+
+    async def trigger(self, check: str) -> TriggerResult: ...
+
+    async def explain(self, ledger: LedgerId) -> LedgerExplanation: ...
+
+    async def pause(self, reason: str) -> bool: ...
+
+    async def resume(self) -> bool: ...
+
+
+TriggerFn = Callable[[str], Awaitable[TriggerResult | bool | None]]
+ExplainFn = Callable[[LedgerId], Awaitable[LedgerExplanation]]

@@ -1,0 +1,280 @@
+"""The admin API server: a grpc.aio server with our `bkauditor.admin.v1.AdminService`, the standard gRPC
+health service (for Kubernetes gRPC probes) and, when grpcio-reflection is installed, server reflection
+(grpcurl); TLS when given a certificate and key.
+
+The daemon plugs in through `models.AdminBackend` (auditor/daemon/backend.py implements it); errors become
+statuses through the one table in errors.py.
+
+Health service names (grpc.health.v1):
+* `liveness`  - SERVING while the server runs (answered on the event loop, so a wedged loop fails it);
+* `readiness` - set by the daemon (process healthy and ZooKeeper session connected); standbys are ready;
+* `leader`    - SERVING only on the elected leader whose leadership is confirmed (answered from the live
+                state at each check: a process resuming after a freeze never reports a leadership it may
+                have lost meanwhile; see auditor/daemon/watchdog.py);
+* ``          - overall: mirrors readiness.
+All flip to NOT_SERVING when `stop()` begins.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import grpc
+from grpc import aio
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1.health import aio as health_aio
+
+from auditor._proto import admin_pb2 as pb
+from auditor._proto import admin_pb2_grpc as pb_grpc
+from auditor.config import parse_bind
+from auditor.daemon.supervisor import Supervisor
+from auditor.durability.ids import LedgerId
+
+from .convert import explanation_to_pb, finding_to_pb, status_to_pb
+from .errors import status_of
+from .models import AdminBackend
+
+SERVICE_NAME = pb.DESCRIPTOR.services_by_name["AdminService"].full_name
+HEALTH_LIVENESS = "liveness"
+HEALTH_READINESS = "readiness"
+HEALTH_LEADER = "leader"
+HEALTH_OVERALL = ""
+DEFAULT_LIMIT = 1000
+MAX_LIMIT = 100_000
+SERVING = health_pb2.HealthCheckResponse.SERVING
+NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
+
+
+# ------------------------------------------------------------------------------------------ servicer
+
+
+def _short(message: str, limit: int = 1000) -> str:
+    return message if len(message) <= limit else message[:limit] + f"... ({len(message)} characters)"
+
+
+def _parse_ledger(text: str) -> LedgerId:
+    return LedgerId.parse(text)
+
+
+class AdminServicer(pb_grpc.AdminServiceServicer):
+    def __init__(self, backend: AdminBackend) -> None:
+        self.backend = backend
+
+    async def _fail(self, context: aio.ServicerContext, exc: BaseException) -> None:
+        """Abort with the status errors.STATUS_CODES gives `exc`; an error it does not list is a bug:
+        INTERNAL, naming its class."""
+        # Details travel as a gRPC trailer (16 KiB at most): a message quoting a huge input would turn
+        # the answer into RESOURCE_EXHAUSTED, so every message is cut to a readable length.
+        code = status_of(exc)
+        if code is None:
+            await context.abort(grpc.StatusCode.INTERNAL, _short(f"{type(exc).__name__}: {exc}"))
+        else:
+            await context.abort(code, _short(str(exc)) or code.name.lower().replace("_", " "))
+
+    async def Status(self, request: pb.StatusRequest, context: aio.ServicerContext) -> pb.StatusResponse:
+        return status_to_pb(self.backend.status())
+
+    async def TriggerCheck(
+        self, request: pb.TriggerCheckRequest, context: aio.ServicerContext
+    ) -> pb.TriggerCheckResponse:
+        if not request.check:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "check name is empty")
+        try:
+            result = await self.backend.trigger(request.check)
+        except Exception as exc:  # mapped to a status; never leaks as UNKNOWN
+            await self._fail(context, exc)
+            raise
+        return pb.TriggerCheckResponse(accepted=result.accepted, message=result.message)
+
+    async def ListFindings(
+        self, request: pb.ListFindingsRequest, context: aio.ServicerContext
+    ) -> pb.ListFindingsResponse:
+        if request.limit < 0:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"limit must be >= 0, got {request.limit}")
+        try:
+            ledger = _parse_ledger(request.ledger) if request.ledger else None
+            records = self.backend.query_findings(
+                category=request.category or None,
+                ledger=ledger,
+                bookie=request.bookie or None,
+                include_resolved=request.include_resolved,
+            )
+        except Exception as exc:
+            await self._fail(context, exc)
+            raise
+        limit = min(request.limit or DEFAULT_LIMIT, MAX_LIMIT)
+        return pb.ListFindingsResponse(
+            findings=[finding_to_pb(r) for r in records[:limit]], total_matching=len(records)
+        )
+
+    async def ExplainLedger(
+        self, request: pb.ExplainLedgerRequest, context: aio.ServicerContext
+    ) -> pb.ExplainLedgerResponse:
+        try:
+            ledger = _parse_ledger(request.ledger)
+            explanation = await self.backend.explain(ledger)
+            findings = self.backend.query_findings(category=None, ledger=ledger, bookie=None, include_resolved=False)
+        except Exception as exc:
+            await self._fail(context, exc)
+            raise
+        return explanation_to_pb(explanation, findings)
+
+    async def Pause(self, request: pb.PauseRequest, context: aio.ServicerContext) -> pb.PauseResponse:
+        try:
+            return pb.PauseResponse(changed=await self.backend.pause(request.reason))
+        except Exception as exc:
+            await self._fail(context, exc)
+            raise
+
+    async def Resume(self, request: pb.ResumeRequest, context: aio.ServicerContext) -> pb.ResumeResponse:
+        try:
+            return pb.ResumeResponse(changed=await self.backend.resume())
+        except Exception as exc:
+            await self._fail(context, exc)
+            raise
+
+
+# ------------------------------------------------------------------------------------------ server
+
+
+class _HealthServicer(health_aio.HealthServicer):
+    """The standard health service, except that `leader` is SERVING only while `leader_claim()` holds at
+    the moment of the check (a stored SERVING could be answered by a process that has just resumed from
+    a freeze, before it learnt that its session expired)."""
+
+    leader_claim: Callable[[], bool] | None = None
+
+    async def Check(self, request: health_pb2.HealthCheckRequest, context: Any) -> health_pb2.HealthCheckResponse:
+        resp = await super().Check(request, context)
+        if (
+            request.service == HEALTH_LEADER
+            and resp is not None
+            and resp.status == SERVING
+            and self.leader_claim is not None
+            and not self.leader_claim()
+        ):
+            return health_pb2.HealthCheckResponse(status=NOT_SERVING)
+        return resp
+
+
+class AdminServer:
+    """The gRPC server: admin service + health (+ reflection). Binds loopback by default; TLS when given
+    a certificate and key."""
+
+    def __init__(
+        self,
+        backend: AdminBackend,
+        bind: str = "127.0.0.1:7979",
+        *,
+        tls_cert: Path | None = None,
+        tls_key: Path | None = None,
+        reflection: bool = True,
+        supervisor: Supervisor | None = None,
+    ) -> None:
+        self.backend = backend
+        self._supervisor = supervisor or Supervisor()
+        self.bind = bind
+        self.tls_cert = tls_cert
+        self.tls_key = tls_key
+        self.reflection_enabled = False
+        self._want_reflection = reflection
+        self.health = _HealthServicer()
+        self._server: aio.Server | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.port: int = 0
+
+    async def start(self) -> int:
+        """Start serving; returns the bound port (useful with port 0)."""
+        host, port = parse_bind(self.bind)
+        self._loop = asyncio.get_running_loop()
+        # No SO_REUSEPORT: a second daemon on the same address must fail, not silently share the port.
+        server = aio.server(options=[("grpc.so_reuseport", 0)])
+        pb_grpc.add_AdminServiceServicer_to_server(AdminServicer(self.backend), server)
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
+        if self._want_reflection:
+            self.reflection_enabled = _enable_reflection(server)
+        address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        try:
+            if self.tls_cert is not None and self.tls_key is not None:
+                creds = grpc.ssl_server_credentials(
+                    [(Path(self.tls_key).read_bytes(), Path(self.tls_cert).read_bytes())]  # noqa: ASYNC240 (once, at start)
+                )
+                self.port = server.add_secure_port(address, creds)
+            else:
+                self.port = server.add_insecure_port(address)
+        except RuntimeError as exc:
+            self.port = 0
+            reason = f": {exc}"
+        else:
+            reason = ""
+        if self.port == 0:
+            await server.stop(None)
+            raise OSError(f"admin API: cannot bind {self.bind} (address in use or not local){reason}")
+        await self.health.set(SERVICE_NAME, SERVING)
+        await self.health.set(HEALTH_LIVENESS, SERVING)
+        await self.health.set(HEALTH_READINESS, NOT_SERVING)
+        await self.health.set(HEALTH_LEADER, NOT_SERVING)
+        await self.health.set(HEALTH_OVERALL, NOT_SERVING)
+        await server.start()
+        self._server = server
+        return self.port
+
+    async def set_health(
+        self, *, live: bool | None = None, ready: bool | None = None, leader: bool | None = None
+    ) -> None:
+        """Update the probe statuses (ignored once stop() began)."""
+        if live is not None:
+            await self.health.set(HEALTH_LIVENESS, SERVING if live else NOT_SERVING)
+        if ready is not None:
+            await self.health.set(HEALTH_READINESS, SERVING if ready else NOT_SERVING)
+            await self.health.set(HEALTH_OVERALL, SERVING if ready else NOT_SERVING)
+        if leader is not None:
+            await self.health.set(HEALTH_LEADER, SERVING if leader else NOT_SERVING)
+
+    def follow_leadership(self, leadership: Any) -> None:
+        """Keep the `leader` health status in step with a state.Leadership (its listeners are sync), and
+        answer it from `leadership.confirmed` at each check."""
+        if hasattr(leadership, "confirmed"):
+            self.health.leader_claim = lambda: bool(leadership.confirmed)
+
+        def changed(is_leader: bool) -> None:
+            loop = self._loop
+            if loop is None or loop.is_closed():
+                return
+            coro_starter = lambda: self._supervisor.fire("health-update", self.set_health(leader=is_leader))  # noqa: E731
+            try:
+                running = asyncio.get_running_loop()
+            except RuntimeError:
+                running = None
+            if running is loop:
+                coro_starter()
+            else:
+                loop.call_soon_threadsafe(coro_starter)
+
+        leadership.add_listener(changed)
+        if getattr(leadership, "is_leader", False):
+            changed(True)
+
+    async def stop(self, grace: float = 5.0) -> None:
+        """Flip every health status to NOT_SERVING, then stop, letting calls in flight finish within grace."""
+        await self.health.enter_graceful_shutdown()
+        if self._server is not None:
+            await self._server.stop(grace)
+            self._server = None
+
+    async def wait_for_termination(self) -> None:
+        if self._server is not None:
+            await self._server.wait_for_termination()
+
+
+def _enable_reflection(server: aio.Server) -> bool:
+    try:
+        from grpc_reflection.v1alpha import reflection
+    except ImportError:  # optional: grpcurl works only with it
+        return False
+    names = (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME)
+    reflection.enable_server_reflection(names, server)
+    return True
