@@ -31,9 +31,9 @@ from grpc_health.v1.health import aio as health_aio
 from auditor import __version__
 from auditor._proto import admin_pb2 as pb
 from auditor._proto import admin_pb2_grpc as pb_grpc
-from auditor.config import parse_bind
 from auditor.durability.ids import LedgerId, LedgerIdError
 from auditor.durability.javatext import shown
+from auditor.settings import parse_bind
 
 from .state import DaemonState, FindingRecord, TaskInfo
 from .supervisor import Supervisor

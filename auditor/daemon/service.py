@@ -25,7 +25,6 @@ from auditor.checks.build import Locations, audit_context
 from auditor.checks.catalog import CHECKS as CHECK_CLASSES
 from auditor.checks.context import AuditContext, RunStats
 from auditor.checks.runner import CheckRun, LedgerCheck, Progress
-from auditor.config import Settings
 from auditor.durability.coverage import UNKNOWN, analyze_coverage
 from auditor.durability.findings import Category, Finding, Severity
 from auditor.durability.ids import LedgerId
@@ -44,6 +43,7 @@ from auditor.metadata.errors import (
     UnsupportedLayoutError,
 )
 from auditor.metadata.interfaces import WriteGuard
+from auditor.settings import Settings
 
 from .admin import AdminServer, BookieCopies, LedgerExplanation, LedgerNotFoundError, SegmentCopies, StateBackend
 from .bookie_watch import BookieWatch, LedgerIndex

@@ -34,9 +34,9 @@ import yaml
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
-from auditor.config import load_settings
 from auditor.daemon.metrics import AuditorMetrics, RunSummary
 from auditor.durability.findings import Category
+from auditor.settings import load_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "helm" / "bk-auditor"
