@@ -276,7 +276,7 @@ AdminOpt = Annotated[
     str | None,
     typer.Option(
         "--admin",
-        help="The daemon's admin API host:port [default: $BKAUDIT_ADMIN_ADDRESS, else 127.0.0.1:7979].",
+        help="The daemon's admin API host:port (default: $BKAUDIT_ADMIN_ADDRESS, else 127.0.0.1:7979).",
         show_default=False,
     ),
 ]
