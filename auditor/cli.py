@@ -4,7 +4,7 @@
 * `check`    - one-shot checks (auditor.checks.oneshot.main); exit 0 clean, 1 findings, 2 errors
 * `sweep`    - the same checks over the whole cluster as a Spark job (auditor.spark.sweep); same exit codes
 * `status`, `findings`, `explain`, `trigger`, `pause`, `resume`, `health` - clients of a running daemon's
-  admin API (`--admin host:port`, default 127.0.0.1:7979).
+  admin API (`--admin host:port`, else $BKAUDIT_ADMIN_ADDRESS, else the default admin.bind, 127.0.0.1:7979).
 
 Every error (bad config, daemon unreachable, bad ledger id) is one line on stderr and exit code 2: the
 one table `EXIT_CODES` turns an error class into its exit code.
@@ -38,7 +38,6 @@ EXIT_CODES: dict[type[BaseException], int] = {
     AdminError: EXIT_ERROR,  # the daemon is unreachable or refused the call (AdminClientError)
     ValueError: EXIT_ERROR,  # a malformed value outside the tree (e.g. Spark's --conf KEY=VALUE)
 }
-DEFAULT_ADMIN = "127.0.0.1:7979"
 
 app = typer.Typer(
     name="bk-auditor",
@@ -111,7 +110,7 @@ LogFormatOpt = Annotated[str | None, typer.Option("--log-format", help="json|con
 
 def _load(config: Path | None, flags: dict[str, tuple[str, Any]]) -> Any:
     """Settings from flags (dotted name -> (flag, value)), env and file; exits 2 with one line on error."""
-    from auditor.config import load_settings
+    from auditor.settings import load_settings
 
     overrides: dict[str, Any] = {}
     names: dict[str, str] = {}
@@ -298,14 +297,39 @@ def _require_metadata(settings: Any) -> None:
 
 # ------------------------------------------------------------------------------------------ admin clients
 
-AdminOpt = Annotated[str, typer.Option("--admin", envvar="BK_AUDITOR_ADMIN", help="The daemon's admin API host:port.")]
+AdminOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--admin",
+        help="The daemon's admin API host:port (default: $BKAUDIT_ADMIN_ADDRESS, else 127.0.0.1:7979).",
+        show_default=False,
+    ),
+]
 TlsCaOpt = Annotated[Path | None, typer.Option("--tls-ca", help="CA certificate when the admin API uses TLS.")]
 TimeoutOpt = Annotated[float, typer.Option("--timeout", help="Seconds to wait for the daemon.")]
 FormatOpt = Annotated[str, typer.Option("--format", help="table|json")]
 
 
-def _client_call(admin: str, tls_ca: Path | None, timeout: float, call: Callable[[Any], Awaitable[Any]]) -> Any:
+_warned: set[str] = set()  # warnings already shown by this process
+
+
+def _admin_address(flag: str | None) -> str:
+    """--admin, else the environment (warning once about the deprecated name), else the default."""
+    from auditor.settings import DEFAULT_ADMIN_ADDRESS, admin_address_from_environment
+
+    if flag is not None:
+        return flag
+    address, warning = admin_address_from_environment()
+    if warning is not None and warning not in _warned:
+        _warned.add(warning)
+        typer.echo(f"warning: {warning}", err=True)
+    return address or DEFAULT_ADMIN_ADDRESS
+
+
+def _client_call(admin: str | None, tls_ca: Path | None, timeout: float, call: Callable[[Any], Awaitable[Any]]) -> Any:
     from auditor.admin.client import AdminClient
+
+    admin = _admin_address(admin)
 
     async def go() -> Any:
         async with AdminClient(admin, timeout=timeout, tls_ca=tls_ca) as client:
@@ -357,7 +381,7 @@ def _opt(msg: Any, name: str) -> Any:
 
 @app.command()
 def status(
-    admin: AdminOpt = DEFAULT_ADMIN, fmt: FormatOpt = "table", tls_ca: TlsCaOpt = None, timeout: TimeoutOpt = 10.0
+    admin: AdminOpt = None, fmt: FormatOpt = "table", tls_ca: TlsCaOpt = None, timeout: TimeoutOpt = 10.0
 ) -> None:
     """Leader, pause state, tasks with progress and ETA, re-check queue, finding counts."""
     _check_format(fmt)
@@ -433,7 +457,7 @@ def _findings_table(findings: Any) -> str:
 
 @app.command()
 def findings(
-    admin: AdminOpt = DEFAULT_ADMIN,
+    admin: AdminOpt = None,
     category: Annotated[str, typer.Option("--category", help="Only this category.")] = "",
     ledger: Annotated[str, typer.Option("--ledger", help="Only this ledger (id or qualified name).")] = "",
     bookie: Annotated[str, typer.Option("--bookie", help="Only findings about this bookie.")] = "",
@@ -475,7 +499,7 @@ def findings(
 @app.command()
 def explain(
     ledger: Annotated[str, typer.Argument(help="Decimal ledger id, scope:ledger, or 32-hex qualified name.")],
-    admin: AdminOpt = DEFAULT_ADMIN,
+    admin: AdminOpt = None,
     fmt: FormatOpt = "table",
     tls_ca: TlsCaOpt = None,
     timeout: TimeoutOpt = 30.0,
@@ -538,7 +562,7 @@ def _explain_text(resp: Any) -> str:
 @app.command()
 def trigger(
     check_name: Annotated[str, typer.Argument(metavar="CHECK", help="A task name from `status`.")],
-    admin: AdminOpt = DEFAULT_ADMIN,
+    admin: AdminOpt = None,
     tls_ca: TlsCaOpt = None,
     timeout: TimeoutOpt = 10.0,
 ) -> None:
@@ -549,7 +573,7 @@ def trigger(
 
 @app.command()
 def pause(
-    admin: AdminOpt = DEFAULT_ADMIN,
+    admin: AdminOpt = None,
     reason: Annotated[str, typer.Option("--reason", help="Shown in status and logs.")] = "",
     tls_ca: TlsCaOpt = None,
     timeout: TimeoutOpt = 10.0,
@@ -560,7 +584,7 @@ def pause(
 
 
 @app.command()
-def resume(admin: AdminOpt = DEFAULT_ADMIN, tls_ca: TlsCaOpt = None, timeout: TimeoutOpt = 10.0) -> None:
+def resume(admin: AdminOpt = None, tls_ca: TlsCaOpt = None, timeout: TimeoutOpt = 10.0) -> None:
     """Resume checks after a pause."""
     resp = _client_call(admin, tls_ca, timeout, lambda c: c.resume())
     typer.echo("resumed" if resp.changed else "was not paused")
@@ -568,7 +592,7 @@ def resume(admin: AdminOpt = DEFAULT_ADMIN, tls_ca: TlsCaOpt = None, timeout: Ti
 
 @app.command()
 def health(
-    admin: AdminOpt = DEFAULT_ADMIN,
+    admin: AdminOpt = None,
     service: Annotated[str, typer.Option("--service", help="'', liveness, readiness or leader.")] = "",
     tls_ca: TlsCaOpt = None,
     timeout: TimeoutOpt = 5.0,

@@ -21,7 +21,18 @@ class AuditorError(Exception):
 
 
 class ConfigError(AuditorError, ValueError):
-    """A setting, config file, environment variable or Java property is wrong (exit 2)."""
+    """A setting, config file, environment variable or Java property is wrong (exit 2).
+
+    `problems` holds one line per problem (control characters and line breaks escaped, whatever a key or
+    value held); str() joins them with "; "."""
+
+    def __init__(self, problems: list[str] | str) -> None:
+        self.problems = [_printable(p) for p in ([problems] if isinstance(problems, str) else problems)]
+        super().__init__("; ".join(self.problems))
+
+
+def _printable(text: str) -> str:
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 class DataError(AuditorError, ValueError):

@@ -29,9 +29,10 @@ from grpc_health.v1.health import aio as health_aio
 
 from auditor._proto import admin_pb2 as pb
 from auditor._proto import admin_pb2_grpc as pb_grpc
-from auditor.config import parse_bind
+from auditor.admin import DEFAULT_ADMIN_ADDRESS
 from auditor.daemon.supervisor import Supervisor
 from auditor.durability.ids import LedgerId
+from auditor.settings.values import parse_bind
 
 from .convert import explanation_to_pb, finding_to_pb, status_to_pb
 from .errors import status_of
@@ -167,7 +168,7 @@ class AdminServer:
     def __init__(
         self,
         backend: AdminBackend,
-        bind: str = "127.0.0.1:7979",
+        bind: str = DEFAULT_ADMIN_ADDRESS,
         *,
         tls_cert: Path | None = None,
         tls_key: Path | None = None,

@@ -12,29 +12,22 @@ from typing import Any
 
 from auditor.bookie.client import BookieClientConfig
 from auditor.bookie.pool import BookiePool
-from auditor.config import Settings
 from auditor.durability.findings import Category, Finding, Method
 from auditor.durability.placement import PlacementPolicy, PolicyKind
 from auditor.metadata.errors import MetadataError
 from auditor.metadata.racks import RackResolver, ScriptRackResolver, load_rack_file
 from auditor.metadata.zkstore import ZooKeeperMetadataStore, pulsar_racks
+from auditor.settings import Settings
 
 from .context import AuditContext, CheckOptions
 
 log = logging.getLogger("auditor.checks")
 
-_POLICY_KINDS = {
-    "rackaware": "RackawareEnsemblePlacementPolicy",
-    "regionaware": "RegionAwareEnsemblePlacementPolicy",
-    "zoneaware": "ZoneawareEnsemblePlacementPolicy",
-    "default": "DefaultEnsemblePlacementPolicy",
-}
-
 
 def placement_policy(settings: Settings) -> PlacementPolicy | None:
     p = settings.placement
-    kind = PolicyKind.parse(_POLICY_KINDS[p.policy])
-    if p.policy == "default":
+    kind = p.policy  # translated from Java's class name, if one was given, when the settings were loaded
+    if kind is PolicyKind.DEFAULT:
         return None  # the default (random) policy promises nothing to check
     return PlacementPolicy(
         kind=kind,

@@ -12,9 +12,9 @@ import time
 from collections import Counter
 from typing import Any, TextIO
 
-from auditor.config import Settings
 from auditor.durability.findings import Finding, FindingSummary, Severity
 from auditor.logging import get_logger, log_finding
+from auditor.settings import Settings
 
 from .build import audit_context
 from .catalog import CHECKS

@@ -22,7 +22,7 @@ from typing import Any
 import prometheus_client
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, generate_latest
 
-from auditor.config import parse_bind
+from auditor.settings import parse_bind
 
 from .state import DaemonState, FindingStore, TaskBoard, TaskState, category_of, severity_of
 

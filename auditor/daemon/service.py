@@ -26,7 +26,6 @@ from auditor.checks.catalog import CHECKS as CHECK_CLASSES
 from auditor.checks.context import AuditContext
 from auditor.checks.explain import LedgerExplanation, explain_ledger
 from auditor.checks.runner import CheckRun, LedgerCheck, Progress
-from auditor.config import Settings
 from auditor.durability.findings import Category, Finding, Severity
 from auditor.durability.ids import LedgerId
 from auditor.durability.model import LedgerMetadata
@@ -43,6 +42,7 @@ from auditor.metadata.errors import (
     UnsupportedLayoutError,
 )
 from auditor.metadata.interfaces import WriteGuard
+from auditor.settings import Settings
 
 from .backend import StateBackend
 from .bookie_watch import BookieWatch, LedgerIndex

@@ -44,6 +44,7 @@ from .model import LedgerMetadata
 
 __all__ = [
     "PolicyKind",
+    "POLICY_CLASSES",
     "Adherence",
     "PlacementPolicy",
     "QuorumCheck",
@@ -67,20 +68,46 @@ _PKG = "org.apache.bookkeeper.client."
 
 
 class PolicyKind(str, enum.Enum):
-    """`ensemblePlacementPolicy` class names."""
+    """The placement policies judged, by their setting name (`placement.policy`). `java_class` is the
+    `ensemblePlacementPolicy` class each stands for; `parse` reads Java class names through `POLICY_CLASSES`,
+    the one table that translates them."""
 
-    RACK_AWARE = _PKG + "RackawareEnsemblePlacementPolicy"
-    REGION_AWARE = _PKG + "RegionAwareEnsemblePlacementPolicy"
-    ZONE_AWARE = _PKG + "ZoneawareEnsemblePlacementPolicy"
-    DEFAULT = _PKG + "DefaultEnsemblePlacementPolicy"
+    RACK_AWARE = "rackaware"
+    ZONE_AWARE = "zoneaware"
+    REGION_AWARE = "regionaware"
+    DEFAULT = "default"
+
+    @property
+    def java_class(self) -> str:
+        """The BookKeeper class of this policy (fully qualified)."""
+        return _PKG + next(name for name, kind in POLICY_CLASSES.items() if kind is self)
 
     @classmethod
     def parse(cls, name: str) -> PolicyKind:
-        short = name.strip().rsplit(".", 1)[-1].lower()
-        for kind in cls:
-            if kind.value.rsplit(".", 1)[-1].lower() == short:
+        """An `ensemblePlacementPolicy` class name (any package, any case) or a kind's setting name."""
+        text = str(name).strip()
+        short = text.rsplit(".", 1)[-1].lower()
+        for class_name, kind in POLICY_CLASSES.items():
+            if class_name.lower() == short:
                 return kind
-        raise ValueError(f"unsupported ensemblePlacementPolicy {name!r}")
+        for kind in cls:
+            if kind.value == text.lower():
+                return kind
+        raise ValueError(f"unsupported placement policy {text!r}; supported: {', '.join(sorted(POLICY_CLASSES))}")
+
+
+# Java's placement policy classes (simple names) -> the kind judged: the one translation of these names.
+# The first class listed for a kind is BookKeeper's own (`PolicyKind.java_class`).
+POLICY_CLASSES: Mapping[str, PolicyKind] = MappingProxyType(
+    {
+        "RackawareEnsemblePlacementPolicy": PolicyKind.RACK_AWARE,
+        # Pulsar's isolation policy extends the rack-aware one; isolation groups are not audited.
+        "IsolatedBookieEnsemblePlacementPolicy": PolicyKind.RACK_AWARE,
+        "ZoneawareEnsemblePlacementPolicy": PolicyKind.ZONE_AWARE,
+        "RegionAwareEnsemblePlacementPolicy": PolicyKind.REGION_AWARE,
+        "DefaultEnsemblePlacementPolicy": PolicyKind.DEFAULT,
+    }
+)
 
 
 class Adherence(enum.IntEnum):
@@ -147,7 +174,7 @@ class PlacementPolicy:
         for key, attr in CONF_KEYS.items():
             v = getattr(self, attr)
             if attr == "kind":
-                out[key] = v.value
+                out[key] = v.java_class
             elif attr == "regions_to_write":
                 out[key] = ";".join(v)
             elif isinstance(v, bool):
@@ -248,7 +275,7 @@ class PlacementVerdict:
                     "unresolved": list(s.verdict.unresolved),
                 }
             )
-        return {"policy": self.policy.value.rsplit(".", 1)[-1], "adherence": self.adherence.name, "segments": out}
+        return {"policy": self.policy.java_class.rsplit(".", 1)[-1], "adherence": self.adherence.name, "segments": out}
 
 
 # --------------------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -40,7 +40,8 @@ _URI_TYPES = {
     "flat": LedgerManager.FLAT,
     "null": None,
 }
-_LEGACY_FACTORY_CLASSES = {
+# `ledgerManagerFactoryClass` (simple name) -> manager: the one translation of these class names.
+LEDGER_MANAGER_CLASSES: Mapping[str, LedgerManager] = {
     "HierarchicalLedgerManagerFactory": LedgerManager.HIERARCHICAL,
     "LongHierarchicalLedgerManagerFactory": LedgerManager.LONG_HIERARCHICAL,
     "FlatLedgerManagerFactory": LedgerManager.FLAT,
@@ -196,27 +197,47 @@ def _parse_metadata_store(uri: str, session_timeout_ms: int, ledgers_root: str) 
     )
 
 
-def from_settings(settings: Mapping[str, object]) -> MetadataLocation:
-    """Resolve a location from BookKeeper configuration keys, as Java does.
-
-    `metadataServiceUri` wins; otherwise `zkServers` + `zkLedgersRootPath` (default /ledgers) with the
-    manager from `ledgerManagerFactoryClass` or the older `ledgerManagerType`.
-    """
-    timeout = _timeout_ms(settings.get("zkTimeout", DEFAULT_ZK_TIMEOUT_MS))
-    uri = str(settings.get("metadataServiceUri") or "").strip()
+def resolve(
+    *,
+    service_uri: str | None = None,
+    servers: str | Sequence[str] | None = None,
+    ledgers_root: str = DEFAULT_LEDGERS_ROOT,
+    manager: LedgerManager | None = None,
+    session_timeout_ms: int | str = DEFAULT_ZK_TIMEOUT_MS,
+) -> MetadataLocation:
+    """Resolve a location from already-translated settings, as Java does: `service_uri`
+    (metadataServiceUri) wins; otherwise `servers` (zkServers) + `ledgers_root` (zkLedgersRootPath), with
+    `manager` (None: LAYOUT decides). Errors name the BookKeeper key, as operators know them."""
+    timeout = _timeout_ms(session_timeout_ms)
+    uri = (service_uri or "").strip()
     if uri:
-        return parse_service_uri(uri, timeout, str(settings.get("zkLedgersRootPath") or DEFAULT_LEDGERS_ROOT))
-    servers = settings.get("zkServers")
+        return parse_service_uri(uri, timeout, ledgers_root or DEFAULT_LEDGERS_ROOT)
     if isinstance(servers, (list, tuple)):
         servers = ",".join(map(str, servers))
     if not servers or not str(servers).strip():
         raise MetadataConfigError("neither metadataServiceUri nor zkServers is set")
-    root = str(settings.get("zkLedgersRootPath") or DEFAULT_LEDGERS_ROOT)
-    manager = _legacy_manager(settings)
     return MetadataLocation(
         zk_hosts=_servers(str(servers), "zkServers"),
-        ledgers_root=_normalise_root(root, "zkLedgersRootPath"),
+        ledgers_root=_normalise_root(ledgers_root or DEFAULT_LEDGERS_ROOT, "zkLedgersRootPath"),
         manager=manager,
+        session_timeout_ms=timeout,
+    )
+
+
+def from_settings(settings: Mapping[str, object]) -> MetadataLocation:
+    """Resolve a location from BookKeeper configuration keys (`metadataServiceUri`, `zkServers`,
+    `zkLedgersRootPath`, `zkTimeout`, `ledgerManagerFactoryClass` or the older `ledgerManagerType`)."""
+    timeout = _timeout_ms(settings.get("zkTimeout", DEFAULT_ZK_TIMEOUT_MS))  # checked first, as ever
+    uri = str(settings.get("metadataServiceUri") or "").strip()
+    servers = settings.get("zkServers")
+    if not isinstance(servers, (list, tuple)):
+        servers = str(servers) if servers else None
+    legacy = not uri and bool(servers) and bool(str(servers).strip())
+    return resolve(
+        service_uri=uri,
+        servers=servers,
+        ledgers_root=str(settings.get("zkLedgersRootPath") or DEFAULT_LEDGERS_ROOT),
+        manager=_legacy_manager(settings) if legacy else None,
         session_timeout_ms=timeout,
     )
 
@@ -238,9 +259,9 @@ def _legacy_manager(settings: Mapping[str, object]) -> LedgerManager | None:
         short = cls.rsplit(".", 1)[-1]
         if short == "MSLedgerManagerFactory":
             raise UnsupportedLayoutError(f"ledgerManagerFactoryClass {cls}: MetaStore is not supported")
-        if short not in _LEGACY_FACTORY_CLASSES:
+        if short not in LEDGER_MANAGER_CLASSES:
             raise MetadataConfigError(f"ledgerManagerFactoryClass {cls}: unknown ZooKeeper ledger manager")
-        return _LEGACY_FACTORY_CLASSES[short]
+        return LEDGER_MANAGER_CLASSES[short]
     kind = str(settings.get("ledgerManagerType") or "").strip().lower()
     if kind:
         if kind not in ("flat", "hierarchical", "longhierarchical"):

@@ -7,9 +7,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from auditor.config import Settings
 from auditor.durability.ids import LedgerId
 from auditor.metadata.zkstore import ZooKeeperMetadataStore
+from auditor.settings import Settings
 
 from .partitions import ID_SPACE_END, IdPartition, Span, clip_spans, heavy_spans, id_at, id_value, plan_partitions
 

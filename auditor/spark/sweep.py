@@ -32,8 +32,8 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from auditor.config import Settings
 from auditor.durability.ids import LedgerId
+from auditor.settings import Settings
 
 from .output import PartitionStats, RowSummary, aggregate, findings_jsonl, join_uri, print_table, write_text
 from .partitions import IdPartition, check_cover
@@ -327,8 +327,8 @@ def _positive(name: str, value: int | None) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point for `python -m auditor.spark.sweep` and `spark-submit .../sweep.py`."""
-    from auditor.config import ConfigError, load_settings
     from auditor.logging import configure_logging
+    from auditor.settings import ConfigError, load_settings
 
     from .session import parse_conf
 

@@ -25,10 +25,10 @@ from typing import Any
 from auditor.checks.build import audit_context
 from auditor.checks.catalog import CHECKS
 from auditor.checks.runner import CheckRun, LedgerCheck, LedgerOutcome
-from auditor.config import Settings
 from auditor.durability.findings import Finding
 from auditor.durability.ids import LedgerId
 from auditor.metadata.interfaces import LedgerRecord
+from auditor.settings import Settings
 
 from .partitions import IdPartition
 

@@ -16,7 +16,7 @@ import helm_python
 import pytest
 import yaml
 
-from auditor.config import load_settings
+from auditor.settings import load_settings
 from tests.deploy.artifacts import CHART, DASHBOARD, SCENARIOS, one, render_manifests, render_scenario, rendered
 from tests.deploy.promql import alert_rules
 

@@ -34,7 +34,7 @@ from auditor.durability.model import DigestType, LedgerMetadata, LedgerState, Se
 from auditor.durability.ranges import RangeSet
 from auditor.durability.steps import run_steps
 from tests.property.contract import parse_contract
-from tests.unit.test_entrylist import periodic_lists
+from tests.unit.durability.test_entrylist import periodic_lists
 
 SMALL = 16 * 1024 * 1024  # bytes: no single input may cost more (the 88-byte answer once cost 1.4 GiB)
 CHECKING = (DigestType.CRC32, DigestType.CRC32C, DigestType.HMAC)

@@ -12,10 +12,9 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from auditor.config import ConfigError, Settings, load_settings
-from auditor.javaconf import PropertiesError, parse_properties
 from auditor.metadata.errors import MetadataConfigError, UnsupportedLayoutError
 from auditor.metadata.location import _SERVER, LedgerManager, from_settings, parse_service_uri, zk_path_problem
+from auditor.settings import ConfigError, PropertiesError, Settings, load_settings, parse_properties
 
 from .contract import parse_contract
 from .strategies import deep_json, json_values, mutated, weird_numbers

@@ -18,10 +18,10 @@ from auditor.bookie.pool import BookiePool
 from auditor.checks.build import audit_context
 from auditor.checks.catalog import CHECKS
 from auditor.checks.runner import CheckRun
-from auditor.config import Settings
 from auditor.durability.findings import Finding, Severity
 from auditor.durability.ids import LedgerId
 from auditor.metadata import formats
+from auditor.settings import Settings
 from tests.realcluster.cluster import Cluster
 
 

@@ -269,6 +269,69 @@ async def test_admin_address_from_environment(daemon: Daemon, monkeypatch: pytes
     assert r.exit_code == 0 and json.loads(r.stdout)["identity"] == "auditor-0"
 
 
+@pytest.fixture
+def fresh_warnings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Forget which warnings this process already showed (the CLI shows each once per process)."""
+    import auditor.cli
+
+    monkeypatch.setattr(auditor.cli, "_warned", set())
+    monkeypatch.delenv("BK_AUDITOR_ADMIN", raising=False)
+
+
+def warning_lines(result) -> list[str]:
+    return [line for line in result.stderr.splitlines() if line.startswith("warning: ")]
+
+
+async def test_admin_address_variable_has_the_settings_prefix(
+    daemon: Daemon, monkeypatch: pytest.MonkeyPatch, fresh_warnings: None
+) -> None:
+    monkeypatch.setenv("BKAUDIT_ADMIN_ADDRESS", daemon.addr)
+    r = await cli("status", "--format", "json")
+    assert r.exit_code == 0 and json.loads(r.stdout)["identity"] == "auditor-0"
+    assert warning_lines(r) == []
+
+
+async def test_old_admin_variable_still_works_and_warns_once(
+    daemon: Daemon, monkeypatch: pytest.MonkeyPatch, fresh_warnings: None
+) -> None:
+    monkeypatch.setenv("BK_AUDITOR_ADMIN", daemon.addr)
+    first = await cli("status", "--format", "json")
+    assert first.exit_code == 0 and json.loads(first.stdout)["identity"] == "auditor-0"
+    assert warning_lines(first) == ["warning: BK_AUDITOR_ADMIN is deprecated; set BKAUDIT_ADMIN_ADDRESS instead"]
+    second = await cli("status", "--format", "json")
+    assert second.exit_code == 0 and warning_lines(second) == []
+
+
+async def test_new_admin_variable_wins_over_the_old_one_with_a_warning(
+    daemon: Daemon, monkeypatch: pytest.MonkeyPatch, fresh_warnings: None
+) -> None:
+    monkeypatch.setenv("BKAUDIT_ADMIN_ADDRESS", daemon.addr)
+    monkeypatch.setenv("BK_AUDITOR_ADMIN", "127.0.0.1:1")  # nothing listens there: it must not be used
+    r = await cli("status", "--format", "json")
+    assert r.exit_code == 0 and json.loads(r.stdout)["identity"] == "auditor-0"
+    (line,) = warning_lines(r)
+    assert "BK_AUDITOR_ADMIN=127.0.0.1:1" in line and f"BKAUDIT_ADMIN_ADDRESS={daemon.addr} is used" in line
+
+
+async def test_admin_flag_beats_both_variables(
+    daemon: Daemon, monkeypatch: pytest.MonkeyPatch, fresh_warnings: None
+) -> None:
+    monkeypatch.setenv("BKAUDIT_ADMIN_ADDRESS", "127.0.0.1:1")
+    monkeypatch.setenv("BK_AUDITOR_ADMIN", "127.0.0.1:2")
+    r = await cli("status", "--format", "json", "--admin", daemon.addr)
+    assert r.exit_code == 0 and json.loads(r.stdout)["identity"] == "auditor-0"
+    assert warning_lines(r) == []
+
+
+def test_admin_help_names_the_default_address_and_variable() -> None:
+    from auditor.settings import DEFAULT_ADMIN_ADDRESS, ENV_ADMIN_ADDRESS
+
+    r = run_cli("status", "--help")
+    assert r.exit_code == 0
+    text = " ".join(r.stdout.split())
+    assert DEFAULT_ADMIN_ADDRESS in text and ENV_ADMIN_ADDRESS in text
+
+
 # ------------------------------------------------------------------------------------------ run / check
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from auditor.javaconf import parse_properties
 from auditor.metadata.errors import CorruptZnodeError, LayoutMismatchError, MetadataConfigError, UnsupportedLayoutError
 from auditor.metadata.layout import LedgerLayout, manager_of, parse_layout, resolve_manager
 from auditor.metadata.location import Driver, LedgerManager, from_settings, parse_service_uri
+from auditor.settings import parse_properties
 
 H, LH, FL, LEG = (
     LedgerManager.HIERARCHICAL,

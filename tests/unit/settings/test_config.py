@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from auditor.config import (
+from auditor.settings import (
     JAVA_KEYS,
     ConfigError,
     Settings,

@@ -16,11 +16,11 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from auditor.cli import app
-from auditor.config import Settings
 from auditor.durability.findings import Category, Finding, FindingSummary, Severity
 from auditor.durability.ids import MAX_ID, LedgerId
 from auditor.metadata.location import LedgerManager
 from auditor.metadata.paths import HYBRID_SPLIT, LedgerPaths, walk_leaf_directories
+from auditor.settings import Settings
 from auditor.spark.output import aggregate, findings_jsonl, merge_run_stats
 from auditor.spark.partitions import (
     ID_SPACE_END,

@@ -1,14 +1,120 @@
-"""Names of BookKeeper's own configuration keys (4.17: server, client and placement settings).
+"""BookKeeper's configuration keys: the Java auditor's settings bk-auditor accepts (`JAVA_KEYS`: Java name
+-> our dotted name, converted to our units and names) and the names of every other BookKeeper key, which a
+bk_server.conf pointed at bk-auditor may hold and which are logged and ignored (`is_known_java_key`).
 
-A bk_server.conf / bookkeeper.conf pointed at bk-auditor holds many settings that only matter to a bookie
-(journal, storage, TLS, ...). They are recognised, logged at info and ignored; a key that is neither ours,
-nor mapped (auditor.config.JAVA_KEYS), nor listed here is an error (likely a typo).
-Only the names are recorded here (facts needed for interoperability), gathered from the key constants of
-ServerConfiguration, ClientConfiguration, AbstractConfiguration, the placement policies and
-conf/bk_server.conf of release-4.17.3.
+Names, defaults and units were checked against BookKeeper 4.17.3 (`ServerConfiguration`,
+`ClientConfiguration`, `AbstractConfiguration`, the placement policies, conf/bk_server.conf). Only the
+names are recorded (facts needed for interoperability). docs/configuration.md has the table, with the
+reasons where our default differs. Class names translate through one table each: placement policies
+through `auditor.durability.placement.POLICY_CLASSES`, ledger managers through
+`auditor.metadata.location.LEDGER_MANAGER_CLASSES`.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from auditor.durability.placement import PolicyKind
+
+
+def _ms_to_s(value: Any) -> Any:
+    return _scaled(value, 1000, "milliseconds")
+
+
+def _scaled(value: Any, divisor: int, unit: str) -> Any:
+    try:
+        n = int(str(value).strip())
+    except ValueError:
+        raise ValueError(f"must be an integer ({unit}), got {value!r}") from None
+    return n / divisor
+
+
+def _rack_source(value: Any) -> str:
+    name = str(value).strip()
+    short = name.rsplit(".", 1)[-1]
+    if short == "ScriptBasedMapping":
+        return "script"  # becomes "none" when no script is configured, as Java's default-rack answer
+    if short in ("ZkBookieRackAffinityMapping", "BookieRackAffinityMapping"):
+        return "pulsar"
+    raise ValueError(
+        f"unsupported DNS resolver {name!r}; supported: ScriptBasedMapping, "
+        "(Zk)BookieRackAffinityMapping (Pulsar's /bookies rack map)"
+    )
+
+
+def _ledger_manager(value: Any) -> str:
+    from auditor.metadata.location import LEDGER_MANAGER_CLASSES  # the adapters load only when needed
+
+    name = str(value).strip()
+    short = name.rsplit(".", 1)[-1]
+    if short in LEDGER_MANAGER_CLASSES:
+        return LEDGER_MANAGER_CLASSES[short].value
+    if name.lower() in {m.value for m in LEDGER_MANAGER_CLASSES.values()}:
+        return name.lower()
+    raise ValueError(f"unsupported ledger manager {name!r}; supported: {', '.join(sorted(LEDGER_MANAGER_CLASSES))}")
+
+
+@dataclass(frozen=True, slots=True)
+class JavaKey:
+    """A Java auditor setting we accept: where it goes and how its value converts."""
+
+    java: str
+    path: str  # our dotted name
+    unit: str  # the Java unit, for the docs and messages
+    convert: Callable[[Any], Any] | None = None
+
+
+JAVA_KEYS: dict[str, JavaKey] = {
+    k.java: k
+    for k in (
+        JavaKey("metadataServiceUri", "metadata_service_uri", "URI"),
+        JavaKey("zkServers", "zookeeper.servers", "host:port list"),
+        JavaKey("zkLedgersRootPath", "zookeeper.ledgers_root", "path"),
+        JavaKey("ledgerManagerFactoryClass", "zookeeper.ledger_manager", "class", _ledger_manager),
+        JavaKey("ledgerManagerType", "zookeeper.ledger_manager", "name", _ledger_manager),
+        JavaKey("zkTimeout", "zookeeper.session_timeout_seconds", "ms", _ms_to_s),
+        JavaKey("zkRequestRateLimit", "zookeeper.reads_per_second", "requests/s"),
+        JavaKey("auditorPeriodicBookieCheckInterval", "schedule.bookie_check_seconds", "s"),
+        JavaKey("auditorPeriodicCheckInterval", "schedule.ledger_check_seconds", "s"),
+        JavaKey("auditorPeriodicPlacementPolicyCheckInterval", "schedule.scrutiny_seconds", "s"),
+        JavaKey("auditorReplicasCheckInterval", "schedule.scrutiny_seconds", "s"),
+        JavaKey("lostBookieRecoveryDelay", "schedule.lost_bookie_delay_seconds", "s"),
+        JavaKey("auditorLedgerVerificationPercentage", "ledger_check.verification_percentage", "%"),
+        JavaKey("underreplicatedLedgerRecoveryGracePeriod", "under_replication.grace_seconds", "s"),
+        JavaKey("auditorMaxNumberOfConcurrentOpenLedgerOperations", "max_concurrent_ledgers", "count"),
+        JavaKey("readEntryTimeoutSec", "bookie_client.timeout_seconds", "s"),
+        JavaKey("readTimeout", "bookie_client.timeout_seconds", "s"),
+        JavaKey("clientConnectTimeoutMillis", "bookie_client.connect_timeout_seconds", "ms", _ms_to_s),
+        JavaKey("nettyMaxFrameSizeBytes", "bookie_client.max_frame_bytes", "bytes"),
+        JavaKey("ensemblePlacementPolicy", "placement.policy", "class", PolicyKind.parse),
+        JavaKey("minNumRacksPerWriteQuorum", "placement.min_racks_per_write_quorum", "count"),
+        JavaKey("enforceMinNumRacksPerWriteQuorum", "placement.enforce_min_racks_per_write_quorum", "bool"),
+        JavaKey("reppMinimumRegionsForDurability", "placement.min_regions_for_durability", "count"),
+        JavaKey("minNumZonesPerWriteQuorum", "placement.min_zones_per_write_quorum", "count"),
+        JavaKey("desiredNumZonesPerWriteQuorum", "placement.desired_zones_per_write_quorum", "count"),
+        JavaKey("enforceStrictZoneawarePlacement", "placement.enforce_strict_zoneaware_placement", "bool"),
+        JavaKey("networkTopologyScriptFileName", "racks.script", "path"),
+        JavaKey("networkTopologyScriptNumberArgs", "racks.script_max_args", "count"),
+        JavaKey("reppDnsResolverClass", "racks.source", "class", _rack_source),
+    )
+}
+
+# When two Java keys feed one setting: the first listed wins (Java's own fallback order).
+JAVA_PRECEDENCE = {
+    "bookie_client.timeout_seconds": ("readEntryTimeoutSec", "readTimeout"),
+    "zookeeper.ledger_manager": ("ledgerManagerFactoryClass", "ledgerManagerType"),
+}
+SCRUTINY_KEYS = ("auditorReplicasCheckInterval", "auditorPeriodicPlacementPolicyCheckInterval")
+
+
+def java_key_table() -> list[tuple[str, str, str]]:
+    """(Java key, our dotted name, Java unit) for every accepted Java key (docs and tests)."""
+    return [(k.java, k.path, k.unit) for k in JAVA_KEYS.values()]
+
+
+# ------------------------------------------------------------------ BookKeeper keys we ignore
 
 # Key prefixes whose members vary by release (DbLedgerStorage tunables).
 KNOWN_PREFIXES: tuple[str, ...] = ("dbStorage_",)

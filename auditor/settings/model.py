@@ -1,0 +1,343 @@
+"""The settings model: one pydantic `Settings` with a section per subject, and the names it knows.
+
+Sources and their precedence are set up here (`settings_customise_sources`); reading them, and wording
+what is wrong, is `auditor.settings.load`'s job.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import os
+import socket
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
+
+from auditor.durability.placement import PolicyKind
+from auditor.errors import ConfigError
+
+from .values import DEFAULT_ADMIN_ADDRESS, TimeWindow, checked_bind, split_list
+
+if TYPE_CHECKING:
+    from auditor.metadata.location import MetadataLocation
+
+ENV_PREFIX = "BKAUDIT_"
+DEFAULT_LEDGERS_ROOT = "/ledgers"
+
+
+def _default_identity() -> str:
+    # StatefulSet pods: HOSTNAME is the stable pod name, a good election identity.
+    return os.environ.get("HOSTNAME") or socket.gethostname()
+
+
+# ---------------------------------------------------------------------------------------- the model
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class ZooKeeperSettings(_Section):
+    servers: str | None = None  # legacy zkServers; metadata_service_uri wins when both are set
+    ledgers_root: str = DEFAULT_LEDGERS_ROOT
+    ledger_manager: Literal["hierarchical", "longhierarchical", "flat"] | None = None
+    session_timeout_seconds: float = Field(10.0, gt=0)
+    reads_per_second: float = Field(2000.0, ge=0)  # 0 = unlimited
+    max_concurrent_reads: int = Field(64, ge=1)
+
+
+class ElectionSettings(_Section):
+    path: str | None = None  # default <ledgersRoot>/bk-auditor/election
+    identity: str = Field(default_factory=_default_identity)
+    join_java_election: bool = False  # vote in <root>/underreplication/auditorelection
+
+
+class ScheduleSettings(_Section):
+    bookie_check_seconds: float = Field(86400.0, ge=0)  # 0 = off (bookie watch still reacts)
+    ledger_check_seconds: float = Field(604800.0, ge=0)  # 0 = off
+    scrutiny_seconds: float = Field(86400.0, ge=0)  # replicas + placement; 0 = off
+    open_ledger_check_seconds: float = Field(3600.0, ge=0)  # 0 = off
+    lost_bookie_delay_seconds: float = Field(0.0, ge=0)
+    windows: Annotated[list[str], NoDecode] = Field(default_factory=list)  # [] = always
+    windows_timezone: str = "UTC"
+
+    _split = field_validator("windows", mode="before")(split_list)
+
+    @field_validator("windows")
+    @classmethod
+    def _check_windows(cls, v: list[str]) -> list[str]:
+        return [str(TimeWindow.parse(w)) for w in v]
+
+    @field_validator("windows_timezone")
+    @classmethod
+    def _check_tz(cls, v: str) -> str:
+        try:
+            ZoneInfo(v)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown time zone {v!r} (use an IANA name such as UTC or Europe/Berlin)") from None
+        return v
+
+    def parsed_windows(self) -> list[TimeWindow]:
+        return [TimeWindow.parse(w) for w in self.windows]
+
+    def in_window(self, when: datetime | None = None) -> bool:
+        """True when heavy checks may run now (always when no windows are configured)."""
+        if not self.windows:
+            return True
+        now = (when or datetime.now(UTC)).astimezone(ZoneInfo(self.windows_timezone))
+        return any(w.contains(now.time()) for w in self.parsed_windows())
+
+
+class RecheckSettings(_Section):
+    delays_seconds: Annotated[list[float], NoDecode] = Field(default_factory=lambda: [30.0, 120.0, 600.0])
+    attempts: int = Field(3, ge=1, le=100)
+
+    _split = field_validator("delays_seconds", mode="before")(split_list)
+
+    @field_validator("delays_seconds")
+    @classmethod
+    def _check_delays(cls, v: list[float]) -> list[float]:
+        if not v:
+            raise ValueError("must list at least one delay")
+        if any(d < 0 for d in v):
+            raise ValueError(f"delays must be >= 0, got {v}")
+        return v
+
+    def schedule(self) -> list[float]:
+        """One delay per attempt; the last configured delay repeats when there are more attempts."""
+        return [self.delays_seconds[min(i, len(self.delays_seconds) - 1)] for i in range(self.attempts)]
+
+
+class LedgerCheckSettings(_Section):
+    verification_percentage: float = Field(0.0, ge=0, le=100)
+    mark_under_replicated: bool = False  # write Java-compatible urL markers for confirmed losses
+
+
+class UnderReplicationSettings(_Section):
+    grace_seconds: float = Field(14400.0, ge=0)  # 0 = never report "under-replicated too long"
+
+
+class PlacementSettings(_Section):
+    policy: PolicyKind = PolicyKind.RACK_AWARE  # Java class names are translated on the way in
+    min_racks_per_write_quorum: int = Field(2, ge=1)
+    enforce_min_racks_per_write_quorum: bool = False
+    min_regions_for_durability: int = Field(2, ge=1)
+    min_zones_per_write_quorum: int = Field(2, ge=1)
+    desired_zones_per_write_quorum: int = Field(3, ge=1)
+    enforce_strict_zoneaware_placement: bool = True
+
+
+class RackSettings(_Section):
+    source: Literal["pulsar", "file", "script", "none"] = "pulsar"
+    pulsar_path: str = "/bookies"
+    file: Path | None = None
+    script: Path | None = None
+    script_max_args: int = Field(100, ge=1)
+    default_rack: str = "/default-rack"
+
+
+class BookieClientSettings(_Section):
+    timeout_seconds: float = Field(5.0, gt=0)
+    connect_timeout_seconds: float = Field(10.0, gt=0)
+    requests_per_second: float = Field(50.0, ge=0)  # per bookie; 0 = unlimited
+    max_in_flight: int = Field(8, ge=1)  # per bookie
+    max_frame_bytes: int = Field(5 * 1024 * 1024, ge=1024)
+
+
+class AdminSettings(_Section):
+    bind: str = DEFAULT_ADMIN_ADDRESS
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+
+    _check_bind = field_validator("bind")(checked_bind)
+
+
+class MetricsSettings(_Section):
+    enabled: bool = True
+    bind: str = "127.0.0.1:9181"
+
+    _check_bind = field_validator("bind")(checked_bind)
+
+
+class LogSettings(_Section):
+    level: Literal["debug", "info", "warning", "error"] = "info"
+    format: Literal["json", "console"] = "json"
+
+    @field_validator("level", "format", mode="before")
+    @classmethod
+    def _lower(cls, v: Any) -> Any:
+        return v.strip().lower() if isinstance(v, str) else v
+
+
+FILE_DATA: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar("bkaudit_file_data")
+
+
+class _FileSource(PydanticBaseSettingsSource):
+    """The already-translated config file (Java names mapped) as one settings source."""
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return FILE_DATA.get({}).get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return dict(FILE_DATA.get({}))
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid", case_sensitive=False, validate_assignment=True
+    )
+
+    metadata_service_uri: str | None = None
+    zookeeper: ZooKeeperSettings = Field(default_factory=ZooKeeperSettings)
+    election: ElectionSettings = Field(default_factory=ElectionSettings)
+    schedule: ScheduleSettings = Field(default_factory=ScheduleSettings)
+    recheck: RecheckSettings = Field(default_factory=RecheckSettings)
+    ledger_check: LedgerCheckSettings = Field(default_factory=LedgerCheckSettings)
+    under_replication: UnderReplicationSettings = Field(default_factory=UnderReplicationSettings)
+    placement: PlacementSettings = Field(default_factory=PlacementSettings)
+    racks: RackSettings = Field(default_factory=RackSettings)
+    bookie_client: BookieClientSettings = Field(default_factory=BookieClientSettings)
+    max_concurrent_ledgers: int = Field(100, ge=1)
+    admin: AdminSettings = Field(default_factory=AdminSettings)
+    metrics: MetricsSettings = Field(default_factory=MetricsSettings)
+    log: LogSettings = Field(default_factory=LogSettings)
+    event_loop: Literal["asyncio", "uvloop"] = "asyncio"
+
+    _config_file: Path | None = PrivateAttr(default=None)
+    _ignored_java_keys: tuple[str, ...] = PrivateAttr(default=())
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return init_settings, env_settings, _FileSource(settings_cls)
+
+    # -------------------------------------------------------------------------- derived values
+    @property
+    def config_file(self) -> Path | None:
+        """The file the settings were read from, if any."""
+        return self._config_file
+
+    @property
+    def ignored_java_keys(self) -> tuple[str, ...]:
+        """BookKeeper keys present in the config file that bk-auditor does not use."""
+        return self._ignored_java_keys
+
+    def metadata_location(self) -> MetadataLocation:
+        """The resolved metadata location (URI wins over zkServers + root)."""
+        from auditor.metadata.location import LedgerManager, resolve
+
+        zk = self.zookeeper
+        return resolve(
+            service_uri=self.metadata_service_uri,
+            servers=zk.servers,
+            ledgers_root=zk.ledgers_root,
+            manager=LedgerManager(zk.ledger_manager) if zk.ledger_manager else None,
+            session_timeout_ms=int(zk.session_timeout_seconds * 1000),
+        )
+
+    @property
+    def has_metadata(self) -> bool:
+        return bool(self.metadata_service_uri or self.zookeeper.servers)
+
+    @property
+    def ledgers_root(self) -> str:
+        if self.has_metadata:
+            try:
+                return str(self.metadata_location().ledgers_root)
+            except Exception:  # reported by validate(); keep the property total
+                pass
+        return self.zookeeper.ledgers_root.rstrip("/") or "/"
+
+    @property
+    def java_election_path(self) -> str:
+        from auditor.metadata.election import JAVA_ELECTION_DIR
+
+        return f"{self.ledgers_root.rstrip('/')}/{JAVA_ELECTION_DIR}"
+
+    @property
+    def election_path(self) -> str:
+        from auditor.metadata.election import election_path
+
+        if self.election.path:
+            return self.election.path.rstrip("/")
+        if self.election.join_java_election:
+            return self.java_election_path
+        return election_path(self.ledgers_root)
+
+    def require_metadata(self) -> None:
+        """Raise ConfigError unless a metadata location is configured (daemon and one-shot checks)."""
+        if not self.has_metadata:
+            raise ConfigError(
+                "metadata_service_uri: not set (give --metadata-service-uri, "
+                "BKAUDIT_METADATA_SERVICE_URI, or metadataServiceUri / zkServers in the config file)"
+            )
+
+
+# ---------------------------------------------------------------------------------------- names
+
+
+def model_for(path: list[str]) -> type[BaseModel] | None:
+    """The section model at `path` (a list of field names), or None if `path` is not a section."""
+    model: type[BaseModel] = Settings
+    for part in path:
+        field = model.model_fields.get(part)
+        ann = field.annotation if field else None
+        if not (isinstance(ann, type) and issubclass(ann, BaseModel)):
+            return None
+        model = ann
+    return model
+
+
+def is_our_path(dotted: str) -> bool:
+    """True when `dotted` names one of our settings (not a section)."""
+    parts = dotted.split(".")
+    parent = model_for(parts[:-1])
+    return parent is not None and parts[-1] in parent.model_fields
+
+
+def our_names() -> list[str]:
+    """Every setting's dotted name."""
+    names: list[str] = []
+
+    def walk(model: type[BaseModel], prefix: str) -> None:
+        for name, f in model.model_fields.items():
+            ann = f.annotation
+            if isinstance(ann, type) and issubclass(ann, BaseModel):
+                walk(ann, f"{prefix}{name}.")
+            else:
+                names.append(prefix + name)
+
+    walk(Settings, "")
+    return names
+
+
+def set_path(tree: dict[str, Any], dotted: str, value: Any) -> None:
+    """Put `value` at `dotted` in a nested dict."""
+    parts = dotted.split(".")
+    node = tree
+    for p in parts[:-1]:
+        node = node.setdefault(p, {})
+    node[parts[-1]] = value
+
+
+def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A nested dict as {dotted name: value}, descending only into our sections."""
+    out: dict[str, Any] = {}
+    for key, value in tree.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, Mapping) and model_for(dotted.split(".")) is not None:
+            out.update(flatten(value, dotted + "."))
+        else:
+            out[dotted] = value
+    return out

@@ -1,0 +1,77 @@
+"""Rules that involve more than one setting, or the outside world (files that must exist, ZooKeeper
+paths, the metadata location)."""
+
+from __future__ import annotations
+
+from .model import Settings
+from .origins import Origin, origin_for
+
+
+def cross_checks(s: Settings, stacks: list[dict[str, Origin]]) -> list[str]:
+    """Rules that involve more than one setting or the outside world."""
+    problems: list[str] = []
+
+    def say(dotted: str, msg: str) -> None:
+        origin = origin_for(tuple(dotted.split(".")), stacks)
+        problems.append(f"{origin.label() if origin else dotted}: {msg}")
+
+    if s.has_metadata:
+        try:
+            s.metadata_location()
+        except Exception as exc:  # MetadataConfigError / UnsupportedLayoutError from the adapters
+            say("metadata_service_uri" if s.metadata_service_uri else "zookeeper.servers", str(exc))
+    from auditor.metadata.election import election_base
+    from auditor.metadata.errors import MetadataConfigError
+    from auditor.metadata.location import zk_path_problem
+
+    root = s.zookeeper.ledgers_root
+    if zk_path_problem(root.rstrip("/") or "/"):
+        say(
+            "zookeeper.ledgers_root",
+            f"must be a valid absolute ZooKeeper path: {root!r} {zk_path_problem(root.rstrip('/') or '/')}",
+        )
+    path = s.election.path
+    if path is not None and (path.rstrip("/") == "" or zk_path_problem(path.rstrip("/"))):
+        say("election.path", f"must be a valid absolute ZooKeeper path, got {path!r}")
+    else:
+        try:
+            election_base(s.election_path, s.ledgers_root, s.election.join_java_election)
+        except MetadataConfigError as exc:
+            say("election.path", str(exc))
+    if s.election.join_java_election:
+        from auditor.metadata.formats import is_valid_bookie_id
+
+        if not is_valid_bookie_id(s.election.identity):
+            say(
+                "election.identity",
+                f"{s.election.identity!r} is not a valid BookKeeper bookie id, which the "
+                "Java election needs (letters, digits, ':', '.', '-')",
+            )
+    if not s.election.identity.strip():
+        say("election.identity", "must not be empty")
+    p = s.placement
+    if p.desired_zones_per_write_quorum < p.min_zones_per_write_quorum:
+        say(
+            "placement.desired_zones_per_write_quorum",
+            f"must be >= min_zones_per_write_quorum ({p.min_zones_per_write_quorum}), "
+            f"got {p.desired_zones_per_write_quorum}",
+        )
+    r = s.racks
+    if r.source == "file":
+        if r.file is None:
+            say("racks.source", "is 'file' but racks.file is not set")
+        elif not r.file.is_file():
+            say("racks.file", f"{r.file}: no such file")
+    if r.source == "script":
+        if r.script is None:
+            say("racks.source", "is 'script' but racks.script is not set")
+        elif not r.script.is_file():
+            say("racks.script", f"{r.script}: no such file")
+    a = s.admin
+    if (a.tls_cert is None) != (a.tls_key is None):
+        say("admin.tls_cert" if a.tls_cert else "admin.tls_key", "admin TLS needs both tls_cert and tls_key")
+    for name in ("tls_cert", "tls_key"):
+        f = getattr(a, name)
+        if f is not None and not f.is_file():
+            say(f"admin.{name}", f"{f}: no such file")
+    return problems
