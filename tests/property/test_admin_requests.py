@@ -15,8 +15,7 @@ from hypothesis import strategies as st
 
 from auditor._proto import admin_pb2 as pb
 from auditor._proto import admin_pb2_grpc as pb_grpc
-from auditor.checks.catalog import CHECKS
-from auditor.checks.oneshot import ALIASES, resolve_checks
+from auditor.checks.catalog import ALIASES, CHECKS, resolve_checks
 from auditor.daemon.admin import AdminServer, LedgerExplanation, LedgerNotFoundError, StateBackend
 from auditor.daemon.state import DaemonState
 from auditor.durability.ids import LedgerId, LedgerIdError
