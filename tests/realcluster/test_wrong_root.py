@@ -18,6 +18,7 @@ from kazoo.exceptions import NoNodeError
 
 from auditor.metadata.election import LeaderElection
 from auditor.metadata.errors import MetadataConfigError, MetadataError
+from tests.realcluster import zkwriters
 from tests.realcluster.daemon_util import Daemon
 from tests.realcluster.harness import Cluster
 from tests.realcluster.metadata_helpers import collect, leader_of, open_store, zk_tree
@@ -138,7 +139,7 @@ async def test_a_vanished_root_is_an_error_and_is_never_recreated(cluster: Clust
         for write in (
             lambda: store.put(f"{scratch}/bk-auditor/checks/scrutiny", b"{}", leader.guard),
             lambda: store.mark_underreplicated(7, ["127.0.0.1:1"], leader.guard),
-            lambda: store.set_check_ctime("checkallledgersctime", 1, leader.guard),
+            lambda: zkwriters.set_check_ctime(store, "checkallledgersctime", 1, leader.guard),
         ):
             with pytest.raises(Exception):
                 await write()
