@@ -174,3 +174,22 @@ async def test_our_writes_stay_in_our_subtree(cluster: Cluster) -> None:
         await leader.close()
         await store.close()
     assert cluster.kazoo.exists("/elsewhere") is None
+
+
+async def test_own_state_is_read_back_only_from_our_subtree(cluster: Cluster) -> None:
+    """`read_own` (what the check state and the bookie watch read through) reads back what `put` wrote,
+    None for a missing znode, and refuses any path outside `<root>/bk-auditor` as `put` does."""
+    store = await open_store(cluster.metadata_service_uri)
+    leader = await leader_of(store)
+    path = f"{store.own_subtree}/test-own-{uuid.uuid4().hex[:8]}/state"
+    try:
+        assert await store.read_own(path) is None
+        await store.put(path, b'{"x": 1}', leader.guard)
+        assert await store.read_own(path) == b'{"x": 1}'
+        for outside in (f"{cluster.ledgers_root}/LAYOUT", f"{cluster.ledgers_root}/bk-auditorx/y", "/zookeeper"):
+            with pytest.raises(ValueError, match="not under bk-auditor's own subtree"):
+                await store.read_own(outside)
+    finally:
+        cluster.kazoo.delete(path.rsplit("/", 1)[0], recursive=True)
+        await leader.close()
+        await store.close()
