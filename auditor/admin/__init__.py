@@ -8,6 +8,3 @@
 
 Nothing is imported here, so `auditor.admin.client` stays light.
 """
-
-# The one default admin address: the daemon binds it (settings admin.bind) and the clients look there.
-DEFAULT_ADMIN_ADDRESS = "127.0.0.1:7979"

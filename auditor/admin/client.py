@@ -14,7 +14,6 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from auditor._proto import admin_pb2 as pb
 from auditor._proto import admin_pb2_grpc as pb_grpc
-from auditor.admin import DEFAULT_ADMIN_ADDRESS
 from auditor.errors import AdminError
 
 
@@ -29,9 +28,7 @@ class AdminClientError(AdminError):
 class AdminClient:
     """Async client of the admin API (used by the CLI). Use as `async with AdminClient(addr) as c:`."""
 
-    def __init__(
-        self, target: str = DEFAULT_ADMIN_ADDRESS, *, timeout: float = 10.0, tls_ca: Path | None = None
-    ) -> None:
+    def __init__(self, target: str, *, timeout: float = 10.0, tls_ca: Path | None = None) -> None:
         self.target = target
         self.timeout = timeout
         if tls_ca is not None:

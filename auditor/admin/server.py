@@ -29,7 +29,6 @@ from grpc_health.v1.health import aio as health_aio
 
 from auditor._proto import admin_pb2 as pb
 from auditor._proto import admin_pb2_grpc as pb_grpc
-from auditor.admin import DEFAULT_ADMIN_ADDRESS
 from auditor.daemon.supervisor import Supervisor
 from auditor.durability.ids import LedgerId
 from auditor.settings.values import parse_bind
@@ -162,13 +161,13 @@ class _HealthServicer(health_aio.HealthServicer):
 
 
 class AdminServer:
-    """The gRPC server: admin service + health (+ reflection). Binds loopback by default; TLS when given
+    """The gRPC server: admin service + health (+ reflection) on `bind` (settings admin.bind); TLS when given
     a certificate and key."""
 
     def __init__(
         self,
         backend: AdminBackend,
-        bind: str = DEFAULT_ADMIN_ADDRESS,
+        bind: str,
         *,
         tls_cert: Path | None = None,
         tls_key: Path | None = None,

@@ -16,7 +16,8 @@ from auditor.durability.findings import Category, Finding, Method
 from auditor.durability.placement import PlacementPolicy, PolicyKind
 from auditor.metadata.errors import MetadataError
 from auditor.metadata.racks import RackResolver, ScriptRackResolver, load_rack_file
-from auditor.metadata.zkstore import ZooKeeperMetadataStore, pulsar_racks
+from auditor.metadata.zkbookies import BookieRegistry, pulsar_racks
+from auditor.metadata.zkstore import ZooKeeperMetadataStore
 from auditor.settings import Settings
 
 from .context import AuditContext, CheckOptions
@@ -136,7 +137,7 @@ class Locations:
         self._cache.clear()
 
 
-async def rack_resolver(settings: Settings, store: ZooKeeperMetadataStore) -> RackResolver | None:
+async def rack_resolver(settings: Settings, store: BookieRegistry) -> RackResolver | None:
     r = settings.racks
 
     async def host_of(bookie_id: str) -> str | None:

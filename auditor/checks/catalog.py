@@ -278,3 +278,31 @@ class OpenLedgerCheck(CoverageCheck):
 
 # The checks by the names the CLI, the admin API's trigger and the metrics use.
 CHECKS: dict[str, type[CoverageCheck]] = {"scrutiny": ScrutinyCheck, "ledger": LedgerReadCheck, "open": OpenLedgerCheck}
+
+
+# scrutiny: closed ledgers: placement, every entry on its WQ bookies, markers
+# ledger: all ledgers: read first/last (+ a sample) of each fragment, verify digests
+# open: open ledgers: would a recovery now truncate acknowledged entries?
+ALIASES = {
+    "replicas": "scrutiny",
+    "placement": "scrutiny",
+    "ledgers": "ledger",
+    "checkallledgers": "ledger",
+    "open-ledgers": "open",
+    "truncation": "open",
+}
+
+
+def resolve_checks(names: list[str]) -> list[str]:
+    """Check names (aliases, any case, `all`) -> registry names, in order, once each; ValueError naming an
+    unknown one. Shared by the one-shot command and the sweep."""
+    if not names or names == ["all"]:
+        return list(CHECKS)
+    out = []
+    for n in names:
+        key = ALIASES.get(n.lower(), n.lower())
+        if key not in CHECKS:
+            raise ValueError(f"unknown check {n!r}; choose from {', '.join(CHECKS)} (or all)")
+        if key not in out:
+            out.append(key)
+    return out

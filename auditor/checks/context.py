@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from auditor.bookie.pool import BookiePool
-from auditor.metadata.zkstore import ZooKeeperMetadataStore
+from auditor.metadata.interfaces import MetadataStore
 
 
 @dataclass(frozen=True)
@@ -73,6 +73,6 @@ class RunStats:
 
 @dataclass
 class AuditContext:
-    store: ZooKeeperMetadataStore
+    store: MetadataStore
     bookies: BookiePool
     options: CheckOptions = field(default_factory=CheckOptions)

@@ -17,36 +17,10 @@ from auditor.logging import get_logger, log_finding
 from auditor.settings import Settings
 
 from .build import audit_context
-from .catalog import CHECKS
+from .catalog import CHECKS, resolve_checks
 from .runner import CheckRun, Progress
 
 log = get_logger("auditor.check")
-
-
-# scrutiny: closed ledgers: placement, every entry on its WQ bookies, markers
-# ledger: all ledgers: read first/last (+ a sample) of each fragment, verify digests
-# open: open ledgers: would a recovery now truncate acknowledged entries?
-ALIASES = {
-    "replicas": "scrutiny",
-    "placement": "scrutiny",
-    "ledgers": "ledger",
-    "checkallledgers": "ledger",
-    "open-ledgers": "open",
-    "truncation": "open",
-}
-
-
-def resolve_checks(names: list[str]) -> list[str]:
-    if not names or names == ["all"]:
-        return list(CHECKS)
-    out = []
-    for n in names:
-        key = ALIASES.get(n.lower(), n.lower())
-        if key not in CHECKS:
-            raise ValueError(f"unknown check {n!r}; choose from {', '.join(CHECKS)} (or all)")
-        if key not in out:
-            out.append(key)
-    return out
 
 
 class _Bar:

@@ -17,14 +17,13 @@ from typing import Protocol
 
 import structlog
 
-from auditor.daemon.recheck import RecheckQueue
 from auditor.durability.findings import Category, Finding, Method
 from auditor.durability.ids import LedgerId
 from auditor.metadata.errors import CorruptZnodeError, NoSuchLedgerError
-from auditor.metadata.interfaces import CorruptLedger, LedgerRecord
-from auditor.metadata.zkstore import ScanStats
+from auditor.metadata.interfaces import CorruptLedger, LedgerRecord, ScanStats
 
 from .context import AuditContext, RunStats
+from .recheck import RecheckQueue
 
 log = structlog.get_logger("auditor.checks")
 

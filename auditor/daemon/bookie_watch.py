@@ -133,7 +133,7 @@ class BookieWatch:
         self._metrics = metrics
         self.default_delay = default_delay
         self.periodic_seconds = periodic_seconds
-        self.state_path = state_path or join(store.root, "bk-auditor", "bookies")
+        self.state_path = state_path or join(store.own_subtree, "bookies")
         self.lost: set[str] = set()
         self.pending: dict[str, asyncio.TimerHandle] = {}
         self.marked: dict[str, int] = {}  # bookie -> ledgers marked for it (this leadership)
@@ -288,11 +288,11 @@ class BookieWatch:
 
     # ----------------------------------------------------------------------------- reincarnation
     async def _load_incarnations(self) -> dict[str, tuple[int, int]]:
-        got = await self.store._get(self.state_path)
-        if got is None or not got[0]:
+        data = await self.store.read_own(self.state_path)
+        if not data:
             return {}
         try:
-            return parse_incarnations(got[0], self.state_path)
+            return parse_incarnations(data, self.state_path)
         except CorruptZnodeError as exc:
             # Ours, so ours to repair: start afresh; the first save (right after start) replaces it.
             log.warning(

@@ -42,6 +42,7 @@ from auditor.metadata.errors import (
     UnsupportedLayoutError,
 )
 from auditor.metadata.interfaces import WriteGuard
+from auditor.metadata.zkstore import ZooKeeperMetadataStore
 from auditor.settings import Settings
 
 from .backend import StateBackend
@@ -100,6 +101,13 @@ class Auditor:
                 log_finding(finding, logger=log, check=check)
             self.metrics.finding_reported(finding)
         self.metrics.sync_findings(self.state.findings)
+
+    @property
+    def zk(self) -> ZooKeeperMetadataStore:
+        """The checks' store as what it is here: the election, the bookie watch and our own state are
+        ZooKeeper's."""
+        assert self.ctx is not None and isinstance(self.ctx.store, ZooKeeperMetadataStore)
+        return self.ctx.store
 
     # ----------------------------------------------------------------------------- leader tasks
     def _guard(self) -> WriteGuard:
@@ -306,9 +314,9 @@ class Auditor:
     async def _watch_bookies(self) -> None:
         """The bookie watch, fresh at each (re)start: nothing half-done is carried over from a failure."""
         assert self.ctx is not None and self.tasks is not None
-        self.index = LedgerIndex(self.ctx.store)
+        self.index = LedgerIndex(self.zk)
         watch = BookieWatch(
-            self.ctx.store,
+            self.zk,
             self.index,
             self._guard,
             lambda f: self.report(BOOKIE_WATCH, f),
@@ -374,7 +382,7 @@ class Auditor:
             try:
                 async with audit_context(self.settings) as (ctx, locations):
                     self.ctx, self.locations = ctx, locations
-                    self.checkstate = CheckStateStore(ctx.store)
+                    self.checkstate = CheckStateStore(self.zk)
                     await admin.set_health(ready=True)
                     backoff = 1.0
                     await self._elect_and_lead(stop)
@@ -419,7 +427,7 @@ class Auditor:
         assert self.ctx is not None
         s = self.settings
         election = LeaderElection(
-            self.ctx.store.bridge,
+            self.zk.bridge,
             s.election_path,
             s.election.identity,
             java_compatible=s.election.join_java_election,
@@ -462,7 +470,7 @@ class Auditor:
                     await election.close()
                     await asyncio.sleep(1.0)
                     election = LeaderElection(
-                        self.ctx.store.bridge,
+                        self.zk.bridge,
                         s.election_path,
                         s.election.identity,
                         java_compatible=s.election.join_java_election,

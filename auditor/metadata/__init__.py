@@ -27,7 +27,8 @@ from .interfaces import (
 )
 from .location import Driver, LedgerManager, MetadataLocation, from_settings, parse_service_uri
 from .paths import LedgerBatch, LedgerPaths, MarkerPaths
-from .zkstore import ZooKeeperMetadataStore, address_of, pulsar_racks
+from .zkbookies import address_of, pulsar_racks
+from .zkstore import ZooKeeperMetadataStore
 
 __all__ = [
     "BookieAddress",

@@ -24,7 +24,7 @@ from auditor.durability.ids import LedgerId
 
 from .errors import CorruptZnodeError, MetadataError
 from .interfaces import WriteGuard
-from .zkstore import ZooKeeperMetadataStore
+from .zkownstate import OwnZnodes
 
 
 @dataclass(frozen=True)
@@ -89,9 +89,9 @@ def parse_own_json(data: bytes, path: str, what: str) -> Any:
 
 
 class CheckStateStore:
-    def __init__(self, store: ZooKeeperMetadataStore, base: str | None = None) -> None:
+    def __init__(self, store: OwnZnodes, base: str | None = None) -> None:
         self.store = store
-        self.base = (base or join(store.root, "bk-auditor", "checks")).rstrip("/")
+        self.base = (base or join(store.own_subtree, "checks")).rstrip("/")
 
     def path(self, check: str) -> str:
         return join(self.base, check)
@@ -99,12 +99,12 @@ class CheckStateStore:
     async def read(self, check: str) -> CheckState:
         path = self.path(check)
         try:
-            got = await self.store._get(path)
+            data = await self.store.read_own(path)
         except KazooException as exc:
             raise MetadataError(f"{path}: cannot read bk-auditor check state ({type(exc).__name__})") from exc
-        if got is None or not got[0]:
+        if not data:
             return CheckState()
-        return CheckState.parse(got[0], path)
+        return CheckState.parse(data, path)
 
     async def write(self, check: str, state: CheckState, guard: WriteGuard) -> None:
         await self.store.put(self.path(check), state.to_json(), guard)

@@ -144,13 +144,16 @@ class WriteGuard(Protocol):
 
 
 class MetadataStore(Protocol):
-    """The reads (and leader-guarded writes) the auditor needs from a BookKeeper metadata store."""
-
-    async def instance_id(self) -> str | None: ...
+    """The reads (and leader-guarded writes) the checks and the daemon need from a BookKeeper metadata store
+    (what `AuditContext.store` offers)."""
 
     def list_ledgers(
         self, start: LedgerId | None = None, end: LedgerId | None = None
     ) -> AsyncIterator[LedgerBatch]: ...
+
+    def scan_ledgers(
+        self, start: LedgerId | None = None, end: LedgerId | None = None, *, stats: ScanStats | None = None
+    ) -> AsyncIterator[list[LedgerRecord | CorruptLedger]]: ...
 
     async def read_ledger(self, ledger_id: LedgerId) -> LedgerRecord: ...
 

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from datetime import time
 from typing import Any
 
-from auditor.admin import DEFAULT_ADMIN_ADDRESS  # admin.bind's default; where the CLI's clients look
+# The one default admin address: admin.bind's default, and where the CLI's clients look unless told.
+DEFAULT_ADMIN_ADDRESS = "127.0.0.1:7979"
 
 
 def parse_bind(text: str) -> tuple[str, int]:

@@ -131,7 +131,7 @@ def run_sweep(
 ) -> SweepResult:
     """Plan, run every partition on the cluster, aggregate. Raises on planning errors (cannot reach
     ZooKeeper, bad layout); a failing partition is reported in the result instead."""
-    from auditor.checks.oneshot import resolve_checks
+    from auditor.checks.catalog import resolve_checks
 
     opts = options or SweepOptions()
     checks = resolve_checks(opts.checks)
@@ -218,7 +218,7 @@ def sweep_main(
     err: TextIO | None = None,
 ) -> int:
     """Everything `bk-auditor sweep` does after parsing options; returns the exit code."""
-    from auditor.checks.oneshot import resolve_checks
+    from auditor.checks.catalog import resolve_checks
     from auditor.logging import get_logger, log_finding
 
     from .session import describe, get_session

@@ -11,8 +11,9 @@ import pytest
 
 from auditor.durability.ids import LedgerId
 from auditor.metadata.location import LedgerManager
-from auditor.metadata.zkstore import ZooKeeperMetadataStore, pulsar_racks
-from tests.realcluster import ports
+from auditor.metadata.zkbookies import pulsar_racks
+from auditor.metadata.zkstore import ZooKeeperMetadataStore
+from tests.realcluster import ports, zkwriters
 from tests.realcluster.cluster import Cluster
 from tests.realcluster.metadata_helpers import collect, open_store
 
@@ -42,7 +43,7 @@ async def test_registrations_service_info_and_resolver(cluster: Cluster) -> None
             await resolve("custom-bookie-id")
         # Cookies: one per bookie, with the cluster's instance id, and a stat for incarnation.
         cookies = await store.cookies()
-        iid = await store.instance_id()
+        iid = await zkwriters.instance_id(store)
         assert set(cookies) == {b.bookie_id for b in cluster.bookies}
         for b in cluster.bookies:
             c = cookies[b.bookie_id]

@@ -18,8 +18,9 @@ from auditor.metadata.errors import (
     NoSuchLedgerError,
     NotLeaderError,
 )
+from auditor.metadata.interfaces import ScanStats
 from auditor.metadata.location import LedgerManager
-from auditor.metadata.zkstore import ScanStats
+from tests.realcluster import zkwriters
 from tests.realcluster.cluster import Cluster
 from tests.realcluster.metadata_helpers import JAVA_DIGEST, collect, java_to_string, leader_of, open_store
 
@@ -207,10 +208,12 @@ async def test_our_v3_blob_is_read_by_the_java_shell_and_client(cluster: Cluster
         rec = await store.read_ledger(t["ledgerId"])
         # 1. Compare-and-set rewrite of a Java ledger, adding custom metadata.
         changed = replace(rec.metadata, custom_metadata=MappingProxyType({"owner": b"java", "audited": b"\x00\x01yes"}))
-        new_version = await store.write_ledger_metadata(changed, election.guard, expected_version=rec.stat.version)
+        new_version = await zkwriters.write_ledger_metadata(
+            store, changed, election.guard, expected_version=rec.stat.version
+        )
         assert new_version == rec.stat.version + 1
         with pytest.raises(ConcurrentUpdateError):
-            await store.write_ledger_metadata(changed, election.guard, expected_version=rec.stat.version)
+            await zkwriters.write_ledger_metadata(store, changed, election.guard, expected_version=rec.stat.version)
         out = cluster.shell("ledgermetadata", "-l", str(t["ledgerId"])).stdout
         assert (
             java_to_string(changed) in out
@@ -226,7 +229,7 @@ async def test_our_v3_blob_is_read_by_the_java_shell_and_client(cluster: Cluster
         # 2. A brand-new ledger znode created by us (a copy of that metadata under a new id, long path).
         new_id = 2**50 + random.randrange(10**6)
         copy = replace(changed, ledger_id=LedgerId(0, new_id), ctime=1_700_000_000_000, creator_token=12345)
-        assert await store.write_ledger_metadata(copy, election.guard, expected_version=None) == 0
+        assert await zkwriters.write_ledger_metadata(store, copy, election.guard, expected_version=None) == 0
         out = cluster.shell("ledgermetadata", "-l", str(new_id)).stdout
         assert f"ledgerID: {new_id}" in out and "state=CLOSED" in out and "lastEntryId=3" in out
         assert "customMetadata={" in out and "owner=base64:amF2YQ==" in out
@@ -236,7 +239,7 @@ async def test_our_v3_blob_is_read_by_the_java_shell_and_client(cluster: Cluster
         guard = election.guard
         await election.close()
         with pytest.raises(NotLeaderError):
-            await store.write_ledger_metadata(changed, guard, expected_version=new_version)
+            await zkwriters.write_ledger_metadata(store, changed, guard, expected_version=new_version)
     finally:
         await election.close()
         await store.close()
@@ -255,7 +258,10 @@ async def test_layout_mismatch_is_refused(cluster: Cluster) -> None:
         store = await open_store(uri)
         try:
             assert store.manager is LedgerManager.HIERARCHICAL
-            assert await store.instance_id() == cluster.kazoo.get(f"{cluster.ledgers_root}/INSTANCEID")[0].decode()
+            assert (
+                await zkwriters.instance_id(store)
+                == cluster.kazoo.get(f"{cluster.ledgers_root}/INSTANCEID")[0].decode()
+            )
         finally:
             await store.close()
 
@@ -285,7 +291,9 @@ async def test_scoped_ledgers_live_outside_javas_view(cluster: Cluster) -> None:
     try:
         md = (await store.read_ledger(t["ledgerId"])).metadata
         for lid in scoped:
-            await store.write_ledger_metadata(replace(md, ledger_id=lid), election.guard, expected_version=None)
+            await zkwriters.write_ledger_metadata(
+                store, replace(md, ledger_id=lid), election.guard, expected_version=None
+            )
         for lid in scoped:
             rec = await store.read_ledger(lid)
             assert rec.path.startswith(f"{cluster.ledgers_root}/scoped/") and rec.metadata.ledger_id == lid

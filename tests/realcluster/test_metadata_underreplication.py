@@ -11,7 +11,8 @@ import pytest
 from auditor.durability.ids import LedgerId
 from auditor.metadata import formats
 from auditor.metadata.errors import CorruptZnodeError, NotLeaderError
-from auditor.metadata.zkstore import MarkResult
+from auditor.metadata.interfaces import MarkResult
+from tests.realcluster import zkwriters
 from tests.realcluster.cluster import Cluster
 from tests.realcluster.metadata_helpers import collect, leader_of, open_store
 
@@ -49,7 +50,7 @@ async def test_markers_written_like_java_and_seen_by_the_shell(cluster: Cluster)
     ids = [random.randrange(10**6, 2**31 - 1), 2**40 + random.randrange(10**6)]
     try:
         guard = election.guard
-        await store.ensure_underreplication_layout(guard)
+        await zkwriters.ensure_underreplication_layout(store, guard)
         assert cluster.kazoo.get(store.markers.layout)[0] == b'type: "BASIC"\nversion: 1\n'
         assert await store.mark_underreplicated(ids[0], ["127.0.0.9:3189"], guard) is MarkResult.CREATED
         assert (
@@ -96,11 +97,11 @@ async def test_markers_written_like_java_and_seen_by_the_shell(cluster: Cluster)
         assert err.value.path == bad_path
         cluster.kazoo.delete(bad_path)
         # Locks are only read: none is held.
-        assert await store.lock_holder(ids[0]) is None
+        assert await zkwriters.lock_holder(store, ids[0]) is None
     finally:
         for lid in [*ids, LedgerId(7, ids[0])]:
             if election.is_leader:
-                await store.delete_marker(lid, election.guard)
+                await zkwriters.delete_marker(store, lid, election.guard)
         await election.close()
         await store.close()
     for i in ids:
@@ -123,7 +124,7 @@ async def test_deposed_leader_cannot_write(cluster: Cluster) -> None:
         with pytest.raises(NotLeaderError):
             await store.mark_underreplicated(lid, ["a:1"], StaleGuard(vote))
         with pytest.raises(NotLeaderError):
-            await store.set_check_ctime("replicascheckctime", 1, StaleGuard(vote))
+            await zkwriters.set_check_ctime(store, "replicascheckctime", 1, StaleGuard(vote))
         assert cluster.kazoo.exists(store.markers.marker(lid)) is None
     finally:
         await store.close()
@@ -161,13 +162,13 @@ async def test_flags_delay_watch_and_check_times(cluster: Cluster) -> None:
         # Check-time znodes: binary protos, guarded writes, read back by us.
         guard = election.guard
         for name in formats.CTIME_MESSAGES:
-            await store.set_check_ctime(name, 1_700_000_000_000, guard)
-            assert await store.check_ctime(name) == 1_700_000_000_000
+            await zkwriters.set_check_ctime(store, name, 1_700_000_000_000, guard)
+            assert await zkwriters.check_ctime(store, name) == 1_700_000_000_000
         assert cluster.kazoo.get(f"{store.markers.base}/checkallledgersctime")[0].hex() == "0880d095ffbc31"
         # Java's forceauditchecks resets them; we read what Java wrote.
         cluster.shell("forceauditchecks", "-calc", "-ppc", "-rc")
         for name in formats.CTIME_MESSAGES:
-            assert (await store.check_ctime(name)) != 1_700_000_000_000
+            assert (await zkwriters.check_ctime(store, name)) != 1_700_000_000_000
     finally:
         cancel()
         # The shell refuses "-set 0" (it treats 0 as "not given"), so restore the default directly.

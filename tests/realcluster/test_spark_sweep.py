@@ -28,6 +28,7 @@ from auditor.spark.partitions import check_cover
 from auditor.spark.plan import plan_with_store
 from auditor.spark.session import get_session
 from auditor.spark.sweep import SweepOptions, SweepResult, run_sweep, write_outputs
+from tests.realcluster import zkwriters
 from tests.realcluster.checks_util import (
     actionable,
     audit,
@@ -340,7 +341,9 @@ def test_plan_over_legacy_long_and_scoped_trees_lists_every_ledger_once(
         try:
             md = (await store.read_ledger(LEGACY_A)).metadata
             for lid in scoped:
-                await store.write_ledger_metadata(replace(md, ledger_id=lid), election.guard, expected_version=None)
+                await zkwriters.write_ledger_metadata(
+                    store, replace(md, ledger_id=lid), election.guard, expected_version=None
+                )
             plan = await plan_with_store(store, 8)
             parts = plan.partitions
             check_cover(parts)

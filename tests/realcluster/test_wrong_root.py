@@ -18,6 +18,7 @@ from kazoo.exceptions import NoNodeError
 
 from auditor.metadata.election import LeaderElection
 from auditor.metadata.errors import MetadataConfigError, MetadataError
+from tests.realcluster import zkwriters
 from tests.realcluster.cluster import Cluster
 from tests.realcluster.daemon_util import Daemon
 from tests.realcluster.metadata_helpers import collect, leader_of, open_store, zk_tree
@@ -138,7 +139,7 @@ async def test_a_vanished_root_is_an_error_and_is_never_recreated(cluster: Clust
         for write in (
             lambda: store.put(f"{scratch}/bk-auditor/checks/scrutiny", b"{}", leader.guard),
             lambda: store.mark_underreplicated(7, ["127.0.0.1:1"], leader.guard),
-            lambda: store.set_check_ctime("checkallledgersctime", 1, leader.guard),
+            lambda: zkwriters.set_check_ctime(store, "checkallledgersctime", 1, leader.guard),
         ):
             with pytest.raises(Exception):
                 await write()
@@ -173,3 +174,22 @@ async def test_our_writes_stay_in_our_subtree(cluster: Cluster) -> None:
         await leader.close()
         await store.close()
     assert cluster.kazoo.exists("/elsewhere") is None
+
+
+async def test_own_state_is_read_back_only_from_our_subtree(cluster: Cluster) -> None:
+    """`read_own` (what the check state and the bookie watch read through) reads back what `put` wrote,
+    None for a missing znode, and refuses any path outside `<root>/bk-auditor` as `put` does."""
+    store = await open_store(cluster.metadata_service_uri)
+    leader = await leader_of(store)
+    path = f"{store.own_subtree}/test-own-{uuid.uuid4().hex[:8]}/state"
+    try:
+        assert await store.read_own(path) is None
+        await store.put(path, b'{"x": 1}', leader.guard)
+        assert await store.read_own(path) == b'{"x": 1}'
+        for outside in (f"{cluster.ledgers_root}/LAYOUT", f"{cluster.ledgers_root}/bk-auditorx/y", "/zookeeper"):
+            with pytest.raises(ValueError, match="not under bk-auditor's own subtree"):
+                await store.read_own(outside)
+    finally:
+        cluster.kazoo.delete(path.rsplit("/", 1)[0], recursive=True)
+        await leader.close()
+        await store.close()

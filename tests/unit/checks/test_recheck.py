@@ -4,7 +4,7 @@ import asyncio
 
 import pytest
 
-from auditor.daemon.recheck import RecheckQueue
+from auditor.checks.recheck import RecheckQueue
 
 
 class Clock:

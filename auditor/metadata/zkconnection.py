@@ -1,0 +1,270 @@
+"""The ZooKeeper connection under the metadata store: the primitives its recipes are built on.
+
+As kazoo keeps its client apart from its recipes, this module holds only the connection (kazoo bridged
+to asyncio, the LAYOUT check at connect, session state), raw reads, kept-armed watches and the guarded
+write; what the znodes mean lives in one module per part of the tree (zkledgers, zkbookies, zkmarkers,
+zkownstate), composed into one store by zkstore.
+
+Reads never create anything. Every write is a ZooKeeper multi-op whose first op checks that the writer's
+guard znode (the leader's election vote) still exists, so a deposed leader's write fails atomically.
+Missing parents are created only strictly below the ledgers root: never the root itself, never outside it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import Any, Self
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NodeExistsError, NoNodeError, RolledBackError
+from kazoo.protocol.states import EventType, KazooState, WatchedEvent
+
+from .bridge import KazooBridge, start_client, stop_client
+from .errors import NotALedgersRootError, NotLeaderError
+from .interfaces import WriteGuard
+from .layout import LedgerLayout, parse_layout, resolve_manager
+from .location import LedgerManager, MetadataLocation, join, parse_service_uri
+from .paths import LedgerPaths, MarkerPaths
+
+log = logging.getLogger(__name__)
+
+
+class ZooKeeperConnection:
+    """One kazoo session on a BookKeeper cluster's ledgers root: reads, watches, guarded writes."""
+
+    def __init__(
+        self,
+        client: KazooClient,
+        location: MetadataLocation,
+        manager: LedgerManager,
+        layout: LedgerLayout | None,
+        bridge: KazooBridge,
+        owns_client: bool = True,
+        clock_ms: Callable[[], int] | None = None,
+    ) -> None:
+        self.client = client
+        self.location = location
+        self.manager = manager
+        self.layout = layout
+        self.bridge = bridge
+        self.paths = LedgerPaths(location.ledgers_root, manager)
+        self.markers = MarkerPaths(location.ledgers_root)
+        self.root = location.ledgers_root
+        self._owns_client = owns_client
+        self._clock_ms = clock_ms or (lambda: int(time.time() * 1000))
+        self.state: KazooState = KazooState.CONNECTED if client.connected else KazooState.SUSPENDED
+        self._connected = asyncio.Event()
+        if client.connected:
+            self._connected.set()
+        self._lost: asyncio.Future[None] = bridge.loop.create_future()
+        self._watch_tasks: set[asyncio.Task[None]] = set()
+        bridge.add_state_callback(self._on_state)
+
+    # ------------------------------------------------------------ connection state (on the loop)
+    def _on_state(self, state: KazooState) -> None:
+        self.state = state
+        if state == KazooState.CONNECTED:
+            self._connected.set()
+        else:
+            self._connected.clear()
+        if state == KazooState.LOST:
+            # Watches die with the session: wake every watch loop so it re-arms after reconnecting.
+            if not self._lost.done():
+                self._lost.set_result(None)
+            self._lost = self.bridge.loop.create_future()
+            self._session_lost()
+
+    def _session_lost(self) -> None:
+        """Hook for the recipes: forget what was cached under the lost session (call super())."""
+
+    def _spawn(self, coro: Any) -> Callable[[], None]:
+        task = asyncio.ensure_future(coro)
+        self._watch_tasks.add(task)
+        task.add_done_callback(self._watch_tasks.discard)
+        return task.cancel
+
+    # ------------------------------------------------------------ lifecycle
+    @classmethod
+    async def connect(
+        cls,
+        location: MetadataLocation | str,
+        *,
+        max_in_flight: int = 64,
+        connect_timeout: float = 30.0,
+        client: KazooClient | None = None,
+        op_timeout: float | None = 30.0,
+        reads_per_second: float | None = None,
+    ) -> Self:
+        """Connect, check that the ledgers root is a BookKeeper cluster's, read LAYOUT (never written) and
+        check it against the configured manager.
+
+        NotALedgersRootError when the root has neither LAYOUT nor `available` (a wrong path would
+        otherwise look like a healthy, empty cluster). Nothing is created, whatever the outcome.
+        """
+        loc = parse_service_uri(location) if isinstance(location, str) else location
+        owns = client is None
+        if client is None:
+            client = KazooClient(hosts=loc.connect_string, timeout=loc.session_timeout_ms / 1000.0, read_only=False)
+        if not client.connected:
+            await start_client(client, connect_timeout)
+        bridge = KazooBridge(
+            client, max_in_flight=max_in_flight, op_timeout=op_timeout, rate_limit=reads_per_second or None
+        )
+        layout_path = join(loc.ledgers_root, "LAYOUT")
+        try:
+            try:
+                data, _ = await bridge.call(client.get_async, layout_path)
+                layout: LedgerLayout | None = parse_layout(data, layout_path)
+            except NoNodeError:
+                await _require_ledgers_root(bridge, loc)
+                layout = None
+                log.warning("%s is missing: assuming the hybrid hierarchical layout (not creating it)", layout_path)
+            manager = resolve_manager(loc.manager, layout, loc.driver, layout_path)
+        except BaseException:
+            bridge.detach()
+            if owns:
+                await stop_client(client)
+            raise
+        return cls(client, loc, manager, layout, bridge, owns)
+
+    async def close(self) -> None:
+        for task in list(self._watch_tasks):
+            task.cancel()
+        self.bridge.detach()
+        if self._owns_client:
+            await stop_client(self.client)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # ------------------------------------------------------------ reads
+    async def get(self, path: str, watch: Any = None) -> tuple[bytes, Any] | None:
+        """A znode's data and Stat; None if it does not exist."""
+        try:
+            return await self.bridge.call(self.client.get_async, path, watch)
+        except NoNodeError:
+            return None
+
+    async def children(self, path: str, sync: bool = False) -> list[str] | None:
+        """A znode's children; None if it does not exist."""
+        try:
+            if sync:
+                # As Java does before each listing: a follower must not serve a stale directory.
+                await self.bridge.call(self.client.sync_async, path)
+            return await self.bridge.call(self.client.get_children_async, path)
+        except NoNodeError:
+            return None
+
+    async def exists(self, path: str, watch: Any = None) -> Any:
+        """A znode's Stat; None if it does not exist."""
+        return await self.bridge.call(self.client.exists_async, path, watch)
+
+    # ------------------------------------------------------------ guarded writes
+    async def guarded(self, guard: WriteGuard, add_ops: Callable[[Any], None]) -> list[Any]:
+        """Commit `check(guard) + ops` atomically. NotLeaderError if the guard znode is gone.
+
+        Returns the per-op results of the ops after the check (an exception instance for a failed op).
+        """
+        guard.check()
+        txn = self.client.transaction()
+        txn.check(guard.guard_path, -1)  # -1: any version; the vote must simply still exist
+        add_ops(txn)
+        results = await self.bridge.commit(txn)
+        # When another op fails, ZooKeeper reports the (passed) check as RolledBackError.
+        if isinstance(results[0], Exception) and not isinstance(results[0], RolledBackError):
+            raise NotLeaderError(
+                f"write refused: guard {guard.guard_path} is gone "
+                f"({type(results[0]).__name__}); this process is not the leader"
+            )
+        return results[1:]
+
+    async def guarded_one(self, guard: WriteGuard, add_op: Callable[[Any], None]) -> Any:
+        """One guarded op; its failure (e.g. NoNodeError, NodeExistsError, BadVersionError) is raised."""
+        (result,) = await self.guarded(guard, add_op)
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    async def create_parents(self, path: str, guard: WriteGuard) -> None:
+        """Create the missing persistent, empty parents of `path` strictly below the ledgers root (each
+        create guarded). The root itself is never created: if it vanished, the write fails."""
+        top = self.root.rstrip("/") + "/"
+        if not path.startswith(top):
+            raise ValueError(f"{path} is outside the ledgers root {self.root}")
+        parts = path.split("/")
+        for parent in ("/".join(parts[:i]) for i in range(2, len(parts))):
+            if not parent.startswith(top) or await self.exists(parent):
+                continue
+            try:
+                await self.guarded_one(guard, lambda t, p=parent: t.create(p, b""))
+            except NodeExistsError:
+                pass
+
+    # ------------------------------------------------------------ watches
+    async def _watch_loop(self, path: str, on_change: Callable[[], Any], *, children: bool) -> None:
+        """Keep a one-shot watch armed on `path` (children or data/existence) and call `on_change` on the
+        loop each time it fires. After a session loss (watches die with it) re-arm once reconnected and
+        report a change only if the znode moved on meanwhile (mzxid/cversion).
+        """
+        last_seen: tuple[int, int] | None = None
+        while True:
+            await self._connected.wait()
+            lost = self._lost
+            watch, fired = self.bridge.event_watch()
+            try:
+                if children:
+                    try:
+                        _, stat = await self.bridge.call(self.client.get_children_async, path, watch, True)
+                    except NoNodeError:
+                        stat = await self.exists(path, watch)
+                else:
+                    stat = await self.exists(path, watch)
+            except NoNodeError:
+                stat = None
+            except Exception as exc:  # connection trouble: wait and re-arm
+                log.debug("watch on %s: %r; re-arming", path, exc)
+                await asyncio.sleep(0.5)
+                continue
+            seen = (stat.mzxid, stat.cversion) if stat is not None else (-1, -1)
+            if last_seen is not None and seen != last_seen:
+                await _call(on_change)  # changed while the watch was down (e.g. during a session loss)
+            last_seen = seen
+            done, _ = await asyncio.wait({fired, lost}, return_when=asyncio.FIRST_COMPLETED)
+            if fired in done:
+                event: WatchedEvent = fired.result()
+                if event.type != EventType.NONE:
+                    last_seen = None
+                    await _call(on_change)
+
+
+async def _require_ledgers_root(bridge: KazooBridge, loc: MetadataLocation) -> None:
+    """Refuse a root with neither LAYOUT (the caller found none) nor `available`: every formatted
+    BookKeeper cluster has both, so this is a wrong path (e.g. /wrongroot, /zookeeper). Read-only."""
+    root = loc.ledgers_root
+    if await bridge.call(bridge.client.exists_async, join(root, "available")) is not None:
+        return
+    exists = await bridge.call(bridge.client.exists_async, root) is not None
+    shown = loc.chroot + root
+    raise NotALedgersRootError(
+        shown,
+        "not a BookKeeper ledgers root: "
+        + ("it has neither LAYOUT nor available" if exists else "no such znode")
+        + " (check the path of the metadata service URI or zkLedgersRootPath)",
+    )
+
+
+async def _call(fn: Callable[[], Any]) -> None:
+    try:
+        result = fn()
+        if asyncio.iscoroutine(result):
+            await result
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        log.exception("watch callback %r failed", fn)

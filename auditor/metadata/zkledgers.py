@@ -1,0 +1,135 @@
+"""Ledger metadata in ZooKeeper, read only: listing (streamed, one leaf directory at a time), scans and reads.
+
+Nothing here writes ledger metadata: the auditor never does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Iterable
+
+from auditor.durability.ids import LedgerId
+
+from . import formats
+from .errors import CorruptZnodeError, MissingZnodeError, NoSuchLedgerError
+from .interfaces import CorruptLedger, LedgerRecord, NodeStat, ScanStats
+from .paths import LeafDirectory, LedgerBatch, walk_leaf_directories, walk_ledgers
+from .zkconnection import ZooKeeperConnection
+
+log = logging.getLogger(__name__)
+
+
+class LedgerReads(ZooKeeperConnection):
+    """The ledgers under the root, by every ledger manager's layout (+ our scoped extension)."""
+
+    async def _ledger_children(self, path: str, sync: bool) -> list[str] | None:
+        """Children of a ledger directory; None if it vanished (a race: nothing to list). The ledgers root
+        itself missing is an error: listing it as empty would report a cluster with no ledgers."""
+        names = await self.children(path, sync)
+        if names is None and path == self.root:
+            raise MissingZnodeError(path, "the ledgers root is gone")
+        return names
+
+    def list_ledgers(
+        self,
+        start: LedgerId | None = None,
+        end: LedgerId | None = None,
+        *,
+        include_scoped: bool = True,
+        sync: bool = True,
+        stats: ScanStats | None = None,
+    ) -> AsyncIterator[LedgerBatch]:
+        """Every ledger id in [start, end), ascending, one leaf directory per batch (streamed)."""
+        st = stats if stats is not None else ScanStats()
+
+        def skip(parent: str, name: str) -> None:
+            st.skipped_names += 1
+            log.info("skipping non-ledger znode %s/%s", parent, name)
+
+        async def children(path: str) -> list[str] | None:
+            return await self._ledger_children(path, sync)
+
+        async def gen() -> AsyncIterator[LedgerBatch]:
+            async for batch in walk_ledgers(self.paths, children, start, end, include_scoped, skip):
+                st.directories += 1
+                st.listed += len(batch.ledger_ids)
+                yield batch
+
+        return gen()
+
+    async def list_leaf_directories(
+        self, *, include_scoped: bool = True, count_children: bool = True, sync: bool = True
+    ) -> list[LeafDirectory]:
+        """Every leaf directory (ascending ids) without listing any of them; with `count_children`, each
+        directory's child count from its Stat (one exists() per directory, pipelined)."""
+
+        async def children(path: str) -> list[str] | None:
+            return await self._ledger_children(path, sync)
+
+        dirs = [d async for d in walk_leaf_directories(self.paths, children, include_scoped)]
+        if not count_children:
+            return dirs
+
+        async def counted(d: LeafDirectory) -> LeafDirectory:
+            stat = await self.exists(d.path)
+            return LeafDirectory(d.path, d.first, d.last, stat.numChildren if stat is not None else 0)
+
+        return list(await asyncio.gather(*(counted(d) for d in dirs)))
+
+    def scan_ledgers(
+        self,
+        start: LedgerId | None = None,
+        end: LedgerId | None = None,
+        *,
+        include_scoped: bool = True,
+        stats: ScanStats | None = None,
+    ) -> AsyncIterator[list[LedgerRecord | CorruptLedger]]:
+        """Metadata of every ledger in [start, end), one leaf directory per batch, reads in parallel.
+
+        Ledgers deleted between listing and reading are dropped (counted in `stats.vanished`); corrupt
+        ones are yielded as CorruptLedger (counted) and never stop the scan.
+        """
+        st = stats if stats is not None else ScanStats()
+
+        async def gen() -> AsyncIterator[list[LedgerRecord | CorruptLedger]]:
+            async for batch in self.list_ledgers(start, end, include_scoped=include_scoped, stats=st):
+                results = await self.read_ledgers(batch.ledger_ids)
+                out: list[LedgerRecord | CorruptLedger] = []
+                for r in results:
+                    if r is None:
+                        st.vanished += 1
+                    else:
+                        if isinstance(r, CorruptLedger):
+                            st.corrupt += 1
+                        else:
+                            st.read += 1
+                        out.append(r)
+                st.last_ledger = batch.ledger_ids[-1]
+                yield out
+
+        return gen()
+
+    async def read_ledger(self, ledger_id: LedgerId | int) -> LedgerRecord:
+        lid = ledger_id if isinstance(ledger_id, LedgerId) else LedgerId(0, ledger_id)
+        path = self.paths.path(lid)
+        got = await self.get(path)
+        if got is None:
+            raise NoSuchLedgerError(path)
+        data, stat = got
+        md = formats.parse_ledger_metadata(data, lid, path, stat.version)
+        return LedgerRecord(md, path, NodeStat.from_zk(stat))
+
+    async def read_ledgers(self, ids: Iterable[LedgerId]) -> list[LedgerRecord | CorruptLedger | None]:
+        """Read many in parallel (bounded by the bridge); None for a ledger that does not exist."""
+
+        async def one(lid: LedgerId) -> LedgerRecord | CorruptLedger | None:
+            try:
+                return await self.read_ledger(lid)
+            except NoSuchLedgerError:
+                return None
+            except CorruptZnodeError as exc:
+                log.warning("corrupt ledger metadata: %s", exc)
+                return CorruptLedger(lid, exc.path, exc.problem)
+
+        return list(await asyncio.gather(*(one(i) for i in ids)))

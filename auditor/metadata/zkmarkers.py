@@ -1,0 +1,130 @@
+"""Under-replication in ZooKeeper (`<root>/underreplication`): markers read, created and merged exactly as
+Java's markLedgerUnderreplicatedAsync does (guarded), listed; the disable flag; lostBookieRecoveryDelay
+(read and watched).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable, Iterable
+
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+
+from auditor.durability.ids import LedgerId
+
+from . import formats
+from .errors import ConcurrentUpdateError, CorruptZnodeError
+from .interfaces import MarkerRecord, MarkResult, NodeStat, WriteGuard
+from .location import join
+from .zkconnection import ZooKeeperConnection
+
+log = logging.getLogger(__name__)
+
+
+class UnderReplicationMarkers(ZooKeeperConnection):
+    """Markers and the under-replication settings under `self.markers` (MarkerPaths)."""
+
+    async def read_marker(self, ledger_id: LedgerId | int) -> MarkerRecord | None:
+        lid = ledger_id if isinstance(ledger_id, LedgerId) else LedgerId(0, ledger_id)
+        path = self.markers.marker(lid)
+        got = await self.get(path)
+        if got is None:
+            return None
+        ur = formats.parse_marker(got[0], path)
+        return MarkerRecord(lid, path, ur.replicas, ur.ctime, NodeStat.from_zk(got[1]))
+
+    async def mark_underreplicated(
+        self, ledger_id: LedgerId | int, replicas: Iterable[str], guard: WriteGuard, *, store_ctime: bool = True
+    ) -> MarkResult:
+        """Create or merge a marker exactly as Java's markLedgerUnderreplicatedAsync (spec §5.2), guarded."""
+        lid = ledger_id if isinstance(ledger_id, LedgerId) else LedgerId(0, ledger_id)
+        wanted = list(dict.fromkeys(replicas))
+        path = self.markers.marker(lid)
+        for _ in range(100):
+            data = formats.serialize_marker(wanted, self._clock_ms() if store_ctime else None)
+            try:
+                await self.guarded_one(guard, lambda t, data=data: t.create(path, data))
+                return MarkResult.CREATED
+            except NoNodeError:
+                # A parent is missing (maybe a worker is removing empty parents right now): create, retry.
+                await self.create_parents(path, guard)
+                continue
+            except NodeExistsError:
+                pass
+            got = await self.get(path)
+            if got is None:
+                continue  # removed in between: create again
+            existing = formats.parse_marker(got[0], path)
+            merged, changed = formats.merge_replicas(existing.replicas, wanted)
+            if not changed:
+                return MarkResult.UNCHANGED
+            ctime = self._clock_ms() if store_ctime else (existing.ctime if existing.ctime >= 0 else None)
+            new = formats.serialize_marker(merged, ctime)
+            try:
+                await self.guarded_one(guard, lambda t, new=new, version=got[1].version: t.set_data(path, new, version))
+                return MarkResult.MERGED
+            except (BadVersionError, NoNodeError):
+                continue  # changed or removed since we read it: start over, as Java does
+        raise ConcurrentUpdateError(path, "marker kept changing; gave up after 100 attempts")
+
+    def list_markers(self, include_scoped: bool = True) -> AsyncIterator[MarkerRecord]:
+        """Every marker (walks the 4 hex levels; scoped markers from their own tree), streamed."""
+
+        async def walk(base: str, levels: int) -> AsyncIterator[str]:
+            stack = [(base, 0)]
+            while stack:
+                d, depth = stack.pop()
+                names = sorted(await self.children(d) or [], reverse=True)
+                for n in names:
+                    p = join(d, n)
+                    if depth == levels:
+                        yield p
+                    else:
+                        stack.append((p, depth + 1))
+
+        async def gen() -> AsyncIterator[MarkerRecord]:
+            trees = [(self.markers.ledgers, 4)] + ([(self.markers.scoped_ledgers, 8)] if include_scoped else [])
+            for base, levels in trees:
+                async for p in walk(base, levels):
+                    lid = self.markers.parse_marker(p)
+                    if lid is None:
+                        log.info("skipping non-marker znode %s", p)
+                        continue
+                    try:
+                        rec = await self.read_marker(lid)
+                    except CorruptZnodeError as exc:
+                        log.warning("corrupt marker: %s", exc)
+                        continue
+                    if rec is not None:
+                        yield rec
+
+        return gen()
+
+    async def is_replication_disabled(self) -> bool:
+        return await self.exists(self.markers.disable) is not None
+
+    async def lost_bookie_recovery_delay(self) -> int | None:
+        path = self.markers.lost_bookie_recovery_delay
+        got = await self.get(path)
+        return None if got is None else formats.parse_lost_bookie_recovery_delay(got[0], path)
+
+    def watch_lost_bookie_recovery_delay(self, callback: Callable[[int | None], None]) -> Callable[[], None]:
+        """`callback(seconds)` on the loop at every data change of the znode, same value included
+        (`triggeraudit` rewrites the same value). None when the znode is deleted or unparsable.
+        Returns a canceller.
+        """
+        path = self.markers.lost_bookie_recovery_delay
+
+        async def report() -> None:
+            got = await self.get(path)
+            callback(None if got is None else _safe_int(got[0], path))
+
+        return self._spawn(self._watch_loop(path, report, children=False))
+
+
+def _safe_int(data: bytes, path: str) -> int | None:
+    try:
+        return formats.parse_lost_bookie_recovery_delay(data, path)
+    except CorruptZnodeError as exc:
+        log.warning("%s", exc)
+        return None

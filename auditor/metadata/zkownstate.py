@@ -1,0 +1,51 @@
+"""bk-auditor's own znodes (`<root>/bk-auditor/...`: check cursors and times, bookie incarnations), read
+and written whole; the one place besides the markers where the daemon creates znodes.
+
+What the documents mean lives with their users (checkstate.py, the daemon's bookie watch).
+"""
+
+from __future__ import annotations
+
+from kazoo.exceptions import NodeExistsError, NoNodeError
+
+from .election import OUR_SUBTREE
+from .errors import ConcurrentUpdateError
+from .interfaces import WriteGuard
+from .location import join
+from .zkconnection import ZooKeeperConnection
+
+
+class OwnZnodes(ZooKeeperConnection):
+    """Our own subtree beside the election: never Java's znodes."""
+
+    @property
+    def own_subtree(self) -> str:
+        """`<root>/bk-auditor`: the one place the daemon keeps znodes of its own."""
+        return join(self.root, OUR_SUBTREE)
+
+    def _require_own(self, path: str) -> None:
+        if not path.startswith(self.own_subtree + "/"):
+            raise ValueError(f"{path} is not under bk-auditor's own subtree {self.own_subtree}")
+
+    async def read_own(self, path: str) -> bytes | None:
+        """The data of one of our own znodes, under `own_subtree`; None if it does not exist."""
+        self._require_own(path)
+        got = await self.get(path)
+        return None if got is None else got[0]
+
+    async def put(self, path: str, data: bytes, guard: WriteGuard) -> None:
+        """Guarded set-or-create of one of our own znodes, under `own_subtree` (missing parents created,
+        each guarded)."""
+        self._require_own(path)
+        for _ in range(3):
+            try:
+                await self.guarded_one(guard, lambda t: t.set_data(path, data))
+                return
+            except NoNodeError:
+                await self.create_parents(path, guard)
+                try:
+                    await self.guarded_one(guard, lambda t, data=data: t.create(path, data))
+                    return
+                except NodeExistsError:
+                    continue  # created meanwhile: set it on the next round
+        raise ConcurrentUpdateError(path, "keeps changing between set and create")
