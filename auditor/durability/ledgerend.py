@@ -38,6 +38,7 @@ missing); the next pass, with more bookies answering, sees further.
 from __future__ import annotations
 
 import enum
+import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -77,6 +78,13 @@ class LacEvidence:
     entry_id: int | None  # lastEntryBody: the entry it holds (None for a LAC body, or when unreadable)
     detail: str           # "ok", or why it is not trusted
     problems: tuple[str, ...] = ()
+    # Of the bytes judged: a body damaged on the way (a corrupting link) differs on each read, one the
+    # bookie really holds reads back identically, so a rejection is confirmed only on the same bytes.
+    fingerprint: str = ""
+
+
+def fingerprint(body: bytes) -> str:
+    return hashlib.blake2b(body, digest_size=16).hexdigest()
 
 
 def _trust_of(verdict: Verdict, digest_type: DigestType | None) -> Trust:
@@ -96,7 +104,7 @@ def judge_lac_body(bookie: str, body: bytes, md: LedgerMetadata) -> LacEvidence:
         problems = ("lac body fails verification",)
     elif v.lac is None or v.lac < -1:
         trust, problems, detail = Trust.CORRUPT, ("impossible LAC",), f"LAC {v.lac} is below -1"
-    return LacEvidence(bookie, LacSource.LAC_BODY, trust, v.lac, None, detail, problems)
+    return LacEvidence(bookie, LacSource.LAC_BODY, trust, v.lac, None, detail, problems, fingerprint(body))
 
 
 def judge_last_entry_body(bookie: str, body: bytes, md: LedgerMetadata) -> LacEvidence:
@@ -119,7 +127,8 @@ def judge_last_entry_body(bookie: str, body: bytes, md: LedgerMetadata) -> LacEv
                       "piggybacks a LAC in [-1, entry id)")
     if trust is Trust.CORRUPT and entry_id is not None and entry_id < 0:
         entry_id = None
-    return LacEvidence(bookie, LacSource.LAST_ENTRY_BODY, trust, lac, entry_id, detail, problems)
+    return LacEvidence(bookie, LacSource.LAST_ENTRY_BODY, trust, lac, entry_id, detail, problems,
+                       fingerprint(body))
 
 
 def judge_read_lac(bookie: str, lac_body: bytes | None, last_entry_body: bytes | None,
@@ -216,5 +225,5 @@ def lac_findings(md: LedgerMetadata, end: LedgerEnd) -> list[Finding]:
             f"verification ({', '.join(e.problems) or e.detail}); {what} on it is not trusted",
             metadata=md, bookie=e.bookie, entry_id=e.entry_id, method=Method.READ,
             detail={"source": e.source.value, "problems": list(e.problems), "why": e.detail,
-                    "statedLac": e.lac, "statedEntryId": e.entry_id}))
+                    "statedLac": e.lac, "statedEntryId": e.entry_id, "bodyFingerprint": e.fingerprint}))
     return out
