@@ -165,6 +165,13 @@ class CheckRun:
             while order and order[0][1]:
                 self.completed_cursor = order.popleft()[0]
 
+        failures: list[BaseException] = []
+
+        def finished(t: asyncio.Task[None]) -> None:
+            tasks.discard(t)
+            if not t.cancelled() and t.exception() is not None:
+                failures.append(t.exception())  # retrieved here, raised by the scan at its end
+
         async def guarded(r: LedgerRecord | CorruptLedger, slot: list) -> None:
             try:
                 await self._one(r)
@@ -188,12 +195,17 @@ class CheckRun:
                     order.append(slot)
                     t = asyncio.create_task(guarded(r, slot))
                     tasks.add(t)
-                    t.add_done_callback(tasks.discard)
+                    t.add_done_callback(finished)
             if tasks:
                 await asyncio.gather(*tasks)
+            if failures:
+                raise failures[0]
         finally:
+            # The scan fails with the first error of any ledger (after dispatching the rest, as before);
+            # every task is retrieved, so none is lost ("Task exception was never retrieved") or left running.
             for t in tasks:
                 t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
         return self.stats
 
     async def recheck(self, lid: LedgerId, attempt: int, last: bool) -> None:

@@ -39,6 +39,7 @@ missing); the next pass, with more bookies answering, sees further.
 from __future__ import annotations
 
 import enum
+import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -89,6 +90,13 @@ class LacEvidence:
     entry_id: int | None  # lastEntryBody: the entry it holds (None for a LAC body, or when unreadable)
     detail: str  # "ok", or why it is not trusted
     problems: tuple[str, ...] = ()
+    # Of the bytes judged: a body damaged on the way (a corrupting link) differs on each read, one the
+    # bookie really holds reads back identically, so a rejection is confirmed only on the same bytes.
+    fingerprint: str = ""
+
+
+def fingerprint(body: bytes) -> str:
+    return hashlib.blake2b(body, digest_size=16).hexdigest()
 
 
 def _trust_of(verdict: Verdict, digest_type: DigestType | None) -> Trust:
@@ -108,7 +116,7 @@ def judge_lac_body(bookie: str, body: bytes, md: LedgerMetadata) -> LacEvidence:
         problems = ("lac body fails verification",)
     elif v.lac is None or v.lac < -1:
         trust, problems, detail = Trust.CORRUPT, ("impossible LAC",), f"LAC {v.lac} is below -1"
-    return LacEvidence(bookie, LacSource.LAC_BODY, trust, v.lac, None, detail, problems)
+    return LacEvidence(bookie, LacSource.LAC_BODY, trust, v.lac, None, detail, problems, fingerprint(body))
 
 
 def judge_last_entry_body(bookie: str, body: bytes, md: LedgerMetadata) -> LacEvidence:
@@ -132,7 +140,7 @@ def judge_last_entry_body(bookie: str, body: bytes, md: LedgerMetadata) -> LacEv
             )
     if trust is Trust.CORRUPT and entry_id is not None and entry_id < 0:
         entry_id = None
-    return LacEvidence(bookie, LacSource.LAST_ENTRY_BODY, trust, lac, entry_id, detail, problems)
+    return LacEvidence(bookie, LacSource.LAST_ENTRY_BODY, trust, lac, entry_id, detail, problems, fingerprint(body))
 
 
 def judge_read_lac(
@@ -240,6 +248,7 @@ def lac_findings(md: LedgerMetadata, end: LedgerEnd) -> list[Finding]:
                     "why": e.detail,
                     "statedLac": e.lac,
                     "statedEntryId": e.entry_id,
+                    "bodyFingerprint": e.fingerprint,
                 },
             )
         )

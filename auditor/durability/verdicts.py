@@ -438,8 +438,9 @@ def confirm(first_pass: Iterable[Finding], second_pass: Iterable[Finding]) -> li
     """Findings of the re-check that the first pass also saw, marked confirmed (others are dropped).
 
     A copy that fails verification is confirmed only when the re-read returned the same bytes (same
-    stored and computed digest, same problems): a stored copy reads back identically, whereas a copy
-    damaged on the way (a corrupting link, a bad NIC) fails differently each time, or not at all."""
+    stored and computed digest, same problems; for a READ_LAC body, the same bytes): a stored copy reads
+    back identically, whereas a copy damaged on the way (a corrupting link, a bad NIC) fails differently
+    each time, or not at all."""
     seen = {f.dedup_key(): f for f in first_pass}
     return [f.confirm() for f in second_pass if f.dedup_key() in seen and _same_copy(seen[f.dedup_key()], f)]
 
@@ -447,7 +448,7 @@ def confirm(first_pass: Iterable[Finding], second_pass: Iterable[Finding]) -> li
 def _same_copy(first: Finding, second: Finding) -> bool:
     if first.category is not Category.DIGEST_MISMATCH:
         return True
-    keys = ("storedDigest", "computedDigest", "problems")
+    keys = ("storedDigest", "computedDigest", "problems", "bodyFingerprint")
     return all(first.detail.get(k) == second.detail.get(k) for k in keys)
 
 

@@ -27,6 +27,7 @@ from auditor.durability.ledgerend import (
     metadata_floor,
 )
 from auditor.durability.model import DigestType, LedgerMetadata, LedgerState, Segment
+from auditor.durability.verdicts import confirm
 
 PASSWORD = b"pw"
 BOOKIES = ("b0:1", "b1:1", "b2:1")
@@ -297,3 +298,18 @@ def test_lac_findings_are_digest_mismatches_stable_across_passes() -> None:
     )
     assert other[0].entry_id is None  # an entry id from another ledger's header names nothing here
     assert lac_findings(md, decide_end(md, evidence_of(md, {"b1:1": (19, 18)}), True)) == []
+
+
+def test_a_read_lac_body_damaged_on_the_way_is_not_confirmed() -> None:
+    # Found by the chaos campaign: a corrupting link flipped a different bit of the same lastEntryBody on
+    # the first read and on the re-read; both failed verification, and the finding was "confirmed".
+    md = ledger(DigestType.CRC32C)
+    body = entry_body(md, 19, 18)
+
+    def findings(flipped: bytes) -> list:
+        return lac_findings(md, decide_end(md, list(judge_read_lac("b0:1", None, flipped, md)), True))
+
+    first, other_flip, same_flip = findings(_flip(body, 200)), findings(_flip(body, 240)), findings(_flip(body, 200))
+    assert [f.dedup_key() for f in first] == [f.dedup_key() for f in other_flip]  # one finding, seen twice
+    assert confirm(first, other_flip) == []
+    assert [f.confirmed for f in confirm(first, same_flip)] == [True]  # the bookie really holds those bytes
