@@ -31,10 +31,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from auditor.cooperative import finish
+from auditor.aio.cooperative import finish
+from auditor.aio.ratelimit import TokenBucket
 from auditor.durability.entrylist import EntryList, EntryListError
 from auditor.durability.ids import LedgerId
-from auditor.ratelimit import TokenBucket
 
 from . import protocol as P
 from .protocol import Op, Reply, Status

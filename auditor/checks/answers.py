@@ -14,8 +14,8 @@ import asyncio
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from auditor.aio.cooperative import finish
 from auditor.bookie.results import Capability, Outcome, ReadEntryResult
-from auditor.cooperative import finish
 from auditor.durability.coverage import UNKNOWN, Answer
 from auditor.durability.entry import EntryVerification
 from auditor.durability.entrylist import EntryListError, answer_steps

@@ -22,6 +22,7 @@ from typing import Any
 import prometheus_client
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, generate_latest
 
+from auditor.durability.findings import Finding
 from auditor.settings import parse_bind
 
 from .state import DaemonState, FindingStore, TaskBoard, TaskState, category_of, severity_of
@@ -310,7 +311,7 @@ class AuditorMetrics:
         self.underreplicated_past_grace.set(past_grace)
 
     # ------------------------------------------------------------------------------- findings
-    def finding_reported(self, finding: Any) -> None:
+    def finding_reported(self, finding: Finding) -> None:
         self.findings_reported.labels(category_of(finding), severity_of(finding)).inc()
 
     def finding_resolved(self, category: str) -> None:

@@ -16,42 +16,21 @@ import enum
 import time
 from collections.abc import Callable, Container, Hashable, Iterable
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Any
 
+from auditor.aio import error_text
+from auditor.durability.findings import Finding
 from auditor.durability.ids import LedgerId
 
 Clock = Callable[[], float]
 
 
-class FindingLike(Protocol):
-    """What the store needs of a finding (auditor.durability.findings.Finding satisfies it)."""
-
-    @property
-    def category(self) -> Any: ...
-    @property
-    def severity(self) -> Any: ...
-    @property
-    def ledger(self) -> LedgerId | None: ...
-    @property
-    def bookie(self) -> str | None: ...
-    @property
-    def confirmed(self) -> bool: ...
-    def to_log_dict(self) -> dict[str, Any]: ...
+def category_of(finding: Finding) -> str:
+    return finding.category.value
 
 
-def dedup_key_of(finding: Any) -> Hashable:
-    key = finding.dedup_key
-    return key() if callable(key) else key
-
-
-def category_of(finding: Any) -> str:
-    c = finding.category
-    return str(c.value if isinstance(c, enum.Enum) else c)
-
-
-def severity_of(finding: Any) -> str:
-    s = finding.severity
-    return str(s.value if isinstance(s, enum.Enum) else s)
+def severity_of(finding: Finding) -> str:
+    return finding.severity.value
 
 
 # ------------------------------------------------------------------------------------------ findings
@@ -62,7 +41,7 @@ class FindingRecord:
     """A finding as the store tracks it. `finding` is the latest sighting."""
 
     key: Hashable
-    finding: Any
+    finding: Finding
     check: str | None
     first_seen: float
     last_seen: float
@@ -98,11 +77,11 @@ class FindingStore:
     def __contains__(self, key: object) -> bool:
         return key in self._active
 
-    def add(self, finding: Any, check: str | None = None, now: float | None = None) -> FindingRecord:
+    def add(self, finding: Finding, check: str | None = None, now: float | None = None) -> FindingRecord:
         """Record a sighting. A new key starts at times_seen 1; a known one keeps first_seen. A finding
         seen again after it was resolved becomes active again (first_seen restarts)."""
         now = self._clock() if now is None else now
-        key = dedup_key_of(finding)
+        key = finding.dedup_key()
         old = self._active.get(key)
         if old is None:
             self._resolved.pop(key, None)
@@ -195,18 +174,8 @@ class FindingStore:
         return {c: len(s) for c, s in seen.items()}
 
 
-def error_text(error: BaseException | str) -> str:
-    """`Type: message` (or the type alone) for an exception; text as is."""
-    if isinstance(error, str):
-        return error
-    return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
-
-
-def _severity_rank(finding: Any) -> int:
-    rank = getattr(finding.severity, "rank", None)
-    if isinstance(rank, int):
-        return rank
-    return {"critical": 0, "major": 1, "minor": 2, "info": 3}.get(severity_of(finding), 4)
+def _severity_rank(finding: Finding) -> int:
+    return finding.severity.rank
 
 
 # ------------------------------------------------------------------------------------------ tasks
@@ -475,9 +444,9 @@ class Leadership:
         self.stall_limit: float | None = None
         self.unconfirmed_since: float | None = None
         self._last_beat = monotonic()
-        self._listeners: list[Callable[[bool], Any]] = []
+        self._listeners: list[Callable[[bool], object]] = []
 
-    def add_listener(self, callback: Callable[[bool], Any]) -> None:
+    def add_listener(self, callback: Callable[[bool], object]) -> None:
         self._listeners.append(callback)
 
     def set(self, is_leader: bool, leader: str | None = None, vote_path: str | None = None) -> bool:

@@ -8,6 +8,9 @@
 * `fire(name, coro)`: a one-shot task (a cursor save, a delayed bookie audit). A reference is kept until
   it ends, so the loop cannot garbage-collect it; an error is logged and counted, never swallowed.
 
+Both start their task with `auditor.aio.spawn` (the one task-spawning helper), keeping it in this
+supervisor's set and counting its failure here.
+
 `close()` cancels everything and waits for it (stepping down, shutting down).
 """
 
@@ -20,9 +23,10 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from auditor.aio import error_text, spawn
 from auditor.logging import get_logger
 
-from .state import TaskBoard, error_text
+from .state import TaskBoard
 
 log = get_logger("auditor.daemon.tasks")
 
@@ -76,19 +80,11 @@ class Supervisor:
     # ----------------------------------------------------------------------------- starting tasks
     def keep(self, name: str, factory: Callable[[], Coroutine[Any, Any, Any]]) -> asyncio.Task[None]:
         """Run `factory()` until cancelled, restarting it with backoff whenever it raises."""
-        return self._track(asyncio.ensure_future(self._keep(name, factory)), name)
+        return spawn(self._keep(name, factory), name=name, keep=self._tasks, on_failure=self._failed)
 
     def fire(self, name: str, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
         """Run `coro` once in the background; its failure is logged and counted under `name`."""
-        task = self._track(asyncio.ensure_future(coro), name)
-        task.add_done_callback(lambda t: self._fired_done(name, t))
-        return task
-
-    def _track(self, task: asyncio.Task[Any], name: str) -> asyncio.Task[Any]:
-        task.set_name(name)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
+        return spawn(coro, name=name, keep=self._tasks, on_failure=self._failed)
 
     # ----------------------------------------------------------------------------- failures
     def _failed(self, name: str, exc: BaseException, **fields: Any) -> None:
@@ -97,10 +93,6 @@ class Supervisor:
         log.error("background task failed", task=name, error=error_text(exc), exc_info=exc, **fields)
         if self.metrics is not None:
             self.metrics.task_failed(name)
-
-    def _fired_done(self, name: str, task: asyncio.Task[Any]) -> None:
-        if not task.cancelled() and task.exception() is not None:
-            self._failed(name, task.exception())  # type: ignore[arg-type]
 
     async def _keep(self, name: str, factory: Callable[[], Coroutine[Any, Any, Any]]) -> None:
         consecutive = 0

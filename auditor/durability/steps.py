@@ -2,7 +2,7 @@
 
 A stepwise function is a generator that yields None after each bounded piece of work and returns its
 result (`Steps[T]`). The core stays free of asyncio: synchronous callers (Spark executors, tests) use
-`run_steps`; the daemon's event loop drives the same generator with `auditor.cooperative.finish`,
+`run_steps`; the daemon's event loop drives the same generator with `auditor.aio.cooperative.finish`,
 yielding to other tasks between steps.
 """
 

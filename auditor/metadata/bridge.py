@@ -15,7 +15,7 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.protocol.states import KazooState, WatchedEvent
 
-from auditor.ratelimit import TokenBucket
+from auditor.aio.ratelimit import TokenBucket
 
 log = logging.getLogger(__name__)
 

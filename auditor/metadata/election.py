@@ -21,6 +21,8 @@ from typing import Any
 from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
 from kazoo.protocol.states import EventType, KazooState
 
+from auditor.aio import spawn
+
 from . import formats
 from .bridge import KazooBridge
 from .errors import MetadataConfigError, NotLeaderError
@@ -137,7 +139,7 @@ class LeaderElection:
 
     async def start(self) -> None:
         self.bridge.add_state_callback(self._on_state)
-        self._task = asyncio.ensure_future(self._run())
+        self._task = spawn(self._run(), name="election")
 
     async def close(self) -> None:
         """Step down, stop, and delete our vote so that a successor need not wait for session expiry."""
@@ -223,7 +225,7 @@ class LeaderElection:
             try:
                 r = cb()
                 if asyncio.iscoroutine(r):
-                    asyncio.ensure_future(r)
+                    spawn(r, name=f"election callback {cb!r}")
             except Exception:
                 log.exception("election callback %r failed", cb)
 

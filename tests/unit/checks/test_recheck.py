@@ -82,7 +82,7 @@ async def test_get_waits_for_the_delay_and_wakes_on_submit() -> None:
 
 
 async def test_token_bucket_spaces_requests_at_the_rate() -> None:
-    from auditor.ratelimit import TokenBucket
+    from auditor.aio.ratelimit import TokenBucket
 
     bucket = TokenBucket(rate=50, burst=1)
     loop = asyncio.get_running_loop()

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from auditor.aio.cooperative import finish
 from auditor.bookie.protocol import DEFAULT_MAX_FRAME_SIZE
-from auditor.cooperative import finish
 from auditor.durability.entrylist import (
     STEP,
     EntryList,

@@ -5,17 +5,18 @@ answer never blocks the loop for longer than one step."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Generator
 from typing import TypeVar
-
-from auditor.durability.steps import Steps
 
 T = TypeVar("T")
 
 
-async def finish(steps: Steps[T]) -> T:
+async def finish(steps: Generator[None, None, T]) -> T:
+    """Run `steps` (a `durability.steps.Steps[T]`) to its result, one step per loop iteration."""
     while True:
         try:
             next(steps)
         except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
+            result: T = done.value
+            return result
         await asyncio.sleep(0)
