@@ -1,5 +1,5 @@
 # The two commands (see README.md): `make demo` and `make test`. Both do all set-up first.
-.PHONY: setup demo test fuzz chaos
+.PHONY: setup demo test lint fuzz chaos
 
 setup:
 	./scripts/setup.sh
@@ -9,6 +9,14 @@ demo: setup
 
 test: setup
 	.venv/bin/python -m pytest -q -ra tests
+
+# Static checks (docs/contributing.md): ruff lint + format check, the layer contracts (.importlinter),
+# mypy (configured in pyproject.toml: strict on auditor/durability, auditor/bookie, auditor/aio).
+lint: setup
+	.venv/bin/ruff check auditor tests bench
+	.venv/bin/ruff format --check auditor tests bench
+	.venv/bin/lint-imports
+	.venv/bin/mypy
 
 # The long robustness campaign (docs/reliability.md): every property target with >= 100,000 inputs.
 fuzz: setup

@@ -17,11 +17,12 @@ import json
 import logging
 import sys
 from collections.abc import Mapping
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 import structlog
 from structlog.typing import EventDict, WrappedLogger
 
+from auditor.durability.findings import Finding
 from auditor.durability.ids import LedgerId
 
 _HANDLER_FLAG = "_bk_auditor_handler"
@@ -126,7 +127,15 @@ def get_logger(name: str | None = None, **initial: Any) -> Any:
     return structlog.stdlib.get_logger(name, **initial)
 
 
-def log_finding(finding: Any, *, logger: Any = None, check: str | None = None, event: str = "finding") -> None:
+class LoggableFinding(Protocol):
+    """What `log_finding` needs (a `Finding`, or anything with the same wire form)."""
+
+    def to_log_dict(self) -> Mapping[str, Any]: ...
+
+
+def log_finding(
+    finding: LoggableFinding, *, logger: Any = None, check: str | None = None, event: str = "finding"
+) -> None:
     """Exactly one line per finding carrying every field of `finding.to_log_dict()` at the top level.
     The level follows the severity: critical -> error, major/minor -> warning, info -> info."""
     fields = dict(finding.to_log_dict())
@@ -137,3 +146,11 @@ def log_finding(finding: Any, *, logger: Any = None, check: str | None = None, e
     severity = str(fields.get("severity", "")).lower()
     level = _SEVERITY_LEVEL.get(severity, logging.WARNING)
     (logger or get_logger("auditor.findings")).log(level, event, **fields)
+
+
+def log_new_finding(finding: Finding, *, logger: Any = None, check: str | None = None) -> None:
+    """Log a finding seen for the first time, unless it is informational (`Finding.actionable`): info
+    findings are counted, not logged one by one. The one rule for the daemon, `bk-auditor check` and the
+    Spark sweep."""
+    if finding.actionable:
+        log_finding(finding, logger=logger, check=check)

@@ -9,7 +9,9 @@ refuses every operation except READ_ENTRY, READ_LAC, GET_BOOKIE_INFO, GET_LIST_O
 and the AUTH probe (`protocol.UnsafeRequestError`).
 """
 
-from .client import BookieClient, BookieClientConfig, ClientStats, TokenBucket, parse_bookie_id_address
+from auditor.aio.ratelimit import TokenBucket
+
+from .client import BookieClient, BookieClientConfig, ClientStats, parse_bookie_id_address
 from .pool import BookieClients, BookiePool, legacy_resolver
 from .protocol import Op, ProtocolError, Status, UnsafeRequestError
 from .results import (

@@ -29,7 +29,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from auditor.aio.cooperative import finish
 from auditor.aio.ratelimit import TokenBucket
@@ -196,6 +196,18 @@ class _Connection(asyncio.Protocol):
             self.expired.popitem(last=False)
 
 
+class _LedgerCall(TypedDict):
+    """The fields every result of a per-ledger request carries."""
+
+    bookie_id: str
+    elapsed: float
+    ledger_id: int
+
+
+class _EntryCall(_LedgerCall):
+    entry_id: int
+
+
 class BookieClient:
     """Read-only client for one bookie. Safe to share between many concurrent tasks."""
 
@@ -238,7 +250,7 @@ class BookieClient:
         lid = _wire_ledger_id(ledger_id)
         P.check_entry_id(entry_id)  # a bad argument raises here, before anything is queued
         reply, elapsed = await self._call(Op.READ_ENTRY, lambda t: P.read_entry_request(t, lid, entry_id), timeout)
-        base = dict(bookie_id=self.bookie_id, elapsed=elapsed, ledger_id=lid, entry_id=entry_id)
+        base = _EntryCall(bookie_id=self.bookie_id, elapsed=elapsed, ledger_id=lid, entry_id=entry_id)
         if isinstance(reply, str):
             return ReadEntryResult(outcome=Outcome.UNKNOWN, status=None, error=reply, **base)
         if reply.status is None:
@@ -288,7 +300,7 @@ class BookieClient:
     async def read_lac(self, ledger_id: int | LedgerId, *, timeout: float | None = None) -> ReadLacResult:
         lid = _wire_ledger_id(ledger_id)
         reply, elapsed = await self._call(Op.READ_LAC, lambda t: P.read_lac_request(t, lid), timeout)
-        base = dict(bookie_id=self.bookie_id, elapsed=elapsed, ledger_id=lid)
+        base = _LedgerCall(bookie_id=self.bookie_id, elapsed=elapsed, ledger_id=lid)
         if isinstance(reply, str):
             return ReadLacResult(outcome=Outcome.UNKNOWN, status=None, error=reply, **base)
         sub = reply.sub
@@ -362,7 +374,7 @@ class BookieClient:
         )
         if isinstance(reply, str):
             # Only silence is evidence; a broken link (e.g. a restart) says nothing about the capability.
-            unsupported = self.entry_list_support is Capability.UNSUPPORTED or (
+            unsupported = self._entry_lists_unsupported() or (
                 isinstance(reply, _TimedOut) and await self._maybe_unsupported(reply)
             )
             error = f"{reply}; {self._unsupported_message()}" if unsupported else reply
@@ -445,7 +457,9 @@ class BookieClient:
         await self.close()
 
     # ----- machinery -------------------------------------------------------------------------------
-    async def _call(self, op: Op, build: Callable[[int], Any], timeout: float | None) -> tuple[Reply | str, float]:
+    async def _call(
+        self, op: Op, build: Callable[[int], P.Request], timeout: float | None
+    ) -> tuple[Reply | str, float]:
         """Send one request; return the Reply, or a string saying why there is none, and the elapsed time."""
         if self._closed:
             return f"bookie {self.bookie_id}: client closed", 0.0
@@ -619,6 +633,10 @@ class BookieClient:
         self.stats.connect_failures += 1
         self._schedule_retry(message)
         return message
+
+    def _entry_lists_unsupported(self) -> bool:
+        """Known not to answer GET_LIST (read afresh: another request may have found out meanwhile)."""
+        return self.entry_list_support is Capability.UNSUPPORTED
 
     async def _maybe_unsupported(self, failure: str) -> bool:
         """After a GET_LIST got no reply: if the bookie still answers a ping, it is one that never

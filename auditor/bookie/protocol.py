@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 import struct
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from google.protobuf.message import DecodeError, Message
 from google.protobuf.unknown_fields import UnknownFieldSet
@@ -103,11 +103,14 @@ class UnsafeRequestError(BookieError):
 
 
 # ----- requests ------------------------------------------------------------------------------------
-def _header(req: Any, op: Op, txn_id: int) -> None:
+Request = pb.Request  # what every builder below returns
+
+
+def _header(req: pb.Request, op: Op, txn_id: int) -> None:
     if not 0 <= txn_id <= MAX_TXN_ID:
         raise ValueError(f"txn id {txn_id} is not a uint64")
     req.header.version = pb.VERSION_THREE
-    req.header.operation = int(op)
+    req.header.operation = cast("pb.OperationType", int(op))
     req.header.txnId = txn_id
 
 
@@ -121,7 +124,7 @@ def check_entry_id(entry_id: int) -> None:
         raise ValueError(f"entry id {entry_id!r} is not in -1..2^63-1")
 
 
-def read_entry_request(txn_id: int, ledger_id: int, entry_id: int) -> Any:
+def read_entry_request(txn_id: int, ledger_id: int, entry_id: int) -> pb.Request:
     """A plain READ_ENTRY (entry -1 = the bookie's highest entry). No fence, no long poll: the message
     type cannot express them."""
     _check_ledger(ledger_id)
@@ -133,7 +136,7 @@ def read_entry_request(txn_id: int, ledger_id: int, entry_id: int) -> Any:
     return req
 
 
-def read_lac_request(txn_id: int, ledger_id: int) -> Any:
+def read_lac_request(txn_id: int, ledger_id: int) -> pb.Request:
     _check_ledger(ledger_id)
     req = pb.Request()
     _header(req, Op.READ_LAC, txn_id)
@@ -143,7 +146,7 @@ def read_lac_request(txn_id: int, ledger_id: int) -> Any:
 
 def bookie_info_request(
     txn_id: int, requested: int = int(BookieInfoFlags.TOTAL_DISK_CAPACITY | BookieInfoFlags.FREE_DISK_SPACE)
-) -> Any:
+) -> pb.Request:
     """GET_BOOKIE_INFO; `requested=0` is a cheap liveness ping."""
     req = pb.Request()
     _header(req, Op.GET_BOOKIE_INFO, txn_id)
@@ -151,7 +154,7 @@ def bookie_info_request(
     return req
 
 
-def entry_list_request(txn_id: int, ledger_id: int) -> Any:
+def entry_list_request(txn_id: int, ledger_id: int) -> pb.Request:
     _check_ledger(ledger_id)
     req = pb.Request()
     _header(req, Op.GET_LIST_OF_ENTRIES_OF_LEDGER, txn_id)
@@ -159,7 +162,7 @@ def entry_list_request(txn_id: int, ledger_id: int) -> Any:
     return req
 
 
-def auth_probe_request(txn_id: int, plugin: str = AUTH_DISABLED_PLUGIN, payload: bytes = b"") -> Any:
+def auth_probe_request(txn_id: int, plugin: str = AUTH_DISABLED_PLUGIN, payload: bytes = b"") -> pb.Request:
     """The harmless AUTH probe (spec §1.4): a bookie without auth answers EOK naming its plugin."""
     req = pb.Request()
     _header(req, Op.AUTH, txn_id)
@@ -172,7 +175,7 @@ def _unknown_fields(msg: Message) -> int:
     return len(UnknownFieldSet(msg))
 
 
-def check_request_is_safe(req: Any) -> None:
+def check_request_is_safe(req: object) -> None:
     """Refuse anything but a well-formed READ_ENTRY / READ_LAC / GET_BOOKIE_INFO / GET_LIST / AUTH.
 
     Called on every frame before it is written. Besides the operation it checks that exactly the
@@ -204,10 +207,10 @@ def check_request_is_safe(req: Any) -> None:
             raise UnsafeRequestError(f"{op.name} request carries unknown fields (e.g. a fence flag)")
 
 
-def encode_request(req: Any) -> bytes:
+def encode_request(req: pb.Request) -> bytes:
     """The framed bytes of a request, after `check_request_is_safe`."""
     check_request_is_safe(req)
-    body = req.SerializeToString()
+    body: bytes = req.SerializeToString()
     return LENGTH.pack(len(body)) + body
 
 

@@ -28,6 +28,7 @@ from auditor.durability import verdicts
 from auditor.durability.findings import Category, Finding, Method
 from auditor.durability.ledgerend import LedgerEnd, closed_end, lac_findings
 from auditor.durability.model import LedgerMetadata, LedgerState
+from auditor.durability.placement import PlacementPolicy
 from auditor.metadata.errors import NoSuchLedgerError
 from auditor.metadata.interfaces import LedgerRecord, MarkerRecord
 
@@ -124,7 +125,7 @@ class CoverageCheck:
         )
         return result, answers
 
-    async def _placement(self, md: LedgerMetadata) -> tuple[object | None, Mapping[str, str | None]]:
+    async def _placement(self, md: LedgerMetadata) -> tuple[PlacementPolicy | None, Mapping[str, str | None]]:
         """The policy to judge (None: this check does not, or there is no rack information) and racks."""
         if not (
             self.use_placement

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from auditor.bookie.pool import BookiePool
+from auditor.durability.placement import PlacementPolicy
 from auditor.metadata.interfaces import MetadataStore
 
 
@@ -31,7 +32,7 @@ class CheckOptions:
     max_reanalysis: int = 3
     report_overreplicated: bool = False
     text_limit: int = 20
-    placement: Any | None = None  # auditor.durability.placement policy, or None to skip placement
+    placement: PlacementPolicy | None = None  # None: placement is not judged
     racks: Mapping[str, str] | Callable[[str], str | None] | None = None
 
 

@@ -12,8 +12,8 @@ import time
 from collections import Counter
 from typing import Any, TextIO
 
-from auditor.durability.findings import Finding, FindingSummary, Severity
-from auditor.logging import get_logger, log_finding
+from auditor.durability.findings import Finding, FindingSummary
+from auditor.logging import get_logger, log_new_finding
 from auditor.settings import Settings
 
 from .build import audit_context
@@ -66,8 +66,8 @@ def print_table(findings: list[Finding], summary: FindingSummary, runs: list[dic
     from rich.table import Table
 
     console = Console(file=out, width=max(120, Console(file=out).width))
-    info = [f for f in findings if f.severity is Severity.INFO]
-    findings = [f for f in findings if f.severity is not Severity.INFO]
+    info = [f for f in findings if not f.actionable]
+    findings = [f for f in findings if f.actionable]
     if findings:
         table = Table(title=f"{len(findings)} finding(s)", show_lines=False)
         for col in ("severity", "category", "ledger", "bookie", "entries", "detail"):
@@ -123,8 +123,8 @@ async def main(
                     check = CHECKS[name](ctx, locations)
 
                     def sink(f: Finding, _name: str = name) -> None:
-                        if summary.add(f) and f.severity is not Severity.INFO:
-                            log_finding(f, logger=log, check=_name)
+                        if summary.add(f, _name):
+                            log_new_finding(f, logger=log, check=_name)
 
                     run = CheckRun(ctx, check, sink, progress=bar.update)
                     stats = await run.run()
@@ -132,7 +132,7 @@ async def main(
                     log.info("check finished", **stats.as_dict())
             rack_problem = locations.finding()  # unusable rack data: placement was not judged
             if rack_problem is not None and any(CHECKS[n].use_placement for n in names) and summary.add(rack_problem):
-                log_finding(rack_problem, logger=log, check="scrutiny")
+                log_new_finding(rack_problem, logger=log, check="scrutiny")
     except Exception as exc:  # connection refused, bad layout, ...: one clear line, exit 2
         print(f"bk-auditor check: {type(exc).__name__}: {exc}", file=err)
         log.debug("check failed", exc_info=True)
@@ -150,5 +150,4 @@ async def main(
     else:
         print_table(findings, summary, runs, out)
     out.flush()
-    actionable = [f for f in findings if f.severity is not Severity.INFO]
-    return 1 if actionable else 0
+    return 1 if summary.actionable else 0

@@ -13,6 +13,7 @@ steps down and rejoins.
 from __future__ import annotations
 
 import asyncio
+import functools
 import signal
 import time
 from typing import Any
@@ -26,10 +27,10 @@ from auditor.checks.catalog import CHECKS as CHECK_CLASSES
 from auditor.checks.context import AuditContext
 from auditor.checks.explain import LedgerExplanation, explain_ledger
 from auditor.checks.runner import CheckRun, LedgerCheck, Progress
-from auditor.durability.findings import Category, Finding, Severity
+from auditor.durability.findings import Category, Finding
 from auditor.durability.ids import LedgerId
 from auditor.durability.model import LedgerMetadata
-from auditor.logging import get_logger, log_finding
+from auditor.logging import get_logger, log_new_finding
 from auditor.metadata.checkstate import CheckState, CheckStateStore
 from auditor.metadata.election import LeaderElection
 from auditor.metadata.errors import (
@@ -97,8 +98,7 @@ class Auditor:
         if seen is not None:
             seen.add(rec.key)
         if rec.times_seen == 1:
-            if finding.severity is not Severity.INFO:  # info findings are counted, not logged one by one
-                log_finding(finding, logger=log, check=check)
+            log_new_finding(finding, logger=log, check=check)
             self.metrics.finding_reported(finding)
         self.metrics.sync_findings(self.state.findings)
 
@@ -345,7 +345,7 @@ class Auditor:
             tasks.keep(UNDERREPLICATION, self._underreplication_loop)
             for name, every in intervals(self.settings).items():
                 if every > 0:
-                    tasks.keep(name, lambda name=name, every=every: self._check_loop(name, every))
+                    tasks.keep(name, functools.partial(self._check_loop, name, every))
             await asyncio.Event().wait()  # until cancelled
         finally:
             self.tasks = None

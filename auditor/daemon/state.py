@@ -26,11 +26,11 @@ Clock = Callable[[], float]
 
 
 def category_of(finding: Finding) -> str:
-    return finding.category.value
+    return str(finding.category)  # Category.__str__ is its stable value
 
 
 def severity_of(finding: Finding) -> str:
-    return finding.severity.value
+    return str(finding.severity)
 
 
 # ------------------------------------------------------------------------------------------ findings

@@ -375,8 +375,8 @@ def analyze_coverage(metadata: LedgerMetadata, answers: Mapping[str, Answer], en
                     least_min = cmin
                 for key in keys:
                     grouped.setdefault(key, []).append(r)
-            for key, res in grouped.items():
-                s = Stripe.make(x, y, e, res)
+            for key, members in grouped.items():
+                s = Stripe.make(x, y, e, members)
                 if s is not None:
                     acc.setdefault(key, []).append(s)
 

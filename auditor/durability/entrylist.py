@@ -187,7 +187,7 @@ class EntryList:
     def __init__(self, records: Iterable[Record] = ()) -> None:
         recs = tuple(records)
         if recs and not isinstance(recs[0], tuple):
-            recs = tuple(tuple(r) for r in recs)  # type: ignore[misc]
+            recs = tuple(tuple(r) for r in recs)
         v = _Validation()
         v.check(recs)
         self._adopt(recs, v)

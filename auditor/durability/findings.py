@@ -2,10 +2,16 @@
 
 A finding names what is wrong (category, severity, message), where (ledger, segment, entry range,
 ensemble, bookie), how sure we are (unknown bookies, confirmed by a re-check) and how it was found
-(method). `to_log_dict` renders it with BookKeeper-style camelCase keys (`ledgerId`, `bookieId`,
-`entryId`, `segmentIndex`, `firstEntryId`, `lastEntryId`, ...). `dedup_key` identifies the fault so the
-same fault is not reported twice, and `FindingSummary` aggregates counts per category (BP-34: "group all
-the durability violations found in a scrutiny run according to the categories").
+(method).
+
+Its one wire form (`to_wire`, read back by `from_wire`) is a JSON-ready dict with BookKeeper-style
+camelCase keys (`ledgerId`, `bookieId`, `entryId`, `segmentIndex`, `firstEntryId`, `lastEntryId`, ...):
+the daemon's log line and admin API `fields_json`, `bk-auditor check --format json`, and the rows a Spark
+executor ships to the driver are all this dict. `dedup_key` identifies the fault so the same fault is not
+reported twice, and `FindingSummary` aggregates counts per category (BP-34: "group all the durability
+violations found in a scrutiny run according to the categories"). `actionable` is the one rule for what
+is above informational: logged one line each and counted by the exit codes; `info` findings are counted
+only.
 """
 
 from __future__ import annotations
@@ -14,11 +20,12 @@ import enum
 import json
 import re
 import urllib.parse
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
+from . import varint
 from .ids import LedgerId
 from .model import LedgerMetadata, LedgerState
 from .ranges import RangeSet
@@ -30,6 +37,7 @@ __all__ = [
     "SEVERITY_OF",
     "Method",
     "Finding",
+    "FindingWire",
     "FindingSummary",
     "summarize",
     "pulsar_context",
@@ -37,6 +45,8 @@ __all__ = [
 ]
 
 DEFAULT_TEXT_LIMIT = 20  # runs shown in a finding's compressed entry ranges
+
+FindingWire = dict[str, Any]  # `Finding.to_wire()`: camelCase keys, JSON values
 
 
 class Category(str, enum.Enum):
@@ -147,42 +157,6 @@ def _text(value: bytes | str) -> str:
     return value if isinstance(value, str) else value.decode("utf-8", errors="replace")
 
 
-def _varint_fields(data: bytes) -> dict[int, int]:
-    """Varint fields of a protobuf message (enough for MessageIdData's ledgerId / entryId)."""
-    out: dict[int, int] = {}
-    i = 0
-    while i < len(data):
-        key, i = _varint(data, i)
-        field_no, wire = key >> 3, key & 7
-        if wire == 0:
-            out[field_no], i = _varint(data, i)
-        elif wire == 2:
-            n, i = _varint(data, i)
-            i += n
-        elif wire == 1:
-            i += 8
-        elif wire == 5:
-            i += 4
-        else:
-            raise ValueError("unsupported wire type")
-    if i != len(data):
-        raise ValueError("truncated")
-    return out
-
-
-def _varint(data: bytes, i: int) -> tuple[int, int]:
-    shift = result = 0
-    while True:
-        if i >= len(data) or shift > 63:
-            raise ValueError("bad varint")
-        b = data[i]
-        i += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, i
-        shift += 7
-
-
 def topic_of_managed_ledger(name: str) -> str | None:
     """`tenant/ns/persistent/local` -> `persistent://tenant/ns/local` (None when not a topic name)."""
     parts = name.split("/")
@@ -215,9 +189,9 @@ def pulsar_context(custom_metadata: Mapping[str, bytes | str] | None) -> dict[st
         raw = md["pulsar/compactedTo"]
         raw_b = raw.encode() if isinstance(raw, str) else bytes(raw)
         try:
-            f = _varint_fields(raw_b)
+            f = varint.fields(raw_b)
             out["compactedTo"] = f"{f[1]}:{f[2]}"
-        except (ValueError, KeyError):
+        except (varint.VarintError, KeyError):
             out["compactedTo"] = raw_b.hex()
     if _PLACEMENT_KEY in md:
         out["placementPolicyConfig"] = _text(md[_PLACEMENT_KEY])[:512]
@@ -337,9 +311,15 @@ class Finding:
     def confirm(self) -> Finding:
         return replace(self, confirmed=True)
 
-    def to_log_dict(self) -> dict[str, Any]:
-        """camelCase, JSON-ready; fields that are not set are left out."""
-        out: dict[str, Any] = {
+    @property
+    def actionable(self) -> bool:
+        """Above informational: logged one line each, and a reason for exit code 1. An `info` finding is
+        counted, not logged one by one."""
+        return self.severity is not Severity.INFO
+
+    def to_wire(self) -> FindingWire:
+        """The wire form: camelCase, JSON-ready; fields that are not set are left out."""
+        out: FindingWire = {
             "category": self.category.value,
             "severity": self.severity.value,
             "message": self.message,
@@ -372,23 +352,57 @@ class Finding:
             out["pulsar"] = dict(self.pulsar)
         return out
 
+    to_log_dict = to_wire  # what `auditor.logging.log_finding` asks of a finding
+
+    @classmethod
+    def from_wire(cls, wire: Mapping[str, Any]) -> Finding:
+        """The finding `to_wire` rendered (`from_wire(f.to_wire()).to_wire() == f.to_wire()`); `detail`
+        comes back in its JSON form."""
+        ledger: LedgerId | None = None
+        if "qualifiedName" in wire:
+            ledger = LedgerId.parse(wire["qualifiedName"])
+        state = wire.get("ledgerState")
+        pulsar = wire.get("pulsar")
+        return cls(
+            category=Category(wire["category"]),
+            severity=Severity(wire["severity"]),
+            message=wire["message"],
+            ledger=ledger,
+            ledger_state=LedgerState[state] if state is not None else None,
+            segment_index=wire.get("segmentIndex"),
+            first_entry_id=wire.get("firstEntryId"),
+            last_entry_id=wire.get("lastEntryId"),
+            ensemble=tuple(wire.get("ensemble") or ()),
+            bookie=wire.get("bookieId"),
+            entry_id=wire.get("entryId"),
+            affected_count=wire.get("affectedEntries", 0),
+            affected_ranges=wire.get("affectedEntryRanges", ""),
+            unknown_bookies=tuple(wire.get("unknownBookies") or ()),
+            confirmed=wire.get("confirmed", False),
+            method=wire.get("method", Method.ENTRY_LIST.value),
+            detail=_freeze(wire.get("detail")),
+            pulsar=MappingProxyType(dict(pulsar)) if pulsar else None,
+        )
+
     def to_json(self) -> str:
-        return json.dumps(self.to_log_dict(), sort_keys=True)
+        return json.dumps(self.to_wire(), sort_keys=True)
 
 
 class FindingSummary:
     """Aggregates findings of one run: counts per category and severity, distinct ledgers per category
-    (the Java auditor's gauges count ledgers), duplicates dropped by `dedup_key`."""
+    (the Java auditor's gauges count ledgers), duplicates dropped by `dedup_key` (the first sighting is
+    kept, with the check that saw it)."""
 
     def __init__(self) -> None:
         self._seen: set[tuple[Any, ...]] = set()
         self.findings: list[Finding] = []
+        self.checks: list[str | None] = []  # per finding, the check that reported it (when given)
         self.by_category: dict[Category, int] = {c: 0 for c in Category}
         self.by_severity: dict[Severity, int] = {s: 0 for s in Severity}
         self._ledgers: dict[Category, set[str]] = {c: set() for c in Category}
         self.duplicates = 0
 
-    def add(self, finding: Finding) -> bool:
+    def add(self, finding: Finding, check: str | None = None) -> bool:
         """Add unless the same fault is already in; True when added."""
         key = finding.dedup_key()
         if key in self._seen:
@@ -396,6 +410,7 @@ class FindingSummary:
             return False
         self._seen.add(key)
         self.findings.append(finding)
+        self.checks.append(check)
         self.by_category[finding.category] += 1
         self.by_severity[finding.severity] += 1
         if finding.ledger is not None:
@@ -411,6 +426,14 @@ class FindingSummary:
     @property
     def total(self) -> int:
         return len(self.findings)
+
+    @property
+    def actionable(self) -> list[Finding]:
+        return [f for f in self.findings if f.actionable]
+
+    def sightings(self) -> Iterator[tuple[Finding, str | None]]:
+        """Each finding kept, with the check that reported it."""
+        return zip(self.findings, self.checks)
 
     @property
     def worst_severity(self) -> Severity | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 from kazoo.client import KazooClient
@@ -79,7 +79,7 @@ class KazooBridge:
 
         return on_event
 
-    def event_watch(self) -> tuple[Callable[[WatchedEvent], None], Awaitable[WatchedEvent]]:
+    def event_watch(self) -> tuple[Callable[[WatchedEvent], None], asyncio.Future[WatchedEvent]]:
         """A one-shot watch and a future resolved with its event."""
         fut: asyncio.Future[WatchedEvent] = self.loop.create_future()
 

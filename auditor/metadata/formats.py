@@ -10,11 +10,13 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import cast
 
 from google.protobuf import text_format
 from google.protobuf.message import DecodeError, Message
 
 from auditor._proto import bookkeeper_formats_pb2 as pb
+from auditor.durability import varint
 from auditor.durability.ids import LedgerId
 from auditor.durability.javatext import JAVA_TRIM, java_int, java_split, shown
 from auditor.durability.model import DigestType, LedgerMetadata, LedgerState, Segment
@@ -36,36 +38,21 @@ def is_valid_bookie_id(text: str) -> bool:
     return bool(_BOOKIE_ID.fullmatch(text)) and text.lower() != "readonly"
 
 
-# ---------------------------------------------------------------- varints (Java's writeDelimitedTo)
-
-
-def _encode_varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
+# ---------------------------------------------------------------- the length prefix of Java's writeDelimitedTo
 
 
 def _decode_varint32(data: bytes, pos: int, path: str) -> tuple[int, int]:
-    result = shift = 0
-    for i in range(10):
-        if pos + i >= len(data):
-            raise CorruptZnodeError(path, "truncated length prefix of the metadata message")
-        b = data[pos + i]
-        result |= (b & 0x7F) << shift
-        shift += 7
-        if not b & 0x80:
-            # Like protobuf-java's readRawVarint32, keep the low 32 bits; a "negative" size is corrupt.
-            result &= 0xFFFFFFFF
-            if result >= 2**31:
-                raise CorruptZnodeError(path, f"negative message length {result - 2**32}")
-            return result, pos + i + 1
-    raise CorruptZnodeError(path, "malformed varint length prefix")
+    try:
+        result, end = varint.decode(data, pos)
+    except varint.VarintTruncated:
+        raise CorruptZnodeError(path, "truncated length prefix of the metadata message") from None
+    except varint.VarintError:
+        raise CorruptZnodeError(path, "malformed varint length prefix") from None
+    # Like protobuf-java's readRawVarint32, keep the low 32 bits; a "negative" size is corrupt.
+    result &= 0xFFFFFFFF
+    if result >= 2**31:
+        raise CorruptZnodeError(path, f"negative message length {result - 2**32}")
+    return result, end
 
 
 # ---------------------------------------------------------------- ledger metadata
@@ -284,13 +271,13 @@ def _to_proto(md: LedgerMetadata) -> pb.LedgerMetadataFormat:
         ensembleSize=md.ensemble_size,
         length=md.length,
         lastEntryId=md.last_entry_id,
-        state=md.state.value,
+        state=cast("pb.LedgerMetadataFormat.State", md.state.value),
         ackQuorumSize=md.ack_quorum,
     )
     for seg in md.segments:
         msg.segment.add(ensembleMember=list(seg.ensemble), firstEntryId=seg.first_entry_id)
     # Java always writes digest type and password (empty when none).
-    msg.digestType = (md.digest_type or DigestType.CRC32).value
+    msg.digestType = cast("pb.LedgerMetadataFormat.DigestType", (md.digest_type or DigestType.CRC32).value)
     msg.password = md.password or b""
     if md.ctime is not None:
         msg.ctime = md.ctime
@@ -318,7 +305,7 @@ def serialize_ledger_metadata(md: LedgerMetadata, format_version: int | None = N
         msg = _to_proto(md)
         msg.cToken = md.creator_token or 0
         body = msg.SerializeToString()
-        return header + _encode_varint(len(body)) + body
+        return header + varint.encode(len(body)) + body
     if fmt == 2:
         # The v2 writer never emits cToken.
         return header + text_format.MessageToString(_to_proto(md)).encode("utf-8")
@@ -414,7 +401,7 @@ def parse_vote(data: bytes, path: str) -> str:
 
 
 # Check-time znodes: binary protos holding one int64 each.
-CTIME_MESSAGES = {
+CTIME_MESSAGES: dict[str, tuple[type[Message], str]] = {
     "checkallledgersctime": (pb.CheckAllLedgersFormat, "checkAllLedgersCTime"),
     "placementpolicycheckctime": (pb.PlacementPolicyCheckFormat, "placementPolicyCheckCTime"),
     "replicascheckctime": (pb.ReplicasCheckFormat, "replicasCheckCTime"),

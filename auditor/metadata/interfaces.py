@@ -7,13 +7,16 @@ from __future__ import annotations
 import enum
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from auditor.durability.ids import LedgerId
 from auditor.durability.model import LedgerMetadata
 
 from .formats import BookieServiceInfo, Cookie
 from .paths import LedgerBatch
+
+if TYPE_CHECKING:
+    from kazoo.protocol.states import ZnodeStat
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,15 +31,8 @@ class NodeStat:
     ephemeral_owner: int = 0
 
     @classmethod
-    def from_zk(cls, stat: object) -> NodeStat:
-        return cls(
-            stat.version,
-            stat.czxid,
-            stat.mzxid,
-            stat.ctime,
-            stat.mtime,  # type: ignore[attr-defined]
-            stat.ephemeralOwner,
-        )  # type: ignore[attr-defined]
+    def from_zk(cls, stat: ZnodeStat) -> NodeStat:
+        return cls(stat.version, stat.czxid, stat.mzxid, stat.ctime, stat.mtime, stat.ephemeralOwner)
 
 
 @dataclass(frozen=True, slots=True)

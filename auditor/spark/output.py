@@ -1,9 +1,10 @@
 """Driver-side aggregation of the executors' rows, and the sweep's outputs.
 
-Findings are deduplicated by `Finding.dedup_key()` (carried in each row), keeping the first sighting in
-(partition, row order) order, which is the order the one-shot command sees them in. Counts have the
-shape of the one-shot JSON summary (`FindingSummary.as_dict()`), and the per-check run counters are
-summed over partitions.
+Each finding row carries `Finding.to_wire()`; the driver reads it back (`Finding.from_wire`) into the
+same `FindingSummary` the one-shot command uses, so duplicates are dropped by `Finding.dedup_key()`,
+keeping the first sighting in (partition, row order) order, which is the order the one-shot command
+sees them in, and counts have the one-shot JSON summary's shape. The per-check run counters are summed
+over partitions.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import urlparse
 
-from auditor.durability.findings import Category, Severity
+from auditor.durability.findings import Finding, FindingSummary, FindingWire, Severity
 
 from .worker import FINDING, STATS, Row
 
@@ -25,42 +26,30 @@ _SUMMED = ("ledgersSeen", "ledgersChecked", "ledgersRechecked", "metadataUnreada
 _SUMMED_MAPS = ("ledgersSkipped", "bookieRequestsByBookie", "bookieUnknownByBookie")
 
 
-class RowSummary:
-    """`FindingSummary` for finding dicts (`to_log_dict()` form): same dedup rule, same `as_dict` shape."""
+class SweepFindings:
+    """The sweep's findings: a `FindingSummary` (dedup, counts, `as_dict`) whose findings read as the
+    wire dicts the sweep writes, each with the check that reported it (`{"check": name, **to_wire()}`)."""
 
     def __init__(self) -> None:
-        self._seen: set[str] = set()
-        self.findings: list[dict[str, Any]] = []  # {"check": name, **to_log_dict()}
-        self.duplicates = 0
-        self.by_category: Counter[str] = Counter()
-        self.by_severity: Counter[str] = Counter()
-        self._ledgers: dict[str, set[str]] = {c.value: set() for c in Category}
+        self.summary = FindingSummary()
+        self.findings: list[FindingWire] = []
 
-    def add(self, key: Any, finding: dict[str, Any], check: str) -> bool:
-        k = json.dumps(key)
-        if k in self._seen:
-            self.duplicates += 1
+    def add(self, wire: FindingWire, check: str) -> bool:
+        if not self.summary.add(Finding.from_wire(wire), check):
             return False
-        self._seen.add(k)
-        self.findings.append({"check": check, **finding})
-        self.by_category[finding["category"]] += 1
-        self.by_severity[finding["severity"]] += 1
-        if "qualifiedName" in finding:
-            self._ledgers.setdefault(finding["category"], set()).add(finding["qualifiedName"])
+        self.findings.append({"check": check, **wire})
         return True
 
     @property
-    def actionable(self) -> list[dict[str, Any]]:
-        return [f for f in self.findings if f["severity"] != Severity.INFO.value]
+    def duplicates(self) -> int:
+        return self.summary.duplicates
+
+    @property
+    def actionable(self) -> list[FindingWire]:
+        return [w for f, w in zip(self.summary.findings, self.findings) if f.actionable]
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "findings": len(self.findings),
-            "duplicates": self.duplicates,
-            "byCategory": {c.value: self.by_category[c.value] for c in Category},
-            "ledgersByCategory": {c.value: len(self._ledgers[c.value]) for c in Category},
-            "bySeverity": {s.value: self.by_severity[s.value] for s in Severity},
-        }
+        return self.summary.as_dict()
 
 
 @dataclass
@@ -101,14 +90,14 @@ def merge_run_stats(check: str, parts: Iterable[dict[str, Any]]) -> dict[str, An
 
 def aggregate(
     rows: Iterable[Row], checks: list[str]
-) -> tuple[RowSummary, dict[int, PartitionStats], list[dict[str, Any]]]:
+) -> tuple[SweepFindings, dict[int, PartitionStats], list[dict[str, Any]]]:
     """(deduplicated findings, stats per partition, merged run stats per check in `checks` order)."""
-    summary = RowSummary()
+    summary = SweepFindings()
     per_part: dict[int, PartitionStats] = {}
     for kind, part, check, _seq, payload in sorted(rows, key=lambda r: (r[1], r[3])):
         doc = json.loads(payload)
         if kind == FINDING:
-            summary.add(doc["key"], doc["finding"], check)
+            summary.add(doc["finding"], check)
         elif kind == STATS:
             per_part.setdefault(part, PartitionStats(part)).checks[check] = doc
     runs = [merge_run_stats(c, (p.checks[c]["stats"] for p in per_part.values() if c in p.checks)) for c in checks]
@@ -167,7 +156,7 @@ def _sort_key(f: dict[str, Any]) -> tuple[Any, ...]:
     return (Severity(f["severity"]).rank, f["category"], f.get("qualifiedName", ""))
 
 
-def print_table(summary: RowSummary, runs: list[dict[str, Any]], sweep: dict[str, Any], out: TextIO) -> None:
+def print_table(summary: SweepFindings, runs: list[dict[str, Any]], sweep: dict[str, Any], out: TextIO) -> None:
     from rich.console import Console
     from rich.table import Table
 

@@ -35,7 +35,7 @@ from typing import Any, TextIO
 from auditor.durability.ids import LedgerId
 from auditor.settings import Settings
 
-from .output import PartitionStats, RowSummary, aggregate, findings_jsonl, join_uri, print_table, write_text
+from .output import PartitionStats, SweepFindings, aggregate, findings_jsonl, join_uri, print_table, write_text
 from .partitions import IdPartition, check_cover
 from .plan import SweepPlan, plan_sweep
 from .worker import FINDING, STATS, Row, run_partitions, settings_to_wire
@@ -74,7 +74,7 @@ class PartitionReport:
 class SweepResult:
     plan: SweepPlan
     checks: list[str]
-    summary: RowSummary
+    summary: SweepFindings
     runs: list[dict[str, Any]]
     partition_stats: dict[int, PartitionStats]
     reports: list[PartitionReport]
@@ -219,7 +219,7 @@ def sweep_main(
 ) -> int:
     """Everything `bk-auditor sweep` does after parsing options; returns the exit code."""
     from auditor.checks.catalog import resolve_checks
-    from auditor.logging import get_logger, log_finding
+    from auditor.logging import get_logger, log_new_finding
 
     from .session import describe, get_session
 
@@ -246,8 +246,8 @@ def sweep_main(
         except Exception as exc:  # ZooKeeper unreachable, bad layout, ...: one clear line
             print(f"bk-auditor sweep: {type(exc).__name__}: {exc}", file=err)
             return EXIT_ERROR
-        for f in result.summary.findings:
-            log_finding(_LogView(f), logger=log, check=f["check"])
+        for finding, check in result.summary.summary.sightings():
+            log_new_finding(finding, logger=log, check=check)
         if output:
             try:
                 paths = write_outputs(result, output, spark)
@@ -266,16 +266,6 @@ def sweep_main(
         print_table(result.summary, result.runs, result.sweep_dict(), out)
     out.flush()
     return result.exit_code
-
-
-class _LogView:
-    """Lets `log_finding` log a finding dict (it only needs `to_log_dict`)."""
-
-    def __init__(self, doc: dict[str, Any]) -> None:
-        self._doc = {k: v for k, v in doc.items() if k != "check"}
-
-    def to_log_dict(self) -> dict[str, Any]:
-        return dict(self._doc)
 
 
 def quiet_spark_client_logs() -> None:

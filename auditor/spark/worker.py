@@ -4,7 +4,7 @@ Each partition builds its own `audit_context` (its own ZooKeeper session and boo
 per-bookie rate limits apply per partition in flight), runs every selected check with `CheckRun`
 (scan, then the re-check queue) and returns plain rows, no Spark types:
 
-* `("finding", partition, check, seq, json)`: json = {"key": dedup key, "finding": Finding.to_log_dict()}
+* `("finding", partition, check, seq, json)`: json = {"finding": Finding.to_wire()}
 * `("stats", partition, check, seq, json)`: the check's RunStats and scan counters for this partition
 
 `seq` orders a partition's rows as they were produced, so the driver can keep the first sighting of a
@@ -91,7 +91,7 @@ async def sweep_partition(
             tracked = _Tracked(CHECKS[name](ctx, locations), trace_ledgers)
 
             def sink(f: Finding, _name: str = name) -> None:
-                emit(FINDING, _name, {"key": list(f.dedup_key()), "finding": f.to_log_dict()})
+                emit(FINDING, _name, {"finding": f.to_wire()})
 
             run = CheckRun(ctx, tracked, sink)
             stats = await run.run(part.start_id, part.end_id)

@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from auditor._proto import bookkeeper_formats_pb2 as pb
+from auditor.durability import varint
 from auditor.durability.model import LedgerMetadata
 from auditor.metadata import formats as f
 from auditor.metadata.errors import CorruptZnodeError
@@ -128,7 +129,7 @@ def v3_message(draw: st.DrawFn) -> bytes:
         msg.password = b"pw"
         msg.digestType = draw(st.sampled_from([1, 2, 3, 4]))
     body = msg.SerializePartialToString()
-    return f.HEADER_KEY + b"3\n" + f._encode_varint(len(body)) + body
+    return f.HEADER_KEY + b"3\n" + varint.encode(len(body)) + body
 
 
 @given(v3_message())

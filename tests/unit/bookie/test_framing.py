@@ -34,7 +34,7 @@ from auditor.bookie import protocol as P
 from auditor.durability.entrylist import STEP, EntryList, encode_entry_ids, encode_ranges
 from auditor.durability.ids import LedgerId
 from auditor.durability.ranges import RangeSet
-from auditor.metadata.formats import _encode_varint
+from auditor.durability.varint import encode as _encode_varint
 from tests.heartbeat import Heartbeat
 from tests.property.contract import parse_contract
 

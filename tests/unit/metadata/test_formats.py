@@ -9,6 +9,7 @@ from types import MappingProxyType
 import pytest
 
 from auditor._proto import bookkeeper_formats_pb2 as pb
+from auditor.durability import varint
 from auditor.durability.ids import LedgerId
 from auditor.durability.model import DigestType, LedgerMetadata, LedgerState, Segment
 from auditor.metadata import formats as f
@@ -136,7 +137,7 @@ def test_invariants_checked() -> None:
         raw = f._to_proto(bad)
         raw.cToken = 0
         body = raw.SerializePartialToString()
-        data = f.HEADER_KEY + b"3\n" + f._encode_varint(len(body)) + body
+        data = f.HEADER_KEY + b"3\n" + varint.encode(len(body)) + body
         with pytest.raises(CorruptZnodeError):
             f.parse_ledger_metadata(data, 7, PATH)
 
@@ -272,7 +273,7 @@ def _v3(md: LedgerMetadata) -> bytes:
     raw = f._to_proto(md)
     raw.cToken = 0
     body = raw.SerializePartialToString()
-    return f.HEADER_KEY + b"3\n" + f._encode_varint(len(body)) + body
+    return f.HEADER_KEY + b"3\n" + varint.encode(len(body)) + body
 
 
 def _v2(md: LedgerMetadata) -> bytes:

@@ -1,0 +1,73 @@
+"""Protobuf base-128 varints: the length prefix of Java's `writeDelimitedTo` (ledger metadata znodes) and
+the fields of small messages decoded by hand (Pulsar's `MessageIdData` in ledger custom metadata).
+
+Decoding reads at most 10 bytes (a 64-bit value) and raises `VarintTruncated` when the data ends inside a
+varint, `VarintError` when 10 bytes still ask for more; both are `DataError`s (and `ValueError`s).
+"""
+
+from __future__ import annotations
+
+from auditor.errors import DataError
+
+__all__ = ["VarintError", "VarintTruncated", "decode", "encode", "fields"]
+
+MAX_BYTES = 10  # a 64-bit value
+
+
+class VarintError(DataError):
+    """Malformed varint or message."""
+
+
+class VarintTruncated(VarintError):
+    """The data ends inside a varint."""
+
+
+def encode(n: int) -> bytes:
+    """A non-negative integer as a varint."""
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def decode(data: bytes, pos: int = 0) -> tuple[int, int]:
+    """(value, offset after it) of the varint at `pos`."""
+    result = shift = 0
+    for i in range(MAX_BYTES):
+        if pos + i >= len(data):
+            raise VarintTruncated("truncated varint")
+        b = data[pos + i]
+        result |= (b & 0x7F) << shift
+        shift += 7
+        if not b & 0x80:
+            return result, pos + i + 1
+    raise VarintError("bad varint: more than 10 bytes")
+
+
+def fields(data: bytes) -> dict[int, int]:
+    """The varint fields of a protobuf message by field number (the other wire types are skipped);
+    enough for MessageIdData's ledgerId / entryId."""
+    out: dict[int, int] = {}
+    i = 0
+    while i < len(data):
+        key, i = decode(data, i)
+        field_no, wire = key >> 3, key & 7
+        if wire == 0:
+            out[field_no], i = decode(data, i)
+        elif wire == 2:
+            n, i = decode(data, i)
+            i += n
+        elif wire == 1:
+            i += 8
+        elif wire == 5:
+            i += 4
+        else:
+            raise VarintError("unsupported wire type")
+    if i != len(data):
+        raise VarintTruncated("truncated")
+    return out
