@@ -16,16 +16,26 @@ import asyncio
 import inspect
 import json
 import sys
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
 
 from auditor import __version__
 from auditor.errors import AdminError, BookieError, ConfigError, DataError, MetadataError
+
+if TYPE_CHECKING:  # annotations only: the commands import what they need when they run
+    from google.protobuf.message import Message
+
+    from auditor._proto import admin_pb2
+    from auditor.admin.client import AdminClient
+    from auditor.durability.ids import LedgerId
+    from auditor.settings import Settings
+
+T = TypeVar("T")
 
 EXIT_ERROR = 2
 # The one place an error becomes an exit code: the most specific class listed wins. An error not listed
@@ -108,7 +118,7 @@ LogLevelOpt = Annotated[str | None, typer.Option("--log-level", help="debug|info
 LogFormatOpt = Annotated[str | None, typer.Option("--log-format", help="json|console")]
 
 
-def _load(config: Path | None, flags: dict[str, tuple[str, Any]]) -> Any:
+def _load(config: Path | None, flags: dict[str, tuple[str, object]]) -> Settings:
     """Settings from flags (dotted name -> (flag, value)), env and file; exits 2 with one line on error."""
     from auditor.settings import load_settings
 
@@ -127,7 +137,7 @@ def _load(config: Path | None, flags: dict[str, tuple[str, Any]]) -> Any:
         return load_settings(config, overrides=overrides, option_names=names)
 
 
-def _start_logging(settings: Any) -> None:
+def _start_logging(settings: Settings) -> None:
     from auditor.logging import configure_logging, get_logger
 
     configure_logging(settings.log.level, settings.log.format)
@@ -188,7 +198,9 @@ def run(
     raise typer.Exit(int(code or 0))
 
 
-def _prepare_run(config: Any, metadata_service_uri: Any, fmt: str, log_level: Any, log_format: Any) -> Any:
+def _prepare_run(
+    config: Path | None, metadata_service_uri: str | None, fmt: str, log_level: str | None, log_format: str | None
+) -> Settings:
     """What `check` and `sweep` share: the output format, settings with flags applied, logging."""
     if fmt not in ("table", "json"):
         _fail(f"--format must be table or json, got {fmt!r}")
@@ -283,14 +295,14 @@ def sweep(
     raise typer.Exit(int(code or 0))
 
 
-def _parse_ledger_id(text: str) -> Any:
+def _parse_ledger_id(text: str) -> LedgerId:
     from auditor.durability.ids import LedgerId
 
     with _exit_on_error():
         return LedgerId.parse(text)
 
 
-def _require_metadata(settings: Any) -> None:
+def _require_metadata(settings: Settings) -> None:
     with _exit_on_error():
         settings.require_metadata()
 
@@ -326,12 +338,14 @@ def _admin_address(flag: str | None) -> str:
     return address or DEFAULT_ADMIN_ADDRESS
 
 
-def _client_call(admin: str | None, tls_ca: Path | None, timeout: float, call: Callable[[Any], Awaitable[Any]]) -> Any:
+def _client_call(
+    admin: str | None, tls_ca: Path | None, timeout: float, call: Callable[[AdminClient], Awaitable[T]]
+) -> T:
     from auditor.admin.client import AdminClient
 
     admin = _admin_address(admin)
 
-    async def go() -> Any:
+    async def go() -> T:
         async with AdminClient(admin, timeout=timeout, tls_ca=tls_ca) as client:
             return await call(client)
 
@@ -369,13 +383,13 @@ def _table(rows: list[list[str]], header: list[str]) -> str:
     return "\n".join(lines)
 
 
-def _msg_dict(msg: Any) -> dict[str, Any]:
+def _msg_dict(msg: Message) -> dict[str, Any]:
     from google.protobuf.json_format import MessageToDict
 
     return MessageToDict(msg, preserving_proto_field_name=False, always_print_fields_with_no_presence=True)
 
 
-def _opt(msg: Any, name: str) -> Any:
+def _opt(msg: Message, name: str) -> Any:
     return getattr(msg, name) if msg.HasField(name) else None
 
 
@@ -423,7 +437,7 @@ def _validate_ledger(text: str) -> str:
     return text.strip()
 
 
-def _finding_json(f: Any) -> dict[str, Any]:
+def _finding_json(f: admin_pb2.Finding) -> dict[str, Any]:
     out = json.loads(f.fields_json) if f.fields_json else {}
     out.update(
         {
@@ -439,7 +453,7 @@ def _finding_json(f: Any) -> dict[str, Any]:
     return out
 
 
-def _findings_table(findings: Any) -> str:
+def _findings_table(findings: Iterable[admin_pb2.Finding]) -> str:
     rows = [
         [
             f.severity,
@@ -516,7 +530,7 @@ def explain(
     typer.echo(_explain_text(resp))
 
 
-def _explain_text(resp: Any) -> str:
+def _explain_text(resp: admin_pb2.ExplainLedgerResponse) -> str:
     lines: list[str] = []
     if resp.HasField("metadata"):
         m = resp.metadata
