@@ -184,7 +184,7 @@ class ZooKeeperConnection:
             )
         return results[1:]
 
-    async def guarded_one(self, guard: WriteGuard, add_op: Callable[[Any], None]) -> Any:
+    async def guarded_one(self, guard: WriteGuard, add_op: Callable[..., None]) -> Any:
         """One guarded op; its failure (e.g. NoNodeError, NodeExistsError, BadVersionError) is raised."""
         (result,) = await self.guarded(guard, add_op)
         if isinstance(result, Exception):
