@@ -169,8 +169,8 @@ class CheckRun:
 
         def finished(t: asyncio.Task[None]) -> None:
             tasks.discard(t)
-            if not t.cancelled() and t.exception() is not None:
-                failures.append(t.exception())  # retrieved here, raised by the scan at its end
+            if not t.cancelled() and (exc := t.exception()) is not None:
+                failures.append(exc)  # retrieved here, raised by the scan at its end
 
         async def guarded(r: LedgerRecord | CorruptLedger, slot: list) -> None:
             try:
