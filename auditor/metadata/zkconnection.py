@@ -15,12 +15,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any, Self
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError, RolledBackError
 from kazoo.protocol.states import EventType, KazooState, WatchedEvent
+
+from auditor.aio import spawn
 
 from .bridge import KazooBridge, start_client, stop_client
 from .errors import NotALedgersRootError, NotLeaderError
@@ -80,11 +82,14 @@ class ZooKeeperConnection:
     def _session_lost(self) -> None:
         """Hook for the recipes: forget what was cached under the lost session (call super())."""
 
-    def _spawn(self, coro: Any) -> Callable[[], None]:
-        task = asyncio.ensure_future(coro)
-        self._watch_tasks.add(task)
-        task.add_done_callback(self._watch_tasks.discard)
-        return task.cancel
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> Callable[[], None]:
+        """Run a watch loop in the background (kept until it ends, its failure logged); returns its canceller."""
+        task = spawn(coro, name="zookeeper watch", keep=self._watch_tasks)
+
+        def cancel() -> None:
+            task.cancel()
+
+        return cancel
 
     # ------------------------------------------------------------ lifecycle
     @classmethod
