@@ -71,7 +71,7 @@ def test_wire_form_round_trips_through_json(finding: Finding) -> None:
 
 @given(
     category=st.sampled_from(list(Category)),
-    scope=st.integers(0, 2**64 - 1),
+    scope=st.integers(0, 2**63 - 1),
     ledger=st.one_of(st.none(), st.integers(0, 2**63 - 1)),
     segment=st.one_of(st.none(), st.integers(0, 1000)),
     bookie=st.one_of(st.none(), st.text(min_size=1, max_size=20)),
