@@ -7,7 +7,7 @@ setup:
 demo: setup
 	.venv/bin/python -m tests.realcluster.demo
 
-test: setup
+test: setup lint
 	.venv/bin/python -m pytest -q -ra tests
 
 # Static checks (docs/contributing.md): ruff lint + format check, the layer contracts (.importlinter),
