@@ -423,16 +423,20 @@ class Auditor:
         election = self.election
         return election is not None and await election.vote_is_ours()
 
-    async def _elect_and_lead(self, stop: asyncio.Event) -> None:
-        assert self.ctx is not None
+    def _new_election(self) -> LeaderElection:
         s = self.settings
-        election = LeaderElection(
+        return LeaderElection(
             self.zk.bridge,
             s.election_path,
             s.election.identity,
             java_compatible=s.election.join_java_election,
             ledgers_root=s.ledgers_root,
         )
+
+    async def _elect_and_lead(self, stop: asyncio.Event) -> None:
+        assert self.ctx is not None
+        s = self.settings
+        election = self._new_election()
         self.election = election
         lead = self.state.leadership
         assert lead is not None
@@ -469,13 +473,7 @@ class Auditor:
                     # another replica the chance, then rejoin.
                     await election.close()
                     await asyncio.sleep(1.0)
-                    election = LeaderElection(
-                        self.zk.bridge,
-                        s.election_path,
-                        s.election.identity,
-                        java_compatible=s.election.join_java_election,
-                        ledgers_root=s.ledgers_root,
-                    )
+                    election = self._new_election()
                     self.election = election
                     await election.start()
         finally:
