@@ -271,8 +271,12 @@ class Campaign:
         self.snap = snapshot(self.c.kazoo)
         self.log(f"daemons up ({self.mon.current_leader()} leads); baseline passes done in {time.time() - t0:.0f}s")
 
-    def add_ledgers(self, wanted: list[tuple[tuple[int, int, int], bool]]) -> list[LedgerRecord]:
-        """Write ledgers with the real Java tool (closed ones in batches), census them, add them to the pool."""
+    def add_ledgers(self, wanted: list[tuple[tuple[int, int, int], bool]], attempt: int = 1) -> list[LedgerRecord]:
+        """Write ledgers with the real Java tool (closed ones in batches), census them, add them to the pool.
+
+        On a loaded machine the Java writer sometimes loses a connection to one bookie mid-write; the ledger
+        is then really under-replicated from birth. Such a ledger is deleted (with the real tool) and written
+        again, at most three times, so the pool starts healthy by the census, not by assumption."""
         allowed = [b.bookie_id for b in self.c.bookies]
         made: list[dict[str, Any]] = []
         closed = Counter(q for q, is_open in wanted if not is_open)
@@ -305,11 +309,22 @@ class Campaign:
         recs = [LedgerRecord.from_tool(r) for r in made]
         rows = census(self.c, recs)
         bad = {lid: r for lid, r in rows.items() if not r.healthy}
-        if bad:
+        if bad and attempt >= 3:
             raise CampaignError(f"the Java census finds freshly written ledgers damaged: {list(bad.values())[:3]}")
-        for r in recs:
+        good = [r for r in recs if r.ledger_id not in bad]
+        for r in good:
             self.pool[r.ledger_id] = r
-        return recs
+        if bad:
+            self.log(f"census: {len(bad)} freshly written ledger(s) damaged by the writer, deleted and written "
+                     f"again: {sorted(bad)} ({list(bad.values())[:1]})")
+            again = []
+            for r in recs:
+                if r.ledger_id in bad:
+                    self.c.delete_ledger(r.ledger_id)
+                    self.deleted[r.ledger_id] = time.time()
+                    again.append(((r.ensemble_size, r.write_quorum, r.ack_quorum), r.open))
+            good += self.add_ledgers(again, attempt + 1)
+        return good
 
     # ================================================================== helpers
     def pass_timeout(self, check: str) -> float:
