@@ -315,8 +315,10 @@ class Campaign:
         for r in good:
             self.pool[r.ledger_id] = r
         if bad:
-            self.log(f"census: {len(bad)} freshly written ledger(s) damaged by the writer, deleted and written "
-                     f"again: {sorted(bad)} ({list(bad.values())[:1]})")
+            self.log(
+                f"census: {len(bad)} freshly written ledger(s) damaged by the writer, deleted and written "
+                f"again: {sorted(bad)} ({list(bad.values())[:1]})"
+            )
             again = []
             for r in recs:
                 if r.ledger_id in bad:
