@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from kazoo.client import KazooClient
+from kazoo.exceptions import ConnectionLoss, SessionExpiredError
 
 from tests.realcluster.cluster.errors import HarnessError
 from tests.realcluster.cluster.javatools import JVM_COMMON, ZK_JARS, JavaTools, check_prerequisites, classpath
@@ -370,10 +371,15 @@ class Cluster(JavaTools):
         while time.monotonic() < deadline:
             if not b.running:
                 raise HarnessError(f"bookie {n} exited; log {b.proc.log}:\n{tail(b.proc.log)}")
-            if self.kazoo.exists(self.registration_path(n)) or self.kazoo.exists(
-                f"{self.ledgers_root}/available/readonly/{b.bookie_id}"
-            ):
-                return
+            try:
+                if self.kazoo.exists(self.registration_path(n)) or self.kazoo.exists(
+                    f"{self.ledgers_root}/available/readonly/{b.bookie_id}"
+                ):
+                    return
+            except (ConnectionLoss, SessionExpiredError):
+                # Our own client lost its session (a ZooKeeper restart on a loaded machine): kazoo
+                # reconnects with a new one; ask again (a chaos campaign died here at round 89).
+                pass
             time.sleep(0.2)
         raise HarnessError(f"bookie {n} did not register within {timeout}s; log {b.proc.log}:\n{tail(b.proc.log)}")
 
