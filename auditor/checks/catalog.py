@@ -201,6 +201,18 @@ class CoverageCheck:
                 again = await ledger_end(self.ctx, md, stats, only=where.suspect_bookies)
                 second += lac_findings(md, again)
             confirmed = verdicts.confirm(first, second)
+            if any(f.category is Category.DIGEST_MISMATCH for f in confirmed):
+                # Damage needs a third identical read (verdicts.confirm_damage says why).
+                third: list[Finding] = []
+                damaged = {c.bookie for c in second_answers.corrupt}
+                if damaged:
+                    _, third_answers = await self._scrutinize(
+                        md, end, marker, stats, only=damaged, previous=second_answers
+                    )
+                    third += corrupt_findings(md, third_answers)
+                if where.rejected:
+                    third += lac_findings(md, await ledger_end(self.ctx, md, stats, only=where.suspect_bookies))
+                confirmed = verdicts.confirm_damage(confirmed, third)
             if self._marker is not None and confirmed:
                 await self._marker(md, confirmed)
             return LedgerOutcome(findings=confirmed + unreachable)

@@ -18,6 +18,7 @@ from auditor.durability.verdicts import (
     assess_quorum,
     compare_metadata,
     confirm,
+    confirm_damage,
     durability_findings,
     risky_quorum_finding,
     scrutinize_ledger,
@@ -256,6 +257,32 @@ def test_a_digest_mismatch_is_confirmed_only_when_the_same_bytes_are_read_again(
     assert len(stored_damage) == 1 and stored_damage[0].confirmed
     assert confirm(corrupt("ad49e26e", "14da3899"), corrupt("ad49e26e", "0866975c")) == []
     assert confirm(corrupt("ad49e26e", "14da3899"), corrupt("2bc07a7b", "4523a965")) == []
+
+
+def test_damage_needs_a_third_identical_read() -> None:
+    """Found by the chaos campaign (seed 12, round 50): a corrupting link flipped the same bit of a small
+    READ_ENTRY reply on two reads one second apart, so the 'same bytes' rule confirmed a healthy copy."""
+    md = ledger(3, 3, 2, 9)
+
+    def corrupt(stored: str, computed: str) -> list[Finding]:
+        return [
+            Finding.of(
+                Category.DIGEST_MISMATCH,
+                "entry 0 on a fails verification",
+                metadata=md,
+                bookie="a",
+                entry_id=0,
+                method="read",
+                detail={"problems": ["digest mismatch"], "storedDigest": stored, "computedDigest": computed},
+            )
+        ]
+
+    other = Finding.of(Category.ENTRY_BELOW_WRITE_QUORUM, "entry 0 has 2 copies", metadata=md, method="read")
+    twice = confirm(corrupt("4aa6648b", "2e7e8ec1") + [other], corrupt("4aa6648b", "2e7e8ec1") + [other])
+    assert [f.category for f in twice] == [Category.DIGEST_MISMATCH, other.category]
+    assert confirm_damage(twice, corrupt("4aa6648b", "2e7e8ec1")) == twice  # held by the bookie
+    assert confirm_damage(twice, corrupt("4aa6648b", "97c1d2e0")) == [twice[1]]  # damaged on the way
+    assert confirm_damage(twice, []) == [twice[1]]  # healthy on the third read
 
 
 def test_unreachable_bookie_finding() -> None:
