@@ -235,23 +235,28 @@ def test_confirm_keeps_what_the_recheck_saw_again() -> None:
     assert confirm(first, fixed) == []
 
 
+def digest_mismatch(md: LedgerMetadata, entry: int, stored: str, computed: str) -> list[Finding]:
+    """A read's finding that entry `entry` on bookie a fails verification with these digests."""
+    return [
+        Finding.of(
+            Category.DIGEST_MISMATCH,
+            f"entry {entry} on a fails verification",
+            metadata=md,
+            bookie="a",
+            entry_id=entry,
+            method="read",
+            detail={"problems": ["digest mismatch"], "storedDigest": stored, "computedDigest": computed},
+        )
+    ]
+
+
 def test_a_digest_mismatch_is_confirmed_only_when_the_same_bytes_are_read_again() -> None:
     """Found by the chaos campaign: over a corrupting link both reads of one entry failed verification
     (differently) and a healthy copy was reported as corrupt and marked under-replicated."""
     md = ledger(3, 3, 2, 9)
 
     def corrupt(stored: str, computed: str) -> list[Finding]:
-        return [
-            Finding.of(
-                Category.DIGEST_MISMATCH,
-                "entry 4 on a fails verification",
-                metadata=md,
-                bookie="a",
-                entry_id=4,
-                method="read",
-                detail={"problems": ["digest mismatch"], "storedDigest": stored, "computedDigest": computed},
-            )
-        ]
+        return digest_mismatch(md, 4, stored, computed)
 
     stored_damage = confirm(corrupt("ad49e26e", "14da3899"), corrupt("ad49e26e", "14da3899"))
     assert len(stored_damage) == 1 and stored_damage[0].confirmed
@@ -265,17 +270,7 @@ def test_damage_needs_a_third_identical_read() -> None:
     md = ledger(3, 3, 2, 9)
 
     def corrupt(stored: str, computed: str) -> list[Finding]:
-        return [
-            Finding.of(
-                Category.DIGEST_MISMATCH,
-                "entry 0 on a fails verification",
-                metadata=md,
-                bookie="a",
-                entry_id=0,
-                method="read",
-                detail={"problems": ["digest mismatch"], "storedDigest": stored, "computedDigest": computed},
-            )
-        ]
+        return digest_mismatch(md, 0, stored, computed)
 
     other = Finding.of(Category.ENTRY_BELOW_WRITE_QUORUM, "entry 0 has 2 copies", metadata=md, method="read")
     twice = confirm(corrupt("4aa6648b", "2e7e8ec1") + [other], corrupt("4aa6648b", "2e7e8ec1") + [other])
