@@ -111,6 +111,7 @@ class RecheckQueue(Generic[T]):
             self._changed.clear()
             wait = self.next_due_in()
             try:
-                await asyncio.wait_for(self._changed.wait(), timeout=wait)
+                async with asyncio.timeout(wait):
+                    await self._changed.wait()
             except TimeoutError:
                 pass

@@ -256,7 +256,8 @@ class Auditor:
                 board.schedule(name, time.time() + wait)
                 board.set_state(name, TaskState.IDLE)
                 try:
-                    await asyncio.wait_for(trigger.wait(), timeout=wait)
+                    async with asyncio.timeout(wait):
+                        await trigger.wait()
                 except TimeoutError:
                     pass
             trigger.clear()
@@ -399,7 +400,8 @@ class Auditor:
                 log.error("cannot reach the metadata store; retrying", error=str(exc), retryInSeconds=backoff)
                 await admin.set_health(ready=False)
                 try:
-                    await asyncio.wait_for(stop.wait(), timeout=backoff)
+                    async with asyncio.timeout(backoff):
+                        await stop.wait()
                 except TimeoutError:
                     pass
                 backoff = min(backoff * 2, 30.0)

@@ -86,7 +86,8 @@ class LoopWatchdog:
     async def _check(self, epoch: int) -> None:
         lead = self.leadership
         try:
-            ours = await asyncio.wait_for(self._confirm(), self.session_timeout)
+            async with asyncio.timeout(self.session_timeout):
+                ours = await self._confirm()
         except (TimeoutError, KazooException, MetadataError, OSError) as exc:
             ours, why = False, f"{type(exc).__name__}: {exc}"
         else:

@@ -59,9 +59,10 @@ class KazooBridge:
 
             async_result = method(*args, **kwargs)
             async_result.rawlink(on_done)
-            if self.op_timeout is None:
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for drops a cancellation that arrives
+            # together with the answer, and a cancelled election task then ran on (a CI hang).
+            async with asyncio.timeout(self.op_timeout):
                 return await fut
-            return await asyncio.wait_for(fut, self.op_timeout)
 
     async def commit(self, transaction: Any) -> list[Any]:
         """Commit a kazoo TransactionRequest; the result list holds an exception per failed op."""

@@ -132,10 +132,12 @@ class LeaderElection:
         self._on_deposed.append(callback)
 
     async def wait_leader(self, timeout: float | None = None) -> None:
-        await asyncio.wait_for(self.leader_event.wait(), timeout)
+        async with asyncio.timeout(timeout):
+            await self.leader_event.wait()
 
     async def wait_follower(self, timeout: float | None = None) -> None:
-        await asyncio.wait_for(self.follower_event.wait(), timeout)
+        async with asyncio.timeout(timeout):
+            await self.follower_event.wait()
 
     async def start(self) -> None:
         self.bridge.add_state_callback(self._on_state)
@@ -145,6 +147,7 @@ class LeaderElection:
         """Step down, stop, and delete our vote so that a successor need not wait for session expiry."""
         self._closed = True
         self._step_down("closing")
+        self._poke("closing")  # a round waiting for a change returns even if the cancel below is lost
         self.bridge.remove_state_callback(self._on_state)
         if self._task is not None:
             self._task.cancel()

@@ -191,7 +191,8 @@ class ScriptRackResolver:
         except OSError as exc:
             raise MetadataConfigError(f"rack script {self.script}: cannot run ({exc.strerror or exc})") from None
         try:
-            out, err = await asyncio.wait_for(proc.communicate(), self.timeout)
+            async with asyncio.timeout(self.timeout):
+                out, err = await proc.communicate()
         except TimeoutError:
             proc.kill()
             await proc.wait()
