@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 import typer
 
 from auditor import __version__
+from auditor.checks.names import checks_help
+from auditor.durability.findings import Category
 from auditor.errors import AdminError, BookieError, ConfigError, DataError, MetadataError
 
 if TYPE_CHECKING:  # annotations only: the commands import what they need when they run
@@ -221,7 +223,7 @@ def _prepare_run(
 def check(
     config: ConfigOpt = None,
     metadata_service_uri: UriOpt = None,
-    checks: Annotated[str, typer.Option("--checks", help="Comma-separated checks; empty = all.")] = "",
+    checks: Annotated[str, typer.Option("--checks", help=checks_help())] = "",
     fmt: Annotated[str, typer.Option("--format", help="table|json")] = "table",
     log_level: LogLevelOpt = None,
     log_format: LogFormatOpt = None,
@@ -241,7 +243,7 @@ def check(
 def sweep(
     config: ConfigOpt = None,
     metadata_service_uri: UriOpt = None,
-    checks: Annotated[str, typer.Option("--checks", help="Comma-separated checks; empty = all.")] = "",
+    checks: Annotated[str, typer.Option("--checks", help=checks_help())] = "",
     master: Annotated[
         str | None,
         typer.Option(
@@ -472,7 +474,9 @@ def _findings_table(findings: Iterable[admin_pb2.Finding]) -> str:
 @app.command()
 def findings(
     admin: AdminOpt = None,
-    category: Annotated[str, typer.Option("--category", help="Only this category.")] = "",
+    category: Annotated[
+        str, typer.Option("--category", help=f"Only this category: {', '.join(c.value for c in Category)}.")
+    ] = "",
     ledger: Annotated[str, typer.Option("--ledger", help="Only this ledger (id or qualified name).")] = "",
     bookie: Annotated[str, typer.Option("--bookie", help="Only findings about this bookie.")] = "",
     limit: Annotated[int, typer.Option("--limit", min=0, help="At most this many (0 = server default).")] = 0,

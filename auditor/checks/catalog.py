@@ -34,6 +34,7 @@ from auditor.metadata.interfaces import LedgerRecord, MarkerRecord
 
 from .answers import LedgerAnswers, gather_answers, gather_read_answers, ledger_end
 from .context import AuditContext, RunStats
+from .names import ALIASES
 from .runner import LedgerOutcome
 
 Locations = Callable[[Iterable[str]], Awaitable[Mapping[str, str | None]]]
@@ -290,20 +291,7 @@ class OpenLedgerCheck(CoverageCheck):
 
 
 # The checks by the names the CLI, the admin API's trigger and the metrics use.
-CHECKS: dict[str, type[CoverageCheck]] = {"scrutiny": ScrutinyCheck, "ledger": LedgerReadCheck, "open": OpenLedgerCheck}
-
-
-# scrutiny: closed ledgers: placement, every entry on its WQ bookies, markers
-# ledger: all ledgers: read first/last (+ a sample) of each fragment, verify digests
-# open: open ledgers: would a recovery now truncate acknowledged entries?
-ALIASES = {
-    "replicas": "scrutiny",
-    "placement": "scrutiny",
-    "ledgers": "ledger",
-    "checkallledgers": "ledger",
-    "open-ledgers": "open",
-    "truncation": "open",
-}
+CHECKS: dict[str, type[CoverageCheck]] = {c.name: c for c in (ScrutinyCheck, LedgerReadCheck, OpenLedgerCheck)}
 
 
 def resolve_checks(names: list[str]) -> list[str]:
