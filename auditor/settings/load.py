@@ -18,7 +18,7 @@ from auditor.errors import ConfigError
 
 from .files import translate_file
 from .model import ENV_PREFIX, FILE_DATA, Settings, model_for
-from .origins import Origin, command_line_origins, describe, environment_origins, origin_for
+from .origins import Origin, command_line_origins, describe, environment_origins, origin_for, unknown_variables
 from .rules import cross_checks
 from .values import one_line
 
@@ -53,6 +53,9 @@ def load_settings(
     ignored: list[str] = []
     if path is not None:
         tree, ignored = translate_file(path, file_origins)
+    unknown = unknown_variables((ENV_CONFIG_FILE, ENV_ADMIN_ADDRESS))
+    if unknown:
+        raise ConfigError(unknown)
     environment_origins(env_origins)
     command_line_origins(overrides, cli_origins, option_names or {})
     token = FILE_DATA.set(tree)

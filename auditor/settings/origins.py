@@ -4,9 +4,10 @@ worded: every problem is one line that names the setting as it was written and w
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +39,45 @@ def environment_origins(origins: dict[str, Origin]) -> None:
             sec = ENV_PREFIX + "__".join(parts[:i]).upper()
             if sec in env:
                 origins.setdefault(".".join(parts[:i]), Origin("environment", sec, env[sec]))
+
+
+def setting_variables() -> tuple[set[str], set[str]]:
+    """The `BKAUDIT_*` names that set something: (every setting, every section given as JSON)."""
+    leaves: set[str] = set()
+    sections: set[str] = set()
+    for dotted in our_names():
+        parts = dotted.upper().split(".")
+        leaves.add(ENV_PREFIX + "__".join(parts))
+        sections.update(ENV_PREFIX + "__".join(parts[:i]) for i in range(1, len(parts)))
+    return leaves, sections
+
+
+def unknown_variables(other_names: Iterable[str], environ: Mapping[str, str] | None = None) -> list[str]:
+    """One problem per `BKAUDIT_*` variable that names no setting (nor one of `other_names`), named as the
+    user wrote it: pydantic-settings would silently ignore a misspelt top-level one."""
+    env = os.environ if environ is None else environ
+    leaves, sections = setting_variables()
+    leaves |= {n.upper() for n in other_names}
+    problems = []
+    for name in sorted(env):
+        if name.upper().startswith(ENV_PREFIX) and name.upper() not in leaves | sections:
+            problems.append(f"environment: {name}: unknown setting{_hint(name.upper(), leaves, sections)}")
+    return problems
+
+
+def _hint(name: str, leaves: set[str], sections: set[str]) -> str:
+    """Within a known section: the closest of its settings, else the list of them. Otherwise the closest
+    name overall, if one is close."""
+    section, _, leaf = name.rpartition("__")
+    if section in sections:
+        inside = sorted({n[len(section) + 2 :] for n in leaves if n.startswith(section + "__")} - {""})
+        inside = [n for n in inside if "__" not in n]
+        close = difflib.get_close_matches(leaf, inside, n=1, cutoff=0.75)
+        if close:
+            return f" (did you mean {section}__{close[0]}?)"
+        return f" ({section} has: {', '.join(inside)})"
+    close = difflib.get_close_matches(name, sorted(leaves | sections), n=1, cutoff=0.8)
+    return f" (did you mean {close[0]}?)" if close else ""
 
 
 def command_line_origins(

@@ -97,6 +97,25 @@ def test_bad_environment(env: dict[str, str], words: str) -> None:
 
 
 @pytest.mark.parametrize(
+    "name, words",
+    [
+        # pydantic-settings alone ignores an unknown top-level variable and names a nested one by its
+        # dotted setting (schedule.foo): the user wrote neither.
+        ("BKAUDIT_METADATA_SERVICE_UR", "did you mean BKAUDIT_METADATA_SERVICE_URI?"),
+        ("BKAUDIT_TOTALLY_UNRELATED", "unknown setting"),
+        ("BKAUDIT_RECHECK__ATTEMPT", "did you mean BKAUDIT_RECHECK__ATTEMPTS?"),
+        ("bkaudit_log__levl", "did you mean BKAUDIT_LOG__LEVEL?"),
+        ("BKAUDIT_ZOOKEEPER__TIMEOUT", "BKAUDIT_ZOOKEEPER has: "),
+    ],
+)
+def test_unknown_environment_variable_is_named_as_written(name: str, words: str) -> None:
+    result = run("check", env={"BKAUDIT_METADATA_SERVICE_URI": URI, name: "1"})
+    line = one_error_line(result)
+    assert line.startswith(f"error: environment: {name}: unknown setting"), line
+    assert words in line, line
+
+
+@pytest.mark.parametrize(
     "args, words",
     [
         (["sweep", "--metadata-service-uri", URI, "--start", "9" * 5000], "is outside 0..2^63-1"),
