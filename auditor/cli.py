@@ -27,7 +27,7 @@ import typer
 from auditor import __version__
 from auditor.checks.names import checks_help
 from auditor.durability.findings import Category
-from auditor.errors import AdminError, BookieError, ConfigError, DataError, MetadataError
+from auditor.errors import AdminError, BookieError, ConfigError, DataError, MetadataError, error_line
 
 if TYPE_CHECKING:  # annotations only: the commands import what they need when they run
     from google.protobuf.message import Message
@@ -61,7 +61,7 @@ app = typer.Typer(
 
 
 def _fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
-    typer.echo(f"error: {' '.join(message.split())}", err=True)  # always one line
+    typer.echo(error_line(message), err=True)
     raise typer.Exit(code)
 
 

@@ -49,3 +49,16 @@ class BookieError(AuditorError):
 
 class AdminError(AuditorError):
     """An admin API request that cannot be served."""
+
+
+ERROR_PREFIX = "error: "
+
+
+def error_line(problem: BaseException | str) -> str:
+    """The one stderr line every command prints for an error: `error: ` and the problem on one line. Our
+    own errors say what they are; anything else is named by its type (e.g. `TimeoutError: ...`)."""
+    if isinstance(problem, BaseException):
+        text = str(problem) if isinstance(problem, AuditorError) else f"{type(problem).__name__}: {problem}"
+    else:
+        text = problem
+    return ERROR_PREFIX + " ".join(text.split())

@@ -13,6 +13,7 @@ from collections import Counter
 from typing import Any, TextIO
 
 from auditor.durability.findings import Finding, FindingSummary
+from auditor.errors import error_line
 from auditor.logging import get_logger, log_new_finding
 from auditor.settings import Settings
 
@@ -111,7 +112,7 @@ async def main(
     try:
         names = resolve_checks(checks)
     except ValueError as exc:
-        print(f"bk-auditor check: {exc}", file=err)
+        print(error_line(str(exc)), file=err)
         return 2
     summary = FindingSummary()
     runs: list[dict[str, Any]] = []
@@ -134,7 +135,7 @@ async def main(
             if rack_problem is not None and any(CHECKS[n].use_placement for n in names) and summary.add(rack_problem):
                 log_new_finding(rack_problem, logger=log, check="scrutiny")
     except Exception as exc:  # connection refused, bad layout, ...: one clear line, exit 2
-        print(f"bk-auditor check: {type(exc).__name__}: {exc}", file=err)
+        print(error_line(exc), file=err)
         log.debug("check failed", exc_info=True)
         return 2
     findings = summary.findings

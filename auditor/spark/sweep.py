@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from auditor.durability.ids import LedgerId
+from auditor.errors import error_line
 from auditor.settings import Settings
 
 from .output import PartitionStats, SweepFindings, aggregate, findings_jsonl, join_uri, print_table, write_text
@@ -231,20 +232,20 @@ def sweep_main(
                 f"--executor-log-level must be debug, info, warning or error, got {options.executor_log_level!r}"
             )
     except ValueError as exc:
-        print(f"bk-auditor sweep: {exc}", file=err)
+        print(error_line(str(exc)), file=err)
         return EXIT_ERROR
     log = get_logger("auditor.sweep")
     try:
         spark, created = get_session(master, conf)
     except Exception as exc:
-        print(f"bk-auditor sweep: cannot start Spark: {type(exc).__name__}: {exc}", file=err)
+        print(error_line(f"cannot start Spark: {type(exc).__name__}: {exc}"), file=err)
         return EXIT_ERROR
     try:
         log.info("sweep starting", **describe(spark))
         try:
             result = run_sweep(spark, settings, options, progress=print_progress(err))
         except Exception as exc:  # ZooKeeper unreachable, bad layout, ...: one clear line
-            print(f"bk-auditor sweep: {type(exc).__name__}: {exc}", file=err)
+            print(error_line(exc), file=err)
             return EXIT_ERROR
         for finding, check in result.summary.summary.sightings():
             log_new_finding(finding, logger=log, check=check)
@@ -253,7 +254,7 @@ def sweep_main(
                 paths = write_outputs(result, output, spark)
                 print(f"sweep: wrote {paths[0]} and {paths[1]}", file=err)
             except Exception as exc:
-                print(f"bk-auditor sweep: cannot write {output}: {type(exc).__name__}: {exc}", file=err)
+                print(error_line(f"cannot write {output}: {type(exc).__name__}: {exc}"), file=err)
                 return EXIT_ERROR
     finally:
         if created:
@@ -344,7 +345,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = load_settings(args.config, overrides=overrides, option_names=names)
         settings.require_metadata()
     except (ConfigError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(error_line(str(exc)), file=sys.stderr)
         return EXIT_ERROR
     configure_logging(settings.log.level, settings.log.format)
     quiet_spark_client_logs()

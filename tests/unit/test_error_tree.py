@@ -105,3 +105,11 @@ def test_the_cli_exit_code_table() -> None:
     ):
         assert exit_code(exc) == 2, exc
     assert exit_code(RuntimeError("a bug")) is None
+
+
+def test_error_line_is_one_prefixed_line() -> None:
+    from auditor.errors import error_line
+
+    assert error_line(errors.ConfigError(["a: bad", "b:\nworse"])) == "error: a: bad; b:\\nworse"
+    assert error_line(TimeoutError("no answer\n  in 3s")) == "error: TimeoutError: no answer in 3s"
+    assert error_line("cannot write /x:\tfull") == "error: cannot write /x: full"

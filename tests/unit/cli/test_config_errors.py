@@ -127,3 +127,8 @@ def test_unknown_environment_variable_is_named_as_written(name: str, words: str)
 def test_bad_ledger_ids_on_the_command_line(args: list[str], words: str) -> None:
     line = one_error_line(run(*args))
     assert words in line and len(line) < 300, line
+
+
+def test_an_error_after_settings_has_the_same_prefix() -> None:
+    line = one_error_line(run("check", "--checks", "nope", env={"BKAUDIT_METADATA_SERVICE_URI": URI}))
+    assert line.startswith("error: unknown check 'nope'; choose from scrutiny, ledger, open"), line

@@ -404,3 +404,4 @@ def test_sweep_rejects_a_bad_executor_log_level_before_starting_spark(capsys: py
     assert sweep_main(s, SweepOptions(checks=["nope"])) == 2
     err = capsys.readouterr().err
     assert "--executor-log-level" in err and "unknown check 'nope'" in err
+    assert all(line.startswith("error: ") for line in err.splitlines()), err  # the CLI's one error prefix
