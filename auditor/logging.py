@@ -85,6 +85,25 @@ def _shared_processors() -> list[Any]:
     ]
 
 
+# Libraries whose routine lines (connecting, connection dropped, retrying, session closed) are noise at
+# info: our own code logs what they mean (lost session, stepping down, unreachable ZooKeeper). Their
+# errors still show; everything else is demoted to debug.
+CHATTY_LOGGERS = ("kazoo",)
+
+
+class _DemoteChatter(logging.Filter):
+    def __init__(self, level: int) -> None:
+        super().__init__()
+        self.level = level
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.ERROR and record.name.split(".", 1)[0] in CHATTY_LOGGERS:
+            if self.level > logging.DEBUG:
+                return False
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        return True
+
+
 def configure_logging(level: str = "info", fmt: str = "json", stream: IO[str] | None = None) -> None:
     """(Re)configure all logging. Safe to call again (tests do): the previous handler is replaced."""
     if level.lower() not in LEVELS:
@@ -106,6 +125,7 @@ def configure_logging(level: str = "info", fmt: str = "json", stream: IO[str] | 
     )
     handler = logging.StreamHandler(out)
     handler.setFormatter(formatter)
+    handler.addFilter(_DemoteChatter(LEVELS[level.lower()]))
     setattr(handler, _HANDLER_FLAG, True)
     root = logging.getLogger()
     for h in list(root.handlers):

@@ -155,15 +155,22 @@ async def rack_resolver(settings: Settings, store: BookieRegistry) -> RackResolv
     return await pulsar_racks(store, path=r.pulsar_path, default_rack=r.default_rack)
 
 
+async def connect_store(settings: Settings) -> ZooKeeperMetadataStore:
+    """The metadata store the settings name, connected (one place for the connection's settings)."""
+    z = settings.zookeeper
+    return await ZooKeeperMetadataStore.connect(
+        settings.metadata_location(),
+        max_in_flight=z.max_concurrent_reads,
+        reads_per_second=z.reads_per_second or None,
+        connect_timeout=z.connect_timeout_seconds,
+    )
+
+
 @asynccontextmanager
 async def audit_context(
     settings: Settings, *, one_shot: bool = False, **overrides: Any
 ) -> AsyncIterator[tuple[AuditContext, Locations]]:
-    store = await ZooKeeperMetadataStore.connect(
-        settings.metadata_location(),
-        max_in_flight=settings.zookeeper.max_concurrent_reads,
-        reads_per_second=settings.zookeeper.reads_per_second or None,
-    )
+    store = await connect_store(settings)
     pool = BookiePool(store.address_resolver(), bookie_config(settings))
     try:
         options = check_options(settings, one_shot=one_shot)

@@ -17,6 +17,8 @@ from kazoo.protocol.states import KazooState, WatchedEvent
 
 from auditor.aio.ratelimit import TokenBucket
 
+from .errors import ZooKeeperUnreachableError
+
 log = logging.getLogger(__name__)
 
 StateCallback = Callable[[KazooState], None]
@@ -126,7 +128,8 @@ async def start_client(client: KazooClient, timeout: float = 30.0) -> None:
     if not client.connected:
         client.stop()
         client.close()
-        raise TimeoutError(f"could not connect to ZooKeeper at {client.hosts} within {timeout}s")
+        servers = ",".join(f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in client.hosts)
+        raise ZooKeeperUnreachableError(servers, timeout)
 
 
 async def stop_client(client: KazooClient) -> None:

@@ -17,6 +17,7 @@ __all__ = [
     "NotALedgersRootError",
     "NotLeaderError",
     "UnsupportedLayoutError",
+    "ZooKeeperUnreachableError",
 ]
 
 
@@ -31,6 +32,14 @@ class NotALedgersRootError(MetadataConfigError):
     def __init__(self, path: str, problem: str) -> None:
         super().__init__(f"{path}: {problem}")
         self.path = path
+
+
+class ZooKeeperUnreachableError(MetadataError, TimeoutError):
+    """No ZooKeeper server answered within the connect timeout; names the servers tried."""
+
+    def __init__(self, servers: str, timeout: float) -> None:
+        super().__init__(f"cannot reach ZooKeeper at {servers} within {timeout:g}s (zookeeper.connect_timeout_seconds)")
+        self.servers = servers
 
 
 class MissingZnodeError(MetadataError):

@@ -47,6 +47,9 @@ class ZooKeeperSettings(_Section):
     ledgers_root: str = DEFAULT_LEDGERS_ROOT
     ledger_manager: Literal["hierarchical", "longhierarchical", "flat"] | None = None
     session_timeout_seconds: float = Field(10.0, gt=0)
+    # How long to try reaching any server before giving up with one line naming them (the daemon then
+    # retries with backoff): short, so a wrong address fails fast instead of after pages of retries.
+    connect_timeout_seconds: float = Field(5.0, gt=0)
     reads_per_second: float = Field(2000.0, ge=0)  # 0 = unlimited
     max_concurrent_reads: int = Field(64, ge=1)
 

@@ -7,6 +7,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from auditor.checks.build import connect_store
 from auditor.durability.ids import LedgerId
 from auditor.metadata.zkstore import ZooKeeperMetadataStore
 from auditor.settings import Settings
@@ -97,11 +98,7 @@ async def plan_sweep(
     end: LedgerId | None = None,
     refine: bool = True,
 ) -> SweepPlan:
-    store = await ZooKeeperMetadataStore.connect(
-        settings.metadata_location(),
-        max_in_flight=settings.zookeeper.max_concurrent_reads,
-        reads_per_second=settings.zookeeper.reads_per_second or None,
-    )
+    store = await connect_store(settings)
     try:
         return await plan_with_store(store, partitions, start=start, end=end, refine=refine)
     finally:

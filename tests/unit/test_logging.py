@@ -43,7 +43,7 @@ def test_json_lines_with_utc_timestamps_and_camel_ids(out: io.StringIO) -> None:
 
 
 def test_stdlib_loggers_share_the_format(out: io.StringIO) -> None:
-    logging.getLogger("kazoo.client").warning("Connection dropped: %s", "socket closed")
+    logging.getLogger("kazoo.client").error("Connection dropped: %s", "socket closed")  # (warnings: debug)
     logging.getLogger("asyncio").info("loop event")
     try:
         raise ValueError("boom")
@@ -51,7 +51,7 @@ def test_stdlib_loggers_share_the_format(out: io.StringIO) -> None:
         logging.getLogger("grpc").exception("handler failed")
     recs = lines(out)
     assert [(r["logger"], r["level"], r["event"]) for r in recs] == [
-        ("kazoo.client", "warning", "Connection dropped: socket closed"),
+        ("kazoo.client", "error", "Connection dropped: socket closed"),
         ("asyncio", "info", "loop event"),
         ("grpc", "error", "handler failed"),
     ]
@@ -107,3 +107,20 @@ def test_reconfigure_replaces_the_handler_and_console_format() -> None:
     assert not text.lstrip().startswith("{")
     with pytest.raises(ValueError):
         configure_logging("loud", "json")
+
+
+def test_kazoo_chatter_is_debug(out: io.StringIO) -> None:
+    kazoo = logging.getLogger("kazoo.client")
+    kazoo.info("Connecting to 127.0.0.1(127.0.0.1):1, use_ssl: False")
+    kazoo.warning("Connection dropped: socket connection error: Connection refused")
+    kazoo.error("a real kazoo error")
+    logging.getLogger("auditor.metadata").warning("ours stays")
+    assert [(r["logger"], r["level"]) for r in lines(out)] == [
+        ("kazoo.client", "error"),
+        ("auditor.metadata", "warning"),
+    ]
+    buf = io.StringIO()
+    configure_logging("debug", "json", stream=buf)
+    kazoo.warning("Connection dropped: socket connection error: Connection refused")
+    [rec] = [r for r in lines(buf) if r["logger"] == "kazoo.client"]
+    assert rec["level"] == "debug" and rec["event"].startswith("Connection dropped")

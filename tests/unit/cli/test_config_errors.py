@@ -5,6 +5,7 @@ ZooKeeper: every case fails while the settings are loaded."""
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -132,3 +133,14 @@ def test_bad_ledger_ids_on_the_command_line(args: list[str], words: str) -> None
 def test_an_error_after_settings_has_the_same_prefix() -> None:
     line = one_error_line(run("check", "--checks", "nope", env={"BKAUDIT_METADATA_SERVICE_URI": URI}))
     assert line.startswith("error: unknown check 'nope'; choose from scrutiny, ledger, open"), line
+
+
+def test_an_unreachable_zookeeper_is_one_line_naming_the_servers() -> None:
+    with socket.socket() as s:  # a loopback port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    uri = f"zk+hierarchical://127.0.0.1:{port};[::1]:{port}/ledgers"
+    r = run("check", env={"BKAUDIT_METADATA_SERVICE_URI": uri, "BKAUDIT_ZOOKEEPER__CONNECT_TIMEOUT_SECONDS": "1"})
+    assert one_error_line(r) == (
+        f"error: cannot reach ZooKeeper at 127.0.0.1:{port},[::1]:{port} within 1s (zookeeper.connect_timeout_seconds)"
+    )
