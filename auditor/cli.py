@@ -200,11 +200,25 @@ def run(
     raise typer.Exit(int(code or 0))
 
 
+FormatRunOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--format",
+        help="table|json [default: table]. Logs follow: console lines with table (or on a terminal), JSON "
+        "with json (or when stderr is not a terminal), unless --log-format or log.format says otherwise.",
+    ),
+]
+
+
 def _prepare_run(
-    config: Path | None, metadata_service_uri: str | None, fmt: str, log_level: str | None, log_format: str | None
-) -> Settings:
+    config: Path | None,
+    metadata_service_uri: str | None,
+    fmt: str | None,
+    log_level: str | None,
+    log_format: str | None,
+) -> tuple[Settings, str]:
     """What `check` and `sweep` share: the output format, settings with flags applied, logging."""
-    if fmt not in ("table", "json"):
+    if fmt not in (None, "table", "json"):
         _fail(f"--format must be table or json, got {fmt!r}")
     settings = _load(
         config,
@@ -215,8 +229,11 @@ def _prepare_run(
         },
     )
     _require_metadata(settings)
+    if "format" not in settings.log.model_fields_set:  # not chosen by flag, env or file: follow the output
+        human = fmt == "table" or (fmt is None and sys.stderr.isatty())
+        settings.log.format = "console" if human else "json"
     _start_logging(settings)
-    return settings
+    return settings, fmt or "table"
 
 
 @app.command()
@@ -224,12 +241,12 @@ def check(
     config: ConfigOpt = None,
     metadata_service_uri: UriOpt = None,
     checks: Annotated[str, typer.Option("--checks", help=checks_help())] = "",
-    fmt: Annotated[str, typer.Option("--format", help="table|json")] = "table",
+    fmt: FormatRunOpt = None,
     log_level: LogLevelOpt = None,
     log_format: LogFormatOpt = None,
 ) -> None:
     """Run checks once and exit: 0 clean, 1 findings, 2 errors."""
-    settings = _prepare_run(config, metadata_service_uri, fmt, log_level, log_format)
+    settings, fmt = _prepare_run(config, metadata_service_uri, fmt, log_level, log_format)
     names = [c.strip() for c in checks.split(",") if c.strip()]
     try:
         from auditor.checks.oneshot import main as oneshot_main
@@ -267,7 +284,7 @@ def sweep(
     conf: Annotated[list[str] | None, typer.Option("--conf", help="Extra Spark conf KEY=VALUE (repeatable).")] = None,
     start: Annotated[str | None, typer.Option("--start", help="First ledger id to sweep.")] = None,
     end: Annotated[str | None, typer.Option("--end", help="Sweep ledger ids below this one.")] = None,
-    fmt: Annotated[str, typer.Option("--format", help="table|json")] = "table",
+    fmt: FormatRunOpt = None,
     executor_log_level: Annotated[
         str, typer.Option("--executor-log-level", help="Log level on the Spark executors.")
     ] = "warning",
@@ -275,7 +292,7 @@ def sweep(
     log_format: LogFormatOpt = None,
 ) -> None:
     """Sweep the whole cluster as a Spark job (local[*] by default); exit 0 clean, 1 findings, 2 errors."""
-    settings = _prepare_run(config, metadata_service_uri, fmt, log_level, log_format)
+    settings, fmt = _prepare_run(config, metadata_service_uri, fmt, log_level, log_format)
     try:
         from auditor.spark.session import parse_conf
         from auditor.spark.sweep import SweepOptions, quiet_spark_client_logs, sweep_main

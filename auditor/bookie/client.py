@@ -578,7 +578,8 @@ class BookieClient:
         if self._conn is conn:
             self._conn = None
             self.stats.connection_losses += 1
-        log.info("%s", message)
+        # Our own close of the pool is routine (one line per bookie at the end of every check): debug.
+        log.log(logging.DEBUG if self._closed else logging.INFO, "%s", message)
 
     def _schedule_retry(self, message: str) -> None:
         self._failures += 1

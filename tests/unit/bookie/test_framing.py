@@ -9,6 +9,7 @@ is checked in tests/realcluster/test_bookie_client.py.
 from __future__ import annotations
 
 import asyncio
+import logging
 import struct
 import time
 from collections.abc import Awaitable, Callable
@@ -1080,3 +1081,14 @@ def test_scenarios_on_uvloop(name: str) -> None:
 
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         runner.run(UVLOOP_SCENARIOS[name]())
+
+
+async def test_closing_the_client_is_logged_at_debug_only(caplog: pytest.LogCaptureFixture) -> None:
+    # The per-bookie "client closed" line came at info at the end of every check.
+    peer = await Peer(answer_ok).start()
+    with caplog.at_level(logging.DEBUG, logger="auditor.bookie.client"):
+        async with await _client(peer) as c:
+            assert (await c.ping()).present
+    closed = [r for r in caplog.records if "client closed" in r.getMessage()]
+    assert closed and all(r.levelno == logging.DEBUG for r in closed)
+    await peer.stop()

@@ -144,3 +144,20 @@ def test_an_unreachable_zookeeper_is_one_line_naming_the_servers() -> None:
     assert one_error_line(r) == (
         f"error: cannot reach ZooKeeper at 127.0.0.1:{port},[::1]:{port} within 1s (zookeeper.connect_timeout_seconds)"
     )
+
+
+@pytest.mark.parametrize("fmt, json_logs", [("table", False), ("json", True), (None, True)])
+def test_logs_follow_the_output_format(tmp_path: Path, fmt: str | None, json_logs: bool) -> None:
+    # --format table asks for people: console lines. json, or no choice with stderr not a terminal: JSON.
+    conf = tmp_path / "auditor.yaml"
+    conf.write_text("zookeeper:\n  connect_timeout_seconds: 0.2\n")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    args = ["check", "-c", str(conf), "--metadata-service-uri", f"zk+hierarchical://127.0.0.1:{port}/ledgers"]
+    r = run(*args, *(["--format", fmt] if fmt else []))
+    [log_line] = [line for line in r.stderr.splitlines() if "config file read" in line]
+    assert log_line.startswith("{") is json_logs, log_line
+    assert r.stderr.splitlines()[-1].startswith("error: cannot reach ZooKeeper")
+    r = run(*args, "--log-format", "json", *(["--format", fmt] if fmt else []))  # an explicit choice wins
+    assert [line for line in r.stderr.splitlines() if "config file read" in line][0].startswith("{")
