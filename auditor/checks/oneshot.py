@@ -24,11 +24,17 @@ from .runner import CheckRun, Progress
 log = get_logger("auditor.check")
 
 
-class _Bar:
-    """A rich progress bar on a terminal; nothing at all otherwise."""
+PROGRESS_LOG_SECONDS = 10.0
 
-    def __init__(self, stream: TextIO) -> None:
+
+class ProgressDisplay:
+    """A rich progress bar on a terminal; otherwise (Kubernetes Jobs, pipes) one progress log line per
+    check every `log_every` seconds: ledgers done/total, rate and ETA."""
+
+    def __init__(self, stream: TextIO, log_every: float = PROGRESS_LOG_SECONDS) -> None:
         self.enabled = stream.isatty()
+        self._log_every = log_every
+        self._logged: dict[str, float] = {}
         self._progress: Any = None
         self._tasks: dict[str, Any] = {}
         if self.enabled:
@@ -45,7 +51,7 @@ class _Bar:
                 transient=True,
             )
 
-    def __enter__(self) -> _Bar:
+    def __enter__(self) -> ProgressDisplay:
         if self._progress:
             self._progress.start()
         return self
@@ -56,10 +62,27 @@ class _Bar:
 
     def update(self, p: Progress) -> None:
         if not self._progress:
+            self._log(p)
             return
         if p.check not in self._tasks:
             self._tasks[p.check] = self._progress.add_task(p.check, total=p.ledgers_total)
         self._progress.update(self._tasks[p.check], completed=p.ledgers_done, total=p.ledgers_total)
+
+    def _log(self, p: Progress) -> None:
+        now = time.monotonic()
+        last = self._logged.setdefault(p.check, now)  # the first line after one interval, not at once
+        if now - last < self._log_every:
+            return
+        self._logged[p.check] = now
+        eta = p.eta_seconds
+        log.info(
+            "check progress",
+            check=p.check,
+            ledgersDone=p.ledgers_done,
+            ledgersTotal=p.ledgers_total,
+            ledgersPerSecond=round(p.rate, 1),
+            etaSeconds=None if eta is None else round(eta),
+        )
 
 
 def print_table(findings: list[Finding], summary: FindingSummary, runs: list[dict[str, Any]], out: TextIO) -> None:
@@ -119,7 +142,7 @@ async def main(
     started = time.time()
     try:
         async with audit_context(settings, one_shot=True) as (ctx, locations):
-            with _Bar(err) as bar:
+            with ProgressDisplay(err) as bar:
                 for name in names:
                     check = CHECKS[name](ctx, locations)
 

@@ -113,7 +113,31 @@ class SweepResult:
         }
 
 
-ProgressFn = Callable[[int, int, PartitionReport], None]
+@dataclass(frozen=True)
+class SweepProgress:
+    """Where a sweep is, after one more partition finished."""
+
+    partitions_done: int
+    partitions_total: int
+    report: PartitionReport  # the partition that just finished
+    ledgers_done: int  # ledgers visited by the finished partitions
+    ledgers_estimate: int  # the plan's estimate for the whole sweep
+    seconds: float  # since the sweep started
+
+    @property
+    def ledgers_per_second(self) -> float:
+        return self.ledgers_done / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def eta_seconds(self) -> float | None:
+        if self.partitions_done >= self.partitions_total:
+            return 0.0
+        rate = self.ledgers_per_second
+        remaining = max(0, self.ledgers_estimate - self.ledgers_done)
+        return remaining / rate if rate > 0 else None
+
+
+ProgressFn = Callable[[SweepProgress], None]
 
 
 def _error_line(exc: BaseException) -> str:
@@ -171,7 +195,12 @@ def run_sweep(
             reports[report.partition.index] = report
             rows.extend(got)
             if progress:
-                progress(len(reports), len(parts), report)
+                done = sum(r.ledgers for r in reports.values())
+                progress(
+                    SweepProgress(
+                        len(reports), len(parts), report, done, plan.ledgers_estimate, time.monotonic() - started
+                    )
+                )
     except BaseException:
         sc.cancelAllJobs()  # Ctrl-C: do not leave tasks hammering the cluster
         raise
@@ -187,11 +216,14 @@ def run_sweep(
 
 
 def print_progress(err: TextIO) -> ProgressFn:
-    def show(done: int, total: int, r: PartitionReport) -> None:
+    def show(p: SweepProgress) -> None:
+        r = p.report
         status = f"FAILED: {r.error}" if r.error else f"{r.ledgers} ledgers, {r.findings} finding row(s)"
+        eta = p.eta_seconds
         print(
-            f"sweep: {done}/{total} partitions done (partition {r.partition.index} "
-            f"{r.partition.describe()}: {status}, {r.seconds:.1f}s)",
+            f"sweep: {p.partitions_done}/{p.partitions_total} partitions, {p.ledgers_done} of ~{p.ledgers_estimate} "
+            f"ledgers, {p.ledgers_per_second:.0f}/s, ETA {'?' if eta is None else f'{eta:.0f}s'} "
+            f"(partition {r.partition.index} {r.partition.describe()}: {status}, {r.seconds:.1f}s)",
             file=err,
             flush=True,
         )

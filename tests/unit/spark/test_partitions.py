@@ -405,3 +405,22 @@ def test_sweep_rejects_a_bad_executor_log_level_before_starting_spark(capsys: py
     err = capsys.readouterr().err
     assert "--executor-log-level" in err and "unknown check 'nope'" in err
     assert all(line.startswith("error: ") for line in err.splitlines()), err  # the CLI's one error prefix
+
+
+def test_sweep_progress_line_has_ledgers_rate_and_eta() -> None:
+    import io
+
+    from auditor.spark.partitions import IdPartition
+    from auditor.spark.sweep import PartitionReport, SweepProgress, print_progress
+
+    err = io.StringIO()
+    show = print_progress(err)
+    report = PartitionReport(IdPartition(3, 0, 100), started=10.0, finished=12.5, findings=1, ledgers=400)
+    show(SweepProgress(2, 8, report, ledgers_done=1000, ledgers_estimate=4000, seconds=10.0))
+    show(SweepProgress(3, 8, PartitionReport(IdPartition(4, 100, 200), 0.0, 1.0, error="boom"), 0, 4000, 0.0))
+    show(SweepProgress(8, 8, report, ledgers_done=4100, ledgers_estimate=4000, seconds=41.0))
+    first, failed, last = err.getvalue().splitlines()
+    assert first.startswith("sweep: 2/8 partitions, 1000 of ~4000 ledgers, 100/s, ETA 30s (partition 3 ")
+    assert first.endswith(": 400 ledgers, 1 finding row(s), 2.5s)")
+    assert "ETA ?" in failed and "FAILED: boom" in failed
+    assert last.startswith("sweep: 8/8 partitions, 4100 of ~4000 ledgers, 100/s, ETA 0s")
