@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import os
 import sys
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -347,14 +348,32 @@ _warned: set[str] = set()  # warnings already shown by this process
 def _admin_address(flag: str | None) -> str:
     """--admin, else the environment (warning once about the deprecated name), else the default."""
     from auditor.settings import DEFAULT_ADMIN_ADDRESS, admin_address_from_environment
+    from auditor.settings.load import ENV_ADMIN_ADDRESS, ENV_ADMIN_ADDRESS_DEPRECATED
 
     if flag is not None:
-        return flag
+        return _checked_admin(flag, "command line: --admin")
     address, warning = admin_address_from_environment()
     if warning is not None and warning not in _warned:
         _warned.add(warning)
         typer.echo(f"warning: {warning}", err=True)
-    return address or DEFAULT_ADMIN_ADDRESS
+    if address is None:
+        return DEFAULT_ADMIN_ADDRESS
+    name = ENV_ADMIN_ADDRESS if (os.environ.get(ENV_ADMIN_ADDRESS) or "").strip() else ENV_ADMIN_ADDRESS_DEPRECATED
+    return _checked_admin(address, f"environment: {name}")
+
+
+def _checked_admin(address: str, source: str) -> str:
+    """host:port or [v6]:port with a port 1..65535, else exit 2 naming where it came from (gRPC would
+    otherwise take a bare host as port 443, and a typo would show up only as "unreachable")."""
+    from auditor.settings import parse_bind
+
+    try:
+        _, port = parse_bind(address)
+    except ValueError as exc:
+        _fail(f"{source}: {exc}")
+    if port == 0:
+        _fail(f"{source}: the port must be 1..65535, got 0")
+    return address.strip()
 
 
 def _client_call(

@@ -161,3 +161,25 @@ def test_logs_follow_the_output_format(tmp_path: Path, fmt: str | None, json_log
     assert r.stderr.splitlines()[-1].startswith("error: cannot reach ZooKeeper")
     r = run(*args, "--log-format", "json", *(["--format", fmt] if fmt else []))  # an explicit choice wins
     assert [line for line in r.stderr.splitlines() if "config file read" in line][0].startswith("{")
+
+
+@pytest.mark.parametrize(
+    "args, env, line",
+    [
+        # gRPC alone took a bare host as port 443 and said only "unreachable".
+        (
+            ["status", "--admin", "example.com"],
+            {},
+            "error: command line: --admin: must be host:port (e.g. 127.0.0.1:7979 or [::1]:7979), got 'example.com'",
+        ),
+        (["findings", "--admin", "[::1]:0"], {}, "error: command line: --admin: the port must be 1..65535, got 0"),
+        (
+            ["status"],
+            {"BKAUDIT_ADMIN_ADDRESS": "10.0.0.1"},
+            "error: environment: BKAUDIT_ADMIN_ADDRESS: must be host:port (e.g. 127.0.0.1:7979 or [::1]:7979), "
+            "got '10.0.0.1'",
+        ),
+    ],
+)
+def test_admin_address_is_validated(args: list[str], env: dict[str, str], line: str) -> None:
+    assert one_error_line(run(*args, env=env)) == line
