@@ -327,6 +327,86 @@ def _require_metadata(settings: Settings) -> None:
         settings.require_metadata()
 
 
+# ------------------------------------------------------------------------------------------ switches
+
+YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Make the change without asking (needed off a terminal).")]
+SwitchFormatOpt = Annotated[str, typer.Option("--format", help="table|json")]
+
+
+def _switch_settings(config: Path | None, metadata_service_uri: str | None, fmt: str) -> Settings:
+    if fmt not in ("table", "json"):
+        _fail(f"--format must be table or json, got {fmt!r}")
+    settings = _load(config, {"metadata_service_uri": ("--metadata-service-uri", metadata_service_uri)})
+    _require_metadata(settings)
+    if "format" not in settings.log.model_fields_set:
+        settings.log.format = "console" if fmt == "table" else "json"
+    _start_logging(settings)
+    return settings
+
+
+def _confirmer(yes: bool) -> Callable[[str], bool]:
+    def confirm(change: str) -> bool:
+        if yes:
+            return True
+        if not sys.stdin.isatty():
+            _fail(f"refusing to {change} without --yes (no terminal to confirm on)")
+        return typer.confirm(f"{change}?", default=False, err=True)
+
+    return confirm
+
+
+def _show(report: Any, fmt: str) -> None:
+    if fmt == "json":
+        typer.echo(json.dumps(report.data, sort_keys=True))
+    else:
+        for line in report.lines:
+            typer.echo(line)
+
+
+@app.command()
+def whoisauditor(config: ConfigOpt = None, metadata_service_uri: UriOpt = None, fmt: SwitchFormatOpt = "table") -> None:
+    """Who is the auditor? The leader of Java's election and of bk-auditor's, read from ZooKeeper."""
+    from auditor.switches import who_is_auditor
+
+    settings = _switch_settings(config, metadata_service_uri, fmt)
+    with _exit_on_error():
+        _show(asyncio.run(who_is_auditor(settings)), fmt)
+
+
+@app.command("recovery-delay")
+def recovery_delay(
+    seconds: Annotated[
+        int | None, typer.Argument(help="New lostBookieRecoveryDelay in seconds; omit to show it.")
+    ] = None,
+    yes: YesOpt = False,
+    config: ConfigOpt = None,
+    metadata_service_uri: UriOpt = None,
+    fmt: SwitchFormatOpt = "table",
+) -> None:
+    """Show or set lostBookieRecoveryDelay (as `bookkeeper shell lostbookierecoverydelay`), confirmed."""
+    from auditor.switches import recovery_delay as run
+
+    settings = _switch_settings(config, metadata_service_uri, fmt)
+    with _exit_on_error():
+        _show(asyncio.run(run(settings, seconds, _confirmer(yes))), fmt)
+
+
+@app.command()
+def replication(
+    action: Annotated[str, typer.Argument(help="status|enable|disable")] = "status",
+    yes: YesOpt = False,
+    config: ConfigOpt = None,
+    metadata_service_uri: UriOpt = None,
+    fmt: SwitchFormatOpt = "table",
+) -> None:
+    """Show, enable or disable auto-recovery's replication (as `bookkeeper shell autorecovery`), confirmed."""
+    from auditor.switches import replication as run
+
+    settings = _switch_settings(config, metadata_service_uri, fmt)
+    with _exit_on_error():
+        _show(asyncio.run(run(settings, action, _confirmer(yes))), fmt)
+
+
 # ------------------------------------------------------------------------------------------ admin clients
 
 AdminOpt = Annotated[

@@ -70,6 +70,24 @@ def sort_votes(children: list[str]) -> list[str]:
     return [c for _, c in sorted(votes)]
 
 
+async def leader_of(bridge: KazooBridge, path: str) -> tuple[str, str] | None:
+    """(vote name, identity) of the lowest vote of the election at `path`, as Java's whoisauditor reads
+    it (after a sync, so a lagging follower does not answer from the past); None without votes."""
+    client = bridge.client
+    try:
+        await bridge.call(client.sync_async, path)
+        children = await bridge.call(client.get_children_async, path)
+    except NoNodeError:
+        return None
+    for name in sort_votes(children):
+        try:
+            data, _ = await bridge.call(client.get_async, join(path, name))
+        except NoNodeError:
+            continue  # that leader just went: the next vote is the leader now
+        return name, formats.parse_vote(data, join(path, name))
+    return None
+
+
 class VoteGuard:
     """Write guard bound to one vote: valid only while that vote is ours and we lead with it."""
 
@@ -174,17 +192,7 @@ class LeaderElection:
 
     async def current_leader(self) -> tuple[str, str] | None:
         """(vote name, identity) of the current leader, read like Java's whoisauditor."""
-        try:
-            children = await self.bridge.call(self.client.get_children_async, self.path)
-        except NoNodeError:
-            return None
-        for name in sort_votes(children):
-            try:
-                data, _ = await self.bridge.call(self.client.get_async, join(self.path, name))
-            except NoNodeError:
-                continue
-            return name, formats.parse_vote(data, join(self.path, name))
-        return None
+        return await leader_of(self.bridge, self.path)
 
     # ------------------------------------------------------------ internals
     def _on_state(self, state: KazooState) -> None:

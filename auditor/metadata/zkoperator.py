@@ -1,0 +1,112 @@
+"""What Java's shell sets on an operator's explicit request, and nothing else: `lostBookieRecoveryDelay`
+(`bookkeeper shell lostbookierecoverydelay -set N`) and the replication switch, the `disable` znode
+(`bookkeeper shell autorecovery -disable/-enable`), plus `whoisauditor`.
+
+Never used by the daemon (an import contract in .importlinter keeps daemon and checks away from this
+module). Writes are compare-and-set on the version just read, so two operators cannot silently overwrite
+each other, and they never create a missing `underreplication` parent: a cluster without it was never
+formatted for auto-recovery (Java's shell creates it and its LAYOUT there; we leave that to the auditor
+and workers that own it, docs/spec-differences.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+
+from . import formats
+from .election import DEFAULT_ELECTION_DIR, JAVA_ELECTION_DIR, leader_of
+from .errors import ConcurrentUpdateError, MetadataConfigError, MissingZnodeError
+from .location import join
+from .paths import MarkerPaths
+from .zkconnection import ZooKeeperConnection
+
+JAVA_INT_MAX = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class Leader:
+    """A current leader as Java's whoisauditor reads it: the lowest vote and the identity it holds."""
+
+    election: str  # the election znode
+    vote: str  # the vote's name, e.g. V_0000000003
+    identity: str  # its bookieId (Java) or our identity
+
+
+# Java's shell creates the tree (and its LAYOUT) here; we don't create what an auditor or worker owns.
+_NO_TREE = (
+    "missing: no auditor or auto-recovery has run on this cluster yet (its under-replication tree is "
+    "created by them, not by bk-auditor's switches)"
+)
+
+
+class OperatorSwitches:
+    """Reads and explicit, version-checked writes of the operator's switches, on one connection."""
+
+    def __init__(self, conn: ZooKeeperConnection) -> None:
+        self.conn = conn
+        self.markers: MarkerPaths = conn.markers
+
+    # ------------------------------------------------------------ lostBookieRecoveryDelay
+    async def lost_bookie_recovery_delay(self) -> tuple[int | None, int | None]:
+        """(seconds or None when the znode is missing, its version)."""
+        path = self.markers.lost_bookie_recovery_delay
+        got = await self.conn.get(path)
+        if got is None:
+            return None, None
+        return formats.parse_lost_bookie_recovery_delay(got[0], path), got[1].version
+
+    async def set_lost_bookie_recovery_delay(self, seconds: int, expected_version: int | None) -> None:
+        """Write `seconds` if the znode is still at `expected_version` (None: still missing)."""
+        if not 0 <= seconds <= JAVA_INT_MAX:
+            raise MetadataConfigError(f"lostBookieRecoveryDelay must be 0..{JAVA_INT_MAX} seconds, got {seconds}")
+        path = self.markers.lost_bookie_recovery_delay
+        data = str(seconds).encode("ascii")  # Java: Integer.toString(...).getBytes(UTF_8)
+        client, bridge = self.conn.client, self.conn.bridge
+        try:
+            if expected_version is None:
+                await bridge.call(client.create_async, path, data)
+            else:
+                await bridge.call(client.set_async, path, data, expected_version)
+        except NoNodeError:
+            if expected_version is None:
+                raise MissingZnodeError(self.markers.base, _NO_TREE) from None
+            raise ConcurrentUpdateError(path, "deleted since it was read; read it again") from None
+        except (BadVersionError, NodeExistsError):
+            raise ConcurrentUpdateError(path, "changed since it was read (another operator?); read it again") from None
+
+    # ------------------------------------------------------------ the replication switch
+    async def replication_disabled(self) -> bool:
+        return await self.conn.exists(self.markers.disable) is not None
+
+    async def set_replication_disabled(self, disabled: bool) -> bool:
+        """Create (disable) or delete (enable) the `disable` znode as Java's shell does (empty data).
+        False when it already was in that state (Java's shell fails there; nothing to do is not an error)."""
+        path = self.markers.disable
+        client, bridge = self.conn.client, self.conn.bridge
+        try:
+            if disabled:
+                await bridge.call(client.create_async, path, b"")
+            else:
+                await bridge.call(client.delete_async, path)
+        except NodeExistsError:
+            return False
+        except NoNodeError:
+            if disabled:
+                raise MissingZnodeError(self.markers.base, _NO_TREE) from None
+            return False
+        return True
+
+    # ------------------------------------------------------------ whoisauditor
+    async def current_leaders(self, our_election: str | None = None) -> list[Leader]:
+        """The leader of Java's auditor election and of ours (`our_election`, by default
+        `<root>/bk-auditor/election`), where there is one; Java's first."""
+        out = []
+        java = join(self.conn.root, JAVA_ELECTION_DIR)
+        ours = our_election or join(self.conn.root, DEFAULT_ELECTION_DIR)
+        for path in dict.fromkeys((java, ours)):  # once when we vote in Java's election
+            leader = await leader_of(self.conn.bridge, path)
+            if leader is not None:
+                out.append(Leader(path, *leader))
+        return out

@@ -1,0 +1,131 @@
+"""whoisauditor, lostBookieRecoveryDelay and the replication switch from our command line, checked against
+Java's own shell on the same real cluster in both directions (what we set, Java reads; and back)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from auditor.metadata.bridge import KazooBridge, start_client, stop_client
+from auditor.metadata.election import LeaderElection
+from auditor.metadata.errors import ConcurrentUpdateError
+from auditor.metadata.zkoperator import OperatorSwitches
+from auditor.metadata.zkstore import ZooKeeperMetadataStore
+from tests.realcluster.cluster import Cluster
+
+pytestmark = pytest.mark.realcluster
+
+BIN = Path(sys.executable).with_name("bk-auditor")
+
+
+def ours(cluster: Cluster, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**{k: v for k, v in os.environ.items() if not k.upper().startswith("BKAUDIT_")}, **(env or {})}
+    env["BKAUDIT_METADATA_SERVICE_URI"] = cluster.metadata_service_uri
+    return subprocess.run(
+        [str(BIN), *args], capture_output=True, text=True, env=env, timeout=60, stdin=subprocess.DEVNULL
+    )
+
+
+@pytest.fixture
+def restore_switches(cluster: Cluster):  # the cluster is shared by the session: leave it as found
+    cluster.shell("autorecovery")  # Java's shell creates the under-replication tree if missing
+    delay_path = f"{cluster.ledgers_root}/underreplication/lostBookieRecoveryDelay"
+    disable_path = f"{cluster.ledgers_root}/underreplication/disable"
+    delay = cluster.kazoo.exists(delay_path) and cluster.kazoo.get(delay_path)[0]
+    disabled = cluster.kazoo.exists(disable_path) is not None
+    yield
+    if delay:
+        cluster.kazoo.set(delay_path, delay)
+    elif cluster.kazoo.exists(delay_path):
+        cluster.kazoo.delete(delay_path)
+    if disabled and not cluster.kazoo.exists(disable_path):
+        cluster.kazoo.create(disable_path, b"")
+    if not disabled and cluster.kazoo.exists(disable_path):
+        cluster.kazoo.delete(disable_path)
+
+
+def test_recovery_delay_both_ways_with_javas_shell(cluster: Cluster, restore_switches: None) -> None:
+    r = ours(cluster, "recovery-delay", "45", "--yes")
+    assert r.returncode == 0 and r.stdout.strip().endswith("-> 45s (read back)"), (r.stdout, r.stderr)
+    assert "LostBookieRecoveryDelay value in ZK: 45" in cluster.shell("lostbookierecoverydelay", "-get").stdout
+    cluster.shell("lostbookierecoverydelay", "-set", "7")
+    r = ours(cluster, "recovery-delay", "--format", "json")
+    assert r.returncode == 0 and json.loads(r.stdout) == {"lostBookieRecoveryDelaySeconds": 7}, r.stderr
+    # Off a terminal, a change needs --yes: refused in one line, nothing written.
+    r = ours(cluster, "recovery-delay", "60")
+    assert r.returncode == 2 and r.stderr.splitlines() == [
+        f"error: refusing to set lostBookieRecoveryDelay of {cluster.ledgers_root} from 7s to 60s without --yes "
+        "(no terminal to confirm on)"
+    ]
+    assert cluster.kazoo.get(f"{cluster.ledgers_root}/underreplication/lostBookieRecoveryDelay")[0] == b"7"
+    r = ours(cluster, "recovery-delay", "-5", "--yes")
+    assert r.returncode == 2
+
+
+def test_replication_switch_both_ways_with_javas_shell(cluster: Cluster, restore_switches: None) -> None:
+    r = ours(cluster, "replication", "disable", "--yes")
+    assert r.returncode == 0 and r.stdout.strip() == "replication: enabled -> disabled (read back)", r.stderr
+    assert "Autorecovery is disabled" in cluster.shell("autorecovery").stdout
+    assert cluster.kazoo.get(f"{cluster.ledgers_root}/underreplication/disable")[0] == b""  # Java's format
+    r = ours(cluster, "replication", "disable", "--yes")
+    assert r.returncode == 0 and r.stdout.strip() == "replication: disabled; nothing to do"
+    cluster.shell("autorecovery", "-enable")
+    r = ours(cluster, "replication", "--format", "json")
+    assert json.loads(r.stdout) == {"replicationEnabled": True, "changed": False}
+    r = ours(cluster, "replication", "disable")  # no --yes, no terminal
+    assert r.returncode == 2 and "without --yes" in r.stderr
+    assert "Autorecovery is enabled" in cluster.shell("autorecovery").stdout
+
+
+async def test_a_concurrent_change_is_not_overwritten(cluster: Cluster, restore_switches: None) -> None:
+    store = await ZooKeeperMetadataStore.connect(cluster.metadata_service_uri)
+    try:
+        switches = OperatorSwitches(store)
+        await switches.set_lost_bookie_recovery_delay(30, (await switches.lost_bookie_recovery_delay())[1])
+        _, version = await switches.lost_bookie_recovery_delay()
+        cluster.shell("lostbookierecoverydelay", "-set", "11")  # another operator, between our read and write
+        with pytest.raises(ConcurrentUpdateError, match="lostBookieRecoveryDelay: changed since it was read"):
+            await switches.set_lost_bookie_recovery_delay(99, version)
+        assert await switches.lost_bookie_recovery_delay() == (11, version + 1)
+    finally:
+        await store.close()
+
+
+async def test_whoisauditor_names_javas_and_our_leader(cluster: Cluster) -> None:
+    from kazoo.client import KazooClient
+
+    client = KazooClient(hosts=cluster.zk_hosts, timeout=4.0)
+    await start_client(client)
+    bridge = KazooBridge(client)
+    ours_path = f"{cluster.ledgers_root}/bk-auditor/election-{uuid.uuid4().hex[:8]}"
+    java_path = f"{cluster.ledgers_root}/underreplication/auditorelection"
+    our_vote = LeaderElection(bridge, ours_path, "auditor-py-7:1", ledgers_root=cluster.ledgers_root)
+    java_vote = LeaderElection(
+        bridge, java_path, "127.0.0.1:3999", java_compatible=True, ledgers_root=cluster.ledgers_root
+    )
+    try:
+        await our_vote.start()
+        await java_vote.start()
+        await our_vote.wait_leader(20)
+        await java_vote.wait_leader(20)
+        r = ours(cluster, "whoisauditor", "--format", "json", env={"BKAUDIT_ELECTION__PATH": ours_path})
+        assert r.returncode == 0, r.stderr
+        vote = lambda e: e.vote_path.rsplit("/", 1)[1]  # noqa: E731
+        assert json.loads(r.stdout)["leaders"] == [
+            {"election": java_path, "vote": vote(java_vote), "identity": "127.0.0.1:3999"},
+            {"election": ours_path, "vote": vote(our_vote), "identity": "auditor-py-7:1"},
+        ]
+        r = ours(cluster, "whoisauditor", env={"BKAUDIT_ELECTION__PATH": ours_path})
+        assert r.stdout.splitlines()[0] == f"Auditor: 127.0.0.1:3999 (vote {java_path}/{vote(java_vote)})"
+        assert "Auditor: 127.0.0.1:3999" in cluster.shell("whoisauditor").stdout  # Java agrees
+    finally:
+        await our_vote.close()
+        await java_vote.close()
+        bridge.detach()
+        await stop_client(client)
