@@ -327,6 +327,62 @@ def _require_metadata(settings: Settings) -> None:
         settings.require_metadata()
 
 
+@app.command()
+def underreplicated(
+    config: ConfigOpt = None,
+    metadata_service_uri: UriOpt = None,
+    fmt: FormatRunOpt = None,
+    log_level: LogLevelOpt = None,
+    log_format: LogFormatOpt = None,
+) -> None:
+    """What is marked under-replicated now, and why: marker age, lost replicas, lock holder, and our verdict
+    from the bookies now (broken, stale marker, unknown). Exit 0: nothing still broken; 1: some is."""
+    from auditor.checks.underreplicated import marked_ledgers
+
+    settings, fmt = _prepare_run(config, metadata_service_uri, fmt, log_level, log_format)
+
+    async def collect() -> list[Any]:
+        from auditor.checks.build import audit_context
+
+        async with audit_context(settings, one_shot=True) as (ctx, _):
+            return [m async for m in marked_ledgers(ctx)]
+
+    with _exit_on_error():
+        rows = _run_with_loop(collect, loop=settings.event_loop)
+    if fmt == "json":
+        for m in rows:
+            typer.echo(json.dumps(m.to_dict(), sort_keys=True))
+    else:
+        _underreplicated_table(rows)
+    raise typer.Exit(1 if any(m.verdict == "broken" for m in rows) else 0)
+
+
+def _age(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.1f}{unit}"
+    return f"{seconds:.0f}s"
+
+
+def _underreplicated_table(rows: list[Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    if not rows:
+        typer.echo("no ledger is marked under-replicated")
+        return
+    table = Table(title=f"{len(rows)} ledger(s) marked under-replicated")
+    for col in ("ledger", "marked", "lost replicas", "lock", "verdict", "worst"):
+        table.add_column(col, overflow="fold")
+    for m in rows:
+        lock = f"{m.lock_holder} ({_age(m.locked_seconds)})" if m.lock_holder else "-"
+        worst = f"{m.worst} ({m.entries} entries)" if m.worst else "-"
+        table.add_row(str(m.ledger.ledger), _age(m.marked_seconds), ", ".join(m.replicas), lock, m.verdict, worst)
+    Console(width=160).print(table)
+
+
 # ------------------------------------------------------------------------------------------ switches
 
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Make the change without asking (needed off a terminal).")]

@@ -36,7 +36,7 @@ import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from .coverage import Answer, Coverage, analyze_coverage
+from .coverage import ENTRY_CATEGORIES, Answer, Coverage, analyze_coverage
 from .findings import DEFAULT_TEXT_LIMIT, Category, Finding, Method, Severity
 from .ids import LedgerId
 from .model import LedgerMetadata, LedgerState
@@ -563,3 +563,33 @@ def _unreadable(metadata: LedgerMetadata, findings: list[Finding], exc: Exceptio
         detail={"error": str(exc)},
     )
     return LedgerScrutiny(metadata.ledger_id, Disposition.REPORT, tuple(findings) + (f,), (), (str(exc),))
+
+
+class MarkedState(str, enum.Enum):
+    """What the bookies say now about a ledger that carries an under-replication marker."""
+
+    BROKEN = "broken"  # entries are still below their write quorum (or worse)
+    STALE = "stale"  # every entry is on its whole write quorum: the marker outlived the problem
+    UNKNOWN = "unknown"  # some bookie did not answer, and its answer could decide it
+
+
+@dataclass(frozen=True, slots=True)
+class MarkedVerdict:
+    state: MarkedState
+    worst: Category | None  # the worst entry category while BROKEN (or already certain while UNKNOWN)
+    entries: int  # entries in that worst category
+    reasons: tuple[str, ...] = ()
+
+
+def marked_verdict(scrutiny: LedgerScrutiny) -> MarkedVerdict:
+    """The verdict on a marked ledger from a scrutiny of its bookies' answers made as if it were not
+    marked. Unknown is never missing: pending findings (held for a re-check) only say what is certain
+    so far, and the state stays UNKNOWN."""
+    entry = [f for f in (*scrutiny.findings, *scrutiny.pending) if f.category in ENTRY_CATEGORIES]
+    worst = min(entry, key=lambda f: ENTRY_CATEGORIES.index(f.category), default=None)
+    n = worst.affected_count if worst is not None else 0
+    if scrutiny.disposition is Disposition.RECHECK:
+        return MarkedVerdict(MarkedState.UNKNOWN, worst.category if worst else None, n, scrutiny.reasons)
+    if worst is not None:
+        return MarkedVerdict(MarkedState.BROKEN, worst.category, n, scrutiny.reasons)
+    return MarkedVerdict(MarkedState.STALE, None, 0, scrutiny.reasons)

@@ -106,6 +106,16 @@ class MarkerRecord:
     stat: NodeStat
 
 
+@dataclass(frozen=True, slots=True)
+class LockRecord:
+    """A replication worker's lock on a marked ledger: who holds it (Java writes its host) and since when."""
+
+    ledger_id: LedgerId
+    path: str
+    holder: str
+    ctime_ms: int
+
+
 class MarkResult(enum.Enum):
     CREATED = "created"
     MERGED = "merged"  # existing marker, new replicas added (ctime refreshed)
@@ -162,6 +172,8 @@ class MetadataStore(Protocol):
     async def resolve_bookie(self, bookie_id: str) -> BookieAddress | None: ...
 
     async def read_marker(self, ledger_id: LedgerId) -> MarkerRecord | None: ...
+
+    async def read_lock(self, ledger_id: LedgerId) -> LockRecord | None: ...
 
     def list_markers(self) -> AsyncIterator[MarkerRecord]: ...
 

@@ -14,7 +14,7 @@ from auditor.durability.ids import LedgerId
 
 from . import formats
 from .errors import ConcurrentUpdateError, CorruptZnodeError
-from .interfaces import MarkerRecord, MarkResult, NodeStat, WriteGuard
+from .interfaces import LockRecord, MarkerRecord, MarkResult, NodeStat, WriteGuard
 from .location import join
 from .zkconnection import ZooKeeperConnection
 
@@ -32,6 +32,15 @@ class UnderReplicationMarkers(ZooKeeperConnection):
             return None
         ur = formats.parse_marker(got[0], path)
         return MarkerRecord(lid, path, ur.replicas, ur.ctime, NodeStat.from_zk(got[1]))
+
+    async def read_lock(self, ledger_id: LedgerId | int) -> LockRecord | None:
+        """The worker lock on a marked ledger, if one is held (Java's `locks/urL<id>`, ephemeral)."""
+        lid = ledger_id if isinstance(ledger_id, LedgerId) else LedgerId(0, ledger_id)
+        path = self.markers.lock(lid)
+        got = await self.get(path)
+        if got is None:
+            return None
+        return LockRecord(lid, path, formats.parse_lock(got[0], path), got[1].ctime)
 
     async def mark_underreplicated(
         self, ledger_id: LedgerId | int, replicas: Iterable[str], guard: WriteGuard, *, store_ctime: bool = True

@@ -354,3 +354,19 @@ def test_scrutinize_inconsistent_metadata() -> None:
     s = scrutinize_ledger(bad, {})
     assert [f.category for f in s.findings] == [Category.RISKY_QUORUM]
     assert s.findings[0].detail["codes"] == ["invalid"]
+
+
+def test_marked_verdict_broken_stale_and_unknown_never_missing() -> None:
+    from auditor.durability.verdicts import MarkedState, marked_verdict
+
+    md = ledger(3, 2, 2, 8)  # E3/WQ2: c holds the entries whose write set has index 2 (entry % 3 in {1, 2})
+    answers = healthy(md)
+    assert marked_verdict(scrutinize_ledger(md, answers)).state is MarkedState.STALE
+    lost_c = {**answers, "c": RangeSet()}
+    v = marked_verdict(scrutinize_ledger(md, lost_c))
+    assert (v.state, v.worst, v.entries) == (MarkedState.BROKEN, Category.ENTRY_BELOW_ACK_QUORUM, 6)
+    # b silent: nothing it could hold is called missing, but the ledger is not declared healthy either.
+    v = marked_verdict(scrutinize_ledger(md, {**answers, "b": UNKNOWN}))
+    assert v.state is MarkedState.UNKNOWN and v.worst is None
+    v = marked_verdict(scrutinize_ledger(md, {**lost_c, "b": UNKNOWN}))
+    assert v.state is MarkedState.UNKNOWN
