@@ -383,6 +383,61 @@ def _underreplicated_table(rows: list[Any]) -> None:
     Console(width=160).print(table)
 
 
+@app.command("can-decommission")
+def can_decommission(
+    bookie: Annotated[str, typer.Argument(help="The bookie id, e.g. 10.0.3.7:3181.")],
+    config: ConfigOpt = None,
+    metadata_service_uri: UriOpt = None,
+    fmt: FormatRunOpt = None,
+    log_level: LogLevelOpt = None,
+    log_format: LogFormatOpt = None,
+) -> None:
+    """Can BOOKIE be decommissioned now? Every ledger still on it, whether the other copies are complete,
+    its marker and worker lock, and what holds it back. Exit 0: safe; 1: not yet; 2: errors."""
+    from auditor.checks.decommission import decommission_report
+    from auditor.metadata.formats import is_valid_bookie_id
+
+    if not is_valid_bookie_id(bookie):
+        _fail(f"{bookie!r} is not a bookie id (host:port or a custom id)")
+    settings, fmt = _prepare_run(config, metadata_service_uri, fmt, log_level, log_format)
+
+    async def collect() -> Any:
+        from auditor.checks.build import audit_context
+
+        async with audit_context(settings, one_shot=True) as (ctx, _):
+            return await decommission_report(ctx, bookie)
+
+    with _exit_on_error():
+        report = _run_with_loop(collect, loop=settings.event_loop)
+    if fmt == "json":
+        typer.echo(json.dumps(report.to_dict(), sort_keys=True))
+    else:
+        _decommission_table(report)
+    raise typer.Exit(0 if report.safe else 1)
+
+
+def _decommission_table(report: Any) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    state = "registered" if report.registered else "not registered"
+    verdict = "safe to decommission" if report.safe else "NOT YET"
+    typer.echo(f"{report.bookie} ({state}): {verdict}; {len(report.ledgers)} ledger(s) still name it")
+    if report.replication_disabled:
+        typer.echo("replication is disabled: no worker moves marked ledgers")
+    for path in report.unreadable:
+        typer.echo(f"unreadable ledger metadata (it may name the bookie): {path}")
+    if not report.ledgers:
+        return
+    table = Table()
+    for col in ("ledger", "state", "blocking", "reason"):
+        table.add_column(col, overflow="fold")
+    for x in sorted(report.ledgers, key=lambda x: (not x.blockers, x.ledger.ledger)):
+        blocking = ", ".join(b.value for b in x.blockers) or "-"
+        table.add_row(str(x.ledger.ledger), "closed" if x.closed else "open", blocking, x.reason)
+    Console(width=160).print(table)
+
+
 # ------------------------------------------------------------------------------------------ switches
 
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Make the change without asking (needed off a terminal).")]
