@@ -13,6 +13,7 @@ one table `EXIT_CODES` turns an error class into its exit code.
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import json
 import os
@@ -243,17 +244,22 @@ def check(
     metadata_service_uri: UriOpt = None,
     checks: Annotated[str, typer.Option("--checks", help=checks_help())] = "",
     fmt: FormatRunOpt = None,
+    by: Annotated[
+        str, typer.Option("--by", help="finding|topic: one row per finding, or per Pulsar topic at risk.")
+    ] = "finding",
     log_level: LogLevelOpt = None,
     log_format: LogFormatOpt = None,
 ) -> None:
     """Run checks once and exit: 0 clean, 1 findings, 2 errors."""
+    if by not in ("finding", "topic"):
+        _fail(f"--by must be finding or topic, got {by!r}")
     settings, fmt = _prepare_run(config, metadata_service_uri, fmt, log_level, log_format)
     names = [c.strip() for c in checks.split(",") if c.strip()]
     try:
         from auditor.checks.oneshot import main as oneshot_main
     except ImportError as exc:
         _fail(f"one-shot checks are not available in this build ({exc})")
-    code = _run_with_loop(oneshot_main, settings, names, fmt, loop=settings.event_loop)
+    code = _run_with_loop(functools.partial(oneshot_main, by=by), settings, names, fmt, loop=settings.event_loop)
     raise typer.Exit(int(code or 0))
 
 

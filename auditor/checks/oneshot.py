@@ -13,6 +13,7 @@ from collections import Counter
 from typing import Any, TextIO
 
 from auditor.durability.findings import Finding, FindingSummary
+from auditor.durability.topics import at_risk_by_topic
 from auditor.errors import error_line
 from auditor.logging import get_logger, log_new_finding
 from auditor.settings import Settings
@@ -127,8 +128,33 @@ def print_table(findings: list[Finding], summary: FindingSummary, runs: list[dic
         )
 
 
+def print_topics(findings: list[Finding], out: TextIO) -> None:
+    """Actionable findings by Pulsar topic, most severe first (`check --by topic`)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    rows = at_risk_by_topic(findings)
+    console = Console(file=out, width=max(120, Console(file=out).width))
+    if not rows:
+        console.print("no topic at risk: no actionable finding")
+        return
+    table = Table(title=f"{len(rows)} topic(s) at risk")
+    for col in ("severity", "worst", "topic", "namespace", "ledgers", "findings"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        ledgers = ", ".join(str(lid) for lid in r.ledgers[:10]) + (" ..." if len(r.ledgers) > 10 else "")
+        table.add_row(r.severity.value, r.worst.value, r.topic, r.namespace or "", ledgers, str(r.findings))
+    console.print(table)
+
+
 async def main(
-    settings: Settings, checks: list[str], fmt: str, *, out: TextIO | None = None, err: TextIO | None = None
+    settings: Settings,
+    checks: list[str],
+    fmt: str,
+    *,
+    by: str = "finding",
+    out: TextIO | None = None,
+    err: TextIO | None = None,
 ) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
@@ -163,14 +189,20 @@ async def main(
         return 2
     findings = summary.findings
     if fmt == "json":
-        for f in findings:
-            out.write(f.to_json() + "\n")
+        if by == "topic":
+            for row in at_risk_by_topic(findings):
+                out.write(json.dumps(row.to_dict()) + "\n")
+        else:
+            for f in findings:
+                out.write(f.to_json() + "\n")
         out.write(
             json.dumps(
                 {"summary": {**summary.as_dict(), "checks": runs, "durationSeconds": round(time.time() - started, 3)}}
             )
             + "\n"
         )
+    elif by == "topic":
+        print_topics(findings, out)
     else:
         print_table(findings, summary, runs, out)
     out.flush()

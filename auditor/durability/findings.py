@@ -150,21 +150,26 @@ _PULSAR_TEXT_KEYS = {
     "pulsar/compactedTopic": "compactedTopic",
 }
 _PLACEMENT_KEY = "EnsemblePlacementPolicyConfig"
-_DOMAINS = ("persistent", "non-persistent")
+TOPIC_DOMAINS = ("persistent", "non-persistent")
 
 
 def _text(value: bytes | str) -> str:
     return value if isinstance(value, str) else value.decode("utf-8", errors="replace")
 
 
-def topic_of_managed_ledger(name: str) -> str | None:
-    """`tenant/ns/persistent/local` -> `persistent://tenant/ns/local` (None when not a topic name)."""
+def split_managed_ledger(name: str) -> tuple[str, str, str] | None:
+    """`tenant/ns/persistent/<encoded local>` -> (namespace, domain, local name); None when not a topic's."""
     parts = name.split("/")
     for i, part in enumerate(parts):
-        if part in _DOMAINS and 0 < i < len(parts) - 1:
-            local = urllib.parse.unquote("/".join(parts[i + 1 :]))
-            return f"{part}://{'/'.join(parts[:i])}/{local}"
+        if part in TOPIC_DOMAINS and 0 < i < len(parts) - 1:
+            return "/".join(parts[:i]), part, urllib.parse.unquote("/".join(parts[i + 1 :]))
     return None
+
+
+def topic_of_managed_ledger(name: str) -> str | None:
+    """`tenant/ns/persistent/local` -> `persistent://tenant/ns/local` (None when not a topic name)."""
+    split = split_managed_ledger(name)
+    return f"{split[1]}://{split[0]}/{split[2]}" if split else None
 
 
 def pulsar_context(custom_metadata: Mapping[str, bytes | str] | None) -> dict[str, str] | None:
