@@ -373,20 +373,26 @@ def _age(seconds: float | None) -> str:
 
 
 def _underreplicated_table(rows: list[Any]) -> None:
-    from rich.console import Console
-    from rich.table import Table
+    from auditor.tables import print_table
 
     if not rows:
         typer.echo("no ledger is marked under-replicated")
         return
-    table = Table(title=f"{len(rows)} ledger(s) marked under-replicated")
-    for col in ("ledger", "marked", "lost replicas", "lock", "verdict", "worst"):
-        table.add_column(col, overflow="fold")
-    for m in rows:
-        lock = f"{m.lock_holder} ({_age(m.locked_seconds)})" if m.lock_holder else "-"
-        worst = f"{m.worst} ({m.entries} entries)" if m.worst else "-"
-        table.add_row(str(m.ledger.ledger), _age(m.marked_seconds), ", ".join(m.replicas), lock, m.verdict, worst)
-    Console(width=160).print(table)
+    print_table(
+        ("ledger", "marked", "lost replicas", "lock", "verdict", "worst"),
+        (
+            (
+                str(m.ledger.ledger),
+                _age(m.marked_seconds),
+                ", ".join(m.replicas),
+                f"{m.lock_holder} ({_age(m.locked_seconds)})" if m.lock_holder else "-",
+                m.verdict,
+                f"{m.worst} ({m.entries} entries)" if m.worst else "-",
+            )
+            for m in rows
+        ),
+        title=f"{len(rows)} ledger(s) marked under-replicated",
+    )
 
 
 @app.command("can-decommission")
@@ -423,8 +429,7 @@ def can_decommission(
 
 
 def _decommission_table(report: Any) -> None:
-    from rich.console import Console
-    from rich.table import Table
+    from auditor.tables import print_table
 
     state = "registered" if report.registered else "not registered"
     verdict = "safe to decommission" if report.safe else "NOT YET"
@@ -435,13 +440,18 @@ def _decommission_table(report: Any) -> None:
         typer.echo(f"unreadable ledger metadata (it may name the bookie): {path}")
     if not report.ledgers:
         return
-    table = Table()
-    for col in ("ledger", "state", "blocking", "reason"):
-        table.add_column(col, overflow="fold")
-    for x in sorted(report.ledgers, key=lambda x: (not x.blockers, x.ledger.ledger)):
-        blocking = ", ".join(b.value for b in x.blockers) or "-"
-        table.add_row(str(x.ledger.ledger), "closed" if x.closed else "open", blocking, x.reason)
-    Console(width=160).print(table)
+    print_table(
+        ("ledger", "state", "blocking", "reason"),
+        (
+            (
+                str(x.ledger.ledger),
+                "closed" if x.closed else "open",
+                ", ".join(b.value for b in x.blockers) or "-",
+                x.reason,
+            )
+            for x in sorted(report.ledgers, key=lambda x: (not x.blockers, x.ledger.ledger))
+        ),
+    )
 
 
 # ------------------------------------------------------------------------------------------ switches

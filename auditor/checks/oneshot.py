@@ -17,6 +17,8 @@ from auditor.durability.topics import at_risk_by_topic
 from auditor.errors import error_line
 from auditor.logging import get_logger, log_new_finding
 from auditor.settings import Settings
+from auditor.tables import console
+from auditor.tables import print_table as table_out
 
 from .build import audit_context
 from .catalog import CHECKS, resolve_checks
@@ -87,16 +89,11 @@ class ProgressDisplay:
 
 
 def print_table(findings: list[Finding], summary: FindingSummary, runs: list[dict[str, Any]], out: TextIO) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    console = Console(file=out, width=max(120, Console(file=out).width))
+    con = console(out)
     info = [f for f in findings if not f.actionable]
     findings = [f for f in findings if f.actionable]
     if findings:
-        table = Table(title=f"{len(findings)} finding(s)", show_lines=False)
-        for col in ("severity", "category", "ledger", "bookie", "entries", "detail"):
-            table.add_column(col, overflow="fold")
+        rows = []
         for f in sorted(
             findings, key=lambda f: (f.severity.rank, f.category.value, f.ledger.qualified_name if f.ledger else "")
         ):
@@ -105,22 +102,25 @@ def print_table(findings: list[Finding], summary: FindingSummary, runs: list[dic
                 if f.affected_count
                 else (str(f.entry_id) if f.entry_id is not None else "")
             )
-            table.add_row(
-                f.severity.value,
-                f.category.value,
-                str(f.ledger) if f.ledger else "",
-                f.bookie or "",
-                entries,
-                f.message,
+            rows.append(
+                (
+                    f.severity.value,
+                    f.category.value,
+                    str(f.ledger) if f.ledger else "",
+                    f.bookie or "",
+                    entries,
+                    f.message,
+                )
             )
-        console.print(table)
+        columns = ("severity", "category", "ledger", "bookie", "entries", "detail")
+        table_out(columns, rows, title=f"{len(findings)} finding(s)", out=out)
     else:
-        console.print("no findings: every checked ledger is healthy")
+        con.print("no findings: every checked ledger is healthy")
     if info:
         kinds = ", ".join(f"{c}: {n}" for c, n in sorted(Counter(f.category.value for f in info).items()))
-        console.print(f"{len(info)} informational finding(s) not shown ({kinds}); --format json lists them")
+        con.print(f"{len(info)} informational finding(s) not shown ({kinds}); --format json lists them")
     for r in runs:
-        console.print(
+        con.print(
             f"{r['check']}: {r['ledgersChecked']} ledgers checked "
             f"({r['ledgersSeen']} seen, skipped {r['ledgersSkipped'] or 'none'}), "
             f"{r['ledgersRechecked']} re-checked, {r['bookieRequests']} bookie requests, "
@@ -130,21 +130,26 @@ def print_table(findings: list[Finding], summary: FindingSummary, runs: list[dic
 
 def print_topics(findings: list[Finding], out: TextIO) -> None:
     """Actionable findings by Pulsar topic, most severe first (`check --by topic`)."""
-    from rich.console import Console
-    from rich.table import Table
-
     rows = at_risk_by_topic(findings)
-    console = Console(file=out, width=max(120, Console(file=out).width))
     if not rows:
-        console.print("no topic at risk: no actionable finding")
+        console(out).print("no topic at risk: no actionable finding")
         return
-    table = Table(title=f"{len(rows)} topic(s) at risk")
-    for col in ("severity", "worst", "topic", "namespace", "ledgers", "findings"):
-        table.add_column(col, overflow="fold")
-    for r in rows:
-        ledgers = ", ".join(str(lid) for lid in r.ledgers[:10]) + (" ..." if len(r.ledgers) > 10 else "")
-        table.add_row(r.severity.value, r.worst.value, r.topic, r.namespace or "", ledgers, str(r.findings))
-    console.print(table)
+    table_out(
+        ("severity", "worst", "topic", "namespace", "ledgers", "findings"),
+        (
+            (
+                r.severity.value,
+                r.worst.value,
+                r.topic,
+                r.namespace or "",
+                ", ".join(str(lid) for lid in r.ledgers[:10]) + (" ..." if len(r.ledgers) > 10 else ""),
+                str(r.findings),
+            )
+            for r in rows
+        ),
+        title=f"{len(rows)} topic(s) at risk",
+        out=out,
+    )
 
 
 async def main(

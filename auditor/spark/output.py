@@ -19,6 +19,8 @@ from typing import Any, TextIO
 from urllib.parse import urlparse
 
 from auditor.durability.findings import Finding, FindingSummary, FindingWire, Severity
+from auditor.tables import console
+from auditor.tables import print_table as table_out
 
 from .worker import FINDING, STATS, Row
 
@@ -157,36 +159,32 @@ def _sort_key(f: dict[str, Any]) -> tuple[Any, ...]:
 
 
 def print_table(summary: SweepFindings, runs: list[dict[str, Any]], sweep: dict[str, Any], out: TextIO) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    console = Console(file=out, width=max(120, Console(file=out).width))
+    con = console(out)
     findings = summary.findings
     if findings:
-        table = Table(title=f"{len(findings)} finding(s)")
-        for col in ("severity", "category", "ledger", "bookie", "entries", "check", "detail"):
-            table.add_column(col, overflow="fold")
+        rows = []
         for f in sorted(findings, key=_sort_key):
             count = f.get("affectedEntries", 0)
             entries = f"{count} [{f.get('affectedEntryRanges', '')}]" if count else str(f.get("entryId", ""))
             ledger = str(f["ledgerId"]) if "ledgerId" in f and "scopeId" not in f else f.get("qualifiedName", "")
-            table.add_row(
-                f["severity"], f["category"], ledger, f.get("bookieId", ""), entries, f["check"], f["message"]
+            rows.append(
+                (f["severity"], f["category"], ledger, f.get("bookieId", ""), entries, f["check"], f["message"])
             )
-        console.print(table)
+        columns = ("severity", "category", "ledger", "bookie", "entries", "check", "detail")
+        table_out(columns, rows, title=f"{len(findings)} finding(s)", out=out)
     else:
-        console.print("no findings: every checked ledger is healthy")
+        con.print("no findings: every checked ledger is healthy")
     for r in runs:
-        console.print(
+        con.print(
             f"{r['check']}: {r['ledgersChecked']} ledgers checked ({r['ledgersSeen']} seen, "
             f"skipped {r['ledgersSkipped'] or 'none'}), {r['ledgersRechecked']} re-checked, "
             f"{r['bookieRequests']} bookie requests, {r['durationSeconds']}s over {r['partitions']} "
             "partition(s)"
         )
     failed = sweep.get("failedPartitions") or []
-    console.print(
+    con.print(
         f"sweep: {sweep['partitionsDone']}/{sweep['partitionsTotal']} partitions on {sweep['master']} "
         f"in {sweep['durationSeconds']}s" + (f", {len(failed)} FAILED" if failed else "")
     )
     for p in failed:
-        console.print(f"  failed partition {p['index']} [{p['start']}, {p['end'] or 'end'}): {p['error']}")
+        con.print(f"  failed partition {p['index']} [{p['start']}, {p['end'] or 'end'}): {p['error']}")
