@@ -18,7 +18,7 @@ import inspect
 import json
 import os
 import sys
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -482,6 +482,18 @@ def _confirmer(yes: bool) -> Callable[[str], bool]:
     return confirm
 
 
+def _switch(
+    config: Path | None,
+    metadata_service_uri: str | None,
+    fmt: str,
+    command: Callable[[Settings], Coroutine[Any, Any, Any]],
+) -> None:
+    """Settings, the command run on its own loop, its report shown; errors as one line and exit 2."""
+    settings = _switch_settings(config, metadata_service_uri, fmt)
+    with _exit_on_error():
+        _show(asyncio.run(command(settings)), fmt)
+
+
 def _show(report: Any, fmt: str) -> None:
     if fmt == "json":
         typer.echo(json.dumps(report.data, sort_keys=True))
@@ -495,9 +507,7 @@ def whoisauditor(config: ConfigOpt = None, metadata_service_uri: UriOpt = None, 
     """Who is the auditor? The leader of Java's election and of bk-auditor's, read from ZooKeeper."""
     from auditor.switches import who_is_auditor
 
-    settings = _switch_settings(config, metadata_service_uri, fmt)
-    with _exit_on_error():
-        _show(asyncio.run(who_is_auditor(settings)), fmt)
+    _switch(config, metadata_service_uri, fmt, who_is_auditor)
 
 
 @app.command("recovery-delay")
@@ -513,9 +523,7 @@ def recovery_delay(
     """Show or set lostBookieRecoveryDelay (as `bookkeeper shell lostbookierecoverydelay`), confirmed."""
     from auditor.switches import recovery_delay as run
 
-    settings = _switch_settings(config, metadata_service_uri, fmt)
-    with _exit_on_error():
-        _show(asyncio.run(run(settings, seconds, _confirmer(yes))), fmt)
+    _switch(config, metadata_service_uri, fmt, lambda settings: run(settings, seconds, _confirmer(yes)))
 
 
 @app.command()
@@ -529,9 +537,7 @@ def replication(
     """Show, enable or disable auto-recovery's replication (as `bookkeeper shell autorecovery`), confirmed."""
     from auditor.switches import replication as run
 
-    settings = _switch_settings(config, metadata_service_uri, fmt)
-    with _exit_on_error():
-        _show(asyncio.run(run(settings, action, _confirmer(yes))), fmt)
+    _switch(config, metadata_service_uri, fmt, lambda settings: run(settings, action, _confirmer(yes)))
 
 
 # ------------------------------------------------------------------------------------------ admin clients
