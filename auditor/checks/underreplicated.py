@@ -3,7 +3,9 @@
 Java's `listunderreplicated` lists the markers. This adds, per marked ledger, how old the marker is,
 which worker holds its lock and for how long, and our own verdict from the bookies now (asked as
 `explain` asks them, as if the ledger were not marked): still broken and how badly, or a stale marker
-(its bookies came back, apache/bookkeeper#2766), or unknown when a bookie did not answer. Reads only.
+(its bookies came back, apache/bookkeeper#2766), or unknown when a bookie did not answer. A bookie the
+marker names as lost that is no longer registered counts as holding nothing (it is gone, as the marker
+says); a bookie that comes back is asked again. Reads only.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from dataclasses import dataclass, replace
 
 from auditor.durability import verdicts
 from auditor.durability.ids import LedgerId
+from auditor.durability.ranges import RangeSet
 from auditor.metadata.errors import NoSuchLedgerError
 from auditor.metadata.interfaces import MarkerRecord
 
@@ -56,10 +59,11 @@ class MarkedLedger:
 async def marked_ledgers(ctx: AuditContext, *, concurrency: int = 16) -> AsyncIterator[MarkedLedger]:
     """Every marked ledger with its verdict, in marker order (results are yielded as they come)."""
     sem = asyncio.Semaphore(concurrency)
+    registered = (await ctx.store.registrations()).available
 
     async def one(marker: MarkerRecord) -> MarkedLedger:
         async with sem:
-            return await _judge(ctx, marker)
+            return await _judge(ctx, marker, registered)
 
     tasks = [asyncio.ensure_future(one(m)) async for m in ctx.store.list_markers()]
     try:
@@ -70,7 +74,7 @@ async def marked_ledgers(ctx: AuditContext, *, concurrency: int = 16) -> AsyncIt
             t.cancel()
 
 
-async def _judge(ctx: AuditContext, marker: MarkerRecord) -> MarkedLedger:
+async def _judge(ctx: AuditContext, marker: MarkerRecord, registered: frozenset[str]) -> MarkedLedger:
     now_ms = time.time() * 1000
     lid = marker.ledger_id
     lock = await ctx.store.read_lock(lid)
@@ -95,8 +99,15 @@ async def _judge(ctx: AuditContext, marker: MarkerRecord) -> MarkedLedger:
     end = (await check.end_of(md, stats)).end
     if end is None:  # an open ledger whose end no bookie proves: nothing can be judged yet
         return replace(deleted, verdict=verdicts.MarkedState.UNKNOWN.value, reasons=("no LAC answer",))
-    answers = await check.ask(md, end, stats, None)
-    scrutiny = verdicts.scrutinize_ledger(md, answers.answers, end=end, now_ms=int(now_ms))
+    # A bookie the marker names as lost and that is not registered is gone, as the marker says (Java's
+    # rule for a lost bookie): it counts as holding nothing instead of as an unknown answer. Any other
+    # silent bookie stays unknown.
+    gone = {b for b in marker.replicas if b not in registered}
+    everyone = {b for seg in md.segments for b in seg.ensemble}
+    answers = await check.ask(md, end, stats, everyone - gone)
+    scrutiny = verdicts.scrutinize_ledger(
+        md, {**answers.answers, **dict.fromkeys(gone & everyone, RangeSet())}, end=end, now_ms=int(now_ms)
+    )
     v = verdicts.marked_verdict(scrutiny)
     return replace(
         deleted,

@@ -32,13 +32,18 @@ def test_underreplicated_lists_markers_with_lock_holder_and_our_verdict(cluster:
     healthy = cluster.create_ledger(ensemble=3, write_quorum=2, ack_quorum=2, entries=12, bookies=b[:3])["ledgerId"]
     broken = cluster.create_ledger(ensemble=3, write_quorum=2, ack_quorum=2, entries=12, bookies=b[:3])["ledgerId"]
     gone = 2**30 + 12345  # no such ledger
+    # Its third bookie is gone for good: the metadata names a bookie that is not registered, as after a loss.
+    lost = cluster.create_ledger(ensemble=3, write_quorum=2, ack_quorum=2, entries=12, bookies=b[:3])["ledgerId"]
+    dead = "127.0.0.99:3181"
     an_hour_ago = int(time.time() * 1000) - 3600 * 1000
-    markers = {lid: marker_path(cluster, lid) for lid in (healthy, broken, gone)}
+    markers = {lid: marker_path(cluster, lid) for lid in (healthy, broken, gone, lost)}
     lock = f"{cluster.ledgers_root}/underreplication/locks/urL{broken:010d}"
     rewrite_ensemble(cluster, broken, b[2], b[3])  # bookie 4 holds nothing: a third of the copies are gone
+    rewrite_ensemble(cluster, lost, b[2], dead)
     try:
         for lid, path in markers.items():
-            cluster.kazoo.create(path, f'replica: "{b[2]}"\nctime: {an_hour_ago}\n'.encode(), makepath=True)
+            named = dead if lid == lost else b[2]
+            cluster.kazoo.create(path, f'replica: "{named}"\nctime: {an_hour_ago}\n'.encode(), makepath=True)
         cluster.kazoo.create(lock, b'bookieId: "worker-7"\n', ephemeral=True, makepath=True)  # as Java's worker
         r = run_ours(cluster, "underreplicated", "--format", "json")
         java = cluster.shell("listunderreplicated").stdout
@@ -47,17 +52,22 @@ def test_underreplicated_lists_markers_with_lock_holder_and_our_verdict(cluster:
             if cluster.kazoo.exists(path):
                 cluster.kazoo.delete(path)
         rewrite_ensemble(cluster, broken, b[3], b[2])
+        rewrite_ensemble(cluster, lost, dead, b[2])
     assert r.returncode == 1, r.stderr  # one is still broken
     rows = {row["ledgerId"]: row for row in map(json.loads, r.stdout.splitlines())}
     assert {healthy, broken, gone} <= set(rows)
-    for lid in (healthy, broken, gone):
+    for lid in (healthy, broken, gone, lost):
         assert str(lid) in java  # Java's shell lists the same markers
-        assert rows[lid]["replicas"] == [b[2]] and 3590 <= rows[lid]["markedSeconds"] <= 3900
+        assert 3590 <= rows[lid]["markedSeconds"] <= 3900
+    assert all(rows[lid]["replicas"] == [b[2]] for lid in (healthy, broken, gone))
     assert rows[healthy]["verdict"] == "stale" and rows[healthy]["lockHolder"] is None
     assert rows[broken]["verdict"] == "broken" and rows[broken]["worstCategory"] == "entry_below_ack_quorum"
     # E3/WQ2: entries whose write set held ensemble index 2 (entry % 3 in {1, 2}) lost one of two copies.
     assert rows[broken]["entries"] == 8
     assert rows[broken]["lockHolder"] == "worker-7" and 0 <= rows[broken]["lockedSeconds"] < 120
     assert rows[gone]["verdict"] == "deleted"
+    # The bookie the marker names is not registered: gone, as the marker says, so broken (not unknown).
+    assert rows[lost]["verdict"] == "broken" and rows[lost]["worstCategory"] == "entry_below_ack_quorum"
+    assert rows[lost]["replicas"] == [dead]
     r = run_ours(cluster, "underreplicated")  # the table, once the markers are gone
-    assert r.returncode in (0, 1) and not {str(healthy), str(broken), str(gone)} & set(r.stdout.split()), r.stdout
+    assert r.returncode in (0, 1) and not {str(x) for x in (healthy, broken, gone, lost)} & set(r.stdout.split())
