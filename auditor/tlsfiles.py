@@ -146,8 +146,8 @@ def _own_certificate(ctx: ssl.SSLContext, files: TlsFiles) -> None:
         raise TlsFileError("keystore", "give either cert_file + key_file (PEM) or keystore (PKCS12/JKS), not both")
     if pem_given:
         if files.cert_file is None or files.key_file is None:
-            missing = "cert_file" if files.cert_file is None else "key_file"
-            raise TlsFileError(missing, "a client certificate needs both cert_file and key_file")
+            given, missing = ("key_file", "cert_file") if files.cert_file is None else ("cert_file", "key_file")
+            raise TlsFileError(given, f"is set without {missing}: our certificate needs both cert_file and key_file")
         password = _password("key_password_file", files.key_password, files.key_password_file)
         try:
             ctx.load_cert_chain(str(files.cert_file), str(files.key_file), password=password or None)
