@@ -720,7 +720,8 @@ class BookieClient:
         # the session was accepted before any request relies on it.
         ping = await self._exchange(conn, Op.GET_BOOKIE_INFO, P.bookie_info_request(self._take_txn(), 0), limit)
         if isinstance(ping, str):
-            return f"the TLS session failed before its first answer: {ping.removeprefix(f'bookie {self.bookie_id}: ')}"
+            why = ping.removeprefix(f"bookie {self.bookie_id}: ")
+            return f"the TLS session failed before its first answer{_alert_meaning(why)}: {why}"
         if ping.status is not Status.EOK:
             return f"the first request over TLS was answered {self._status_name(ping)}"
         return None
@@ -770,6 +771,21 @@ class BookieClient:
         if reply.problem:
             return f"bookie {self.bookie_id}: {reply.problem}"
         return f"bookie {self.bookie_id} answered {self._status_name(reply)}"
+
+
+# TLS alerts a bookie sends after our side of a TLS 1.3 handshake ended, in words.
+_ALERTS = {
+    "CERTIFICATE_REQUIRED": "the bookie demands a client certificate and we presented none",
+    "UNKNOWN_CA": "the bookie does not trust the CA of our client certificate",
+    "BAD_CERTIFICATE": "the bookie rejected our client certificate",
+    "CERTIFICATE_UNKNOWN": "the bookie rejected our client certificate",
+    "CERTIFICATE_EXPIRED": "our client certificate has expired",
+}
+
+
+def _alert_meaning(text: str) -> str:
+    upper = text.upper()
+    return next((f" ({meaning})" for alert, meaning in _ALERTS.items() if alert in upper), "")
 
 
 def _wire_ledger_id(ledger_id: int | LedgerId) -> int:
