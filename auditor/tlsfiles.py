@@ -7,15 +7,18 @@ Every problem is a `TlsFileError` (a `ConfigError`: exit 2) whose `setting` name
 
 from __future__ import annotations
 
+import logging
 import os
 import ssl
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from auditor.errors import ConfigError
+
+log = logging.getLogger(__name__)
 
 StoreType = Literal["PKCS12", "JKS"]
 TLS_VERSIONS: dict[str, ssl.TLSVersion] = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
@@ -198,3 +201,50 @@ def client_context(files: TlsFiles) -> ssl.SSLContext:
         except ssl.SSLError:
             raise TlsFileError("ciphers", f"no usable cipher in {files.ciphers!r} (an OpenSSL cipher list)") from None
     return ctx
+
+
+class ReloadingContext:
+    """`client_context(files)`, rebuilt when one of its files changed (a renewed certificate, a rotated
+    CA): call it for every new connection. A rebuild that fails keeps the last good context and logs why
+    (once per change), so a half-written renewal cannot cut the auditor off."""
+
+    def __init__(self, files: TlsFiles, build: Callable[[TlsFiles], ssl.SSLContext] = client_context) -> None:
+        self._files = files
+        self._build = build
+        self._paths = [
+            p
+            for p in (
+                files.ca_file,
+                files.truststore,
+                files.truststore_password_file,
+                files.cert_file,
+                files.key_file,
+                files.key_password_file,
+                files.keystore,
+                files.keystore_password_file,
+            )
+            if p is not None
+        ]
+        self._stamp = self._stamps()
+        self._context = build(files)  # the first build's errors are the caller's (exit 2 at start)
+
+    def _stamps(self) -> tuple[tuple[int, int] | None, ...]:
+        out: list[tuple[int, int] | None] = []
+        for p in self._paths:
+            try:
+                st = p.stat()
+                out.append((st.st_mtime_ns, st.st_size))
+            except OSError:
+                out.append(None)
+        return tuple(out)
+
+    def __call__(self) -> ssl.SSLContext:
+        stamp = self._stamps()
+        if stamp != self._stamp:
+            self._stamp = stamp
+            try:
+                self._context = self._build(self._files)
+                log.info("TLS files changed: reloaded %s", ", ".join(str(p) for p in self._paths))
+            except TlsFileError as exc:
+                log.warning("TLS files changed but cannot be used; keeping the previous ones: %s: %s", exc.setting, exc)
+        return self._context

@@ -63,11 +63,15 @@ Resolver = Callable[[str], Address | Awaitable[Address]]
 
 @dataclass(frozen=True, slots=True)
 class BookieTls:
-    """TLS to bookies: the client context (CA, hostname check, own certificate) and the time allowed for
-    START_TLS and the handshake (Java's startTLSTimeoutSecs, default 10 s)."""
+    """TLS to bookies: the client context (CA, hostname check, own certificate), or a callable asked for
+    it at every new connection (so renewed certificates are used without a restart), and the time
+    allowed for START_TLS, the handshake and the first answer (Java's startTLSTimeoutSecs, 10 s)."""
 
-    context: ssl.SSLContext
+    context: ssl.SSLContext | Callable[[], ssl.SSLContext]
     handshake_timeout: float = 10.0
+
+    def current_context(self) -> ssl.SSLContext:
+        return self.context if isinstance(self.context, ssl.SSLContext) else self.context()
 
 
 @dataclass(frozen=True, slots=True)
@@ -707,7 +711,7 @@ class BookieClient:
         loop = asyncio.get_running_loop()
         try:
             upgraded = await loop.start_tls(
-                transport, conn, tls.context, server_hostname=host, ssl_handshake_timeout=limit
+                transport, conn, tls.current_context(), server_hostname=host, ssl_handshake_timeout=limit
             )
         except ssl.SSLCertVerificationError as exc:
             return f"the bookie's certificate was rejected: {exc.verify_message or exc.reason or exc}"

@@ -20,7 +20,7 @@ from auditor.metadata.racks import RackResolver, ScriptRackResolver, load_rack_f
 from auditor.metadata.zkbookies import BookieRegistry, pulsar_racks
 from auditor.metadata.zkstore import ZooKeeperMetadataStore
 from auditor.settings import Settings
-from auditor.tlsfiles import TlsFileError, client_context
+from auditor.tlsfiles import ReloadingContext, TlsFileError
 
 from .context import AuditContext, CheckOptions
 
@@ -67,7 +67,7 @@ def bookie_tls(settings: Settings) -> BookieTls | None:
     if not t.enabled:
         return None
     try:
-        context = client_context(t.files())
+        context = ReloadingContext(t.files())  # renewed certificates are used from the next connection on
     except TlsFileError as exc:
         raise ConfigError(f"bookie_client.tls.{exc.setting}: {exc.message}") from None
     return BookieTls(context, handshake_timeout=t.handshake_timeout_seconds)

@@ -397,5 +397,6 @@ def translate_bookie_security(flat: dict[str, Any]) -> tuple[list[Translated], l
             "set bookie_client.tls.ciphers (an OpenSSL cipher list) to restrict ciphers"
         )
     if "tlsCertFilesRefreshDurationSeconds" in given:
-        ignored.append("tlsCertFilesRefreshDurationSeconds")  # we read the files at every start (docs/security.md)
+        # We look at the files before every new connection and reload changed ones (docs/security.md).
+        ignored.append("tlsCertFilesRefreshDurationSeconds")
     return out, sorted(ignored), problems

@@ -10,7 +10,7 @@ import pytest
 
 from auditor.checks.build import bookie_config
 from auditor.settings import ConfigError, load_settings
-from auditor.tlsfiles import TlsFileError, TlsFiles, client_context
+from auditor.tlsfiles import ReloadingContext, TlsFileError, TlsFiles, client_context
 from tests.certs import STORE_PASSWORD, CertAuthority, Issued
 
 URI = "metadataServiceUri=zk+hierarchical://127.0.0.1:2181/ledgers\n"
@@ -221,3 +221,19 @@ def test_tlsfiles_errors_name_their_setting(tmp_path: Path, pki: tuple) -> None:
     with pytest.raises(TlsFileError) as exc:
         client_context(TlsFiles(ca_file=ca.cert_file, ciphers="NO-SUCH-CIPHER"))
     assert exc.value.setting == "ciphers"
+
+
+def test_renewed_files_are_used_for_new_connections_and_bad_ones_never(tmp_path: Path) -> None:
+    first, second = CertAuthority(tmp_path / "a", "first-ca"), CertAuthority(tmp_path / "b", "second-ca")
+    ca_file = tmp_path / "ca.pem"
+    ca_file.write_bytes(first.cert_file.read_bytes())
+    reloading = ReloadingContext(TlsFiles(ca_file=ca_file))
+
+    def trusted() -> list[str]:
+        return [dict(x[0] for x in c["subject"])["commonName"] for c in reloading().get_ca_certs()]
+
+    assert trusted() == ["first-ca"]
+    ca_file.write_bytes(second.cert_file.read_bytes())  # rotated (size or mtime differ)
+    assert trusted() == ["second-ca"]
+    ca_file.write_bytes(b"half-written renewal")
+    assert trusted() == ["second-ca"]  # the last good one stays
