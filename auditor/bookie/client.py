@@ -69,6 +69,7 @@ class BookieTls:
 
     context: ssl.SSLContext | Callable[[], ssl.SSLContext]
     handshake_timeout: float = 10.0
+    client_certificate: bool = False  # whether the context presents one (only for wording errors)
 
     def current_context(self) -> ssl.SSLContext:
         return self.context if isinstance(self.context, ssl.SSLContext) else self.context()
@@ -725,7 +726,7 @@ class BookieClient:
         ping = await self._exchange(conn, Op.GET_BOOKIE_INFO, P.bookie_info_request(self._take_txn(), 0), limit)
         if isinstance(ping, str):
             why = ping.removeprefix(f"bookie {self.bookie_id}: ")
-            return f"the TLS session failed before its first answer{_alert_meaning(why)}: {why}"
+            return f"the TLS session failed before its first answer{_alert_meaning(why, tls)}: {why}"
         if ping.status is not Status.EOK:
             return f"the first request over TLS was answered {self._status_name(ping)}"
         return None
@@ -777,19 +778,18 @@ class BookieClient:
         return f"bookie {self.bookie_id} answered {self._status_name(reply)}"
 
 
-# TLS alerts a bookie sends after our side of a TLS 1.3 handshake ended, in words.
-_ALERTS = {
-    "CERTIFICATE_REQUIRED": "the bookie demands a client certificate and we presented none",
-    "UNKNOWN_CA": "the bookie does not trust the CA of our client certificate",
-    "BAD_CERTIFICATE": "the bookie rejected our client certificate",
-    "CERTIFICATE_UNKNOWN": "the bookie rejected our client certificate",
-    "CERTIFICATE_EXPIRED": "our client certificate has expired",
-}
+# TLS alerts a bookie sends about our certificate after our side of a TLS 1.3 handshake ended. A JDK
+# bookie answers a missing certificate with bad_certificate, so the words depend on whether we sent one.
+_CERTIFICATE_ALERTS = ("CERTIFICATE_REQUIRED", "BAD_CERTIFICATE", "CERTIFICATE_UNKNOWN", "UNKNOWN_CA", "EXPIRED")
 
 
-def _alert_meaning(text: str) -> str:
+def _alert_meaning(text: str, tls: BookieTls) -> str:
     upper = text.upper()
-    return next((f" ({meaning})" for alert, meaning in _ALERTS.items() if alert in upper), "")
+    if not any(alert in upper for alert in _CERTIFICATE_ALERTS):
+        return ""
+    if not tls.client_certificate:
+        return " (the bookie demands a client certificate and none is configured)"
+    return " (the bookie rejected our client certificate)"
 
 
 def _wire_ledger_id(ledger_id: int | LedgerId) -> int:

@@ -70,7 +70,8 @@ def bookie_tls(settings: Settings) -> BookieTls | None:
         context = ReloadingContext(t.files())  # renewed certificates are used from the next connection on
     except TlsFileError as exc:
         raise ConfigError(f"bookie_client.tls.{exc.setting}: {exc.message}") from None
-    return BookieTls(context, handshake_timeout=t.handshake_timeout_seconds)
+    own = t.cert_file is not None or t.keystore is not None
+    return BookieTls(context, handshake_timeout=t.handshake_timeout_seconds, client_certificate=own)
 
 
 def bookie_config(settings: Settings) -> BookieClientConfig:

@@ -298,6 +298,15 @@ def translate_bookie_security(flat: dict[str, Any]) -> tuple[list[Translated], l
     def put(path: str, value: Any, key: str) -> None:
         out.append(Translated(path, value, key, given[key]))
 
+    def java_store(
+        name: str, store: tuple[str, str], type_key: str, kind: str, password: tuple[str, str] | None
+    ) -> None:
+        """A JKS/PKCS12 store: bookie_client.tls.<name>, <name>_type, <name>_password_file."""
+        put(f"bookie_client.tls.{name}", store[1], store[0])
+        out.append(Translated(f"bookie_client.tls.{name}_type", kind.upper(), type_key, kind))
+        if password is not None:
+            put(f"bookie_client.tls.{name}_password_file", password[1], password[0])
+
     plugin = given.get("clientAuthProviderFactoryClass")
     if plugin is not None:
         problems.append(
@@ -348,10 +357,7 @@ def translate_bookie_security(flat: dict[str, Any]) -> tuple[list[Translated], l
         if trust_password is not None:
             ignored.append(trust_password[0])  # a PEM trust file has no password
     elif trust_type.upper() in ("JKS", "PKCS12"):
-        put("bookie_client.tls.truststore", trust[1], trust[0])
-        out.append(Translated("bookie_client.tls.truststore_type", trust_type.upper(), trust_type_key, trust_type))
-        if trust_password is not None:
-            put("bookie_client.tls.truststore_password_file", trust_password[1], trust_password[0])
+        java_store("truststore", trust, trust_type_key, trust_type, trust_password)
     else:
         problems.append(f"{trust_type_key}: unsupported trust store type {trust_type!r}; supported: PEM, JKS, PKCS12")
 
@@ -373,10 +379,7 @@ def translate_bookie_security(flat: dict[str, Any]) -> tuple[list[Translated], l
             if password is not None:
                 put("bookie_client.tls.key_password_file", password[1], password[0])
         elif kind.upper() in ("JKS", "PKCS12"):
-            put("bookie_client.tls.keystore", store[1], store[0])
-            out.append(Translated("bookie_client.tls.keystore_type", kind.upper(), type_key, kind))
-            if password is not None:
-                put("bookie_client.tls.keystore_password_file", password[1], password[0])
+            java_store("keystore", store, type_key, kind, password)
             if "tlsCertificatePath" in given:
                 ignored.append("tlsCertificatePath")  # the store holds the certificate
         else:

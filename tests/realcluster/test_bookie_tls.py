@@ -184,7 +184,7 @@ def test_client_certificate_for_a_bookie_that_demands_one(tls_cluster: Cluster, 
     assert [f.category for f in got] == [Category.BOOKIE_UNREACHABLE], got
     error = unreachable(got)[b[2]]
     assert f"bookie {b[2]}: TLS: the TLS session failed before its first answer (the bookie demands a client " in error
-    assert "certificate and we presented none)" in error, error
+    assert "certificate and none is configured)" in error, error
 
 
 def test_untrusted_certificate_is_a_clear_per_bookie_error(tls_cluster: Cluster, pki: dict[str, Any]) -> None:
