@@ -27,7 +27,7 @@ import pytest
 from auditor.bookie.client import BookieClient
 from auditor.checks.build import bookie_config
 from auditor.durability.findings import Category, Finding
-from tests.certs import CertAuthority
+from tests.certs import STORE_PASSWORD, CertAuthority
 from tests.realcluster import ports
 from tests.realcluster.checks_util import actionable, audit, rewrite_ensemble, settings_for
 from tests.realcluster.cluster import Cluster
@@ -178,6 +178,21 @@ def test_client_certificate_for_a_bookie_that_demands_one(tls_cluster: Cluster, 
     r = tls_cluster.create_ledger(ensemble=3, write_quorum=2, ack_quorum=2, entries=20, bookies=b)
     with_cert, _ = audit(tls_cluster, [r["ledgerId"]], settings=tls_settings(tls_cluster, pki))
     assert actionable(with_cert) == []
+    # The same certificate from Java stores: a PKCS12 key store and a JKS trust store (keytool's).
+    password = pki["client"].dir / "stores.pass"
+    password.write_text(STORE_PASSWORD)
+    stores = {
+        "enabled": True,
+        "keystore": str(pki["client"].pkcs12()),
+        "keystore_type": "PKCS12",
+        "keystore_password_file": str(password),
+        "truststore": str(pki["ca"].truststore("JKS")),
+        "truststore_type": "JKS",
+        "truststore_password_file": str(password),
+    }
+    from_stores = settings_for(tls_cluster, bookie_client={"tls": stores})
+    found, _ = audit(tls_cluster, [r["ledgerId"]], settings=from_stores)
+    assert actionable(found) == []
     without, _ = audit(tls_cluster, [r["ledgerId"]], settings=tls_settings(tls_cluster, pki, client_cert=False))
     got = actionable(without)
     # Bookie 4 refuses us: its answers are unknown, never missing copies.

@@ -237,3 +237,16 @@ def test_renewed_files_are_used_for_new_connections_and_bad_ones_never(tmp_path:
     assert trusted() == ["second-ca"]
     ca_file.write_bytes(b"half-written renewal")
     assert trusted() == ["second-ca"]  # the last good one stays
+
+
+def test_environment_variables_nest(monkeypatch: pytest.MonkeyPatch, pki: tuple) -> None:
+    ca, _, _ = pki
+    monkeypatch.setenv("BKAUDIT_BOOKIE_CLIENT__TLS__ENABLED", "true")
+    monkeypatch.setenv("BKAUDIT_BOOKIE_CLIENT__TLS__CA_FILE", str(ca.cert_file))
+    monkeypatch.setenv("BKAUDIT_BOOKIE_CLIENT__TLS__PROTOCOLS", "TLSv1.3")
+    t = load_settings().bookie_client.tls
+    assert (t.enabled, t.ca_file, t.protocols) == (True, ca.cert_file, ["TLSv1.3"])
+    monkeypatch.setenv("BKAUDIT_BOOKIE_CLIENT__TLS__PROTOCOLS", "SSLv3")
+    with pytest.raises(ConfigError) as exc:
+        load_settings()
+    assert exc.value.problems[0].startswith("environment: BKAUDIT_BOOKIE_CLIENT__TLS__PROTOCOLS: ")
