@@ -558,7 +558,10 @@ class BookieClient:
             if reply.op is Op.START_TLS and reply.txn_id == conn.start_tls_txn:
                 # The bookie's second START_TLS reply (§1.5 step 6): its side of the handshake failed,
                 # or its auth plugin did not accept us after it.
-                conn.fail(f"the bookie rejected the TLS session after the handshake ({self._status_name(reply)})")
+                conn.fail(
+                    f"the bookie rejected the TLS session after the handshake ({self._status_name(reply)}: its "
+                    "auth plugin, e.g. certificate roles, did not accept our certificate)"
+                )
                 return
             if conn.expired.pop(reply.txn_id, None) is not None:
                 self.stats.late_replies += 1  # its request timed out or was cancelled: drop quietly
@@ -727,6 +730,8 @@ class BookieClient:
         if isinstance(ping, str):
             why = ping.removeprefix(f"bookie {self.bookie_id}: ")
             return f"the TLS session failed before its first answer{_alert_meaning(why, tls)}: {why}"
+        if ping.status is Status.EUA:
+            return "the bookie did not authorise us after the handshake (EUA: its auth plugin, e.g. certificate roles, refused our certificate)"
         if ping.status is not Status.EOK:
             return f"the first request over TLS was answered {self._status_name(ping)}"
         return None

@@ -8,6 +8,8 @@ One cluster for the module (ports from tests/realcluster/ports.py, TLS_*):
   bookie 4     TLS with tlsClientAuthentication=true: demands a client certificate from our CA
   bookie 5     TLS with a certificate from another CA (the Java writer trusts both CAs; we trust only ours)
   bookie 6     no TLS at all: answers START_TLS with EBADREQ
+  bookie 7     TLS, client certificate required, and certificate roles (BookieAuthZFactory,
+               authorizedRoles=auditor): only a certificate whose OU carries the role is authorised
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from tests.realcluster.cluster import Cluster
 pytestmark = pytest.mark.realcluster
 
 FACTORY = "org.apache.bookkeeper.tls.TLSContextFactory"
+AUTHZ = "org.apache.bookkeeper.tls.BookieAuthZFactory"
 BIN = Path(sys.executable).with_name("bk-auditor")
 
 
@@ -64,12 +67,14 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     both.write_bytes(ca.cert_file.read_bytes() + rogue.cert_file.read_bytes())
     bookies = {n: ca.issue(f"bookie{n}", [f"127.0.0.{n}"]) for n in (1, 2, 3, 4)}
     bookies[5] = rogue.issue("bookie5", ["127.0.0.5"])
+    bookies[7] = ca.issue("bookie7", ["127.0.0.7"])
     return {
         "ca": ca,
         "rogue": rogue,
         "both": both,
         "bookies": bookies,
         "client": ca.issue("auditor", ["bk-auditor"]),
+        "role": ca.issue("auditor-role", ["bk-auditor"], ou="0:auditor;1:test"),  # CertUtils' OU format
         "writer": ca.issue("writer", ["java-writer"]),
     }
 
@@ -78,8 +83,9 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 def tls_cluster(pki: dict[str, Any], request: pytest.FixtureRequest) -> Iterator[Cluster]:
     ca, bookies, writer = pki["ca"], pki["bookies"], pki["writer"]
     bookie_conf = {
-        n: _bookie_tls(ca.cert_file, b.cert_file, b.key_file, client_auth=(n == 4)) for n, b in bookies.items()
+        n: _bookie_tls(ca.cert_file, b.cert_file, b.key_file, client_auth=n in (4, 7)) for n, b in bookies.items()
     }
+    bookie_conf[7] |= {"bookieAuthProviderFactoryClass": AUTHZ, "authorizedRoles": "auditor"}
     # The Java writer trusts both CAs (so it can write to bookie 5) and has a certificate (for bookie 4).
     client_conf = {
         "tlsProviderFactoryClass": FACTORY,
@@ -94,7 +100,7 @@ def tls_cluster(pki: dict[str, Any], request: pytest.FixtureRequest) -> Iterator
     workdir = Path(tempfile.mkdtemp(prefix="bk-auditor-tls-"))
     c = Cluster(
         workdir,
-        num_bookies=6,
+        num_bookies=7,
         zk_port=ports.TLS_ZK_PORT,
         port_base=ports.TLS_PORT_BASE,
         http_base=ports.TLS_HTTP_BASE,
@@ -239,3 +245,24 @@ def test_a_bookie_without_tls_is_never_spoken_to_in_plaintext(tls_cluster: Clust
     assert result.unknown
     assert f"bookie {bookie.bookie_id}: TLS: the bookie refused the upgrade (START_TLS answered EBADREQ" in result.error
     assert sent == 1  # START_TLS, and nothing after it
+
+
+def test_certificate_roles_authorise_us_or_not(tls_cluster: Cluster, pki: dict[str, Any]) -> None:
+    """Bookie 7 authorises by the role in the client certificate's OU (BookieAuthZFactory)."""
+    bookie = tls_cluster.bookie(7)
+
+    async def ping(issued: Any) -> Any:
+        tls = {"enabled": True, "ca_file": str(pki["ca"].cert_file)}
+        tls |= {"cert_file": str(issued.cert_file), "key_file": str(issued.key_file)}
+        config = bookie_config(settings_for(tls_cluster, bookie_client={"tls": tls}))
+        async with BookieClient(bookie.bookie_id, (bookie.host, bookie.port), config) as c:
+            return await c.ping()
+
+    assert asyncio.run(ping(pki["role"])).present
+    refused = asyncio.run(ping(pki["client"]))  # our CA, but no role in its OU
+    assert refused.unknown
+    # The second START_TLS answer (spec bookie-protocol.md §1.5 step 6), EIO, arrives over TLS.
+    assert refused.error == (
+        f"bookie {bookie.bookie_id}: TLS: the TLS session failed before its first answer: the bookie rejected the "
+        "TLS session after the handshake (EIO: its auth plugin, e.g. certificate roles, did not accept our certificate)"
+    )
