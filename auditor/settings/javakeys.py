@@ -1,6 +1,8 @@
 """BookKeeper's configuration keys: the Java auditor's settings bk-auditor accepts (`JAVA_KEYS`: Java name
--> our dotted name, converted to our units and names) and the names of every other BookKeeper key, which a
-bk_server.conf pointed at bk-auditor may hold and which are logged and ignored (`is_known_java_key`).
+-> our dotted name, converted to our units and names), the bookie TLS and authentication keys
+(`translate_bookie_security`: they depend on each other, and the ones we do not implement are refused),
+and the names of every other BookKeeper key, which a bk_server.conf pointed at bk-auditor may hold and
+which are logged and ignored (`is_known_java_key`).
 
 Names, defaults and units were checked against BookKeeper 4.17.3 (`ServerConfiguration`,
 `ClientConfiguration`, `AbstractConfiguration`, the placement policies, conf/bk_server.conf). Only the
