@@ -93,19 +93,28 @@ def _write(issued: Issued) -> Issued:
     return issued
 
 
+def _builder(
+    subject: x509.Name, issuer: x509.Name, key: ec.EllipticCurvePrivateKey, ca: bool
+) -> x509.CertificateBuilder:
+    """Valid from an hour ago for 30 days (clock skew between the JVMs and us does not matter)."""
+    now = dt.datetime.now(dt.UTC)
+    return (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(issuer)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(hours=1))
+        .not_valid_after(now + dt.timedelta(days=30))
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+    )
+
+
 class CertAuthority:
     def __init__(self, dir: Path, name: str = "test-ca") -> None:
-        now = dt.datetime.now(dt.UTC)
         key = ec.generate_private_key(ec.SECP256R1())
         cert = (
-            x509.CertificateBuilder()
-            .subject_name(_name(name, None))
-            .issuer_name(_name(name, None))
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - dt.timedelta(hours=1))
-            .not_valid_after(now + dt.timedelta(days=30))
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            _builder(_name(name, None), _name(name, None), key, ca=True)
             .add_extension(
                 x509.KeyUsage(
                     digital_signature=True,
@@ -148,7 +157,6 @@ class CertAuthority:
 
     def issue(self, name: str, hosts: list[str], ou: str | None = None) -> Issued:
         """A leaf for server and client use; `hosts` become SANs (IP addresses or DNS names)."""
-        now = dt.datetime.now(dt.UTC)
         key = ec.generate_private_key(ec.SECP256R1())
         sans: list[x509.GeneralName] = []
         for h in hosts:
@@ -157,19 +165,9 @@ class CertAuthority:
             except ValueError:
                 sans.append(x509.DNSName(h))
         ca = self.authority
-        builder = (
-            x509.CertificateBuilder()
-            .subject_name(_name(name, ou))
-            .issuer_name(ca.cert.subject)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - dt.timedelta(hours=1))
-            .not_valid_after(now + dt.timedelta(days=30))
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(
-                x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]),
-                critical=False,
-            )
+        builder = _builder(_name(name, ou), ca.cert.subject, key, ca=False).add_extension(
+            x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]),
+            critical=False,
         )
         if sans:
             builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
