@@ -5,13 +5,13 @@
         if r.present: r.verify(digest_type, password)
 
 Outcomes are `results.Outcome` PRESENT / ABSENT / UNKNOWN values, never exceptions. The encoder
-refuses every operation except READ_ENTRY, READ_LAC, GET_BOOKIE_INFO, GET_LIST_OF_ENTRIES_OF_LEDGER
-and the AUTH probe (`protocol.UnsafeRequestError`).
+refuses every operation except READ_ENTRY, READ_LAC, GET_BOOKIE_INFO, GET_LIST_OF_ENTRIES_OF_LEDGER,
+the AUTH probe and START_TLS, which opens a TLS connection (`protocol.UnsafeRequestError`).
 """
 
 from auditor.aio.ratelimit import TokenBucket
 
-from .client import BookieClient, BookieClientConfig, ClientStats, parse_bookie_id_address
+from .client import BookieClient, BookieClientConfig, BookieTls, ClientStats, parse_bookie_id_address
 from .pool import BookieClients, BookiePool, legacy_resolver
 from .protocol import Op, ProtocolError, Status, UnsafeRequestError
 from .results import (
@@ -33,6 +33,7 @@ __all__ = [
     "BookieInfoResult",
     "BookiePool",
     "BookieResult",
+    "BookieTls",
     "Capability",
     "ClientStats",
     "EntryListResult",

@@ -16,6 +16,11 @@
 * Anything that is not the protocol (bad length, garbage, missing required fields, an unknown txn)
   closes the connection with an error naming the bookie; every request in flight on it ends UNKNOWN.
 * Connecting is retried with exponential backoff; while backing off, requests fail fast as UNKNOWN.
+* With TLS configured (`BookieClientConfig.tls`) every connection starts with START_TLS and a TLS
+  handshake (spec bookie-protocol.md §1.5), then one ping proves the bookie accepted the session (a TLS
+  1.3 server rejects a client certificate only after the client's side of the handshake is done). A
+  bookie that refuses the upgrade, or whose certificate fails verification, is a connect failure naming
+  the bookie and the reason; nothing is ever sent to it in plaintext, and its answers stay UNKNOWN.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import inspect
 import logging
 import random
 import socket
+import ssl
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
@@ -56,6 +62,20 @@ Resolver = Callable[[str], Address | Awaitable[Address]]
 
 
 @dataclass(frozen=True, slots=True)
+class BookieTls:
+    """TLS to bookies: the client context (CA, hostname check, own certificate), or a callable asked for
+    it at every new connection (so renewed certificates are used without a restart), and the time
+    allowed for START_TLS, the handshake and the first answer (Java's startTLSTimeoutSecs, 10 s)."""
+
+    context: ssl.SSLContext | Callable[[], ssl.SSLContext]
+    handshake_timeout: float = 10.0
+    client_certificate: bool = False  # whether the context presents one (only for wording errors)
+
+    def current_context(self) -> ssl.SSLContext:
+        return self.context if isinstance(self.context, ssl.SSLContext) else self.context()
+
+
+@dataclass(frozen=True, slots=True)
 class BookieClientConfig:
     request_timeout: float = 5.0  # per request, from write to reply (Java default read timeout: 5 s)
     connect_timeout: float = 5.0
@@ -70,6 +90,7 @@ class BookieClientConfig:
     entry_list_probe_timeout: float = 1.0  # for probe_entry_list_support
     dead_after_timeouts: int = 3  # consecutive timeouts with nothing received -> reconnect
     keepalive: bool = True
+    tls: BookieTls | None = None  # None: plaintext; set: START_TLS on every connection, never plaintext
 
     def __post_init__(self) -> None:
         if self.max_in_flight < 1:
@@ -124,6 +145,7 @@ class _Connection(asyncio.Protocol):
         self.last_reply = 0.0  # a whole reply this connection was waiting for (in time or late)
         self.valid_replies = 0
         self.silent_timeouts = 0
+        self.start_tls_txn: int | None = None  # the START_TLS request's txn, once answered EOK
         self._can_write = asyncio.Event()
         self._can_write.set()
 
@@ -230,6 +252,7 @@ class BookieClient:
         self._bucket = TokenBucket(self.config.rate_limit, self.config.rate_burst) if self.config.rate_limit else None
         self._closed = False
         self._liveness_check: asyncio.Future[bool] | None = None
+        self._last_tls_error: str | None = None
 
     def __repr__(self) -> str:
         return f"BookieClient({self.bookie_id!r}, connected={self.connected})"
@@ -532,6 +555,14 @@ class BookieClient:
         # reply, a txn never sent) is not a bookie talking: close, so a flood cannot keep the loop busy.
         p = conn.pending.get(reply.txn_id)
         if p is None:
+            if reply.op is Op.START_TLS and reply.txn_id == conn.start_tls_txn:
+                # The bookie's second START_TLS reply (§1.5 step 6): its side of the handshake failed,
+                # or its auth plugin did not accept us after it.
+                conn.fail(
+                    f"the bookie rejected the TLS session after the handshake ({self._status_name(reply)}: its "
+                    "auth plugin, e.g. certificate roles, did not accept our certificate)"
+                )
+                return
             if conn.expired.pop(reply.txn_id, None) is not None:
                 self.stats.late_replies += 1  # its request timed out or was cancelled: drop quietly
                 conn.last_reply = time.monotonic()
@@ -564,9 +595,10 @@ class BookieClient:
         conn.last_reply = time.monotonic()
         conn.silent_timeouts = 0
         self.stats.replies += 1
-        conn.valid_replies += 1
-        if conn.valid_replies == 1:
-            self._failures = 0
+        if reply.op is not Op.START_TLS:  # the upgrade's answer does not prove the link works yet
+            conn.valid_replies += 1
+            if conn.valid_replies == 1:
+                self._failures = 0
         if not p.future.done():
             p.future.set_result(reply)
 
@@ -625,9 +657,84 @@ class BookieClient:
         if self._closed:
             conn.fail("client closed")
             return f"bookie {self.bookie_id}: client closed"
+        if self.config.tls is not None:
+            problem = await self._start_tls(conn, self.config.tls, host)
+            if problem is not None:
+                message = f"bookie {self.bookie_id}: TLS: {problem}"
+                if message != self._last_tls_error:  # once per distinct reason, not every retry
+                    log.warning("%s", message)
+                self._last_tls_error = message
+                self.stats.connect_failures += 1
+                if conn.closing:
+                    return message  # already failed by the peer: the retry is scheduled
+                conn.fail(f"TLS: {problem}")  # the link never worked: schedules the retry
+                self.stats.last_error = message
+                return message
+            self._last_tls_error = None
         self.stats.connects += 1
         self._conn = conn
         return conn
+
+    async def _exchange(self, conn: _Connection, op: Op, request: P.Request, limit: float) -> Reply | str:
+        """One request on a connection that is not yet handed out (the TLS upgrade and its check)."""
+        frame = P.encode_request(request)  # the gate holds here too
+        txn = request.header.txnId
+        if conn.transport is None or conn.closing:
+            return "connection closed"
+        fut: asyncio.Future[Reply | str] = asyncio.get_running_loop().create_future()
+        conn.pending[txn] = _Pending(op, fut, time.monotonic())
+        conn.transport.write(frame)
+        self.stats.sent += 1
+        try:
+            async with asyncio.timeout(limit):
+                return await fut
+        except TimeoutError:
+            return f"no reply to {op.name} within {limit:g} s"
+        finally:
+            conn.pending.pop(txn, None)
+
+    def _take_txn(self) -> int:
+        txn = self._next_txn
+        self._next_txn += 1
+        return txn
+
+    async def _start_tls(self, conn: _Connection, tls: BookieTls, host: str) -> str | None:
+        """Upgrade a fresh connection to TLS; None when done, else why not (the caller closes it)."""
+        limit = tls.handshake_timeout
+        reply = await self._exchange(conn, Op.START_TLS, P.start_tls_request(self._take_txn()), limit)
+        if isinstance(reply, str):
+            return f"START_TLS failed: {reply.removeprefix(f'bookie {self.bookie_id}: ')}"
+        if reply.status is Status.EBADREQ:
+            return "the bookie refused the upgrade (START_TLS answered EBADREQ: TLS is not configured on it)"
+        if reply.status is not Status.EOK:
+            return f"the bookie refused the upgrade (START_TLS answered {self._status_name(reply)})"
+        conn.start_tls_txn = reply.txn_id
+        transport = conn.transport
+        if transport is None or conn.closing:
+            return "connection closed during START_TLS"
+        loop = asyncio.get_running_loop()
+        try:
+            upgraded = await loop.start_tls(
+                transport, conn, tls.current_context(), server_hostname=host, ssl_handshake_timeout=limit
+            )
+        except ssl.SSLCertVerificationError as exc:
+            return f"the bookie's certificate was rejected: {exc.verify_message or exc.reason or exc}"
+        except (ssl.SSLError, OSError, TimeoutError, ConnectionError, RuntimeError) as exc:
+            return f"handshake failed: {exc or type(exc).__name__}"
+        if upgraded is None:
+            return "handshake failed: the connection closed"
+        conn.transport = upgraded
+        # A TLS 1.3 server checks our certificate after our side of the handshake ended: one ping proves
+        # the session was accepted before any request relies on it.
+        ping = await self._exchange(conn, Op.GET_BOOKIE_INFO, P.bookie_info_request(self._take_txn(), 0), limit)
+        if isinstance(ping, str):
+            why = ping.removeprefix(f"bookie {self.bookie_id}: ")
+            return f"the TLS session failed before its first answer{_alert_meaning(why, tls)}: {why}"
+        if ping.status is Status.EUA:
+            return "the bookie did not authorise us after the handshake (EUA: its auth plugin, e.g. certificate roles, refused our certificate)"
+        if ping.status is not Status.EOK:
+            return f"the first request over TLS was answered {self._status_name(ping)}"
+        return None
 
     def _connect_failed(self, reason: str) -> str:
         message = f"bookie {self.bookie_id}: {reason}"
@@ -674,6 +781,20 @@ class BookieClient:
         if reply.problem:
             return f"bookie {self.bookie_id}: {reply.problem}"
         return f"bookie {self.bookie_id} answered {self._status_name(reply)}"
+
+
+# TLS alerts a bookie sends about our certificate after our side of a TLS 1.3 handshake ended. A JDK
+# bookie answers a missing certificate with bad_certificate, so the words depend on whether we sent one.
+_CERTIFICATE_ALERTS = ("CERTIFICATE_REQUIRED", "BAD_CERTIFICATE", "CERTIFICATE_UNKNOWN", "UNKNOWN_CA", "EXPIRED")
+
+
+def _alert_meaning(text: str, tls: BookieTls) -> str:
+    upper = text.upper()
+    if not any(alert in upper for alert in _CERTIFICATE_ALERTS):
+        return ""
+    if not tls.client_certificate:
+        return " (the bookie demands a client certificate and none is configured)"
+    return " (the bookie rejected our client certificate)"
 
 
 def _wire_ledger_id(ledger_id: int | LedgerId) -> int:

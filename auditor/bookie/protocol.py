@@ -62,13 +62,15 @@ class BookieInfoFlags(enum.IntFlag):
 
 
 # The only operations the auditor may put on the wire, and the sub-message each one carries.
-# Everything else (adds, write-LAC, force, TLS, batch reads) is refused by `check_request_is_safe`.
+# Everything else (adds, write-LAC, force, batch reads) is refused by `check_request_is_safe`. START_TLS
+# neither writes nor fences: it asks the bookie to switch the connection to TLS (spec §1.5).
 SAFE_OPERATIONS: dict[Op, str] = {
     Op.READ_ENTRY: "readRequest",
     Op.READ_LAC: "readLacRequest",
     Op.GET_BOOKIE_INFO: "getBookieInfoRequest",
     Op.GET_LIST_OF_ENTRIES_OF_LEDGER: "getListOfEntriesOfLedgerRequest",
     Op.AUTH: "authRequest",
+    Op.START_TLS: "startTLSRequest",
 }
 _RESPONSE_FIELD: dict[Op, str] = {
     Op.READ_ENTRY: "readResponse",
@@ -76,7 +78,10 @@ _RESPONSE_FIELD: dict[Op, str] = {
     Op.GET_BOOKIE_INFO: "getBookieInfoResponse",
     Op.GET_LIST_OF_ENTRIES_OF_LEDGER: "getListOfEntriesOfLedgerResponse",
     Op.AUTH: "authResponse",
+    Op.START_TLS: "startTLSResponse",
 }
+# Replies whose sub-message carries no status of its own (the top-level one is the answer).
+_NO_SUB_STATUS = frozenset({Op.AUTH, Op.START_TLS})
 # Required fields (besides `status`) each reply sub-message must carry.
 _RESPONSE_REQUIRED: dict[Op, tuple[str, ...]] = {
     Op.READ_ENTRY: ("ledgerId", "entryId"),
@@ -84,6 +89,7 @@ _RESPONSE_REQUIRED: dict[Op, tuple[str, ...]] = {
     Op.GET_BOOKIE_INFO: (),
     Op.GET_LIST_OF_ENTRIES_OF_LEDGER: ("ledgerId",),
     Op.AUTH: ("authPluginName", "payload"),
+    Op.START_TLS: (),
 }
 
 
@@ -171,12 +177,21 @@ def auth_probe_request(txn_id: int, plugin: str = AUTH_DISABLED_PLUGIN, payload:
     return req
 
 
+def start_tls_request(txn_id: int) -> pb.Request:
+    """START_TLS: the first frame of a TLS connection; the empty sub-message must be present (§1.5)."""
+    req = pb.Request()
+    _header(req, Op.START_TLS, txn_id)
+    req.startTLSRequest.SetInParent()
+    return req
+
+
 def _unknown_fields(msg: Message) -> int:
     return len(UnknownFieldSet(msg))
 
 
 def check_request_is_safe(req: object) -> None:
-    """Refuse anything but a well-formed READ_ENTRY / READ_LAC / GET_BOOKIE_INFO / GET_LIST / AUTH.
+    """Refuse anything but a well-formed READ_ENTRY / READ_LAC / GET_BOOKIE_INFO / GET_LIST / AUTH /
+    START_TLS.
 
     Called on every frame before it is written. Besides the operation it checks that exactly the
     matching sub-message is set, nothing unknown hides in the message (a fence flag or masterKey parsed
@@ -337,7 +352,7 @@ def decode_response(body: bytes) -> Reply:
     sub_status: Status | None = None
     sub_raw: int | None = None
     if sub is not None:
-        sub_status, sub_raw, sub_present = _status_of(sub, 1) if op is not Op.AUTH else (None, None, True)
+        sub_status, sub_raw, sub_present = _status_of(sub, 1) if op not in _NO_SUB_STATUS else (None, None, True)
         if not sub_present:
             raise ProtocolError(f"{op.name} reply to txn {h.txnId} has a {field} without status")
         missing = [name for name in _RESPONSE_REQUIRED[op] if not sub.HasField(name)]
@@ -347,7 +362,7 @@ def decode_response(body: bytes) -> Reply:
     if top is None:
         return Reply(h.txnId, op, None, top_raw, sub, f"unknown status value {top_raw}")
     if top is not Status.EOK:
-        if sub is not None and op is not Op.AUTH and sub_raw != top_raw:
+        if sub is not None and op not in _NO_SUB_STATUS and sub_raw != top_raw:
             # Bookies set both to the same value on every error path that has a sub-response.
             return Reply(
                 h.txnId, op, None, top_raw, sub, f"status {top.name} but {field} status {sub_raw}: contradictory reply"
@@ -355,7 +370,7 @@ def decode_response(body: bytes) -> Reply:
         return Reply(h.txnId, op, top, top_raw, sub)
     if sub is None:
         return Reply(h.txnId, op, None, top_raw, None, f"EOK without {field}")
-    if op is Op.AUTH:
+    if op in _NO_SUB_STATUS:
         return Reply(h.txnId, op, Status.EOK, top_raw, sub)
     if sub_status is None:
         return Reply(h.txnId, op, None, sub_raw, sub, f"unknown {field} status value {sub_raw}")

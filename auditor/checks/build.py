@@ -10,15 +10,17 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from contextlib import asynccontextmanager
 from typing import Any
 
-from auditor.bookie.client import BookieClientConfig
+from auditor.bookie.client import BookieClientConfig, BookieTls
 from auditor.bookie.pool import BookiePool
 from auditor.durability.findings import Category, Finding, Method
 from auditor.durability.placement import PlacementPolicy, PolicyKind
+from auditor.errors import ConfigError
 from auditor.metadata.errors import MetadataError
 from auditor.metadata.racks import RackResolver, ScriptRackResolver, load_rack_file
 from auditor.metadata.zkbookies import BookieRegistry, pulsar_racks
 from auditor.metadata.zkstore import ZooKeeperMetadataStore
 from auditor.settings import Settings
+from auditor.tlsfiles import ReloadingContext, TlsFileError
 
 from .context import AuditContext, CheckOptions
 
@@ -58,6 +60,20 @@ def check_options(settings: Settings, *, one_shot: bool = False) -> CheckOptions
     )
 
 
+def bookie_tls(settings: Settings) -> BookieTls | None:
+    """TLS to bookies, or None for plaintext. The files were checked when the settings were loaded; a
+    file that went bad since is a ConfigError here, naming the setting."""
+    t = settings.bookie_client.tls
+    if not t.enabled:
+        return None
+    try:
+        context = ReloadingContext(t.files())  # renewed certificates are used from the next connection on
+    except TlsFileError as exc:
+        raise ConfigError(f"bookie_client.tls.{exc.setting}: {exc.message}") from None
+    own = t.cert_file is not None or t.keystore is not None
+    return BookieTls(context, handshake_timeout=t.handshake_timeout_seconds, client_certificate=own)
+
+
 def bookie_config(settings: Settings) -> BookieClientConfig:
     b = settings.bookie_client
     t = b.timeout_seconds
@@ -70,6 +86,7 @@ def bookie_config(settings: Settings) -> BookieClientConfig:
         max_frame_size=b.max_frame_bytes,
         liveness_timeout=min(2.0, t),
         entry_list_probe_timeout=min(1.0, t),
+        tls=bookie_tls(settings),
     )
 
 

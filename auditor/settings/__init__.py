@@ -4,8 +4,10 @@ such as an existing bk_server.conf), then defaults.
 
 A config file may use our names (nested in YAML, dotted in `.properties`: `schedule.scrutiny_seconds`)
 and the Java auditor's names where they mean the same thing (`JAVA_KEYS`, converted to our units and
-names once, on the way in). Other BookKeeper keys are recognised and ignored (`Settings.ignored_java_keys`,
-logged at info by the CLI); anything else is an error. Every error is a `ConfigError` (exit 2) naming the
+names once, on the way in); the bookie TLS and authentication keys are translated together, as the Java
+client reads them, or refused (`javakeys.translate_bookie_security`, docs/security.md). Other BookKeeper
+keys are recognised and ignored (`Settings.ignored_java_keys`, logged at info by the CLI); anything else
+is an error. Every error is a `ConfigError` (exit 2) naming the
 setting as it was written and where it came from:
 `config file /etc/x.yaml: auditorPeriodicCheckInterval: must be >= 0, got -5`.
 Durations are seconds (floats) everywhere. docs/configuration.md has the full table.
@@ -37,6 +39,7 @@ from .model import (
     ENV_PREFIX,
     AdminSettings,
     BookieClientSettings,
+    BookieTlsSettings,
     ElectionSettings,
     LedgerCheckSettings,
     LogSettings,
@@ -62,6 +65,7 @@ __all__ = [
     "JAVA_KEYS",
     "AdminSettings",
     "BookieClientSettings",
+    "BookieTlsSettings",
     "ConfigError",
     "ElectionSettings",
     "JavaKey",

@@ -13,7 +13,14 @@ import yaml
 from auditor import safeyaml
 from auditor.errors import ConfigError
 
-from .javakeys import JAVA_KEYS, JAVA_PRECEDENCE, SCRUTINY_KEYS, is_known_java_key
+from .javakeys import (
+    BOOKIE_SECURITY_KEYS,
+    JAVA_KEYS,
+    JAVA_PRECEDENCE,
+    SCRUTINY_KEYS,
+    is_known_java_key,
+    translate_bookie_security,
+)
 from .model import flatten, is_our_path, our_names, set_path
 from .origins import Origin
 from .properties import PropertiesError, parse_properties
@@ -87,6 +94,8 @@ def translate_file(path: Path, origins: dict[str, Origin]) -> tuple[dict[str, An
         if any(k in java_present for k in keys[:i])
     }
     for key, value in flat.items():
+        if key in BOOKIE_SECURITY_KEYS:
+            continue  # translated together below (they depend on each other)
         if value is None or (isinstance(value, str) and not value.strip()):
             # Blank means "not set", as Java reads `metadataServiceUri=`; still catch typos in the name.
             if not (key in JAVA_KEYS or is_our_path(key) or is_known_java_key(key)):
@@ -110,6 +119,13 @@ def translate_file(path: Path, origins: dict[str, Origin]) -> tuple[dict[str, An
             ignored.append(key)
         else:
             problems.append(f"{where}: {key}: unknown setting{_suggest(key)}")
+    security, security_ignored, security_problems = translate_bookie_security(
+        {k: v for k, v in flat.items() if k in BOOKIE_SECURITY_KEYS and v is not None}
+    )
+    problems += [f"{where}: {p}" for p in security_problems]
+    ignored += security_ignored
+    for t in security:
+        put(t.path, t.value, t.key, t.raw)
     # Both Java scrutiny keys feed our one scrutiny interval: the more frequent non-zero one wins;
     # zero only when every given one is zero (Java's "disabled").
     scrutiny = [(k, java_present[k]) for k in SCRUTINY_KEYS if k in java_present]
@@ -136,6 +152,6 @@ def translate_file(path: Path, origins: dict[str, Origin]) -> tuple[dict[str, An
 
 
 def _suggest(key: str) -> str:
-    candidates = our_names() + list(JAVA_KEYS)
+    candidates = our_names() + list(JAVA_KEYS) + sorted(BOOKIE_SECURITY_KEYS)
     close = difflib.get_close_matches(key, candidates, n=1, cutoff=0.75)
     return f" (did you mean {close[0]}?)" if close else ""

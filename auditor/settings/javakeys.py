@@ -1,6 +1,8 @@
 """BookKeeper's configuration keys: the Java auditor's settings bk-auditor accepts (`JAVA_KEYS`: Java name
--> our dotted name, converted to our units and names) and the names of every other BookKeeper key, which a
-bk_server.conf pointed at bk-auditor may hold and which are logged and ignored (`is_known_java_key`).
+-> our dotted name, converted to our units and names), the bookie TLS and authentication keys
+(`translate_bookie_security`: they depend on each other, and the ones we do not implement are refused),
+and the names of every other BookKeeper key, which a bk_server.conf pointed at bk-auditor may hold and
+which are logged and ignored (`is_known_java_key`).
 
 Names, defaults and units were checked against BookKeeper 4.17.3 (`ServerConfiguration`,
 `ClientConfiguration`, `AbstractConfiguration`, the placement policies, conf/bk_server.conf). Only the
@@ -129,14 +131,14 @@ auditorAcquireConcurrentOpenLedgerOperationsTimeOutMSec auditorLedgerVerificatio
 auditorMaxNumberOfConcurrentOpenLedgerOperations auditorPeriodicBookieCheckInterval
 auditorPeriodicCheckInterval auditorPeriodicPlacementPolicyCheckInterval auditorReplicasCheckInterval
 authorizedRoles autoRecoveryDaemonEnabled batchReadEnabled bookieAddressResolverEnabled
-bookieAuthProviderFactoryClass bookieDeathWatchInterval bookieErrorThresholdPerInterval
+bookieDeathWatchInterval bookieErrorThresholdPerInterval
 bookieFailureHistoryExpirationMSec bookieHealthCheckEnabled bookieHealthCheckIntervalSeconds bookieId
 bookieMaxMultipleForWeightBasedPlacement bookiePort bookieQuarantineRatio bookieQuarantineTimeSeconds
-byteBufAllocatorSizeInitial byteBufAllocatorSizeMax byteBufAllocatorSizeMin clientAuthProviderFactoryClass
-clientConnectBookieUnavailableLogThrottling clientConnectTimeoutMillis clientKeyStore
-clientKeyStorePasswordPath clientKeyStoreType clientReceiveBufferSize clientRole clientSendBufferSize
-clientSockKeepalive clientTcpNoDelay clientTcpUserTimeoutMillis clientTrustStore
-clientTrustStorePasswordPath clientTrustStoreType clientWriteBufferHighWaterMark
+byteBufAllocatorSizeInitial byteBufAllocatorSizeMax byteBufAllocatorSizeMin
+clientConnectBookieUnavailableLogThrottling clientConnectTimeoutMillis
+clientReceiveBufferSize clientRole clientSendBufferSize
+clientSockKeepalive clientTcpNoDelay clientTcpUserTimeoutMillis
+clientWriteBufferHighWaterMark
 clientWriteBufferLowWaterMark closeChannelOnResponseTimeout codahaleStatsCSVEndpoint
 codahaleStatsGraphiteEndpoint codahaleStatsJmxEndpoint codahaleStatsOutputFrequencySeconds
 codahaleStatsPrefix codahaleStatsSlf4jEndpoint compactionMaxOutstandingRequests compactionRate
@@ -204,14 +206,11 @@ serverNumAcceptorThreads serverNumIOThreads serverSockKeepalive serverTcpLinger 
 serverWriteBufferHighWaterMark serverWriteBufferLowWaterMark shadedLedgerManagerFactoryClassPrefix
 skipListArenaChunkSize skipListArenaMaxAllocSize skipListSizeLimit skipReplayJournalInvalidRecord
 sortedLedgerStorageEnabled speculativeReadLACTimeoutBackoffMultiplier speculativeReadTimeout
-speculativeReadTimeoutBackoffMultiplier startTLSTimeoutSecs statsProviderClass stickyReadSEnabled
+speculativeReadTimeoutBackoffMultiplier statsProviderClass stickyReadSEnabled
 storage.cluster.controller.schedule.interval.ms storage.range.store.dirs storage.serve.readonly.tables
 storageserver.grpc.port storeSystemTimeAsLedgerCreationTime storeSystemTimeAsLedgerUnderreplicatedMarkTime
 taskExecutionWarnTimeMicros tcpKeepCnt tcpKeepIdle tcpKeepIntvl timeoutMonitorIntervalSec
-timeoutTaskIntervalMillis timeoutTimerNumTicks timeoutTimerTickDurationMs tlsCertFilesRefreshDurationSeconds
-tlsCertificatePath tlsClientAuthentication tlsEnabledCipherSuites tlsEnabledProtocols
-tlsHostnameVerificationEnabled tlsKeyStore tlsKeyStorePasswordPath tlsKeyStoreType tlsProvider
-tlsProviderFactoryClass tlsTrustStore tlsTrustStorePasswordPath tlsTrustStoreType
+timeoutTaskIntervalMillis timeoutTimerNumTicks timeoutTimerTickDurationMs
 underreplicatedLedgerRecoveryGracePeriod useHostNameAsBookieID useHostnameResolveLocalNodePlacementPolicy
 useShortHostName useTargetEntryLogSizeForGc useTransactionalCompaction useV2WireProtocol verifyMetadataOnGC
 waitTimeoutOnBackpressureMs waitTimeoutOnResponseBackpressureMs write-cache-max-size writeBufferSizeBytes
@@ -223,3 +222,186 @@ zkRetryBackoffStartMs zkServers zkTimeout
 
 def is_known_java_key(key: str) -> bool:
     return key in KNOWN_JAVA_KEYS or key.startswith(KNOWN_PREFIXES)
+
+
+# ------------------------------------------------------------ bookie TLS and authentication keys
+
+TLS_CONTEXT_FACTORY = "org.apache.bookkeeper.tls.TLSContextFactory"
+BOOKIE_AUTHZ_FACTORY = "org.apache.bookkeeper.tls.BookieAuthZFactory"
+TLS_PROVIDERS = ("OpenSSL", "JDK")  # Java's choice of TLS engine; bk-auditor uses Python's OpenSSL for both
+_TRUST_KEYS = ("clientTrustStore", "tlsTrustStore")  # each pair: the client's key first (Java's order)
+_TRUST_TYPE_KEYS = ("clientTrustStoreType", "tlsTrustStoreType")
+_TRUST_PASSWORD_KEYS = ("clientTrustStorePasswordPath", "tlsTrustStorePasswordPath")
+_KEY_KEYS = ("clientKeyStore", "tlsKeyStore")
+_KEY_TYPE_KEYS = ("clientKeyStoreType", "tlsKeyStoreType")
+_KEY_PASSWORD_KEYS = ("clientKeyStorePasswordPath", "tlsKeyStorePasswordPath")
+_OWN_CERT_KEYS = (*_KEY_KEYS, *_KEY_TYPE_KEYS, *_KEY_PASSWORD_KEYS, "tlsCertificatePath")
+
+# Translated by `translate_bookie_security` as a whole (they depend on each other), never ignored.
+BOOKIE_SECURITY_KEYS: frozenset[str] = frozenset(
+    {
+        "tlsProviderFactoryClass",
+        "tlsProvider",
+        "tlsClientAuthentication",
+        "tlsHostnameVerificationEnabled",
+        "tlsEnabledProtocols",
+        "tlsEnabledCipherSuites",
+        "tlsCertFilesRefreshDurationSeconds",
+        "startTLSTimeoutSecs",
+        *_TRUST_KEYS,
+        *_TRUST_TYPE_KEYS,
+        *_TRUST_PASSWORD_KEYS,
+        *_OWN_CERT_KEYS,
+        "clientAuthProviderFactoryClass",
+        "bookieAuthProviderFactoryClass",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Translated:
+    """One setting from the bookie security keys: our dotted name, its value, the Java key it came from."""
+
+    path: str
+    value: Any
+    key: str
+    raw: Any
+
+
+def _short(name: str) -> str:
+    return name.rsplit(".", 1)[-1]
+
+
+def _java_bool(key: str, value: str, problems: list[str]) -> bool | None:
+    low = value.lower()
+    if low in ("true", "yes", "on", "1"):
+        return True
+    if low in ("false", "no", "off", "0"):
+        return False
+    problems.append(f"{key}: must be true or false, got {value!r}")
+    return None
+
+
+def translate_bookie_security(flat: dict[str, Any]) -> tuple[list[Translated], list[str], list[str]]:
+    """The Java client's bookie TLS and authentication keys as our `bookie_client.tls` settings, the
+    way BookKeeper 4.17.3's client reads them (`TLSContextFactory`, `ClientConfiguration`): TLS only
+    when `tlsProviderFactoryClass` is set; `client*` keys before `tls*` ones; store types default to JKS;
+    our own certificate only with `tlsClientAuthentication=true`. Returns (settings, keys ignored as
+    Java ignores them, problems as "key: message"). Fails closed: an authentication plugin or provider
+    we do not implement is a problem, never ignored."""
+    given = {k: str(v).strip() for k, v in flat.items() if k in BOOKIE_SECURITY_KEYS and str(v).strip()}
+    out: list[Translated] = []
+    ignored: list[str] = []
+    problems: list[str] = []
+
+    def first(keys: tuple[str, ...]) -> tuple[str, str] | None:
+        return next(((k, given[k]) for k in keys if k in given), None)
+
+    def put(path: str, value: Any, key: str) -> None:
+        out.append(Translated(path, value, key, given[key]))
+
+    def java_store(
+        name: str, store: tuple[str, str], type_key: str, kind: str, password: tuple[str, str] | None
+    ) -> None:
+        """A JKS/PKCS12 store: bookie_client.tls.<name>, <name>_type, <name>_password_file."""
+        put(f"bookie_client.tls.{name}", store[1], store[0])
+        out.append(Translated(f"bookie_client.tls.{name}_type", kind.upper(), type_key, kind))
+        if password is not None:
+            put(f"bookie_client.tls.{name}_password_file", password[1], password[0])
+
+    plugin = given.get("clientAuthProviderFactoryClass")
+    if plugin is not None:
+        problems.append(
+            f"clientAuthProviderFactoryClass: bookie authentication plugin {plugin!r} (SASL/Kerberos or other) "
+            "is not implemented by bk-auditor; it authenticates to bookies by TLS client certificate only"
+        )
+    provider = given.get("tlsProvider")
+    if provider is not None and provider.lower() not in {p.lower() for p in TLS_PROVIDERS}:
+        problems.append(f"tlsProvider: unsupported TLS provider {provider!r}; supported: {', '.join(TLS_PROVIDERS)}")
+    factory = given.get("tlsProviderFactoryClass")
+    client_auth = (
+        _java_bool("tlsClientAuthentication", given["tlsClientAuthentication"], problems)
+        if ("tlsClientAuthentication" in given)
+        else False
+    )
+    bookie_plugin = given.get("bookieAuthProviderFactoryClass")
+    if bookie_plugin is not None:
+        if _short(bookie_plugin) != _short(BOOKIE_AUTHZ_FACTORY):
+            problems.append(
+                f"bookieAuthProviderFactoryClass: the bookies demand authentication with {bookie_plugin!r}, "
+                "which bk-auditor does not implement (only certificate roles, BookieAuthZFactory, over TLS)"
+            )
+        elif factory is None or not client_auth:
+            problems.append(
+                "bookieAuthProviderFactoryClass: the bookies authorise clients by certificate role "
+                "(BookieAuthZFactory): set tlsProviderFactoryClass and tlsClientAuthentication=true with our "
+                "key store, so that bk-auditor presents a certificate"
+            )
+    if factory is None:
+        # Java's client speaks plaintext without a factory and reads none of the TLS keys.
+        ignored += [k for k in given if k not in ("clientAuthProviderFactoryClass", "bookieAuthProviderFactoryClass")]
+        return out, sorted(ignored), problems
+    if _short(factory) != _short(TLS_CONTEXT_FACTORY):
+        problems.append(
+            f"tlsProviderFactoryClass: unsupported security handler factory {factory!r}; "
+            f"supported: {TLS_CONTEXT_FACTORY}"
+        )
+        return out, sorted(ignored), problems
+    put("bookie_client.tls.enabled", True, "tlsProviderFactoryClass")
+
+    trust = first(_TRUST_KEYS)
+    trust_type_key, trust_type = first(_TRUST_TYPE_KEYS) or ("tlsTrustStoreType", "JKS")
+    trust_password = first(_TRUST_PASSWORD_KEYS)
+    if trust is None:
+        problems.append("tlsTrustStore: not set; TLS to bookies needs the CA to trust (the Java client too)")
+    elif trust_type.upper() == "PEM":
+        put("bookie_client.tls.ca_file", trust[1], trust[0])
+        if trust_password is not None:
+            ignored.append(trust_password[0])  # a PEM trust file has no password
+    elif trust_type.upper() in ("JKS", "PKCS12"):
+        java_store("truststore", trust, trust_type_key, trust_type, trust_password)
+    else:
+        problems.append(f"{trust_type_key}: unsupported trust store type {trust_type!r}; supported: PEM, JKS, PKCS12")
+
+    own = [k for k in _OWN_CERT_KEYS if k in given]
+    if not client_auth:
+        ignored += own  # Java loads its own certificate only for tlsClientAuthentication=true
+    else:
+        store = first(_KEY_KEYS)
+        type_key, kind = first(_KEY_TYPE_KEYS) or ("tlsKeyStoreType", "JKS")
+        password = first(_KEY_PASSWORD_KEYS)
+        if store is None:
+            problems.append("tlsKeyStore: not set, but tlsClientAuthentication=true needs our key")
+        elif kind.upper() == "PEM":
+            put("bookie_client.tls.key_file", store[1], store[0])
+            if "tlsCertificatePath" not in given:
+                problems.append("tlsCertificatePath: not set, but a PEM key store needs its certificate")
+            else:
+                put("bookie_client.tls.cert_file", given["tlsCertificatePath"], "tlsCertificatePath")
+            if password is not None:
+                put("bookie_client.tls.key_password_file", password[1], password[0])
+        elif kind.upper() in ("JKS", "PKCS12"):
+            java_store("keystore", store, type_key, kind, password)
+            if "tlsCertificatePath" in given:
+                ignored.append("tlsCertificatePath")  # the store holds the certificate
+        else:
+            problems.append(f"{type_key}: unsupported key store type {kind!r}; supported: PEM, JKS, PKCS12")
+    if "tlsHostnameVerificationEnabled" in given:
+        put(
+            "bookie_client.tls.verify_hostname",
+            given["tlsHostnameVerificationEnabled"],
+            "tlsHostnameVerificationEnabled",
+        )
+    if "startTLSTimeoutSecs" in given:
+        put("bookie_client.tls.handshake_timeout_seconds", given["startTLSTimeoutSecs"], "startTLSTimeoutSecs")
+    if "tlsEnabledProtocols" in given:
+        put("bookie_client.tls.protocols", given["tlsEnabledProtocols"], "tlsEnabledProtocols")
+    if "tlsEnabledCipherSuites" in given:
+        problems.append(
+            "tlsEnabledCipherSuites: Java cipher suite names cannot be applied by bk-auditor; remove the key and "
+            "set bookie_client.tls.ciphers (an OpenSSL cipher list) to restrict ciphers"
+        )
+    if "tlsCertFilesRefreshDurationSeconds" in given:
+        # We look at the files before every new connection and reload changed ones (docs/security.md).
+        ignored.append("tlsCertFilesRefreshDurationSeconds")
+    return out, sorted(ignored), problems

@@ -20,6 +20,7 @@ from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource
 
 from auditor.durability.placement import PolicyKind
 from auditor.errors import ConfigError
+from auditor.tlsfiles import TlsFiles
 
 from .values import DEFAULT_ADMIN_ADDRESS, TimeWindow, checked_bind, split_list
 
@@ -144,12 +145,59 @@ class RackSettings(_Section):
     default_rack: str = "/default-rack"
 
 
+class BookieTlsSettings(_Section):
+    """TLS to bookies (docs/security.md, "Bookies: TLS"). Passwords are read from files only, so that
+    nothing secret sits in a config file, the environment or a Spark job's settings."""
+
+    enabled: bool = False  # START_TLS on every bookie connection; plaintext is then never attempted
+    ca_file: Path | None = None  # PEM CA certificates the bookies' certificates must chain to
+    truststore: Path | None = None  # ... or a Java trust store
+    truststore_type: Literal["PKCS12", "JKS"] = "PKCS12"
+    truststore_password_file: Path | None = None
+    cert_file: Path | None = None  # our certificate (PEM chain), for bookies that demand one
+    key_file: Path | None = None  # its private key (PEM)
+    key_password_file: Path | None = None  # when the PEM key is encrypted
+    keystore: Path | None = None  # ... or a Java key store with our key and certificate
+    keystore_type: Literal["PKCS12", "JKS"] = "PKCS12"
+    keystore_password_file: Path | None = None
+    verify_hostname: bool = True  # the bookie's certificate must name the host we dial (Java: off)
+    handshake_timeout_seconds: float = Field(10.0, gt=0)  # START_TLS and the handshake
+    protocols: Annotated[list[Literal["TLSv1.2", "TLSv1.3"]], NoDecode] = Field(default_factory=list)  # [] = both
+    ciphers: str | None = None  # an OpenSSL cipher list (TLS 1.2); None = the library's defaults
+
+    _split = field_validator("protocols", mode="before")(split_list)
+
+    def material_given(self) -> list[str]:
+        """The names of the TLS files that are set (to refuse them while TLS is off)."""
+        names = ("ca_file", "truststore", "cert_file", "key_file", "keystore")
+        return [n for n in names if getattr(self, n) is not None]
+
+    def files(self) -> TlsFiles:
+        """Where the material is, for `auditor.tlsfiles.client_context`."""
+        return TlsFiles(
+            ca_file=self.ca_file,
+            truststore=self.truststore,
+            truststore_type=self.truststore_type,
+            truststore_password_file=self.truststore_password_file,
+            cert_file=self.cert_file,
+            key_file=self.key_file,
+            key_password_file=self.key_password_file,
+            keystore=self.keystore,
+            keystore_type=self.keystore_type,
+            keystore_password_file=self.keystore_password_file,
+            verify_hostname=self.verify_hostname,
+            protocols=tuple(self.protocols),
+            ciphers=self.ciphers,
+        )
+
+
 class BookieClientSettings(_Section):
     timeout_seconds: float = Field(5.0, gt=0)
     connect_timeout_seconds: float = Field(10.0, gt=0)
     requests_per_second: float = Field(50.0, ge=0)  # per bookie; 0 = unlimited
     max_in_flight: int = Field(8, ge=1)  # per bookie
     max_frame_bytes: int = Field(5 * 1024 * 1024, ge=1024)
+    tls: BookieTlsSettings = Field(default_factory=BookieTlsSettings)
 
 
 class AdminSettings(_Section):

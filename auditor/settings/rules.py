@@ -67,6 +67,21 @@ def cross_checks(s: Settings, stacks: list[dict[str, Origin]]) -> list[str]:
             say("racks.source", "is 'script' but racks.script is not set")
         elif not r.script.is_file():
             say("racks.script", f"{r.script}: no such file")
+    t = s.bookie_client.tls
+    if t.enabled:
+        from auditor.tlsfiles import TlsFileError, client_context
+
+        try:
+            client_context(t.files())  # every file read and checked now: a bad one is exit 2 at start
+        except TlsFileError as exc:
+            say(f"bookie_client.tls.{exc.setting}", exc.message)
+    else:
+        for name in t.material_given():
+            say(
+                f"bookie_client.tls.{name}",
+                "is set but TLS to bookies is off (bookie_client.tls.enabled, Java's tlsProviderFactoryClass): "
+                "enable it or remove the setting",
+            )
     a = s.admin
     if (a.tls_cert is None) != (a.tls_key is None):
         say("admin.tls_cert" if a.tls_cert else "admin.tls_key", "admin TLS needs both tls_cert and tls_key")

@@ -193,6 +193,8 @@ def responses(draw: st.DrawFn) -> tuple[pb.Response, P.Op, P.Status]:
     elif op is P.Op.GET_BOOKIE_INFO:
         sub.status = status
         sub.freeDiskSpace = draw(st.integers(0, 2**63 - 1))
+    elif op is P.Op.START_TLS:
+        sub.SetInParent()  # an empty message: present, no fields
     else:
         sub.authPluginName, sub.payload = draw(st.text(max_size=20)), draw(st.binary(max_size=20))
     return resp, op, status

@@ -35,6 +35,10 @@ CHAOS_DAEMON_PORT_BASE = DAEMON_PORT_BASE + 200
 DEMO_ZK_PORT = ZK_PORT + 3
 DEMO_PORT_BASE = BOOKIE_PORT_BASE + 10
 DEMO_HTTP_BASE = HTTP_BASE + 10
+# The bookie-TLS tests' own cluster (tests/realcluster/test_bookie_tls.py), beside the session one.
+TLS_ZK_PORT = ZK_PORT + 5
+TLS_PORT_BASE = BOOKIE_PORT_BASE + 320
+TLS_HTTP_BASE = HTTP_BASE + 320
 # Identities (host:port) for Java auditor processes and Java-format votes: nothing listens on them.
 JAVA_AUDITOR_PORT = BOOKIE_PORT_BASE + 19
 OUR_VOTE_PORT = BOOKIE_PORT_BASE + 18

@@ -124,6 +124,7 @@ class JavaTools:
     logs_dir: Path
     metadata_service_uri: str
     sorted_bookie_ids: list[str]  # the default placement pool
+    client_conf: dict[str, str]  # extra Java client keys (e.g. TLS), for the shell and the ledger tool
     _tool: Path | None
     _workers: list[Proc]
 
@@ -131,7 +132,10 @@ class JavaTools:
         """log4j configurations for servers and tools, and the client configuration the shell reads."""
         (self.conf_dir / "log4j2-server.xml").write_text(LOG4J_SERVER)
         (self.conf_dir / "log4j2-shell.xml").write_text(LOG4J_SHELL)
-        (self.conf_dir / "client.conf").write_text(f"metadataServiceUri={self.metadata_service_uri}\nzkTimeout=6000\n")
+        extra = "".join(f"{k}={v}\n" for k, v in self.client_conf.items())
+        (self.conf_dir / "client.conf").write_text(
+            f"metadataServiceUri={self.metadata_service_uri}\nzkTimeout=6000\n{extra}"
+        )
 
     def _compile_tool(self) -> None:
         self._tool = tool_classes()
@@ -176,6 +180,7 @@ class JavaTools:
             command,
             "--metadata-uri",
             self.metadata_service_uri,
+            *(["--client-conf", str(self.conf_dir / "client.conf")] if self.client_conf else []),
             *args,
         ]
 

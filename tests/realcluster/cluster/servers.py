@@ -96,6 +96,10 @@ class Cluster(JavaTools):
     # endpoint cannot name another port. Such a bookie advertises PROXY_NAME instead: clients resolve it
     # to PROXY_HOST (the proxy, same port), its own JVM to 127.0.0.N. Not bookie 1 (it binds PROXY_HOST).
     proxied: tuple[int, ...] = ()
+    # Extra bk_server.conf keys per bookie index (e.g. TLS: tlsProviderFactoryClass, tlsKeyStore, ...).
+    bookie_conf: dict[int, dict[str, str]] = field(default_factory=dict)
+    # Extra Java client keys for the shell and the ledger tool (e.g. TLS to the bookies).
+    client_conf: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.workdir = Path(self.workdir)
@@ -307,6 +311,7 @@ class Cluster(JavaTools):
             "statsProviderClass=org.apache.bookkeeper.stats.prometheus.PrometheusMetricsProvider",
             "autoRecoveryDaemonEnabled=false",
         ]
+        lines += [f"{k}={v}" for k, v in self.bookie_conf.get(n, {}).items()]
         if storage == "db":
             lines += [
                 "dbStorage_writeCacheMaxSizeMb=16",

@@ -54,6 +54,9 @@ import org.apache.bookkeeper.stats.StatsLogger;
  *                                              election) for S seconds: it acts on under-replication
  *                                              markers exactly as in AutoRecoveryMain
  *
+ * Every command but replication-worker takes --client-conf FILE: extra client keys (e.g. TLS to the
+ * bookies) loaded before the tool's own settings.
+ *
  * Entry e of ledger L carries the payload ("L" + L + "E" + e + "-") repeated and cut to B bytes, so
  * tests can verify what they read without storing it.
  *
@@ -87,6 +90,10 @@ public class BkLedgerTool {
             return;
         }
         ClientConfiguration conf = new ClientConfiguration();
+        if (opts.containsKey("client-conf")) {
+            // Extra client keys (e.g. TLS to the bookies), read as the Java client reads its own file.
+            conf.loadConf(new java.io.File(one(opts, "client-conf", "")).toURI().toURL());
+        }
         conf.setMetadataServiceUri(uri);
         conf.setZkTimeout(6000);
         conf.setAddEntryTimeout(2);

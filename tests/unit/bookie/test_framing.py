@@ -55,13 +55,37 @@ def test_spec_request_vectors(build: Callable[[], Any], hexbytes: str) -> None:
     assert P.encode_request(build()).hex() == hexbytes
 
 
-def test_start_tls_vector_cannot_be_sent() -> None:
-    # §8.1's START_TLS frame is valid protocol, but not something the auditor sends.
+def test_start_tls_vector_is_what_the_client_sends() -> None:
+    # §8.1's START_TLS frame (txn 6), byte for byte: the one non-read operation the gate lets through,
+    # with its empty sub-message present.
+    assert P.encode_request(P.start_tls_request(6)).hex() == "0000000b" + "0a06080310091806d20600"
     req = pb.Request()
     req.ParseFromString(bytes.fromhex("0a06080310091806d20600"))
     assert req.header.operation == Op.START_TLS
-    with pytest.raises(UnsafeRequestError):
-        P.encode_request(req)
+    assert P.encode_request(req)
+
+
+def test_start_tls_carrying_anything_is_refused() -> None:
+    with pytest.raises(UnsafeRequestError, match="unknown fields"):
+        P.encode_request(_raw_request(Op.START_TLS, 106, b"\x08\x01"))
+    with pytest.raises(UnsafeRequestError, match="exactly startTLSRequest"):
+        P.encode_request(_raw_request(Op.START_TLS))  # the sub-message must be present
+
+
+def test_start_tls_replies_decode() -> None:
+    def reply(status: int, with_sub: bool) -> bytes:
+        r = pb.Response()
+        r.header.version, r.header.operation, r.header.txnId = 3, 9, 6
+        r.status = status
+        if with_sub:
+            r.startTLSResponse.SetInParent()
+        return r.SerializeToString()
+
+    ok = P.decode_response(reply(0, True))
+    assert (ok.txn_id, ok.op, ok.status, ok.problem) == (6, Op.START_TLS, Status.EOK, None)
+    refused = P.decode_response(reply(404, False))  # a bookie without TLS (§1.5 step 3)
+    assert (refused.op, refused.status, refused.sub) == (Op.START_TLS, Status.EBADREQ, None)
+    assert P.decode_response(reply(0, False)).status is None  # EOK must carry the sub-message
 
 
 # ----- spec §8.2: framed responses, compared as parsed messages ------------------------------------
@@ -143,14 +167,13 @@ def _varint(n: int) -> bytes:
         Op.ADD_ENTRY,
         Op.WRITE_LAC,
         Op.FORCE_LEDGER,
-        Op.START_TLS,
         Op.RANGE_READ_ENTRY,
         Op.RANGE_ADD_ENTRY,
         Op.BATCH_READ_ENTRY,
     ],
 )
 def test_write_and_other_ops_are_refused(op: Op) -> None:
-    field = {Op.ADD_ENTRY: 101, Op.WRITE_LAC: 103, Op.FORCE_LEDGER: 107, Op.START_TLS: 106}.get(op)
+    field = {Op.ADD_ENTRY: 101, Op.WRITE_LAC: 103, Op.FORCE_LEDGER: 107}.get(op)
     with pytest.raises(UnsafeRequestError, match="never be sent"):
         P.encode_request(_raw_request(op, field, b"\x08\x01" if field else b""))
     with pytest.raises(UnsafeRequestError):

@@ -40,6 +40,17 @@ FILES: list[tuple[str, bytes, str]] = [
     ("hugeint.yaml", b"max_concurrent_ledgers: " + b"9" * 5000 + b"\n", "unreadable value"),
     ("nul.yaml", b"log:\n  level: '\x00'\n", "not valid YAML (line 2)"),
     (
+        "sasl.conf",
+        b"metadataServiceUri=" + URI.encode() + b"\nclientAuthProviderFactoryClass="
+        b"org.apache.bookkeeper.sasl.SASLClientProviderFactory\n",
+        "clientAuthProviderFactoryClass: bookie authentication plugin",
+    ),
+    (
+        "tlsprovider.conf",
+        b"metadataServiceUri=" + URI.encode() + b"\ntlsProvider=wolfSSL\n",
+        "tlsProvider: unsupported TLS provider 'wolfSSL'",
+    ),
+    (
         "election.yaml",
         b"metadata_service_uri: " + URI.encode() + b"\nelection:\n  path: /elsewhere\n",
         "election.path: election path /elsewhere is outside",
