@@ -89,7 +89,7 @@ def full(cluster: Cluster, spark: Any, planted: dict[str, Any]) -> SweepResult:
         spark,
         settings_for(cluster),
         SweepOptions(checks=CHECKS, partitions=6, trace_ledgers=True),
-        progress=lambda done, total, _r: progress.append((done, total)),
+        progress=lambda p: progress.append((p.partitions_done, p.partitions_total)),
     )
     n = len(result.plan.partitions)
     assert progress == [(i, n) for i in range(1, n + 1)]
