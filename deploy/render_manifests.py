@@ -46,19 +46,42 @@ images:
 """
 
 
-def render_chart(values: dict[str, Any] | None = None, *, name: str = RELEASE,
-                 namespace: str = "default") -> dict[str, str]:
-    """Template path -> rendered text (helm template, offline)."""
+# The APIs a cluster with prometheus-operator serves (what `helm template --api-versions` adds to
+# .Capabilities.APIVersions); the chart renders PodMonitor/PrometheusRule by default only when they exist.
+PROMETHEUS_OPERATOR_APIS = ("monitoring.coreos.com/v1", "monitoring.coreos.com/v1/PodMonitor",
+                            "monitoring.coreos.com/v1/PrometheusRule")
+VICTORIA_METRICS_APIS = ("operator.victoriametrics.com/v1beta1", "operator.victoriametrics.com/v1beta1/VMPodScrape",
+                         "operator.victoriametrics.com/v1beta1/VMRule")
+
+
+def render_chart(values: dict[str, Any] | None = None, *, name: str = RELEASE, namespace: str = "default",
+                 api_versions: tuple[str, ...] | list[str] = (), kube_version: str | None = None) -> dict[str, str]:
+    """Template path -> rendered text (helm template, offline). `api_versions` are the extra
+    group/version[/kind] the simulated cluster serves (`helm template --api-versions`), `kube_version` its
+    version (`--kube-version`)."""
+    import json
+
     import helm_python
+    from helm_python import _native
     chart = helm_python.Chart.load(str(CHART))
-    return chart.render(values or {}, name=name, namespace=namespace)
+    if not api_versions and kube_version is None:
+        return chart.render(values or {}, name=name, namespace=namespace)
+    # helm-python-sdk's Chart.render does not expose these two options of the library it wraps yet; the
+    # library takes them in the same options object (`api_versions`, `kube_version`).
+    chart.validate_schema(values or {})
+    opts: dict[str, Any] = {"name": name, "namespace": namespace, "api_versions": list(api_versions)}
+    if kube_version is not None:
+        opts["kube_version"] = kube_version
+    out = _native.call_string("helm_render", chart._raw(), json.dumps(values or {}), json.dumps(opts))
+    rendered: dict[str, str] = json.loads(out)
+    return rendered
 
 
 def plain_manifests() -> dict[str, str]:
     """File name under deploy/kubernetes -> content."""
     import yaml
     files: dict[str, str] = {}
-    for path, text in sorted(render_chart(PLAIN_VALUES).items()):
+    for path, text in sorted(render_chart(PLAIN_VALUES, api_versions=PROMETHEUS_OPERATOR_APIS).items()):
         fname = Path(path).name
         if not fname.endswith(".yaml"):
             continue  # NOTES.txt

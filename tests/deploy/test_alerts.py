@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.deploy.artifacts import one, render_docs
 from tests.deploy.promql import alert_rules, check_promql, promtool, write_rules_file
 
 # ------------------------------------------------------------------------------------------ alert rules
@@ -83,10 +84,11 @@ def _annotations(
     """The annotations Prometheus renders for `rule`, for the template constructs our rules use."""
     out = {}
     for k, text in rule["annotations"].items():
-        ns = labels.get("namespace")
-        text = text.replace(
-            "{{ with $labels.namespace }} in namespace {{ . }}{{ end }}", f" in namespace {ns}" if ns else ""
-        )
+        for label, words in (("cluster", "of cluster"), ("namespace", "in namespace")):
+            v = labels.get(label)
+            text = text.replace(
+                f"{{{{ with $labels.{label} }}}} {words} {{{{ . }}}}{{{{ end }}}}", f" {words} {v}" if v else ""
+            )
         for name in ("$value | humanizeDuration", "$value | humanizePercentage"):
             if "{{ " + name + " }}" in text:
                 assert humanized is not None, f"{rule['alert']}: give the humanized value"
@@ -113,10 +115,11 @@ def test_promtool_unit_tests(tmp_path: Path) -> None:
     """Series in, alerts out, for several alerts of the default rules (promtool test rules)."""
     rules_path = write_rules_file(tmp_path)
     rules = alert_rules()
-    leader = 'namespace="pulsar", instance="10.1.0.1:8000", pod="bk-auditor-0", job="bk-auditor"'
-    standby = 'namespace="pulsar", instance="10.1.0.2:8000", pod="bk-auditor-1", job="bk-auditor"'
-    crit = {"namespace": "pulsar", "severity": "critical"}
-    warn = {"namespace": "pulsar", "severity": "warning"}
+    cluster = 'cluster="zk:2181/ledgers"'
+    leader = f'{cluster}, namespace="pulsar", instance="10.1.0.1:8000", pod="bk-auditor-0", job="bk-auditor"'
+    standby = f'{cluster}, namespace="pulsar", instance="10.1.0.2:8000", pod="bk-auditor-1", job="bk-auditor"'
+    crit = {"cluster": "zk:2181/ledgers", "namespace": "pulsar", "severity": "critical"}
+    warn = {"cluster": "zk:2181/ledgers", "namespace": "pulsar", "severity": "warning"}
 
     def alert(
         rule: dict[str, Any],
@@ -191,7 +194,10 @@ def test_promtool_unit_tests(tmp_path: Path) -> None:
                 {
                     "eval_time": "9m",
                     "alertname": "BkAuditorNoLeader",
-                    "exp_alerts": [alert(no_leader, {"severity": "warning"}, "1")],
+                    # absent() keeps the release's matchers as labels
+                    "exp_alerts": [
+                        alert(no_leader, {"namespace": "pulsar", "job": "bk-auditor", "severity": "warning"}, "1")
+                    ],
                 },
             ],
         },
@@ -312,7 +318,7 @@ def test_promtool_unit_tests(tmp_path: Path) -> None:
 def test_promtool_unit_test_can_fail(tmp_path: Path) -> None:
     """The same machinery reports a wrong expectation (here: expecting a page from the standby's value)."""
     rules_path = write_rules_file(tmp_path)
-    standby = 'namespace="pulsar", instance="10.1.0.2:8000", pod="bk-auditor-1"'
+    standby = 'cluster="c", namespace="pulsar", instance="10.1.0.2:8000", pod="bk-auditor-1", job="bk-auditor"'
     tests = [
         {
             "interval": "1m",
@@ -327,7 +333,7 @@ def test_promtool_unit_test_can_fail(tmp_path: Path) -> None:
                 {
                     "eval_time": "5m",
                     "alertname": "BkAuditorEntryNoReplica",
-                    "exp_alerts": [{"exp_labels": {"namespace": "pulsar", "severity": "critical"}}],
+                    "exp_alerts": [{"exp_labels": {"cluster": "c", "namespace": "pulsar", "severity": "critical"}}],
                 }
             ],
         }
@@ -336,6 +342,121 @@ def test_promtool_unit_test_can_fail(tmp_path: Path) -> None:
     test_file.write_text(yaml.safe_dump({"rule_files": [rules_path.name], "tests": tests}))
     proc = subprocess.run([promtool(), "test", "rules", test_file.name], capture_output=True, text=True, cwd=tmp_path)
     assert proc.returncode != 0
+
+
+# ------------------------------------------------------------------------------------------ two releases
+
+
+def _release_rules(tmp_path: Path, release: str, uri: str) -> tuple[Path, list[dict[str, Any]]]:
+    """The rules of one release in namespace pulsar, as Prometheus loads them from its PrometheusRule."""
+    _, docs = render_docs({"config": {"metadata_service_uri": uri}}, name=release, namespace="pulsar")
+    rule = one(list(docs), "PrometheusRule")
+    assert one(list(docs), "PodMonitor")["spec"]["jobLabel"] == "app.kubernetes.io/instance"  # job=<release>
+    path = tmp_path / f"rules-{release}.yaml"
+    path.write_text(yaml.safe_dump({"groups": rule["spec"]["groups"]}, sort_keys=False))
+    return path, [r for g in rule["spec"]["groups"] for r in g["rules"]]
+
+
+def test_two_releases_for_two_clusters_in_one_namespace(tmp_path: Path) -> None:
+    """Two releases (two BookKeeper clusters) in one namespace, one Prometheus loading both rule sets: each
+    alert fires once, for its cluster; two leaders (one per cluster) are not "multiple leaders"; two
+    releases auditing the same cluster are."""
+    eu_path, eu_rules = _release_rules(tmp_path, "bk-auditor-eu", "zk+hierarchical://zk-eu:2181/ledgers")
+    us_path, us_rules = _release_rules(tmp_path, "bk-auditor-us", "zk+hierarchical://zk-us:2181/ledgers")
+    eu_c, us_c = "zk-eu:2181/ledgers", "zk-us:2181/ledgers"
+
+    def pod(release: str, cluster: str, n: int, ip: str) -> str:
+        return (
+            f'cluster="{cluster}", namespace="pulsar", job="{release}", pod="{release}-{n}", '
+            f'instance="{ip}:8000", container="bk-auditor", endpoint="http-metrics"'
+        )
+
+    eu0, eu1 = pod("bk-auditor-eu", eu_c, 0, "10.1.0.1"), pod("bk-auditor-eu", eu_c, 1, "10.1.0.2")
+    us0, us1 = pod("bk-auditor-us", us_c, 0, "10.1.0.3"), pod("bk-auditor-us", us_c, 1, "10.1.0.4")
+
+    def alert(rule: dict[str, Any], labels: dict[str, str], value: str) -> dict[str, Any]:
+        return {"exp_labels": labels, "exp_annotations": _annotations(rule, value, labels)}
+
+    no_replica = _rule(eu_rules, "BkAuditorEntryNoReplica")
+    no_leader = _rule(us_rules, "BkAuditorNoLeader")
+    tests = [
+        {
+            "name": "one leader per cluster, data loss in one cluster",
+            "interval": "1m",
+            "input_series": [
+                {"series": f"bk_auditor_is_leader{{{eu0}}}", "values": "1x30"},
+                {"series": f"bk_auditor_is_leader{{{eu1}}}", "values": "0x30"},
+                {"series": f"bk_auditor_is_leader{{{us0}}}", "values": "1x30"},
+                {"series": f"bk_auditor_is_leader{{{us1}}}", "values": "0x30"},
+                {"series": f'bk_auditor_ledgers_with_findings{{{eu0}, category="entry_no_replica"}}', "values": "3x30"},
+                {"series": f'bk_auditor_ledgers_with_findings{{{eu1}, category="entry_no_replica"}}', "values": "5x30"},
+                {"series": f'bk_auditor_ledgers_with_findings{{{us0}, category="entry_no_replica"}}', "values": "0x30"},
+                {"series": f'bk_auditor_ledgers_with_findings{{{us1}, category="entry_no_replica"}}', "values": "7x30"},
+            ],
+            "alert_rule_test": [
+                {
+                    "eval_time": "10m",
+                    "alertname": "BkAuditorEntryNoReplica",
+                    "exp_alerts": [
+                        alert(no_replica, {"cluster": eu_c, "namespace": "pulsar", "severity": "critical"}, "3")
+                    ],
+                },
+                {"eval_time": "10m", "alertname": "BkAuditorMultipleLeaders", "exp_alerts": []},
+                {"eval_time": "10m", "alertname": "BkAuditorNoLeader", "exp_alerts": []},
+            ],
+        },
+        {
+            "name": "one cluster loses its leader",
+            "interval": "1m",
+            "input_series": [
+                {"series": f"bk_auditor_is_leader{{{eu0}}}", "values": "1x22"},
+                {"series": f"bk_auditor_is_leader{{{eu1}}}", "values": "0x22"},
+                {"series": f"bk_auditor_is_leader{{{us0}}}", "values": "1 1 0x20"},
+                {"series": f"bk_auditor_is_leader{{{us1}}}", "values": "0x22"},
+            ],
+            "alert_rule_test": [
+                {
+                    "eval_time": "9m",
+                    "alertname": "BkAuditorNoLeader",
+                    "exp_alerts": [
+                        alert(no_leader, {"cluster": us_c, "namespace": "pulsar", "severity": "warning"}, "0")
+                    ],
+                },
+                {"eval_time": "9m", "alertname": "BkAuditorMultipleLeaders", "exp_alerts": []},
+            ],
+        },
+        {
+            "name": "two releases audit the same cluster",
+            "interval": "1m",
+            "input_series": [
+                {"series": f"bk_auditor_is_leader{{{eu0}}}", "values": "1x30"},
+                {"series": f"bk_auditor_is_leader{{{us0.replace(us_c, eu_c)}}}", "values": "1x30"},
+            ],
+            "alert_rule_test": [
+                {
+                    "eval_time": "10m",
+                    "alertname": "BkAuditorMultipleLeaders",
+                    "exp_alerts": [
+                        alert(
+                            _rule(rules, "BkAuditorMultipleLeaders"),
+                            {"cluster": eu_c, "namespace": "pulsar", "job": job, "severity": "warning"},
+                            "2",
+                        )
+                        for job, rules in (("bk-auditor-eu", eu_rules), ("bk-auditor-us", us_rules))
+                    ],
+                },
+            ],
+        },
+    ]
+    test_file = tmp_path / "two_releases_test.yaml"
+    test_file.write_text(
+        yaml.safe_dump(
+            {"rule_files": [eu_path.name, us_path.name], "evaluation_interval": "1m", "tests": tests}, sort_keys=False
+        )
+    )
+    proc = subprocess.run([promtool(), "test", "rules", test_file.name], capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "SUCCESS" in proc.stdout + proc.stderr
 
 
 # ------------------------------------------------------------------------------------------ metric names

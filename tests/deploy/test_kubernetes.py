@@ -241,6 +241,16 @@ EXPECTED_KINDS = {
         "VMPodScrape",
         "VMRule",
     },
+    "no-operator": {"ServiceAccount", "ConfigMap", "Service", "StatefulSet", "PodDisruptionBudget"},
+    "no-operator-forced": {
+        "ServiceAccount",
+        "ConfigMap",
+        "Service",
+        "StatefulSet",
+        "PodDisruptionBudget",
+        "PodMonitor",
+        "PrometheusRule",
+    },
 }
 
 
