@@ -126,3 +126,26 @@ def test_this_environment_is_the_dev_lock() -> None:
         if marker and not Marker(marker).evaluate():
             continue
         assert metadata.version(name) == version, f"{name}: installed {metadata.version(name)}, locked {version}"
+
+
+def test_metrics_doc_matches_the_code() -> None:
+    """docs/metrics.md: its table is the daemon's metrics, one row each, and every `check` / `category`
+    value it quotes is one the daemon uses."""
+    from auditor.checks.catalog import CHECKS
+    from auditor.daemon.service import BOOKIE_WATCH
+    from auditor.durability.findings import Category
+    from tests.deploy.promql import documented_checks, exposed
+
+    text = (ROOT / "docs" / "metrics.md").read_text()
+    real_checks = set(CHECKS) | {BOOKIE_WATCH}
+    assert real_checks <= documented_checks()
+    for value in re.findall(r'check="(\w+)"', text):
+        assert value in real_checks, f'docs/metrics.md: check="{value}" is not a check of the daemon'
+    for value in re.findall(r'category="(\w+)"', text):
+        assert value in {c.value for c in Category}, value
+    rows = re.findall(r"^\| `(bk_auditor_\w+)` \|", text, re.M)
+    assert len(rows) == len(set(rows))
+    families = {re.sub(r"_(bucket|count|sum)$", "", n) for n in exposed() if n.startswith("bk_auditor")}
+    assert set(rows) == families, (set(rows) - families, families - set(rows))
+    for name, labels in exposed().items():
+        assert "cluster" in labels, name
