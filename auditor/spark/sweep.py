@@ -359,7 +359,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         require_pyspark()
     except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(error_line(exc), file=sys.stderr)
         return EXIT_ERROR
     overrides: dict[str, Any] = {}
     names: dict[str, str] = {}
