@@ -100,6 +100,21 @@ def _annotations(
     return out
 
 
+def run_promtool_tests(tmp_path: Path, rule_files: list[Path], tests: list[dict[str, Any]]) -> str:
+    """`promtool test rules` of `tests` (series in, alerts out) over `rule_files`; returns its output,
+    asserting success."""
+    test_file = tmp_path / "rules_test.yaml"
+    test_file.write_text(
+        yaml.safe_dump(
+            {"rule_files": [p.name for p in rule_files], "evaluation_interval": "1m", "tests": tests}, sort_keys=False
+        )
+    )
+    proc = subprocess.run([promtool(), "test", "rules", test_file.name], capture_output=True, text=True, cwd=tmp_path)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "SUCCESS" in out, out
+    return out
+
+
 def _rule(rules: list[dict[str, Any]], alert: str, check: str | None = None) -> dict[str, Any]:
     hits = [
         r
@@ -306,13 +321,7 @@ def test_promtool_unit_tests(tmp_path: Path) -> None:
             ],
         },
     ]
-    test_file = tmp_path / "rules_test.yaml"
-    test_file.write_text(
-        yaml.safe_dump({"rule_files": [rules_path.name], "evaluation_interval": "1m", "tests": tests}, sort_keys=False)
-    )
-    proc = subprocess.run([promtool(), "test", "rules", test_file.name], capture_output=True, text=True, cwd=tmp_path)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "SUCCESS" in proc.stdout + proc.stderr
+    run_promtool_tests(tmp_path, [rules_path], tests)
 
 
 def test_promtool_unit_test_can_fail(tmp_path: Path) -> None:
@@ -377,6 +386,11 @@ def test_two_releases_for_two_clusters_in_one_namespace(tmp_path: Path) -> None:
     def alert(rule: dict[str, Any], labels: dict[str, str], value: str) -> dict[str, Any]:
         return {"exp_labels": labels, "exp_annotations": _annotations(rule, value, labels)}
 
+    def series(metric: str, values: dict[str, str], extra: str = "") -> list[dict[str, str]]:
+        """One input series of `metric` per pod (given by its labels), with its values."""
+        return [{"series": f"{metric}{{{pod}{extra}}}", "values": v} for pod, v in values.items()]
+
+    findings = ', category="entry_no_replica"'
     no_replica = _rule(eu_rules, "BkAuditorEntryNoReplica")
     no_leader = _rule(us_rules, "BkAuditorNoLeader")
     tests = [
@@ -384,14 +398,11 @@ def test_two_releases_for_two_clusters_in_one_namespace(tmp_path: Path) -> None:
             "name": "one leader per cluster, data loss in one cluster",
             "interval": "1m",
             "input_series": [
-                {"series": f"bk_auditor_is_leader{{{eu0}}}", "values": "1x30"},
-                {"series": f"bk_auditor_is_leader{{{eu1}}}", "values": "0x30"},
-                {"series": f"bk_auditor_is_leader{{{us0}}}", "values": "1x30"},
-                {"series": f"bk_auditor_is_leader{{{us1}}}", "values": "0x30"},
-                {"series": f'bk_auditor_ledgers_with_findings{{{eu0}, category="entry_no_replica"}}', "values": "3x30"},
-                {"series": f'bk_auditor_ledgers_with_findings{{{eu1}, category="entry_no_replica"}}', "values": "5x30"},
-                {"series": f'bk_auditor_ledgers_with_findings{{{us0}, category="entry_no_replica"}}', "values": "0x30"},
-                {"series": f'bk_auditor_ledgers_with_findings{{{us1}, category="entry_no_replica"}}', "values": "7x30"},
+                *series("bk_auditor_is_leader", {eu0: "1x30", eu1: "0x30", us0: "1x30", us1: "0x30"}),
+                # the standbys' stale values are ignored
+                *series(
+                    "bk_auditor_ledgers_with_findings", {eu0: "3x30", eu1: "5x30", us0: "0x30", us1: "7x30"}, findings
+                ),
             ],
             "alert_rule_test": [
                 {
@@ -408,12 +419,7 @@ def test_two_releases_for_two_clusters_in_one_namespace(tmp_path: Path) -> None:
         {
             "name": "one cluster loses its leader",
             "interval": "1m",
-            "input_series": [
-                {"series": f"bk_auditor_is_leader{{{eu0}}}", "values": "1x22"},
-                {"series": f"bk_auditor_is_leader{{{eu1}}}", "values": "0x22"},
-                {"series": f"bk_auditor_is_leader{{{us0}}}", "values": "1 1 0x20"},
-                {"series": f"bk_auditor_is_leader{{{us1}}}", "values": "0x22"},
-            ],
+            "input_series": series("bk_auditor_is_leader", {eu0: "1x22", eu1: "0x22", us0: "1 1 0x20", us1: "0x22"}),
             "alert_rule_test": [
                 {
                     "eval_time": "9m",
@@ -428,10 +434,7 @@ def test_two_releases_for_two_clusters_in_one_namespace(tmp_path: Path) -> None:
         {
             "name": "two releases audit the same cluster",
             "interval": "1m",
-            "input_series": [
-                {"series": f"bk_auditor_is_leader{{{eu0}}}", "values": "1x30"},
-                {"series": f"bk_auditor_is_leader{{{us0.replace(us_c, eu_c)}}}", "values": "1x30"},
-            ],
+            "input_series": series("bk_auditor_is_leader", {eu0: "1x30", us0.replace(us_c, eu_c): "1x30"}),
             "alert_rule_test": [
                 {
                     "eval_time": "10m",
@@ -448,15 +451,7 @@ def test_two_releases_for_two_clusters_in_one_namespace(tmp_path: Path) -> None:
             ],
         },
     ]
-    test_file = tmp_path / "two_releases_test.yaml"
-    test_file.write_text(
-        yaml.safe_dump(
-            {"rule_files": [eu_path.name, us_path.name], "evaluation_interval": "1m", "tests": tests}, sort_keys=False
-        )
-    )
-    proc = subprocess.run([promtool(), "test", "rules", test_file.name], capture_output=True, text=True, cwd=tmp_path)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "SUCCESS" in proc.stdout + proc.stderr
+    run_promtool_tests(tmp_path, [eu_path, us_path], tests)
 
 
 # ------------------------------------------------------------------------------------------ metric names

@@ -203,54 +203,16 @@ def validate_object(doc: dict[str, Any], version: str) -> None:
 
 # ------------------------------------------------------------------------------------------ Kubernetes schemas
 
+_CORE = {"ServiceAccount", "ConfigMap", "Service", "StatefulSet", "PodDisruptionBudget"}
+_PROMETHEUS_OPERATOR = {"PodMonitor", "PrometheusRule"}
 EXPECTED_KINDS = {
-    "default": {
-        "ServiceAccount",
-        "ConfigMap",
-        "Service",
-        "StatefulSet",
-        "PodDisruptionBudget",
-        "PodMonitor",
-        "PrometheusRule",
-    },
-    "all-features": {
-        "ServiceAccount",
-        "ConfigMap",
-        "Service",
-        "StatefulSet",
-        "PodDisruptionBudget",
-        "PodMonitor",
-        "PrometheusRule",
-    },
+    "default": _CORE | _PROMETHEUS_OPERATOR,
+    "all-features": _CORE | _PROMETHEUS_OPERATOR,
     "minimal": {"ConfigMap", "Service", "StatefulSet"},
-    "exec-probes": {
-        "ServiceAccount",
-        "ConfigMap",
-        "Service",
-        "StatefulSet",
-        "PodDisruptionBudget",
-        "PodMonitor",
-        "PrometheusRule",
-    },
-    "victoria-metrics": {
-        "ServiceAccount",
-        "ConfigMap",
-        "Service",
-        "StatefulSet",
-        "PodDisruptionBudget",
-        "VMPodScrape",
-        "VMRule",
-    },
-    "no-operator": {"ServiceAccount", "ConfigMap", "Service", "StatefulSet", "PodDisruptionBudget"},
-    "no-operator-forced": {
-        "ServiceAccount",
-        "ConfigMap",
-        "Service",
-        "StatefulSet",
-        "PodDisruptionBudget",
-        "PodMonitor",
-        "PrometheusRule",
-    },
+    "exec-probes": _CORE | _PROMETHEUS_OPERATOR,
+    "victoria-metrics": _CORE | {"VMPodScrape", "VMRule"},
+    "no-operator": _CORE,  # without the monitoring APIs
+    "no-operator-forced": _CORE | _PROMETHEUS_OPERATOR,  # enabled: true without them
 }
 
 
