@@ -284,6 +284,9 @@ def test_plain_manifests_validate_against_kubernetes() -> None:
             validate_object(doc, version)
     for doc in docs:
         assert "namespace" not in doc["metadata"], "plain manifests are namespace-agnostic"
+        if doc["kind"] == "PrometheusRule":  # so are the rules: this release's series by job alone
+            for rule in (r for g in doc["spec"]["groups"] for r in g["rules"]):
+                assert "namespace=" not in rule["expr"] and 'job="bk-auditor"' in rule["expr"], rule["alert"]
         labels = doc["metadata"]["labels"]
         assert "helm.sh/chart" not in labels and "app.kubernetes.io/managed-by" not in labels
         assert labels["app.kubernetes.io/name"] == "bk-auditor"
