@@ -299,12 +299,12 @@ def sweep(
     log_format: LogFormatOpt = None,
 ) -> None:
     """Sweep the whole cluster as a Spark job (local[*] by default); exit 0 clean, 1 findings, 2 errors."""
+    from auditor.spark.session import parse_conf, require_pyspark
+    from auditor.spark.sweep import SweepOptions, quiet_spark_client_logs, sweep_main
+
+    with _exit_on_error():
+        require_pyspark()  # first: nothing else matters without it
     settings, fmt = _prepare_run(config, metadata_service_uri, fmt, log_level, log_format)
-    try:
-        from auditor.spark.session import parse_conf
-        from auditor.spark.sweep import SweepOptions, quiet_spark_client_logs, sweep_main
-    except ImportError as exc:
-        _fail(f"the Spark sweep is not available in this build ({exc})")
     with _exit_on_error():
         spark_conf = parse_conf(conf)
     bounds = [_parse_ledger_id(v) if v else None for v in (start, end)]

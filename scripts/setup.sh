@@ -2,7 +2,9 @@
 # Everything a fresh machine needs for the demo and the test suite. Idempotent; safe to re-run.
 #   - Debian packages: zookeeper (the real ZooKeeper), a JDK 17 and Maven if missing
 #   - BookKeeper 4.17.x jars from Maven Central into ~/.cache (outside git)
-#   - a virtualenv in .venv with bk-auditor installed (editable) and its protobuf code generated
+#   - a virtualenv in .venv with the pinned dependencies of requirements/dev.lock (runtime + the spark and
+#     test extras, hash-checked; scripts/lock.sh refreshes it), bk-auditor installed (editable) and its
+#     protobuf code generated
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
@@ -28,10 +30,15 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 stamp=.venv/.installed
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ setup.py -nt "$stamp" ]; then
-  echo "== installing bk-auditor and its dependencies into .venv"
+lock=requirements/dev.lock
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ setup.py -nt "$stamp" ] || [ "$lock" -nt "$stamp" ]; then
+  echo "== installing the pinned dependencies ($lock) and bk-auditor into .venv"
   .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-  .venv/bin/python -m pip install -q -e '.[test]'
+  # Exactly the locked versions, each checked against its hash; then our package alone. A dependency
+  # pyproject.toml names but the lock lacks makes `pip check` fail: run scripts/lock.sh.
+  .venv/bin/python -m pip install -q --require-hashes -r "$lock"
+  .venv/bin/python -m pip install -q --no-deps -e '.[test,spark]'
+  .venv/bin/python -m pip check >/dev/null || { .venv/bin/python -m pip check; echo "$lock is out of date: run scripts/lock.sh" >&2; exit 2; }
   touch "$stamp"
 fi
 echo "== generating protobuf code"

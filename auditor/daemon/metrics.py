@@ -2,6 +2,10 @@
 default, so tests and the one-shot CLI can build several). docs/metrics.md maps each one to the Java
 Auditor's metric.
 
+Every series carries a `cluster` label naming the BookKeeper cluster (settings `metrics.cluster`). It is
+added once, where the registry is collected (`ClusterLabelled`), not by each metric: a metric added later,
+or a collector of prometheus_client's own (process_*, python_*), cannot miss it.
+
 Served by prometheus-client's own HTTP server thread (`serve`): it keeps answering while the event loop is
 busy, which is what you want when debugging a stuck daemon.
 """
@@ -21,6 +25,7 @@ from typing import Any
 
 import prometheus_client
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, generate_latest
+from prometheus_client.metrics_core import Metric
 
 from auditor.durability.findings import Finding
 from auditor.settings import parse_bind
@@ -30,6 +35,7 @@ from .state import DaemonState, FindingStore, TaskBoard, TaskState, category_of,
 prometheus_client.disable_created_metrics()  # in case prometheus_client was imported before us
 
 PREFIX = "bk_auditor_"
+CLUSTER_LABEL = "cluster"
 # Check durations run from milliseconds (one ledger) to days (a full sweep of a big cluster).
 DURATION_BUCKETS = (
     0.1,
@@ -74,6 +80,26 @@ class RunSummary:
         return max(0.0, self.finished - self.started)
 
 
+class ClusterLabelled:
+    """A collector that yields everything `inner` collects with `cluster="<cluster>"` added to each sample
+    (exemplars and timestamps kept)."""
+
+    def __init__(self, inner: CollectorRegistry, cluster: str) -> None:
+        if not cluster:
+            raise ValueError("the cluster label must not be empty")
+        self._inner = inner
+        self._cluster = cluster
+
+    def collect(self) -> Iterator[Metric]:
+        for family in self._inner.collect():
+            out = Metric(family.name, family.documentation, family.type, family.unit)
+            for s in family.samples:
+                if CLUSTER_LABEL in s.labels:  # a metric of ours must not define it: one meaning only
+                    raise ValueError(f"{s.name}: label {CLUSTER_LABEL!r} is reserved for the cluster name")
+                out.samples.append(s._replace(labels={CLUSTER_LABEL: self._cluster, **s.labels}))
+            yield out
+
+
 class MetricsServer:
     """The running exposition endpoint."""
 
@@ -92,18 +118,25 @@ class MetricsServer:
 
 
 class AuditorMetrics:
-    """All daemon metrics. Attributes are the prometheus-client objects; methods are the update paths."""
+    """All daemon metrics. Attributes are the prometheus-client objects; methods are the update paths.
+
+    `registry` is what gets exposed (`exposition`, `serve`): it holds one `ClusterLabelled` collector over
+    a private registry where the metrics live, so every exposed series has `cluster=<cluster>`.
+    """
 
     def __init__(
         self,
         registry: CollectorRegistry | None = None,
         *,
+        cluster: str,
         checks: Iterable[str] = (),
         categories: Iterable[str] | None = None,
         process_metrics: bool = False,
     ) -> None:
-        self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
-        r = self.registry
+        self.cluster = cluster
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r = self._metrics = CollectorRegistry(auto_describe=True)
+        self.registry.register(ClusterLabelled(r, cluster))
         if process_metrics:  # the daemon's own CPU, memory, fds, GC (process_*, python_*)
             prometheus_client.ProcessCollector(registry=r)
             prometheus_client.PlatformCollector(registry=r)

@@ -482,11 +482,17 @@ class Auditor:
             await election.close()
 
 
+def daemon_metrics(settings: Settings) -> AuditorMetrics:
+    """The daemon's metrics: every check's series, the process collectors, `cluster` from the settings."""
+    metrics = AuditorMetrics(cluster=settings.metrics_cluster, checks=list(CHECK_CLASSES), process_metrics=True)
+    metrics.set_info(version=__import__("auditor").__version__, identity=settings.election.identity)
+    return metrics
+
+
 async def serve(settings: Settings) -> int:
     """Run until SIGTERM/SIGINT; exit 0 after releasing the election node."""
     state = DaemonState(settings.election.identity)
-    metrics = AuditorMetrics(checks=list(CHECK_CLASSES))
-    metrics.set_info(version=__import__("auditor").__version__, identity=settings.election.identity)
+    metrics = daemon_metrics(settings)
     assert state.leadership is not None
     metrics.follow_leadership(state.leadership)
     server = metrics.serve(settings.metrics.bind) if settings.metrics.enabled else None
@@ -516,6 +522,7 @@ async def serve(settings: Settings) -> int:
         identity=settings.election.identity,
         adminPort=port,
         metrics=settings.metrics.bind if server else None,
+        cluster=settings.metrics_cluster,
         election=settings.election_path,
     )
     stop = asyncio.Event()

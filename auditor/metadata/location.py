@@ -71,6 +71,12 @@ class MetadataLocation:
         return self.zk_hosts + self.chroot
 
     @property
+    def ledgers_root_address(self) -> str:
+        """Servers, chroot and ledgers root in one string (`zk-0:2181,zk-1:2181/pulsar/ledgers`): where
+        this cluster's metadata is, the default name of the cluster in metrics."""
+        return self.connect_string + self.ledgers_root
+
+    @property
     def underreplication_root(self) -> str:
         return join(self.ledgers_root, "underreplication")
 

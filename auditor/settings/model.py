@@ -211,8 +211,17 @@ class AdminSettings(_Section):
 class MetricsSettings(_Section):
     enabled: bool = True
     bind: str = "127.0.0.1:9181"
+    # The `cluster` label of every metric; None: where the ledgers root is (Settings.metrics_cluster).
+    cluster: str | None = None
 
     _check_bind = field_validator("bind")(checked_bind)
+
+    @field_validator("cluster")
+    @classmethod
+    def _check_cluster(cls, v: str | None) -> str | None:
+        if v is not None and not v.strip():
+            raise ValueError("must not be empty (leave it unset for the default: <zk servers><ledgers root>)")
+        return v
 
 
 class LogSettings(_Section):
@@ -309,6 +318,20 @@ class Settings(BaseSettings):
             except Exception:  # reported by validate(); keep the property total
                 pass
         return self.zookeeper.ledgers_root.rstrip("/") or "/"
+
+    @property
+    def metrics_cluster(self) -> str:
+        """The `cluster` label of every metric: `metrics.cluster`, else the address of the ledgers root,
+        ZooKeeper servers + chroot + root as configured (`zk-0:2181,zk-1:2181/ledgers`), which tells two
+        clusters apart whether they share a ZooKeeper (different roots) or not (different servers)."""
+        if self.metrics.cluster:
+            return self.metrics.cluster
+        if self.has_metadata:
+            try:
+                return self.metadata_location().ledgers_root_address
+            except Exception:  # reported by validate(); keep the property total
+                pass
+        return self.ledgers_root
 
     @property
     def java_election_path(self) -> str:

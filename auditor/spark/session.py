@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # pyspark is imported only when a session is really wanted
     from pyspark.sql import SparkSession
 
+SPARK_EXTRA = "bk-auditor[spark]"
 APP_NAME = "bk-auditor-sweep"
 DEFAULT_MASTER = "local[*]"
 
@@ -78,6 +79,21 @@ def spark_defaults() -> dict[str, str]:
         if m:
             out[m.group(1)] = m.group(2).strip()
     return out
+
+
+def require_pyspark() -> None:
+    """Raise ConfigError naming the `spark` extra when pyspark cannot be imported: it is an optional
+    dependency, left out of the daemon image."""
+    try:
+        import pyspark  # noqa: F401
+    except ImportError as exc:
+        from auditor.errors import ConfigError
+
+        raise ConfigError(
+            f"the Spark sweep needs pyspark, which is not installed ({exc}): install the extra "
+            f"(pip install '{SPARK_EXTRA}'), or run the sweep from the sweep image or with spark-submit and "
+            f"a packed environment (docs/spark.md); the daemon image has no Spark"
+        ) from None
 
 
 def under_spark_submit() -> bool:

@@ -353,9 +353,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     from auditor.logging import configure_logging
     from auditor.settings import ConfigError, load_settings
 
-    from .session import parse_conf
+    from .session import parse_conf, require_pyspark
 
     args = build_parser().parse_args(argv)
+    try:
+        require_pyspark()
+    except ConfigError as exc:
+        print(error_line(exc), file=sys.stderr)
+        return EXIT_ERROR
     overrides: dict[str, Any] = {}
     names: dict[str, str] = {}
     if args.metadata_service_uri:

@@ -86,7 +86,7 @@ ALL_FEATURES: dict[str, Any] = {
     "prometheusRule": {
         "labels": {"release": "kube-prometheus-stack"},
         "alertLabels": {"team": "storage"},
-        "selector": 'namespace="pulsar"',
+        "selector": 'container="bk-auditor"',
         "interval": "1m",
         "runbookUrl": "https://docs.example/bk-auditor/deploy.md",
         "disabledAlerts": ["BkAuditorPausedTooLong"],
@@ -112,16 +112,41 @@ SCENARIOS: dict[str, dict[str, Any]] = {
     "minimal": MINIMAL,
     "exec-probes": {"probes": {"type": "exec"}},
     "victoria-metrics": {"victoriaMetrics": {"enabled": True}, "grafanaDashboard": {"enabled": True}},
+    # a cluster without prometheus-operator: default values, no monitoring APIs
+    "no-operator": {},
+    # no prometheus-operator in the cluster (yet), the objects asked for explicitly
+    "no-operator-forced": {"podMonitor": {"enabled": True}, "prometheusRule": {"enabled": True}},
+}
+# The APIs the simulated cluster serves per scenario (helm template --api-versions); by default a cluster
+# with prometheus-operator.
+PROMETHEUS_OPERATOR_APIS: tuple[str, ...] = render_manifests.PROMETHEUS_OPERATOR_APIS
+SCENARIO_APIS: dict[str, tuple[str, ...]] = {
+    "victoria-metrics": render_manifests.VICTORIA_METRICS_APIS,
+    "no-operator": (),
+    "no-operator-forced": (),
 }
 
 
-@functools.cache
-def render_scenario(name: str) -> tuple[dict[str, str], tuple[dict[str, Any], ...]]:
-    out = render_manifests.render_chart(copy.deepcopy(SCENARIOS[name]), name="bk-auditor", namespace="pulsar")
+def render_docs(
+    values: dict[str, Any],
+    *,
+    name: str = "bk-auditor",
+    namespace: str = "pulsar",
+    api_versions: tuple[str, ...] = PROMETHEUS_OPERATOR_APIS,
+) -> tuple[dict[str, str], tuple[dict[str, Any], ...]]:
+    """The chart rendered by Helm: template path -> text, and the objects."""
+    out = render_manifests.render_chart(
+        copy.deepcopy(values), name=name, namespace=namespace, api_versions=api_versions
+    )
     docs = tuple(
         d for path, text in sorted(out.items()) if path.endswith(".yaml") for d in yaml.safe_load_all(text) if d
     )
     return out, docs
+
+
+@functools.cache
+def render_scenario(name: str) -> tuple[dict[str, str], tuple[dict[str, Any], ...]]:
+    return render_docs(SCENARIOS[name], api_versions=SCENARIO_APIS.get(name, PROMETHEUS_OPERATOR_APIS))
 
 
 def rendered(name: str) -> list[dict[str, Any]]:

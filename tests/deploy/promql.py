@@ -42,7 +42,9 @@ def write_rules_file(tmp_path: Path, scenario: str = "default") -> Path:
 @functools.cache
 def exposed() -> dict[str, frozenset[str]]:
     """Sample name -> label names, from the exposition of a real AuditorMetrics with every series present."""
-    m = AuditorMetrics(CollectorRegistry(), checks=["bookies", "ledger", "scrutiny", "open"])
+    m = AuditorMetrics(
+        CollectorRegistry(), cluster="pulsar-zookeeper:2181/ledgers", checks=["bookies", "ledger", "scrutiny", "open"]
+    )
     m.set_info(version="0.1.0", identity="bk-auditor-0")
     m.set_leader(True)
     m.set_leader(False)

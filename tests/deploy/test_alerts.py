@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.deploy.artifacts import one, render_docs
 from tests.deploy.promql import alert_rules, check_promql, promtool, write_rules_file
 
 # ------------------------------------------------------------------------------------------ alert rules
@@ -83,10 +84,11 @@ def _annotations(
     """The annotations Prometheus renders for `rule`, for the template constructs our rules use."""
     out = {}
     for k, text in rule["annotations"].items():
-        ns = labels.get("namespace")
-        text = text.replace(
-            "{{ with $labels.namespace }} in namespace {{ . }}{{ end }}", f" in namespace {ns}" if ns else ""
-        )
+        for label, words in (("cluster", "of cluster"), ("namespace", "in namespace")):
+            v = labels.get(label)
+            text = text.replace(
+                f"{{{{ with $labels.{label} }}}} {words} {{{{ . }}}}{{{{ end }}}}", f" {words} {v}" if v else ""
+            )
         for name in ("$value | humanizeDuration", "$value | humanizePercentage"):
             if "{{ " + name + " }}" in text:
                 assert humanized is not None, f"{rule['alert']}: give the humanized value"
@@ -95,6 +97,21 @@ def _annotations(
         text = re.sub(r"\{\{ \$labels\.(\w+) \}\}", lambda m: labels.get(m.group(1), ""), text)
         assert "{{" not in text, text
         out[k] = text
+    return out
+
+
+def run_promtool_tests(tmp_path: Path, rule_files: list[Path], tests: list[dict[str, Any]]) -> str:
+    """`promtool test rules` of `tests` (series in, alerts out) over `rule_files`; returns its output,
+    asserting success."""
+    test_file = tmp_path / "rules_test.yaml"
+    test_file.write_text(
+        yaml.safe_dump(
+            {"rule_files": [p.name for p in rule_files], "evaluation_interval": "1m", "tests": tests}, sort_keys=False
+        )
+    )
+    proc = subprocess.run([promtool(), "test", "rules", test_file.name], capture_output=True, text=True, cwd=tmp_path)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "SUCCESS" in out, out
     return out
 
 
@@ -113,10 +130,11 @@ def test_promtool_unit_tests(tmp_path: Path) -> None:
     """Series in, alerts out, for several alerts of the default rules (promtool test rules)."""
     rules_path = write_rules_file(tmp_path)
     rules = alert_rules()
-    leader = 'namespace="pulsar", instance="10.1.0.1:8000", pod="bk-auditor-0", job="bk-auditor"'
-    standby = 'namespace="pulsar", instance="10.1.0.2:8000", pod="bk-auditor-1", job="bk-auditor"'
-    crit = {"namespace": "pulsar", "severity": "critical"}
-    warn = {"namespace": "pulsar", "severity": "warning"}
+    cluster = 'cluster="zk:2181/ledgers"'
+    leader = f'{cluster}, namespace="pulsar", instance="10.1.0.1:8000", pod="bk-auditor-0", job="bk-auditor"'
+    standby = f'{cluster}, namespace="pulsar", instance="10.1.0.2:8000", pod="bk-auditor-1", job="bk-auditor"'
+    crit = {"cluster": "zk:2181/ledgers", "namespace": "pulsar", "severity": "critical"}
+    warn = {"cluster": "zk:2181/ledgers", "namespace": "pulsar", "severity": "warning"}
 
     def alert(
         rule: dict[str, Any],
@@ -191,7 +209,10 @@ def test_promtool_unit_tests(tmp_path: Path) -> None:
                 {
                     "eval_time": "9m",
                     "alertname": "BkAuditorNoLeader",
-                    "exp_alerts": [alert(no_leader, {"severity": "warning"}, "1")],
+                    # absent() keeps the release's matchers as labels
+                    "exp_alerts": [
+                        alert(no_leader, {"namespace": "pulsar", "job": "bk-auditor", "severity": "warning"}, "1")
+                    ],
                 },
             ],
         },
@@ -300,19 +321,13 @@ def test_promtool_unit_tests(tmp_path: Path) -> None:
             ],
         },
     ]
-    test_file = tmp_path / "rules_test.yaml"
-    test_file.write_text(
-        yaml.safe_dump({"rule_files": [rules_path.name], "evaluation_interval": "1m", "tests": tests}, sort_keys=False)
-    )
-    proc = subprocess.run([promtool(), "test", "rules", test_file.name], capture_output=True, text=True, cwd=tmp_path)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "SUCCESS" in proc.stdout + proc.stderr
+    run_promtool_tests(tmp_path, [rules_path], tests)
 
 
 def test_promtool_unit_test_can_fail(tmp_path: Path) -> None:
     """The same machinery reports a wrong expectation (here: expecting a page from the standby's value)."""
     rules_path = write_rules_file(tmp_path)
-    standby = 'namespace="pulsar", instance="10.1.0.2:8000", pod="bk-auditor-1"'
+    standby = 'cluster="c", namespace="pulsar", instance="10.1.0.2:8000", pod="bk-auditor-1", job="bk-auditor"'
     tests = [
         {
             "interval": "1m",
@@ -327,7 +342,7 @@ def test_promtool_unit_test_can_fail(tmp_path: Path) -> None:
                 {
                     "eval_time": "5m",
                     "alertname": "BkAuditorEntryNoReplica",
-                    "exp_alerts": [{"exp_labels": {"namespace": "pulsar", "severity": "critical"}}],
+                    "exp_alerts": [{"exp_labels": {"cluster": "c", "namespace": "pulsar", "severity": "critical"}}],
                 }
             ],
         }
@@ -336,6 +351,107 @@ def test_promtool_unit_test_can_fail(tmp_path: Path) -> None:
     test_file.write_text(yaml.safe_dump({"rule_files": [rules_path.name], "tests": tests}))
     proc = subprocess.run([promtool(), "test", "rules", test_file.name], capture_output=True, text=True, cwd=tmp_path)
     assert proc.returncode != 0
+
+
+# ------------------------------------------------------------------------------------------ two releases
+
+
+def _release_rules(tmp_path: Path, release: str, uri: str) -> tuple[Path, list[dict[str, Any]]]:
+    """The rules of one release in namespace pulsar, as Prometheus loads them from its PrometheusRule."""
+    _, docs = render_docs({"config": {"metadata_service_uri": uri}}, name=release, namespace="pulsar")
+    rule = one(list(docs), "PrometheusRule")
+    assert one(list(docs), "PodMonitor")["spec"]["jobLabel"] == "app.kubernetes.io/instance"  # job=<release>
+    path = tmp_path / f"rules-{release}.yaml"
+    path.write_text(yaml.safe_dump({"groups": rule["spec"]["groups"]}, sort_keys=False))
+    return path, [r for g in rule["spec"]["groups"] for r in g["rules"]]
+
+
+def test_two_releases_for_two_clusters_in_one_namespace(tmp_path: Path) -> None:
+    """Two releases (two BookKeeper clusters) in one namespace, one Prometheus loading both rule sets: each
+    alert fires once, for its cluster; two leaders (one per cluster) are not "multiple leaders"; two
+    releases auditing the same cluster are."""
+    eu_path, eu_rules = _release_rules(tmp_path, "bk-auditor-eu", "zk+hierarchical://zk-eu:2181/ledgers")
+    us_path, us_rules = _release_rules(tmp_path, "bk-auditor-us", "zk+hierarchical://zk-us:2181/ledgers")
+    eu_c, us_c = "zk-eu:2181/ledgers", "zk-us:2181/ledgers"
+
+    def pod(release: str, cluster: str, n: int, ip: str) -> str:
+        return (
+            f'cluster="{cluster}", namespace="pulsar", job="{release}", pod="{release}-{n}", '
+            f'instance="{ip}:8000", container="bk-auditor", endpoint="http-metrics"'
+        )
+
+    eu0, eu1 = pod("bk-auditor-eu", eu_c, 0, "10.1.0.1"), pod("bk-auditor-eu", eu_c, 1, "10.1.0.2")
+    us0, us1 = pod("bk-auditor-us", us_c, 0, "10.1.0.3"), pod("bk-auditor-us", us_c, 1, "10.1.0.4")
+
+    def alert(rule: dict[str, Any], labels: dict[str, str], value: str) -> dict[str, Any]:
+        return {"exp_labels": labels, "exp_annotations": _annotations(rule, value, labels)}
+
+    def series(metric: str, values: dict[str, str], extra: str = "") -> list[dict[str, str]]:
+        """One input series of `metric` per pod (given by its labels), with its values."""
+        return [{"series": f"{metric}{{{pod}{extra}}}", "values": v} for pod, v in values.items()]
+
+    findings = ', category="entry_no_replica"'
+    no_replica = _rule(eu_rules, "BkAuditorEntryNoReplica")
+    no_leader = _rule(us_rules, "BkAuditorNoLeader")
+    tests = [
+        {
+            "name": "one leader per cluster, data loss in one cluster",
+            "interval": "1m",
+            "input_series": [
+                *series("bk_auditor_is_leader", {eu0: "1x30", eu1: "0x30", us0: "1x30", us1: "0x30"}),
+                # the standbys' stale values are ignored
+                *series(
+                    "bk_auditor_ledgers_with_findings", {eu0: "3x30", eu1: "5x30", us0: "0x30", us1: "7x30"}, findings
+                ),
+            ],
+            "alert_rule_test": [
+                {
+                    "eval_time": "10m",
+                    "alertname": "BkAuditorEntryNoReplica",
+                    "exp_alerts": [
+                        alert(no_replica, {"cluster": eu_c, "namespace": "pulsar", "severity": "critical"}, "3")
+                    ],
+                },
+                {"eval_time": "10m", "alertname": "BkAuditorMultipleLeaders", "exp_alerts": []},
+                {"eval_time": "10m", "alertname": "BkAuditorNoLeader", "exp_alerts": []},
+            ],
+        },
+        {
+            "name": "one cluster loses its leader",
+            "interval": "1m",
+            "input_series": series("bk_auditor_is_leader", {eu0: "1x22", eu1: "0x22", us0: "1 1 0x20", us1: "0x22"}),
+            "alert_rule_test": [
+                {
+                    "eval_time": "9m",
+                    "alertname": "BkAuditorNoLeader",
+                    "exp_alerts": [
+                        alert(no_leader, {"cluster": us_c, "namespace": "pulsar", "severity": "warning"}, "0")
+                    ],
+                },
+                {"eval_time": "9m", "alertname": "BkAuditorMultipleLeaders", "exp_alerts": []},
+            ],
+        },
+        {
+            "name": "two releases audit the same cluster",
+            "interval": "1m",
+            "input_series": series("bk_auditor_is_leader", {eu0: "1x30", us0.replace(us_c, eu_c): "1x30"}),
+            "alert_rule_test": [
+                {
+                    "eval_time": "10m",
+                    "alertname": "BkAuditorMultipleLeaders",
+                    "exp_alerts": [
+                        alert(
+                            _rule(rules, "BkAuditorMultipleLeaders"),
+                            {"cluster": eu_c, "namespace": "pulsar", "job": job, "severity": "warning"},
+                            "2",
+                        )
+                        for job, rules in (("bk-auditor-eu", eu_rules), ("bk-auditor-us", us_rules))
+                    ],
+                },
+            ],
+        },
+    ]
+    run_promtool_tests(tmp_path, [eu_path, us_path], tests)
 
 
 # ------------------------------------------------------------------------------------------ metric names

@@ -34,6 +34,7 @@ def _grafana_to_promql(expr: str) -> str:
         .replace("$__interval", "1m")
         .replace("$__range", "1d")
         .replace("$namespace", ".*")
+        .replace("$cluster", "zk:2181/ledgers")
     )
 
 
@@ -43,7 +44,7 @@ def test_dashboard_structure() -> None:
     ids = [p["id"] for p in dash["panels"]]
     assert len(ids) == len(set(ids))
     names = {v["name"] for v in dash["templating"]["list"]}
-    assert {"datasource", "namespace"} <= names
+    assert {"datasource", "namespace", "cluster"} <= names
     titles = " | ".join(p["title"] for p in dash["panels"]).lower()
     for topic in (
         "findings",
@@ -96,3 +97,20 @@ def test_dashboard_queries_parse(tmp_path: Path) -> None:
     proc = subprocess.run([promtool(), "check", "rules", str(path)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"SUCCESS: {len(rules)} rules found" in proc.stdout + proc.stderr
+
+
+def test_every_panel_query_is_for_the_chosen_cluster() -> None:
+    """One dashboard for every cluster: a `cluster` variable (one value, from the series of the chosen
+    namespaces), and every metric selector of every panel query restricted to it."""
+    dash = json.loads(DASHBOARD.read_text())
+    (var,) = [v for v in dash["templating"]["list"] if v["name"] == "cluster"]
+    assert var["definition"] == 'label_values(bk_auditor_is_leader{namespace=~"$namespace"}, cluster)'
+    assert var["multi"] is False and var["includeAll"] is False
+    selectors = 0
+    for title, expr in dashboard_queries():
+        if expr.startswith("label_values("):
+            continue
+        for m in re.finditer(r"\b(bk_auditor_[a-z_]+)\b(\{[^}]*\})?", expr):
+            assert m.group(2) and 'cluster="$cluster"' in m.group(2), (title, m.group(0))
+            selectors += 1
+    assert selectors >= 26

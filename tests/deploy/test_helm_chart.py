@@ -17,7 +17,17 @@ import pytest
 import yaml
 
 from auditor.settings import load_settings
-from tests.deploy.artifacts import CHART, DASHBOARD, SCENARIOS, one, render_manifests, render_scenario, rendered
+from tests.deploy.artifacts import (
+    CHART,
+    DASHBOARD,
+    PROMETHEUS_OPERATOR_APIS,
+    SCENARIOS,
+    one,
+    render_docs,
+    render_manifests,
+    render_scenario,
+    rendered,
+)
 from tests.deploy.promql import alert_rules
 
 # ------------------------------------------------------------------------------------------ Helm: lint, schema
@@ -173,7 +183,7 @@ def test_all_features_values_reach_the_objects() -> None:
         assert r["labels"]["team"] == "storage"
         assert r["annotations"]["runbook_url"] == f"https://docs.example/bk-auditor/deploy.md#{r['alert'].lower()}"
         for m in re.finditer(r"(bk_auditor_[a-z_]+)(\{[^}]*\})?", r["expr"]):
-            assert m.group(2) and 'namespace="pulsar"' in m.group(2), (r["alert"], m.group(0))
+            assert m.group(2) and 'container="bk-auditor"' in m.group(2), (r["alert"], m.group(0))
     assert one(docs, "PrometheusRule")["spec"]["groups"][0]["interval"] == "1m"
     by_name = {r["alert"]: r for r in rules}
     assert by_name["BkAuditorNoLeader"]["for"] == "10m"
@@ -196,7 +206,7 @@ def test_check_intervals_override_for_staleness_alerts() -> None:
         "config": {"schedule": {"ledger_check_seconds": None, "scrutiny_seconds": None}},
         "prometheusRule": {"checkIntervals": {"ledger": 0, "scrutiny": 600}},
     }
-    out = render_manifests.render_chart(values)
+    out, _ = render_docs(values)
     rule = yaml.safe_load(out["bk-auditor/templates/prometheusrule.yaml"])
     rules = rule["spec"]["groups"][0]["rules"]
     stale = {re.search(r'check="(\w+)"', r["expr"]).group(1): r for r in rules if r["alert"] == "BkAuditorCheckStale"}
@@ -306,3 +316,63 @@ def test_notes_render() -> None:
     notes = out["bk-auditor/templates/NOTES.txt"]
     assert "placeholder" not in notes
     assert "bk-auditor status --admin 127.0.0.1:7980" in notes  # a non-default admin port
+
+
+# ------------------------------------------------------------------------------------------ monitoring APIs
+
+MONITORING_KINDS = {"PodMonitor", "PrometheusRule", "VMPodScrape", "VMRule"}
+
+
+@pytest.mark.parametrize(
+    "values, api_versions, expected",
+    [
+        # "auto" (the default): what the cluster serves
+        ({}, PROMETHEUS_OPERATOR_APIS, {"PodMonitor", "PrometheusRule"}),
+        ({}, (), set()),
+        ({}, ("monitoring.coreos.com/v1/PodMonitor",), {"PodMonitor"}),
+        ({"victoriaMetrics": {"enabled": True}}, PROMETHEUS_OPERATOR_APIS, set()),
+        ({"victoriaMetrics": {"enabled": True}}, render_manifests.VICTORIA_METRICS_APIS, {"VMPodScrape", "VMRule"}),
+        # explicit: whatever the cluster serves
+        ({"podMonitor": {"enabled": True}, "prometheusRule": {"enabled": True}}, (), {"PodMonitor", "PrometheusRule"}),
+        ({"podMonitor": {"enabled": False}, "prometheusRule": {"enabled": False}}, PROMETHEUS_OPERATOR_APIS, set()),
+        ({"prometheusRule": {"enabled": False}}, PROMETHEUS_OPERATOR_APIS, {"PodMonitor"}),
+    ],
+)
+def test_monitoring_objects_follow_the_cluster_apis(
+    values: dict[str, Any], api_versions: tuple[str, ...], expected: set[str]
+) -> None:
+    out, docs = render_docs(values, api_versions=api_versions)
+    assert {d["kind"] for d in docs} & MONITORING_KINDS == expected
+    notes = out["bk-auditor/templates/NOTES.txt"]
+    assert ("scraped by the" in notes) == bool(expected & {"PodMonitor", "VMPodScrape"})
+
+
+def test_two_releases_in_one_namespace_do_not_collide() -> None:
+    """Two releases (two clusters) in one namespace: distinct object names, selectors that pick only their
+    own pods, a job label per release, and alert rules reading only their own release's series."""
+    releases = {
+        name: render_docs({"config": {"metadata_service_uri": uri}}, name=name)[1]
+        for name, uri in (
+            ("bk-auditor-eu", "zk+hierarchical://zk-eu:2181/ledgers"),
+            ("bk-auditor-us", "zk+hierarchical://zk-us:2181/ledgers"),
+        )
+    }
+    eu, us = releases["bk-auditor-eu"], releases["bk-auditor-us"]
+    assert not {(d["kind"], d["metadata"]["name"]) for d in eu} & {(d["kind"], d["metadata"]["name"]) for d in us}
+    for mine, other in ((eu, us), (us, eu)):
+        other_pods = one(list(other), "StatefulSet")["spec"]["template"]["metadata"]["labels"]
+        for d in mine:
+            selector = d.get("spec", {}).get("selector")
+            if isinstance(selector, dict):  # Services select with a plain map, the rest with matchLabels
+                match = selector.get("matchLabels", selector)
+                assert not match.items() <= other_pods.items(), (d["kind"], d["metadata"]["name"])
+    for name, docs in releases.items():
+        pm = one(list(docs), "PodMonitor")
+        pod_labels = one(list(docs), "StatefulSet")["spec"]["template"]["metadata"]["labels"]
+        assert pod_labels[pm["spec"]["jobLabel"]] == name  # job="<release>"
+        rules = [r for g in one(list(docs), "PrometheusRule")["spec"]["groups"] for r in g["rules"]]
+        for r in rules:
+            scoped = re.findall(r"bk_auditor_[a-z_]+\{([^}]*)\}", r["expr"])
+            assert any(f'job="{name}"' in m and 'namespace="pulsar"' in m for m in scoped), r
+            if r["alert"] != "BkAuditorMultipleLeaders":  # the one rule that counts leaders across releases
+                assert all(f'job="{name}"' in m for m in scoped), r

@@ -203,44 +203,16 @@ def validate_object(doc: dict[str, Any], version: str) -> None:
 
 # ------------------------------------------------------------------------------------------ Kubernetes schemas
 
+_CORE = {"ServiceAccount", "ConfigMap", "Service", "StatefulSet", "PodDisruptionBudget"}
+_PROMETHEUS_OPERATOR = {"PodMonitor", "PrometheusRule"}
 EXPECTED_KINDS = {
-    "default": {
-        "ServiceAccount",
-        "ConfigMap",
-        "Service",
-        "StatefulSet",
-        "PodDisruptionBudget",
-        "PodMonitor",
-        "PrometheusRule",
-    },
-    "all-features": {
-        "ServiceAccount",
-        "ConfigMap",
-        "Service",
-        "StatefulSet",
-        "PodDisruptionBudget",
-        "PodMonitor",
-        "PrometheusRule",
-    },
+    "default": _CORE | _PROMETHEUS_OPERATOR,
+    "all-features": _CORE | _PROMETHEUS_OPERATOR,
     "minimal": {"ConfigMap", "Service", "StatefulSet"},
-    "exec-probes": {
-        "ServiceAccount",
-        "ConfigMap",
-        "Service",
-        "StatefulSet",
-        "PodDisruptionBudget",
-        "PodMonitor",
-        "PrometheusRule",
-    },
-    "victoria-metrics": {
-        "ServiceAccount",
-        "ConfigMap",
-        "Service",
-        "StatefulSet",
-        "PodDisruptionBudget",
-        "VMPodScrape",
-        "VMRule",
-    },
+    "exec-probes": _CORE | _PROMETHEUS_OPERATOR,
+    "victoria-metrics": _CORE | {"VMPodScrape", "VMRule"},
+    "no-operator": _CORE,  # without the monitoring APIs
+    "no-operator-forced": _CORE | _PROMETHEUS_OPERATOR,  # enabled: true without them
 }
 
 
@@ -312,6 +284,9 @@ def test_plain_manifests_validate_against_kubernetes() -> None:
             validate_object(doc, version)
     for doc in docs:
         assert "namespace" not in doc["metadata"], "plain manifests are namespace-agnostic"
+        if doc["kind"] == "PrometheusRule":  # so are the rules: this release's series by job alone
+            for rule in (r for g in doc["spec"]["groups"] for r in g["rules"]):
+                assert "namespace=" not in rule["expr"] and 'job="bk-auditor"' in rule["expr"], rule["alert"]
         labels = doc["metadata"]["labels"]
         assert "helm.sh/chart" not in labels and "app.kubernetes.io/managed-by" not in labels
         assert labels["app.kubernetes.io/name"] == "bk-auditor"

@@ -155,17 +155,21 @@ class Daemon:
         raise AssertionError(f"daemon {self.name}: {what} not within {timeout}s:\n{self.tail()}")
 
     def metric(self, name: str, **labels: str) -> float | None:
-        """One sample from the daemon's /metrics (None when the series does not exist)."""
+        """One sample from the daemon's /metrics (None when the series does not exist); `labels` are
+        matched exactly, except `cluster`, which every series has."""
+        for sample in self.samples():
+            if sample.name == name and {k: v for k, v in sample.labels.items() if k != "cluster"} == labels:
+                return float(sample.value)
+        return None
+
+    def samples(self) -> list[Any]:
+        """Every sample of the daemon's /metrics, as prometheus_client's parser reads them."""
         import urllib.request
 
         from prometheus_client.parser import text_string_to_metric_families
 
         text = urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5).read().decode()
-        for fam in text_string_to_metric_families(text):
-            for sample in fam.samples:
-                if sample.name == name and sample.labels == labels:
-                    return sample.value
-        return None
+        return [sample for fam in text_string_to_metric_families(text) for sample in fam.samples]
 
     def task(self, name: str) -> Any:
         """The admin API status of one task (TaskStatus)."""

@@ -278,17 +278,8 @@ def test_delay_is_cancelled_when_the_bookie_comes_back(cluster: Cluster, daemons
 
 
 def _metrics(d: Daemon) -> dict[str, float]:
-    import urllib.request
-
-    from prometheus_client.parser import text_string_to_metric_families
-
-    text = urllib.request.urlopen(f"http://127.0.0.1:{d.metrics_port}/metrics", timeout=5).read().decode()
-    out: dict[str, float] = {}
-    for fam in text_string_to_metric_families(text):
-        for s in fam.samples:
-            if not s.labels:
-                out[s.name] = s.value
-    return out
+    """The daemon's series that have no label but `cluster`, by name."""
+    return {s.name: s.value for s in d.samples() if set(s.labels) == {"cluster"}}
 
 
 def test_zookeeper_restart_mid_scan_loses_no_findings_and_duplicates_no_markers(
@@ -480,3 +471,23 @@ def test_rack_map_changes_are_seen_by_the_next_scrutiny_run(
         )
     finally:
         cluster.kazoo.delete("/bookies")
+
+
+def test_every_served_series_names_the_cluster_and_process_metrics_are_served(
+    cluster: Cluster, daemons: list[Daemon], tmp_path: Path
+) -> None:
+    """The real daemon's /metrics: every sample has `cluster`, by default the address of the ledgers root
+    (servers + root), otherwise `metrics.cluster`; the standard process_* / python_* metrics are there."""
+    a = start(daemons, cluster, tmp_path, "auditor-a")
+    a.wait(a.is_leader, 30, "leadership")
+    b = start(daemons, cluster, tmp_path, "auditor-b", metrics={"cluster": "prod-eu-1"})
+    b.wait(lambda: b.health("readiness") == "SERVING", 30, "readiness")
+    for d, expected in ((a, f"{cluster.zk_hosts}{cluster.ledgers_root}"), (b, "prod-eu-1")):
+        samples = d.samples()
+        names = {s.name for s in samples}
+        assert {"bk_auditor_is_leader", "bk_auditor_findings", "bk_auditor_info"} <= names
+        assert {"process_resident_memory_bytes", "process_open_fds", "python_info"} <= names
+        missing = [s for s in samples if s.labels.get("cluster") != expected]
+        assert not missing, (d.name, missing[:3])
+    assert a.metric("bk_auditor_is_leader") == 1 and b.metric("bk_auditor_is_leader") == 0
+    assert (a.metric("process_resident_memory_bytes") or 0) > 10_000_000

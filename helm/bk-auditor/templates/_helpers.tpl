@@ -95,19 +95,44 @@ exec:
 {{ omit $p "enabled" | toYaml }}
 {{- end -}}
 
-{{/* PromQL label matchers: (list $ "<matchers>") -> {<matchers>,<prometheusRule.selector>} or "". */}}
+{{/* Whether a monitoring object is rendered: (list $ <enabled value> <prometheus-operator kind> <VM kind>).
+     true: always; false: never; "auto": when the cluster serves its API (.Capabilities.APIVersions: what
+     `helm install` discovers, or `helm template --api-versions monitoring.coreos.com/v1/PodMonitor`).
+     Returns "true" or "". */}}
+{{- define "bk-auditor.monitoringEnabled" -}}
+{{- $root := index . 0 -}}
+{{- $enabled := toString (index . 1) -}}
+{{- $api := printf "monitoring.coreos.com/v1/%s" (index . 2) -}}
+{{- if $root.Values.victoriaMetrics.enabled -}}
+{{- $api = printf "operator.victoriametrics.com/v1beta1/%s" (index . 3) -}}
+{{- end -}}
+{{- if or (eq $enabled "true") (and (eq $enabled "auto") ($root.Capabilities.APIVersions.Has $api)) -}}true{{- end -}}
+{{- end -}}
+
+{{/* The matchers that pick this release's series: the PodMonitor/VMPodScrape sets job to the release
+     name (jobLabel app.kubernetes.io/instance) and the operator adds namespace. */}}
+{{- define "bk-auditor.releaseMatchers" -}}
+{{- printf "namespace=%q,job=%q" .Release.Namespace .Release.Name -}}
+{{- end -}}
+
+{{/* PromQL label matchers: (list $ "<matchers>") -> {<matchers>,<this release>,<prometheusRule.selector>}
+     or "". (list $ "<matchers>" false) leaves out the release's matchers. */}}
 {{- define "bk-auditor.sel" -}}
 {{- $root := index . 0 -}}
+{{- $release := "" -}}
+{{- if and $root.Values.prometheusRule.scopeToRelease (ne (len .) 3) -}}
+{{- $release = include "bk-auditor.releaseMatchers" $root -}}
+{{- end -}}
 {{- $parts := list -}}
-{{- range (list (index . 1) $root.Values.prometheusRule.selector) -}}
+{{- range (list (index . 1) $release $root.Values.prometheusRule.selector) -}}
 {{- if . -}}{{- $parts = append $parts . -}}{{- end -}}
 {{- end -}}
 {{- if $parts -}}{{- printf "{%s}" (join "," $parts) -}}{{- end -}}
 {{- end -}}
 
-{{/* The leader's value of a gauge, per namespace: (list $ "<metric>" "<matchers>"). Every replica
+{{/* The leader's value of a gauge, per cluster: (list $ "<metric>" "<matchers>"). Every replica
      serves metrics but only the leader audits, so the standbys' values are ignored. */}}
 {{- define "bk-auditor.leaderMax" -}}
 {{- $root := index . 0 -}}
-{{- printf "max by (namespace) (%s%s and on (instance) (bk_auditor_is_leader%s == 1))" (index . 1) (include "bk-auditor.sel" (list $root (index . 2))) (include "bk-auditor.sel" (list $root "")) -}}
+{{- printf "max by (cluster, namespace) (%s%s and on (instance) (bk_auditor_is_leader%s == 1))" (index . 1) (include "bk-auditor.sel" (list $root (index . 2))) (include "bk-auditor.sel" (list $root "")) -}}
 {{- end -}}

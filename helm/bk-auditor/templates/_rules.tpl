@@ -4,7 +4,11 @@ Metric names are the daemon's (auditor/daemon/metrics.py); tests/deploy/ checks 
 
 "bk-auditor.alertRules.raw" writes them as YAML; "bk-auditor.alertRules" drops the disabled ones and adds
 prometheusRule.alertLabels and runbook_url. Findings, under-replication, lost bookies, the re-check queue and
-the pause flag are read from the leader only (bk-auditor.leaderMax): standbys do not audit.
+the pause flag are read from the leader only (bk-auditor.leaderMax): standbys do not audit. Every rule
+reads only this release's series (bk-auditor.sel, prometheusRule.scopeToRelease) and aggregates by
+`cluster` (the daemon's label, one value per BookKeeper cluster) and namespace, so two releases for two
+clusters under one Prometheus alert once each; only BkAuditorMultipleLeaders looks across releases, for
+two releases auditing the same cluster.
 */}}
 
 {{- define "bk-auditor.checkInterval" -}}
@@ -25,7 +29,7 @@ the pause flag are read from the leader only (bk-auditor.leaderMax): standbys do
 {{- define "bk-auditor.alertRules.raw" -}}
 {{- $t := .Values.prometheusRule.thresholds -}}
 {{- $value := "{{ $value }}" -}}
-{{- $inNs := "{{ with $labels.namespace }} in namespace {{ . }}{{ end }}" -}}
+{{- $inNs := "{{ with $labels.cluster }} of cluster {{ . }}{{ end }}{{ with $labels.namespace }} in namespace {{ . }}{{ end }}" -}}
 {{- $bookie := "{{ $labels.bookie }}" -}}
 {{- $check := "{{ $labels.check }}" -}}
 {{- $sel := include "bk-auditor.sel" (list . "") -}}
@@ -143,8 +147,8 @@ the pause flag are read from the leader only (bk-auditor.leaderMax): standbys do
       bookie port.
 - alert: BkAuditorBookieRequestErrors
   expr: >-
-    sum by (namespace, bookie) (rate(bk_auditor_bookie_request_errors_total{{ $sel }}[15m]))
-    / sum by (namespace, bookie) (rate(bk_auditor_bookie_requests_total{{ $sel }}[15m]))
+    sum by (cluster, namespace, bookie) (rate(bk_auditor_bookie_request_errors_total{{ $sel }}[15m]))
+    / sum by (cluster, namespace, bookie) (rate(bk_auditor_bookie_requests_total{{ $sel }}[15m]))
     > {{ $t.bookieErrorRatio }}
   for: {{ $t.bookieErrorsFor }}
   labels:
@@ -188,7 +192,7 @@ the pause flag are read from the leader only (bk-auditor.leaderMax): standbys do
       reads it.
 - alert: BkAuditorNoLeader
   expr: >-
-    (sum by (namespace) (bk_auditor_is_leader{{ $sel }}) < 1)
+    (sum by (cluster, namespace) (bk_auditor_is_leader{{ $sel }}) < 1)
     or absent(bk_auditor_is_leader{{ $sel }})
   for: {{ $t.noLeaderFor }}
   labels:
@@ -203,7 +207,12 @@ the pause flag are read from the leader only (bk-auditor.leaderMax): standbys do
       session) and the logs for election errors. The leader holds an ephemeral znode under
       `<ledgersRoot>/bk-auditor/election`.
 - alert: BkAuditorMultipleLeaders
-  expr: sum by (namespace) (bk_auditor_is_leader{{ $sel }}) > 1
+  # Leaders are counted across releases (any namespace, any job): two releases pointed at one cluster
+  # both lead. Only for the cluster this release audits, so two releases for two clusters never fire it;
+  # each release involved fires once, with its namespace and job.
+  expr: >-
+    (sum by (cluster) (bk_auditor_is_leader{{ include "bk-auditor.sel" (list . "" false) }}) > 1)
+    * on (cluster) group_right group by (cluster, namespace, job) (bk_auditor_is_leader{{ $sel }})
   for: {{ $t.multipleLeadersFor }}
   labels:
     severity: warning
@@ -213,10 +222,12 @@ the pause flag are read from the leader only (bk-auditor.leaderMax): standbys do
       {{ $value }} replicas{{ $inNs }} report bk_auditor_is_leader=1 for {{ $t.multipleLeadersFor }}.
     runbook: >-
       Check that all replicas use the same election path (`election.path`, ledgers root) and the same
-      ZooKeeper ensemble; restart the replica whose ZooKeeper session has expired.
+      ZooKeeper ensemble, and that no other release audits the same cluster
+      (`count by (namespace, job) (bk_auditor_is_leader{cluster="..."})`); restart the replica whose
+      ZooKeeper session has expired.
 - alert: BkAuditorTaskFailing
   expr: >-
-    max by (namespace, task) (increase(bk_auditor_task_failures_total{{ $sel }}[{{ $t.taskFailuresWindow }}]))
+    max by (cluster, namespace, task) (increase(bk_auditor_task_failures_total{{ $sel }}[{{ $t.taskFailuresWindow }}]))
     >= {{ $t.taskFailures }}
   for: 0m
   labels:
@@ -238,7 +249,7 @@ the pause flag are read from the leader only (bk-auditor.leaderMax): standbys do
 {{- $cm := printf "check=%q" (index . 0) }}
 - alert: BkAuditorCheckStale
   expr: >-
-    time() - max by (namespace, check) (bk_auditor_check_last_success_timestamp_seconds{{ include "bk-auditor.sel" (list $ $cm) }})
+    time() - max by (cluster, namespace, check) (bk_auditor_check_last_success_timestamp_seconds{{ include "bk-auditor.sel" (list $ $cm) }})
     > {{ $stale }}
   for: 10m
   labels:
@@ -255,8 +266,8 @@ the pause flag are read from the leader only (bk-auditor.leaderMax): standbys do
       one that fails names the error; `paused` or schedule windows can also hold it back.
 - alert: BkAuditorCheckNeverSucceeded
   expr: >-
-    max by (namespace) (bk_auditor_is_leader{{ $sel }}) == 1
-    unless on (namespace) max by (namespace) (bk_auditor_check_last_success_timestamp_seconds{{ include "bk-auditor.sel" (list $ $cm) }})
+    max by (cluster, namespace) (bk_auditor_is_leader{{ $sel }}) == 1
+    unless on (cluster, namespace) max by (cluster, namespace) (bk_auditor_check_last_success_timestamp_seconds{{ include "bk-auditor.sel" (list $ $cm) }})
   for: {{ $stale }}s
   labels:
     severity: warning
@@ -272,7 +283,7 @@ the pause flag are read from the leader only (bk-auditor.leaderMax): standbys do
 {{- end }}
 - alert: BkAuditorRecheckQueueGrowing
   expr: >-
-    max by (namespace) (
+    max by (cluster, namespace) (
       (bk_auditor_recheck_queue_depth{{ $sel }} > {{ $t.recheckQueueDepth }})
       and on (instance) (delta(bk_auditor_recheck_queue_depth{{ $sel }}[1h]) > 0)
       and on (instance) (bk_auditor_is_leader{{ $sel }} == 1)

@@ -12,12 +12,17 @@ from auditor.daemon.state import DaemonState, FindingStore, TaskBoard
 from auditor.durability.findings import Category, Finding
 from auditor.durability.ids import LedgerId
 
+CLUSTER = "zk-0:2181,zk-1:2181/ledgers"
+
 
 def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample by name and labels, the `cluster` label (checked on every sample) left out."""
     out = {}
     for family in text_string_to_metric_families(text):
         for s in family.samples:
-            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+            labels = dict(s.labels)
+            assert labels.pop("cluster", None) == CLUSTER, s
+            out[(s.name, tuple(sorted(labels.items())))] = s.value
     return out
 
 
@@ -26,7 +31,7 @@ def value(text: str, name: str, **labels: str) -> float:
 
 
 def test_every_series_is_prefixed_and_no_created_series() -> None:
-    m = AuditorMetrics(checks=["scrutiny", "ledger_check"])
+    m = AuditorMetrics(cluster=CLUSTER, checks=["scrutiny", "ledger_check"])
     text = m.exposition().decode()
     names = {name for name, _ in samples(text)}
     assert names and all(n.startswith("bk_auditor_") for n in names)
@@ -41,14 +46,14 @@ def test_every_series_is_prefixed_and_no_created_series() -> None:
 
 
 def test_registries_are_independent() -> None:
-    a, b = AuditorMetrics(), AuditorMetrics()
+    a, b = AuditorMetrics(cluster=CLUSTER), AuditorMetrics(cluster=CLUSTER)
     a.set_lost_bookies(3)
     assert value(a.exposition().decode(), "bk_auditor_lost_bookies") == 3
     assert value(b.exposition().decode(), "bk_auditor_lost_bookies") == 0
 
 
 def test_updates_are_exposed() -> None:
-    m = AuditorMetrics(checks=["scrutiny"])
+    m = AuditorMetrics(cluster=CLUSTER, checks=["scrutiny"])
     m.set_info(version="0.1.0", identity="pod-0")
     m.set_leader(True)
     m.set_leader(True)
@@ -126,7 +131,7 @@ def test_sync_from_daemon_state() -> None:
     )
     st.leadership.set(True)
     st.pause.pause("test")
-    m = AuditorMetrics()
+    m = AuditorMetrics(cluster=CLUSTER)
     m.sync_state(st)
     for f in st.findings.query():
         m.finding_reported(f.finding)
@@ -149,7 +154,7 @@ def test_sync_from_daemon_state() -> None:
 
 
 def test_http_exposition() -> None:
-    m = AuditorMetrics(checks=["scrutiny"])
+    m = AuditorMetrics(cluster=CLUSTER, checks=["scrutiny"])
     m.set_lost_bookies(2)
     server = m.serve("127.0.0.1:0")
     try:
@@ -165,8 +170,68 @@ def test_http_exposition() -> None:
 
 
 def test_process_metrics_on_request() -> None:
-    names = {n for n, _ in samples(AuditorMetrics(process_metrics=True).exposition().decode())}
+    names = {n for n, _ in samples(AuditorMetrics(cluster=CLUSTER, process_metrics=True).exposition().decode())}
     assert "python_info" in names and any(n.startswith("python_gc_") for n in names)
     assert {n for n in names if not n.startswith(("process_", "python_"))} <= {
-        n for n, _ in samples(AuditorMetrics().exposition().decode())
+        n for n, _ in samples(AuditorMetrics(cluster=CLUSTER).exposition().decode())
     }
+
+
+def test_every_metric_the_daemon_exports_carries_the_cluster_label() -> None:
+    """Every metric object of the daemon's AuditorMetrics (found by type, so a metric added later is
+    included), each with a series, and the process collectors: every exposed sample has the cluster."""
+    from prometheus_client.metrics import MetricWrapperBase
+
+    from auditor.daemon.service import daemon_metrics
+    from auditor.settings import Settings
+
+    m = daemon_metrics(Settings(metadata_service_uri="zk+hierarchical://zk-0:2181,zk-1:2181/ledgers"))
+    assert m.cluster == CLUSTER
+    objects = {name: obj for name, obj in vars(m).items() if isinstance(obj, MetricWrapperBase)}
+    assert len(objects) >= 30  # the table of docs/metrics.md
+    for obj in objects.values():
+        if obj._labelnames:  # one series per metric, whatever its labels
+            obj.labels(*("x" for _ in obj._labelnames))
+    families = list(text_string_to_metric_families(m.exposition().decode()))
+    exposed = {s.name for f in families for s in f.samples}
+    for name, obj in objects.items():
+        series = {obj._name + suffix for suffix in ("", "_total", "_info", "_bucket", "_count", "_sum")}
+        assert series & exposed, f"{name} ({obj._name}) is not exposed"
+    assert any(f.name.startswith("process_") for f in families)  # the standard process metrics
+    assert any(f.name.startswith("python_") for f in families)
+    for f in families:
+        assert f.samples, f"{f.name} has no series"
+        for s in f.samples:
+            assert s.labels.get("cluster") == CLUSTER, s
+
+
+def test_cluster_label_setting_and_default() -> None:
+    from auditor.settings import Settings
+
+    def cluster(**kw: object) -> str:
+        return Settings(**kw).metrics_cluster  # type: ignore[arg-type]
+
+    assert cluster(metadata_service_uri="zk+hierarchical://pulsar-zookeeper:2181/ledgers") == (
+        "pulsar-zookeeper:2181/ledgers"
+    )
+    assert cluster(metadata_service_uri="zk+null://zk-0:2181;zk-1:2181/my-cluster/ledgers") == (
+        "zk-0:2181,zk-1:2181/my-cluster/ledgers"
+    )
+    assert cluster(metadata_service_uri="metadata-store:zk:zk:2181/pulsar") == "zk:2181/pulsar/ledgers"
+    assert cluster(zookeeper={"servers": "zk:2181", "ledgers_root": "/other/ledgers"}) == "zk:2181/other/ledgers"
+    assert cluster(metadata_service_uri="zk://zk:2181/ledgers", metrics={"cluster": "prod-eu"}) == "prod-eu"
+    import pydantic
+    import pytest
+
+    with pytest.raises(pydantic.ValidationError, match="must not be empty"):
+        Settings(metrics={"cluster": " "})  # type: ignore[arg-type]
+
+
+def test_a_metric_of_ours_cannot_take_the_cluster_label() -> None:
+    import pytest
+    from prometheus_client import Gauge
+
+    m = AuditorMetrics(cluster=CLUSTER)
+    Gauge("bk_auditor_bad", "defines cluster itself", ["cluster"], registry=m._metrics).labels("other").set(1)
+    with pytest.raises(ValueError, match="reserved"):
+        m.exposition()

@@ -18,7 +18,7 @@ from auditor.logging import configure_logging
 
 
 def sample(m: AuditorMetrics, name: str, **labels: str) -> float | None:
-    return m.registry.get_sample_value(name, labels)
+    return m.registry.get_sample_value(name, {"cluster": m.cluster, **labels})
 
 
 def test_backoff_is_exponential_bounded_and_jittered() -> None:
@@ -35,7 +35,7 @@ def test_backoff_is_exponential_bounded_and_jittered() -> None:
 
 
 async def test_a_failing_task_is_restarted_alone_with_backoff_and_is_visible() -> None:
-    metrics = AuditorMetrics(CollectorRegistry())
+    metrics = AuditorMetrics(CollectorRegistry(), cluster="zk:2181/ledgers")
     board = TaskBoard()
     board.register("scrutiny")
     slept: list[float] = []
@@ -92,7 +92,7 @@ async def test_a_failing_task_is_restarted_alone_with_backoff_and_is_visible() -
 
 
 async def test_while_waiting_to_restart_the_task_shows_failed_with_its_error() -> None:
-    metrics = AuditorMetrics(CollectorRegistry())
+    metrics = AuditorMetrics(CollectorRegistry(), cluster="zk:2181/ledgers")
     board = TaskBoard()
     board.register("open")
     sup = Supervisor(metrics=metrics, board=board, backoff=Backoff(initial=30.0, jitter=0.0))
@@ -135,7 +135,7 @@ async def test_a_task_that_ran_long_enough_starts_its_backoff_over() -> None:
 
 
 async def test_fired_tasks_are_kept_and_their_failures_logged_and_counted() -> None:
-    metrics = AuditorMetrics(CollectorRegistry())
+    metrics = AuditorMetrics(CollectorRegistry(), cluster="zk:2181/ledgers")
     sup = Supervisor(metrics=metrics)
     gate = asyncio.Event()
     done: list[str] = []
