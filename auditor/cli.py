@@ -20,6 +20,7 @@ import os
 import sys
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
@@ -550,7 +551,35 @@ AdminOpt = Annotated[
         show_default=False,
     ),
 ]
-TlsCaOpt = Annotated[Path | None, typer.Option("--tls-ca", help="CA certificate when the admin API uses TLS.")]
+# The admin client's TLS material: flags, else these environment variables (the chart sets them in the
+# pod, so `kubectl exec ... bk-auditor status` authenticates like any named client).
+ENV_ADMIN_TLS_CA = "BKAUDIT_ADMIN_TLS_CA"
+ENV_ADMIN_TLS_CERT = "BKAUDIT_ADMIN_TLS_CERT"
+ENV_ADMIN_TLS_KEY = "BKAUDIT_ADMIN_TLS_KEY"
+ENV_ADMIN_TLS_SERVER_NAME = "BKAUDIT_ADMIN_TLS_SERVER_NAME"
+TlsCaOpt = Annotated[
+    Path | None,
+    typer.Option("--tls-ca", envvar=ENV_ADMIN_TLS_CA, help="CA certificate of the admin API's TLS certificate (PEM)."),
+]
+TlsCertOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--tls-cert",
+        envvar=ENV_ADMIN_TLS_CERT,
+        help="Client certificate (PEM) when the admin API requires one (admin.tls_client_ca).",
+    ),
+]
+TlsKeyOpt = Annotated[
+    Path | None, typer.Option("--tls-key", envvar=ENV_ADMIN_TLS_KEY, help="The client certificate's key (PEM).")
+]
+TlsServerNameOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--tls-server-name",
+        envvar=ENV_ADMIN_TLS_SERVER_NAME,
+        help="Name to check the server's certificate against, when it differs from the --admin host.",
+    ),
+]
 TimeoutOpt = Annotated[float, typer.Option("--timeout", help="Seconds to wait for the daemon.")]
 FormatOpt = Annotated[str, typer.Option("--format", help="table|json")]
 
@@ -589,19 +618,33 @@ def _checked_admin(address: str, source: str) -> str:
     return address.strip()
 
 
-def _client_call(
-    admin: str | None, tls_ca: Path | None, timeout: float, call: Callable[[AdminClient], Awaitable[T]]
-) -> T:
+@dataclass(frozen=True)
+class _ClientTls:
+    ca: Path | None = None
+    cert: Path | None = None
+    key: Path | None = None
+    server_name: str | None = None
+
+
+def _client_call(admin: str | None, tls: _ClientTls, timeout: float, call: Callable[[AdminClient], Awaitable[T]]) -> T:
     from auditor.admin.client import AdminClient
 
     admin = _admin_address(admin)
 
     async def go() -> T:
-        async with AdminClient(admin, timeout=timeout, tls_ca=tls_ca) as client:
+        async with AdminClient(
+            admin,
+            timeout=timeout,
+            tls_ca=tls.ca,
+            tls_cert=tls.cert,
+            tls_key=tls.key,
+            tls_server_name=tls.server_name,
+        ) as client:
             return await call(client)
 
-    if tls_ca is not None and not tls_ca.is_file():
-        _fail(f"--tls-ca {tls_ca}: no such file")
+    for flag, path in (("--tls-ca", tls.ca), ("--tls-cert", tls.cert), ("--tls-key", tls.key)):
+        if path is not None and not path.is_file():
+            _fail(f"{flag} {path}: no such file")
     with _exit_on_error():
         return asyncio.run(go())
 
@@ -646,11 +689,17 @@ def _opt(msg: Message, name: str) -> Any:
 
 @app.command()
 def status(
-    admin: AdminOpt = None, fmt: FormatOpt = "table", tls_ca: TlsCaOpt = None, timeout: TimeoutOpt = 10.0
+    admin: AdminOpt = None,
+    fmt: FormatOpt = "table",
+    tls_ca: TlsCaOpt = None,
+    tls_cert: TlsCertOpt = None,
+    tls_key: TlsKeyOpt = None,
+    tls_server_name: TlsServerNameOpt = None,
+    timeout: TimeoutOpt = 10.0,
 ) -> None:
     """Leader, pause state, tasks with progress and ETA, re-check queue, finding counts."""
     _check_format(fmt)
-    resp = _client_call(admin, tls_ca, timeout, lambda c: c.status())
+    resp = _client_call(admin, _ClientTls(tls_ca, tls_cert, tls_key, tls_server_name), timeout, lambda c: c.status())
     if fmt == "json":
         typer.echo(json.dumps(_msg_dict(resp), indent=2, sort_keys=True))
         return
@@ -732,6 +781,9 @@ def findings(
     include_resolved: Annotated[bool, typer.Option("--include-resolved")] = False,
     fmt: FormatOpt = "table",
     tls_ca: TlsCaOpt = None,
+    tls_cert: TlsCertOpt = None,
+    tls_key: TlsKeyOpt = None,
+    tls_server_name: TlsServerNameOpt = None,
     timeout: TimeoutOpt = 10.0,
 ) -> None:
     """List the daemon's findings, most severe first."""
@@ -740,7 +792,7 @@ def findings(
         ledger = _validate_ledger(ledger)
     resp = _client_call(
         admin,
-        tls_ca,
+        _ClientTls(tls_ca, tls_cert, tls_key, tls_server_name),
         timeout,
         lambda c: c.findings(
             category=category, ledger=ledger, bookie=bookie, limit=limit, include_resolved=include_resolved
@@ -769,12 +821,17 @@ def explain(
     admin: AdminOpt = None,
     fmt: FormatOpt = "table",
     tls_ca: TlsCaOpt = None,
+    tls_cert: TlsCertOpt = None,
+    tls_key: TlsKeyOpt = None,
+    tls_server_name: TlsServerNameOpt = None,
     timeout: TimeoutOpt = 30.0,
 ) -> None:
     """Why is a ledger flagged? Metadata, expected vs actual copies per bookie per segment, findings."""
     _check_format(fmt)
     ledger = _validate_ledger(ledger)
-    resp = _client_call(admin, tls_ca, timeout, lambda c: c.explain(ledger))
+    resp = _client_call(
+        admin, _ClientTls(tls_ca, tls_cert, tls_key, tls_server_name), timeout, lambda c: c.explain(ledger)
+    )
     if fmt == "json":
         out = _msg_dict(resp)
         out["findings"] = [_finding_json(f) for f in resp.findings]
@@ -831,10 +888,15 @@ def trigger(
     check_name: Annotated[str, typer.Argument(metavar="CHECK", help="A task name from `status`.")],
     admin: AdminOpt = None,
     tls_ca: TlsCaOpt = None,
+    tls_cert: TlsCertOpt = None,
+    tls_key: TlsKeyOpt = None,
+    tls_server_name: TlsServerNameOpt = None,
     timeout: TimeoutOpt = 10.0,
 ) -> None:
     """Run a check now (on the leader)."""
-    resp = _client_call(admin, tls_ca, timeout, lambda c: c.trigger(check_name))
+    resp = _client_call(
+        admin, _ClientTls(tls_ca, tls_cert, tls_key, tls_server_name), timeout, lambda c: c.trigger(check_name)
+    )
     typer.echo(resp.message or (f"{check_name} triggered" if resp.accepted else f"{check_name} not triggered"))
 
 
@@ -843,17 +905,29 @@ def pause(
     admin: AdminOpt = None,
     reason: Annotated[str, typer.Option("--reason", help="Shown in status and logs.")] = "",
     tls_ca: TlsCaOpt = None,
+    tls_cert: TlsCertOpt = None,
+    tls_key: TlsKeyOpt = None,
+    tls_server_name: TlsServerNameOpt = None,
     timeout: TimeoutOpt = 10.0,
 ) -> None:
     """Pause all checks (running ones stop at their next unit of work)."""
-    resp = _client_call(admin, tls_ca, timeout, lambda c: c.pause(reason))
+    resp = _client_call(
+        admin, _ClientTls(tls_ca, tls_cert, tls_key, tls_server_name), timeout, lambda c: c.pause(reason)
+    )
     typer.echo("paused" if resp.changed else "already paused (reason updated)")
 
 
 @app.command()
-def resume(admin: AdminOpt = None, tls_ca: TlsCaOpt = None, timeout: TimeoutOpt = 10.0) -> None:
+def resume(
+    admin: AdminOpt = None,
+    tls_ca: TlsCaOpt = None,
+    tls_cert: TlsCertOpt = None,
+    tls_key: TlsKeyOpt = None,
+    tls_server_name: TlsServerNameOpt = None,
+    timeout: TimeoutOpt = 10.0,
+) -> None:
     """Resume checks after a pause."""
-    resp = _client_call(admin, tls_ca, timeout, lambda c: c.resume())
+    resp = _client_call(admin, _ClientTls(tls_ca, tls_cert, tls_key, tls_server_name), timeout, lambda c: c.resume())
     typer.echo("resumed" if resp.changed else "was not paused")
 
 
@@ -862,10 +936,15 @@ def health(
     admin: AdminOpt = None,
     service: Annotated[str, typer.Option("--service", help="'', liveness, readiness or leader.")] = "",
     tls_ca: TlsCaOpt = None,
+    tls_cert: TlsCertOpt = None,
+    tls_key: TlsKeyOpt = None,
+    tls_server_name: TlsServerNameOpt = None,
     timeout: TimeoutOpt = 5.0,
 ) -> None:
     """Probe a health status (exit 0 when SERVING, 1 otherwise): an exec-probe fallback for old kubelets."""
-    state = _client_call(admin, tls_ca, timeout, lambda c: c.health(service))
+    state = _client_call(
+        admin, _ClientTls(tls_ca, tls_cert, tls_key, tls_server_name), timeout, lambda c: c.health(service)
+    )
     typer.echo(state)
     raise typer.Exit(0 if state == "SERVING" else 1)
 
