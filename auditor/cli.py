@@ -608,6 +608,7 @@ def _checked_admin(address: str, source: str) -> str:
     """host:port or [v6]:port with a port 1..65535, else exit 2 naming where it came from (gRPC would
     otherwise take a bare host as port 443, and a typo would show up only as "unreachable")."""
     from auditor.settings import parse_bind
+    from auditor.settings.values import grpc_target
 
     try:
         _, port = parse_bind(address)
@@ -615,7 +616,7 @@ def _checked_admin(address: str, source: str) -> str:
         _fail(f"{source}: {exc}")
     if port == 0:
         _fail(f"{source}: the port must be 1..65535, got 0")
-    return address.strip()
+    return grpc_target(address)  # an IPv6 pod IP without brackets ($(POD_IP):7979) gets them
 
 
 @dataclass(frozen=True)
