@@ -209,6 +209,7 @@ EXPECTED_KINDS = {
         "ConfigMap",
         "Service",
         "StatefulSet",
+        "NetworkPolicy",
         "PodDisruptionBudget",
         "PodMonitor",
         "PrometheusRule",
@@ -218,16 +219,18 @@ EXPECTED_KINDS = {
         "ConfigMap",
         "Service",
         "StatefulSet",
+        "NetworkPolicy",
         "PodDisruptionBudget",
         "PodMonitor",
         "PrometheusRule",
     },
-    "minimal": {"ConfigMap", "Service", "StatefulSet"},
+    "minimal": {"ConfigMap", "Service", "StatefulSet", "NetworkPolicy"},
     "exec-probes": {
         "ServiceAccount",
         "ConfigMap",
         "Service",
         "StatefulSet",
+        "NetworkPolicy",
         "PodDisruptionBudget",
         "PodMonitor",
         "PrometheusRule",
@@ -237,11 +240,14 @@ EXPECTED_KINDS = {
         "ConfigMap",
         "Service",
         "StatefulSet",
+        "NetworkPolicy",
         "PodDisruptionBudget",
         "VMPodScrape",
         "VMRule",
     },
 }
+# admin TLS and the rest of the security values add no kinds of objects (Secrets are the user's)
+EXPECTED_KINDS["admin-tls"] = EXPECTED_KINDS["secured"] = EXPECTED_KINDS["default"]
 
 
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
@@ -306,7 +312,7 @@ def test_plain_manifests_are_the_chart_rendered() -> None:
 def test_plain_manifests_validate_against_kubernetes() -> None:
     docs = plain_docs()
     assert {d["kind"] for d in docs} == EXPECTED_KINDS["default"]
-    assert len(docs) == 8  # two Services
+    assert len(docs) == 9  # two Services
     for version in K8S_VERSIONS:
         for doc in docs:
             validate_object(doc, version)
@@ -339,8 +345,11 @@ def test_plain_statefulset_matches_the_brief() -> None:
     assert c["livenessProbe"]["grpc"] == {"port": 7979, "service": "liveness"}
     assert c["readinessProbe"]["grpc"] == {"port": 7979, "service": "readiness"}
     assert one(docs, "PodDisruptionBudget")["spec"]["maxUnavailable"] == 1
+    # the admin API listens on the pod IP (downward API), not on every interface
+    assert env["POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
+    assert env["BKAUDIT_ADMIN__BIND"]["value"] == "$(POD_IP):7979"
     config = yaml.safe_load(one(docs, "ConfigMap")["data"]["config.yaml"])
-    assert config["admin"]["bind"] == "0.0.0.0:7979"
+    assert "admin" not in config
     assert config["metrics"]["bind"] == "0.0.0.0:8000"
     assert config["log"]["format"] == "json"
     assert config["metadata_service_uri"] == "zk+hierarchical://zookeeper:2181/ledgers"
