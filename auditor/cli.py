@@ -627,6 +627,33 @@ class _ClientTls:
     server_name: str | None = None
 
 
+_NO_TLS = _ClientTls()
+_TLS_OPTIONS: tuple[tuple[str, Any], ...] = (
+    ("tls_ca", TlsCaOpt),
+    ("tls_cert", TlsCertOpt),
+    ("tls_key", TlsKeyOpt),
+    ("tls_server_name", TlsServerNameOpt),
+)
+
+
+def _with_client_tls(fn: Callable[..., T]) -> Callable[..., T]:
+    """Give an admin-client command the --tls-* options (or their BKAUDIT_ADMIN_TLS_* variables), handed to
+    it as one `tls` argument: one definition for every command instead of four parameters in each."""
+    sig = inspect.signature(fn, eval_str=True)
+    params = [p for p in sig.parameters.values() if p.name != "tls"]
+    params += [
+        inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=a) for n, a in _TLS_OPTIONS
+    ]
+
+    @functools.wraps(fn)
+    def command(*args: Any, **kwargs: Any) -> T:
+        return fn(*args, tls=_ClientTls(*(kwargs.pop(n) for n, _ in _TLS_OPTIONS)), **kwargs)
+
+    command.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
+    command.__annotations__ = {p.name: p.annotation for p in params} | {"return": sig.return_annotation}
+    return command
+
+
 def _client_call(admin: str | None, tls: _ClientTls, timeout: float, call: Callable[[AdminClient], Awaitable[T]]) -> T:
     from auditor.admin.client import AdminClient
 
@@ -689,18 +716,16 @@ def _opt(msg: Message, name: str) -> Any:
 
 
 @app.command()
+@_with_client_tls
 def status(
     admin: AdminOpt = None,
     fmt: FormatOpt = "table",
-    tls_ca: TlsCaOpt = None,
-    tls_cert: TlsCertOpt = None,
-    tls_key: TlsKeyOpt = None,
-    tls_server_name: TlsServerNameOpt = None,
+    tls: _ClientTls = _NO_TLS,
     timeout: TimeoutOpt = 10.0,
 ) -> None:
     """Leader, pause state, tasks with progress and ETA, re-check queue, finding counts."""
     _check_format(fmt)
-    resp = _client_call(admin, _ClientTls(tls_ca, tls_cert, tls_key, tls_server_name), timeout, lambda c: c.status())
+    resp = _client_call(admin, tls, timeout, lambda c: c.status())
     if fmt == "json":
         typer.echo(json.dumps(_msg_dict(resp), indent=2, sort_keys=True))
         return
@@ -771,6 +796,7 @@ def _findings_table(findings: Iterable[admin_pb2.Finding]) -> str:
 
 
 @app.command()
+@_with_client_tls
 def findings(
     admin: AdminOpt = None,
     category: Annotated[
@@ -781,10 +807,7 @@ def findings(
     limit: Annotated[int, typer.Option("--limit", min=0, help="At most this many (0 = server default).")] = 0,
     include_resolved: Annotated[bool, typer.Option("--include-resolved")] = False,
     fmt: FormatOpt = "table",
-    tls_ca: TlsCaOpt = None,
-    tls_cert: TlsCertOpt = None,
-    tls_key: TlsKeyOpt = None,
-    tls_server_name: TlsServerNameOpt = None,
+    tls: _ClientTls = _NO_TLS,
     timeout: TimeoutOpt = 10.0,
 ) -> None:
     """List the daemon's findings, most severe first."""
@@ -793,7 +816,7 @@ def findings(
         ledger = _validate_ledger(ledger)
     resp = _client_call(
         admin,
-        _ClientTls(tls_ca, tls_cert, tls_key, tls_server_name),
+        tls,
         timeout,
         lambda c: c.findings(
             category=category, ledger=ledger, bookie=bookie, limit=limit, include_resolved=include_resolved
@@ -817,22 +840,18 @@ def findings(
 
 
 @app.command()
+@_with_client_tls
 def explain(
     ledger: Annotated[str, typer.Argument(help="Decimal ledger id, scope:ledger, or 32-hex qualified name.")],
     admin: AdminOpt = None,
     fmt: FormatOpt = "table",
-    tls_ca: TlsCaOpt = None,
-    tls_cert: TlsCertOpt = None,
-    tls_key: TlsKeyOpt = None,
-    tls_server_name: TlsServerNameOpt = None,
+    tls: _ClientTls = _NO_TLS,
     timeout: TimeoutOpt = 30.0,
 ) -> None:
     """Why is a ledger flagged? Metadata, expected vs actual copies per bookie per segment, findings."""
     _check_format(fmt)
     ledger = _validate_ledger(ledger)
-    resp = _client_call(
-        admin, _ClientTls(tls_ca, tls_cert, tls_key, tls_server_name), timeout, lambda c: c.explain(ledger)
-    )
+    resp = _client_call(admin, tls, timeout, lambda c: c.explain(ledger))
     if fmt == "json":
         out = _msg_dict(resp)
         out["findings"] = [_finding_json(f) for f in resp.findings]
@@ -885,67 +904,53 @@ def _explain_text(resp: admin_pb2.ExplainLedgerResponse) -> str:
 
 
 @app.command()
+@_with_client_tls
 def trigger(
     check_name: Annotated[str, typer.Argument(metavar="CHECK", help="A task name from `status`.")],
     admin: AdminOpt = None,
-    tls_ca: TlsCaOpt = None,
-    tls_cert: TlsCertOpt = None,
-    tls_key: TlsKeyOpt = None,
-    tls_server_name: TlsServerNameOpt = None,
+    tls: _ClientTls = _NO_TLS,
     timeout: TimeoutOpt = 10.0,
 ) -> None:
     """Run a check now (on the leader)."""
-    resp = _client_call(
-        admin, _ClientTls(tls_ca, tls_cert, tls_key, tls_server_name), timeout, lambda c: c.trigger(check_name)
-    )
+    resp = _client_call(admin, tls, timeout, lambda c: c.trigger(check_name))
     typer.echo(resp.message or (f"{check_name} triggered" if resp.accepted else f"{check_name} not triggered"))
 
 
 @app.command()
+@_with_client_tls
 def pause(
     admin: AdminOpt = None,
     reason: Annotated[str, typer.Option("--reason", help="Shown in status and logs.")] = "",
-    tls_ca: TlsCaOpt = None,
-    tls_cert: TlsCertOpt = None,
-    tls_key: TlsKeyOpt = None,
-    tls_server_name: TlsServerNameOpt = None,
+    tls: _ClientTls = _NO_TLS,
     timeout: TimeoutOpt = 10.0,
 ) -> None:
     """Pause all checks (running ones stop at their next unit of work)."""
-    resp = _client_call(
-        admin, _ClientTls(tls_ca, tls_cert, tls_key, tls_server_name), timeout, lambda c: c.pause(reason)
-    )
+    resp = _client_call(admin, tls, timeout, lambda c: c.pause(reason))
     typer.echo("paused" if resp.changed else "already paused (reason updated)")
 
 
 @app.command()
+@_with_client_tls
 def resume(
     admin: AdminOpt = None,
-    tls_ca: TlsCaOpt = None,
-    tls_cert: TlsCertOpt = None,
-    tls_key: TlsKeyOpt = None,
-    tls_server_name: TlsServerNameOpt = None,
+    tls: _ClientTls = _NO_TLS,
     timeout: TimeoutOpt = 10.0,
 ) -> None:
     """Resume checks after a pause."""
-    resp = _client_call(admin, _ClientTls(tls_ca, tls_cert, tls_key, tls_server_name), timeout, lambda c: c.resume())
+    resp = _client_call(admin, tls, timeout, lambda c: c.resume())
     typer.echo("resumed" if resp.changed else "was not paused")
 
 
 @app.command()
+@_with_client_tls
 def health(
     admin: AdminOpt = None,
     service: Annotated[str, typer.Option("--service", help="'', liveness, readiness or leader.")] = "",
-    tls_ca: TlsCaOpt = None,
-    tls_cert: TlsCertOpt = None,
-    tls_key: TlsKeyOpt = None,
-    tls_server_name: TlsServerNameOpt = None,
+    tls: _ClientTls = _NO_TLS,
     timeout: TimeoutOpt = 5.0,
 ) -> None:
     """Probe a health status (exit 0 when SERVING, 1 otherwise): an exec-probe fallback for old kubelets."""
-    state = _client_call(
-        admin, _ClientTls(tls_ca, tls_cert, tls_key, tls_server_name), timeout, lambda c: c.health(service)
-    )
+    state = _client_call(admin, tls, timeout, lambda c: c.health(service))
     typer.echo(state)
     raise typer.Exit(0 if state == "SERVING" else 1)
 

@@ -30,11 +30,7 @@ from tests.tlscerts import CertAuthority, Issued
 BIN = Path(sys.executable).with_name("bk-auditor")
 
 
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for key in list(os.environ):
-        if key.upper().startswith("BKAUDIT_"):
-            monkeypatch.delenv(key)
+pytestmark = pytest.mark.usefixtures("no_bkaudit_env")
 
 
 @dataclass

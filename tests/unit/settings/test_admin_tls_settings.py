@@ -2,19 +2,13 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
 from auditor.settings import ConfigError, load_settings
 
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for key in list(os.environ):
-        if key.upper().startswith("BKAUDIT_"):
-            monkeypatch.delenv(key)
+pytestmark = pytest.mark.usefixtures("no_bkaudit_env")
 
 
 def _problems(tmp_path: Path, admin: str) -> list[str]:

@@ -20,14 +20,7 @@ from auditor.settings import (
 )
 from auditor.settings.values import grpc_target
 
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    import os
-
-    for key in list(os.environ):
-        if key.upper().startswith("BKAUDIT_"):
-            monkeypatch.delenv(key)
+pytestmark = pytest.mark.usefixtures("no_bkaudit_env")
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:
