@@ -29,6 +29,7 @@ import typer
 
 from auditor import __version__
 from auditor.checks.names import checks_help
+from auditor.clientenv import ENV_CLI_TLS_CA, ENV_CLI_TLS_CERT, ENV_CLI_TLS_KEY, ENV_CLI_TLS_SERVER_NAME
 from auditor.durability.findings import Category
 from auditor.errors import AdminError, BookieError, ConfigError, DataError, MetadataError, error_line
 
@@ -553,30 +554,26 @@ AdminOpt = Annotated[
 ]
 # The admin client's TLS material: flags, else these environment variables (the chart sets them in the
 # pod, so `kubectl exec ... bk-auditor status` authenticates like any named client).
-ENV_ADMIN_TLS_CA = "BKAUDIT_ADMIN_TLS_CA"
-ENV_ADMIN_TLS_CERT = "BKAUDIT_ADMIN_TLS_CERT"
-ENV_ADMIN_TLS_KEY = "BKAUDIT_ADMIN_TLS_KEY"
-ENV_ADMIN_TLS_SERVER_NAME = "BKAUDIT_ADMIN_TLS_SERVER_NAME"
 TlsCaOpt = Annotated[
     Path | None,
-    typer.Option("--tls-ca", envvar=ENV_ADMIN_TLS_CA, help="CA certificate of the admin API's TLS certificate (PEM)."),
+    typer.Option("--tls-ca", envvar=ENV_CLI_TLS_CA, help="CA certificate of the admin API's TLS certificate (PEM)."),
 ]
 TlsCertOpt = Annotated[
     Path | None,
     typer.Option(
         "--tls-cert",
-        envvar=ENV_ADMIN_TLS_CERT,
+        envvar=ENV_CLI_TLS_CERT,
         help="Client certificate (PEM) when the admin API requires one (admin.tls_client_ca).",
     ),
 ]
 TlsKeyOpt = Annotated[
-    Path | None, typer.Option("--tls-key", envvar=ENV_ADMIN_TLS_KEY, help="The client certificate's key (PEM).")
+    Path | None, typer.Option("--tls-key", envvar=ENV_CLI_TLS_KEY, help="The client certificate's key (PEM).")
 ]
 TlsServerNameOpt = Annotated[
     str | None,
     typer.Option(
         "--tls-server-name",
-        envvar=ENV_ADMIN_TLS_SERVER_NAME,
+        envvar=ENV_CLI_TLS_SERVER_NAME,
         help="Name to check the server's certificate against, when it differs from the --admin host.",
     ),
 ]
@@ -637,7 +634,7 @@ _TLS_OPTIONS: tuple[tuple[str, Any], ...] = (
 
 
 def _with_client_tls(fn: Callable[..., T]) -> Callable[..., T]:
-    """Give an admin-client command the --tls-* options (or their BKAUDIT_ADMIN_TLS_* variables), handed to
+    """Give an admin-client command the --tls-* options (or their variables, auditor.clientenv), handed to
     it as one `tls` argument: one definition for every command instead of four parameters in each."""
     sig = inspect.signature(fn, eval_str=True)
     params = [p for p in sig.parameters.values() if p.name != "tls"]

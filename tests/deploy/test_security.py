@@ -192,7 +192,7 @@ async def test_rendered_probes_and_in_pod_cli_work_against_a_real_tls_admin_serv
     certs = tmp_path / "certs"
     env = {k: v for k, v in os.environ.items() if not k.upper().startswith("BKAUDIT_")}
     env.update(_pod_environment(c, certs))
-    _materialise(certs, CertAuthority(tmp_path / "pki", "ca"), env["BKAUDIT_ADMIN_TLS_SERVER_NAME"], "pulsar-toolset")
+    _materialise(certs, CertAuthority(tmp_path / "pki", "ca"), env["BKAUDIT_CLI_TLS_SERVER_NAME"], "pulsar-toolset")
     cfg = yaml.safe_load(
         one(docs, "ConfigMap", "bk-auditor")["data"]["config.yaml"].replace("/pulsar/certs", str(certs))
     )["admin"]

@@ -115,13 +115,13 @@
 {{- if .Values.tls.admin.enabled }}
 - name: BKAUDIT_ADMIN__PROBE_BIND
   value: "$(POD_IP):{{ .Values.tls.admin.probePort }}"
-- name: BKAUDIT_ADMIN_TLS_CA
+- name: BKAUDIT_CLI_TLS_CA
   value: {{ include "bk-auditor.caFile" . | quote }}
-- name: BKAUDIT_ADMIN_TLS_CERT
+- name: BKAUDIT_CLI_TLS_CERT
   value: "{{ $certs }}/{{ ternary "bk-auditor-client" "bk-auditor" (ne .Values.tls.admin.clientSecretName "") }}/tls.crt"
-- name: BKAUDIT_ADMIN_TLS_KEY
+- name: BKAUDIT_CLI_TLS_KEY
   value: "{{ $certs }}/{{ ternary "bk-auditor-client" "bk-auditor" (ne .Values.tls.admin.clientSecretName "") }}/tls.key"
-- name: BKAUDIT_ADMIN_TLS_SERVER_NAME
+- name: BKAUDIT_CLI_TLS_SERVER_NAME
   value: {{ include "bk-auditor.adminServerName" . | quote }}
 {{- end }}
 {{- end -}}

@@ -132,9 +132,9 @@ async def test_client_tls_material_from_the_environment(serve: Any, pki: Pki) ->
     d = await serve(tls_client_ca=pki.ca.ca_file)
     env = {
         "BKAUDIT_ADMIN_ADDRESS": d.addr,
-        "BKAUDIT_ADMIN_TLS_CA": str(pki.ca.ca_file),
-        "BKAUDIT_ADMIN_TLS_CERT": str(pki.ops.cert),
-        "BKAUDIT_ADMIN_TLS_KEY": str(pki.ops.key),
+        "BKAUDIT_CLI_TLS_CA": str(pki.ca.ca_file),
+        "BKAUDIT_CLI_TLS_CERT": str(pki.ops.cert),
+        "BKAUDIT_CLI_TLS_KEY": str(pki.ops.key),
     }
     r = await cli("pause", env=env)
     assert r.exit_code == 0, r.output
