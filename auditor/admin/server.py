@@ -37,6 +37,7 @@ from auditor.settings.values import parse_bind
 
 from .access import AccessPolicy, Peer
 from .convert import explanation_to_pb, finding_to_pb, status_to_pb
+from .credentials import ServerTls
 from .errors import status_of
 from .models import AdminBackend
 
@@ -236,6 +237,7 @@ class AdminServer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.port: int = 0
         self.probe_port: int | None = None
+        self.tls: ServerTls | None = None
 
     async def start(self) -> int:
         """Start serving; returns the bound port (useful with port 0)."""
@@ -264,24 +266,11 @@ class AdminServer:
         return self.port
 
     def _credentials(self) -> grpc.ServerCredentials | None:
-        """TLS credentials from the PEM files (read once, at start), or None for plaintext."""
+        """TLS credentials from the PEM files (re-read when they change: credentials.py), or None."""
         if self.tls_cert is None or self.tls_key is None:
             return None
-        files = {"admin.tls_key": self.tls_key, "admin.tls_cert": self.tls_cert}
-        if self.tls_client_ca is not None:
-            files["admin.tls_client_ca"] = self.tls_client_ca
-        pem: dict[str, bytes] = {}
-        for name, path in files.items():
-            try:
-                pem[name] = Path(path).read_bytes()  # once, at start (sync method)
-            except OSError as exc:
-                raise OSError(f"admin API: {name} {path}: {exc.strerror or exc}") from None
-        client_ca = pem.get("admin.tls_client_ca")
-        return grpc.ssl_server_credentials(
-            [(pem["admin.tls_key"], pem["admin.tls_cert"])],
-            root_certificates=client_ca,
-            require_client_auth=client_ca is not None,
-        )
+        self.tls = ServerTls(self.tls_cert, self.tls_key, self.tls_client_ca)
+        return self.tls.credentials()
 
     async def set_health(
         self, *, live: bool | None = None, ready: bool | None = None, leader: bool | None = None

@@ -323,3 +323,56 @@ async def test_missing_tls_file_names_the_setting(pki: Pki, tmp_path: Path) -> N
     )
     with pytest.raises(OSError, match=r"admin\.tls_client_ca .*gone\.crt"):
         await server.start()
+
+
+# ------------------------------------------------------------------------------------------ renewal
+
+
+def _replace(dst: Path, src: Path) -> None:
+    """As a Secret volume does: the new content appears at once (written aside, renamed over)."""
+    tmp = dst.with_suffix(".new")
+    tmp.write_bytes(src.read_bytes())
+    os.replace(tmp, dst)
+
+
+async def test_renewed_certificate_and_client_ca_are_served_without_a_restart(
+    serve: Any, pki: Pki, tmp_path: Path
+) -> None:
+    live = tmp_path / "live"
+    live.mkdir()
+    cert, key, client_ca = live / "tls.crt", live / "tls.key", live / "ca.crt"
+    for dst, src in ((cert, pki.server.cert), (key, pki.server.key), (client_ca, pki.ca.ca_file)):
+        _replace(dst, src)
+    d = await serve(tls_cert=cert, tls_key=key, tls_client_ca=client_ca)
+    new_ca = CertAuthority(tmp_path / "new", "new-ca")
+    new_server, new_ops = new_ca.issue("bk-auditor"), new_ca.issue("ops")
+    with_new = creds(pki, new_ops, ca=new_ca.ca_file)
+    r = await cli("status", "--admin", d.addr, *with_new)
+    assert r.exit_code == 2 and "TLS handshake" in one_error_line(r)
+    # cert-manager renews under a new CA: certificate, key and client CA change together
+    for dst, src in ((cert, new_server.cert), (key, new_server.key), (client_ca, new_ca.ca_file)):
+        _replace(dst, src)
+    r = await cli("status", "--admin", d.addr, *with_new)
+    assert r.exit_code == 0, r.output
+    assert d.server.tls is not None and d.server.tls.reloads == 1
+    r = await cli("status", "--admin", d.addr, *creds(pki, pki.ops))  # the old CA is no longer trusted
+    assert r.exit_code == 2
+
+
+async def test_unusable_renewal_keeps_the_previous_certificate(serve: Any, pki: Pki, tmp_path: Path) -> None:
+    live = tmp_path / "live"
+    live.mkdir()
+    cert, key = live / "tls.crt", live / "tls.key"
+    _replace(cert, pki.server.cert)
+    _replace(key, pki.server.key)
+    d = await serve(tls_cert=cert, tls_key=key, tls_client_ca=pki.ca.ca_file)
+    _replace(key, pki.other.key)  # a key that does not go with the certificate
+    r = await cli("status", "--admin", d.addr, *creds(pki, pki.ops))
+    assert r.exit_code == 0, r.output
+    assert d.server.tls is not None and d.server.tls.reloads == 0
+
+
+async def test_key_that_does_not_match_the_certificate_is_refused_at_start(pki: Pki) -> None:
+    server = AdminServer(StateBackend(DaemonState("x")), "127.0.0.1:0", tls_cert=pki.server.cert, tls_key=pki.other.key)
+    with pytest.raises(OSError, match=r"admin\.tls_key .* does not go with admin\.tls_cert"):
+        await server.start()
