@@ -20,6 +20,7 @@ import os
 import sys
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
@@ -28,6 +29,7 @@ import typer
 
 from auditor import __version__
 from auditor.checks.names import checks_help
+from auditor.clientenv import ENV_CLI_TLS_CA, ENV_CLI_TLS_CERT, ENV_CLI_TLS_KEY, ENV_CLI_TLS_SERVER_NAME
 from auditor.durability.findings import Category
 from auditor.errors import AdminError, BookieError, ConfigError, DataError, MetadataError, error_line
 
@@ -550,7 +552,31 @@ AdminOpt = Annotated[
         show_default=False,
     ),
 ]
-TlsCaOpt = Annotated[Path | None, typer.Option("--tls-ca", help="CA certificate when the admin API uses TLS.")]
+# The admin client's TLS material: flags, else these environment variables (the chart sets them in the
+# pod, so `kubectl exec ... bk-auditor status` authenticates like any named client).
+TlsCaOpt = Annotated[
+    Path | None,
+    typer.Option("--tls-ca", envvar=ENV_CLI_TLS_CA, help="CA certificate of the admin API's TLS certificate (PEM)."),
+]
+TlsCertOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--tls-cert",
+        envvar=ENV_CLI_TLS_CERT,
+        help="Client certificate (PEM) when the admin API requires one (admin.tls_client_ca).",
+    ),
+]
+TlsKeyOpt = Annotated[
+    Path | None, typer.Option("--tls-key", envvar=ENV_CLI_TLS_KEY, help="The client certificate's key (PEM).")
+]
+TlsServerNameOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--tls-server-name",
+        envvar=ENV_CLI_TLS_SERVER_NAME,
+        help="Name to check the server's certificate against, when it differs from the --admin host.",
+    ),
+]
 TimeoutOpt = Annotated[float, typer.Option("--timeout", help="Seconds to wait for the daemon.")]
 FormatOpt = Annotated[str, typer.Option("--format", help="table|json")]
 
@@ -579,6 +605,7 @@ def _checked_admin(address: str, source: str) -> str:
     """host:port or [v6]:port with a port 1..65535, else exit 2 naming where it came from (gRPC would
     otherwise take a bare host as port 443, and a typo would show up only as "unreachable")."""
     from auditor.settings import parse_bind
+    from auditor.settings.values import grpc_target
 
     try:
         _, port = parse_bind(address)
@@ -586,22 +613,63 @@ def _checked_admin(address: str, source: str) -> str:
         _fail(f"{source}: {exc}")
     if port == 0:
         _fail(f"{source}: the port must be 1..65535, got 0")
-    return address.strip()
+    return grpc_target(address)  # an IPv6 pod IP without brackets ($(POD_IP):7979) gets them
 
 
-def _client_call(
-    admin: str | None, tls_ca: Path | None, timeout: float, call: Callable[[AdminClient], Awaitable[T]]
-) -> T:
+@dataclass(frozen=True)
+class _ClientTls:
+    ca: Path | None = None
+    cert: Path | None = None
+    key: Path | None = None
+    server_name: str | None = None
+
+
+_NO_TLS = _ClientTls()
+_TLS_OPTIONS: tuple[tuple[str, Any], ...] = (
+    ("tls_ca", TlsCaOpt),
+    ("tls_cert", TlsCertOpt),
+    ("tls_key", TlsKeyOpt),
+    ("tls_server_name", TlsServerNameOpt),
+)
+
+
+def _with_client_tls(fn: Callable[..., T]) -> Callable[..., T]:
+    """Give an admin-client command the --tls-* options (or their variables, auditor.clientenv), handed to
+    it as one `tls` argument: one definition for every command instead of four parameters in each."""
+    sig = inspect.signature(fn, eval_str=True)
+    params = [p for p in sig.parameters.values() if p.name != "tls"]
+    params += [
+        inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=a) for n, a in _TLS_OPTIONS
+    ]
+
+    @functools.wraps(fn)
+    def command(*args: Any, **kwargs: Any) -> T:
+        return fn(*args, tls=_ClientTls(*(kwargs.pop(n) for n, _ in _TLS_OPTIONS)), **kwargs)
+
+    command.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
+    command.__annotations__ = {p.name: p.annotation for p in params} | {"return": sig.return_annotation}
+    return command
+
+
+def _client_call(admin: str | None, tls: _ClientTls, timeout: float, call: Callable[[AdminClient], Awaitable[T]]) -> T:
     from auditor.admin.client import AdminClient
 
     admin = _admin_address(admin)
 
     async def go() -> T:
-        async with AdminClient(admin, timeout=timeout, tls_ca=tls_ca) as client:
+        async with AdminClient(
+            admin,
+            timeout=timeout,
+            tls_ca=tls.ca,
+            tls_cert=tls.cert,
+            tls_key=tls.key,
+            tls_server_name=tls.server_name,
+        ) as client:
             return await call(client)
 
-    if tls_ca is not None and not tls_ca.is_file():
-        _fail(f"--tls-ca {tls_ca}: no such file")
+    for flag, path in (("--tls-ca", tls.ca), ("--tls-cert", tls.cert), ("--tls-key", tls.key)):
+        if path is not None and not path.is_file():
+            _fail(f"{flag} {path}: no such file")
     with _exit_on_error():
         return asyncio.run(go())
 
@@ -645,12 +713,16 @@ def _opt(msg: Message, name: str) -> Any:
 
 
 @app.command()
+@_with_client_tls
 def status(
-    admin: AdminOpt = None, fmt: FormatOpt = "table", tls_ca: TlsCaOpt = None, timeout: TimeoutOpt = 10.0
+    admin: AdminOpt = None,
+    fmt: FormatOpt = "table",
+    tls: _ClientTls = _NO_TLS,
+    timeout: TimeoutOpt = 10.0,
 ) -> None:
     """Leader, pause state, tasks with progress and ETA, re-check queue, finding counts."""
     _check_format(fmt)
-    resp = _client_call(admin, tls_ca, timeout, lambda c: c.status())
+    resp = _client_call(admin, tls, timeout, lambda c: c.status())
     if fmt == "json":
         typer.echo(json.dumps(_msg_dict(resp), indent=2, sort_keys=True))
         return
@@ -721,6 +793,7 @@ def _findings_table(findings: Iterable[admin_pb2.Finding]) -> str:
 
 
 @app.command()
+@_with_client_tls
 def findings(
     admin: AdminOpt = None,
     category: Annotated[
@@ -731,7 +804,7 @@ def findings(
     limit: Annotated[int, typer.Option("--limit", min=0, help="At most this many (0 = server default).")] = 0,
     include_resolved: Annotated[bool, typer.Option("--include-resolved")] = False,
     fmt: FormatOpt = "table",
-    tls_ca: TlsCaOpt = None,
+    tls: _ClientTls = _NO_TLS,
     timeout: TimeoutOpt = 10.0,
 ) -> None:
     """List the daemon's findings, most severe first."""
@@ -740,7 +813,7 @@ def findings(
         ledger = _validate_ledger(ledger)
     resp = _client_call(
         admin,
-        tls_ca,
+        tls,
         timeout,
         lambda c: c.findings(
             category=category, ledger=ledger, bookie=bookie, limit=limit, include_resolved=include_resolved
@@ -764,17 +837,18 @@ def findings(
 
 
 @app.command()
+@_with_client_tls
 def explain(
     ledger: Annotated[str, typer.Argument(help="Decimal ledger id, scope:ledger, or 32-hex qualified name.")],
     admin: AdminOpt = None,
     fmt: FormatOpt = "table",
-    tls_ca: TlsCaOpt = None,
+    tls: _ClientTls = _NO_TLS,
     timeout: TimeoutOpt = 30.0,
 ) -> None:
     """Why is a ledger flagged? Metadata, expected vs actual copies per bookie per segment, findings."""
     _check_format(fmt)
     ledger = _validate_ledger(ledger)
-    resp = _client_call(admin, tls_ca, timeout, lambda c: c.explain(ledger))
+    resp = _client_call(admin, tls, timeout, lambda c: c.explain(ledger))
     if fmt == "json":
         out = _msg_dict(resp)
         out["findings"] = [_finding_json(f) for f in resp.findings]
@@ -827,45 +901,53 @@ def _explain_text(resp: admin_pb2.ExplainLedgerResponse) -> str:
 
 
 @app.command()
+@_with_client_tls
 def trigger(
     check_name: Annotated[str, typer.Argument(metavar="CHECK", help="A task name from `status`.")],
     admin: AdminOpt = None,
-    tls_ca: TlsCaOpt = None,
+    tls: _ClientTls = _NO_TLS,
     timeout: TimeoutOpt = 10.0,
 ) -> None:
     """Run a check now (on the leader)."""
-    resp = _client_call(admin, tls_ca, timeout, lambda c: c.trigger(check_name))
+    resp = _client_call(admin, tls, timeout, lambda c: c.trigger(check_name))
     typer.echo(resp.message or (f"{check_name} triggered" if resp.accepted else f"{check_name} not triggered"))
 
 
 @app.command()
+@_with_client_tls
 def pause(
     admin: AdminOpt = None,
     reason: Annotated[str, typer.Option("--reason", help="Shown in status and logs.")] = "",
-    tls_ca: TlsCaOpt = None,
+    tls: _ClientTls = _NO_TLS,
     timeout: TimeoutOpt = 10.0,
 ) -> None:
     """Pause all checks (running ones stop at their next unit of work)."""
-    resp = _client_call(admin, tls_ca, timeout, lambda c: c.pause(reason))
+    resp = _client_call(admin, tls, timeout, lambda c: c.pause(reason))
     typer.echo("paused" if resp.changed else "already paused (reason updated)")
 
 
 @app.command()
-def resume(admin: AdminOpt = None, tls_ca: TlsCaOpt = None, timeout: TimeoutOpt = 10.0) -> None:
+@_with_client_tls
+def resume(
+    admin: AdminOpt = None,
+    tls: _ClientTls = _NO_TLS,
+    timeout: TimeoutOpt = 10.0,
+) -> None:
     """Resume checks after a pause."""
-    resp = _client_call(admin, tls_ca, timeout, lambda c: c.resume())
+    resp = _client_call(admin, tls, timeout, lambda c: c.resume())
     typer.echo("resumed" if resp.changed else "was not paused")
 
 
 @app.command()
+@_with_client_tls
 def health(
     admin: AdminOpt = None,
     service: Annotated[str, typer.Option("--service", help="'', liveness, readiness or leader.")] = "",
-    tls_ca: TlsCaOpt = None,
+    tls: _ClientTls = _NO_TLS,
     timeout: TimeoutOpt = 5.0,
 ) -> None:
     """Probe a health status (exit 0 when SERVING, 1 otherwise): an exec-probe fallback for old kubelets."""
-    state = _client_call(admin, tls_ca, timeout, lambda c: c.health(service))
+    state = _client_call(admin, tls, timeout, lambda c: c.health(service))
     typer.echo(state)
     raise typer.Exit(0 if state == "SERVING" else 1)
 

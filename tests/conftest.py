@@ -39,3 +39,12 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
             print(f"\nreal-cluster logs kept in {c.logs_dir}")
         else:
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+@pytest.fixture
+def no_bkaudit_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No BKAUDIT_* variable of the calling shell leaks into the test (settings, the CLI's admin address and
+    TLS material). Modules use it with `pytestmark = pytest.mark.usefixtures("no_bkaudit_env")`."""
+    for key in list(os.environ):
+        if key.upper().startswith("BKAUDIT_"):
+            monkeypatch.delenv(key)

@@ -25,15 +25,41 @@ class AdminClientError(AdminError):
         self.code = code
 
 
-class AdminClient:
-    """Async client of the admin API (used by the CLI). Use as `async with AdminClient(addr) as c:`."""
+# What gRPC says when the TLS handshake fails (wrong CA either way, or a server that requires a client
+# certificate closing the connection on a client without one).
+_HANDSHAKE_SIGNS = ("handshake", "ssl", "certificate", "socket closed", "verification")
 
-    def __init__(self, target: str, *, timeout: float = 10.0, tls_ca: Path | None = None) -> None:
+
+class AdminClient:
+    """Async client of the admin API (used by the CLI). Use as `async with AdminClient(addr) as c:`.
+
+    TLS when given `tls_ca` (the CA of the server's certificate) or a client certificate; `tls_cert` +
+    `tls_key` authenticate this client (mutual TLS); `tls_server_name` is the name checked against the
+    server's certificate when it differs from the address dialled (e.g. a pod IP)."""
+
+    def __init__(
+        self,
+        target: str,
+        *,
+        timeout: float = 10.0,
+        tls_ca: Path | None = None,
+        tls_cert: Path | None = None,
+        tls_key: Path | None = None,
+        tls_server_name: str | None = None,
+    ) -> None:
         self.target = target
         self.timeout = timeout
-        if tls_ca is not None:
-            creds = grpc.ssl_channel_credentials(root_certificates=Path(tls_ca).read_bytes())
-            self._channel = aio.secure_channel(target, creds)
+        if (tls_cert is None) != (tls_key is None):
+            raise AdminClientError("a client certificate needs both --tls-cert and --tls-key")
+        self.tls = tls_ca is not None or tls_cert is not None
+        if self.tls:
+            creds = grpc.ssl_channel_credentials(
+                root_certificates=_read(tls_ca, "--tls-ca"),
+                private_key=_read(tls_key, "--tls-key"),
+                certificate_chain=_read(tls_cert, "--tls-cert"),
+            )
+            options = [("grpc.ssl_target_name_override", tls_server_name)] if tls_server_name else []
+            self._channel = aio.secure_channel(target, creds, options=options)
         else:
             self._channel = aio.insecure_channel(target)
         self._stub = pb_grpc.AdminServiceStub(self._channel)
@@ -50,6 +76,16 @@ class AdminClient:
 
     def _error(self, exc: aio.AioRpcError, what: str) -> AdminClientError:
         code = exc.code()
+        details = exc.details() or ""
+        if self.tls and code is grpc.StatusCode.UNAVAILABLE and any(s in details.lower() for s in _HANDSHAKE_SIGNS):
+            return AdminClientError(
+                f"TLS handshake with the bk-auditor admin API at {self.target} failed: either side refused the "
+                "other's certificate (--tls-ca must hold the CA of the server's certificate, which must name "
+                "the --admin host or --tls-server-name; a server with admin.tls_client_ca requires "
+                "--tls-cert/--tls-key signed by that CA) "
+                f"[{_last_error(details)}]",
+                code,
+            )
         if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
             return AdminClientError(
                 f"cannot reach the bk-auditor admin API at {self.target}: {exc.details() or code.name}", code
@@ -96,3 +132,18 @@ class AdminClient:
                 return "NOT_FOUND"
             raise self._error(exc, f"health check of {service!r}") from None
         return health_pb2.HealthCheckResponse.ServingStatus.Name(resp.status)
+
+
+def _read(path: Path | None, flag: str) -> bytes | None:
+    if path is None:
+        return None
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise AdminClientError(f"{flag} {path}: {exc.strerror or exc}") from None
+
+
+def _last_error(details: str) -> str:
+    """gRPC's connection error without its generic preamble (the part that says what went wrong)."""
+    tail = details.rsplit("last error:", 1)[-1].strip()
+    return tail.removesuffix(": OK")

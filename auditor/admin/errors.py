@@ -4,7 +4,9 @@
     ├── StandbyError                        FAILED_PRECONDITION: a leader-only request reached a standby
     ├── UnknownCheckError (a KeyError)      NOT_FOUND: no task of that name
     ├── LedgerNotFoundError (a LookupError) NOT_FOUND: no such ledger, or not connected to ZooKeeper yet
-    └── NotSupportedError                   UNIMPLEMENTED: the daemon did not plug in this capability
+    ├── NotSupportedError                   UNIMPLEMENTED: the daemon did not plug in this capability
+    ├── UnauthenticatedError                UNAUTHENTICATED: the call needs a client certificate (access.py)
+    └── PermissionDeniedError               PERMISSION_DENIED: that certificate may not make this call
 
 Errors of other layers that reach the API are mapped in the same table (a metadata guard's
 `NotLeaderError`, `NoSuchLedgerError`, a malformed `LedgerIdError`); anything not listed is a bug and
@@ -44,6 +46,14 @@ class NotSupportedError(AdminError):
     """The daemon did not plug in this capability."""
 
 
+class UnauthenticatedError(AdminError):
+    """With admin TLS, a call that needs an authenticated client came without a client certificate."""
+
+
+class PermissionDeniedError(AdminError):
+    """An authenticated client whose certificate names none of admin.authorized_clients."""
+
+
 # The one table: an error's most specific class listed here chooses its status.
 STATUS_CODES: dict[type[BaseException], grpc.StatusCode] = {
     StandbyError: grpc.StatusCode.FAILED_PRECONDITION,
@@ -54,6 +64,8 @@ STATUS_CODES: dict[type[BaseException], grpc.StatusCode] = {
     LookupError: grpc.StatusCode.NOT_FOUND,
     LedgerIdError: grpc.StatusCode.INVALID_ARGUMENT,
     NotSupportedError: grpc.StatusCode.UNIMPLEMENTED,
+    UnauthenticatedError: grpc.StatusCode.UNAUTHENTICATED,
+    PermissionDeniedError: grpc.StatusCode.PERMISSION_DENIED,
     AdminError: grpc.StatusCode.INTERNAL,
 }
 

@@ -1,6 +1,8 @@
 """The admin API server: a grpc.aio server with our `bkauditor.admin.v1.AdminService`, the standard gRPC
 health service (for Kubernetes gRPC probes) and, when grpcio-reflection is installed, server reflection
-(grpcurl); TLS when given a certificate and key.
+(grpcurl); TLS when given a certificate and key, mutual TLS with a client CA, and an optional plaintext
+listener for the kubelet's probes. Who may call what is access.py's policy, applied here to every
+AdminService call by one interceptor.
 
 The daemon plugs in through `models.AdminBackend` (auditor/daemon/backend.py implements it); errors become
 statuses through the one table in errors.py.
@@ -33,7 +35,9 @@ from auditor.daemon.supervisor import Supervisor
 from auditor.durability.ids import LedgerId
 from auditor.settings.values import parse_bind
 
+from .access import AccessPolicy, Peer
 from .convert import explanation_to_pb, finding_to_pb, status_to_pb
+from .credentials import ServerTls
 from .errors import status_of
 from .models import AdminBackend
 
@@ -160,9 +164,45 @@ class _HealthServicer(health_aio.HealthServicer):
         return resp
 
 
+class _AccessInterceptor(aio.ServerInterceptor):
+    """Applies the access policy to every AdminService method (health and reflection pass untouched). A
+    method it cannot wrap (not unary) is refused, so nothing added later bypasses the policy."""
+
+    def __init__(self, policy: AccessPolicy) -> None:
+        self.policy = policy
+
+    async def intercept_service(
+        self, continuation: Callable[[grpc.HandlerCallDetails], Any], handler_call_details: grpc.HandlerCallDetails
+    ) -> Any:
+        handler = await continuation(handler_call_details)
+        service, _, method = str(handler_call_details.method).lstrip("/").partition("/")
+        if handler is None or service != SERVICE_NAME:
+            return handler
+        policy = self.policy
+        inner = handler.unary_unary
+
+        async def guarded(request: Any, context: aio.ServicerContext) -> Any:
+            try:
+                policy.check(method, Peer.from_auth_context(context.auth_context()))
+            except Exception as exc:
+                code = status_of(exc) or grpc.StatusCode.INTERNAL
+                await context.abort(code, _short(str(exc)))
+            if inner is None:
+                await context.abort(grpc.StatusCode.UNIMPLEMENTED, f"{method}: only unary calls are served")
+            return await inner(request, context)
+
+        return grpc.unary_unary_rpc_method_handler(
+            guarded,
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
+
+
 class AdminServer:
     """The gRPC server: admin service + health (+ reflection) on `bind` (settings admin.bind); TLS when given
-    a certificate and key."""
+    a certificate and key, requiring a client certificate when given a client CA (`tls_client_ca`); and on
+    `probe_bind`, when given, the same services in plaintext for the kubelet (callers there are never
+    authenticated: access.py says what they may call)."""
 
     def __init__(
         self,
@@ -171,6 +211,10 @@ class AdminServer:
         *,
         tls_cert: Path | None = None,
         tls_key: Path | None = None,
+        tls_client_ca: Path | None = None,
+        authorized_clients: frozenset[str] | list[str] = frozenset(),
+        unauthenticated_reads: bool = False,
+        probe_bind: str | None = None,
         reflection: bool = True,
         supervisor: Supervisor | None = None,
     ) -> None:
@@ -179,40 +223,39 @@ class AdminServer:
         self.bind = bind
         self.tls_cert = tls_cert
         self.tls_key = tls_key
+        self.tls_client_ca = tls_client_ca
+        self.probe_bind = probe_bind
+        self.policy = AccessPolicy(
+            tls=tls_cert is not None,
+            authorized_clients=frozenset(authorized_clients),
+            unauthenticated_reads=unauthenticated_reads,
+        )
         self.reflection_enabled = False
         self._want_reflection = reflection
         self.health = _HealthServicer()
         self._server: aio.Server | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self.port: int = 0
+        self.probe_port: int | None = None
+        self.tls: ServerTls | None = None
 
     async def start(self) -> int:
         """Start serving; returns the bound port (useful with port 0)."""
-        host, port = parse_bind(self.bind)
         self._loop = asyncio.get_running_loop()
         # No SO_REUSEPORT: a second daemon on the same address must fail, not silently share the port.
-        server = aio.server(options=[("grpc.so_reuseport", 0)])
+        server = aio.server(options=[("grpc.so_reuseport", 0)], interceptors=[_AccessInterceptor(self.policy)])
         pb_grpc.add_AdminServiceServicer_to_server(AdminServicer(self.backend), server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         if self._want_reflection:
             self.reflection_enabled = _enable_reflection(server)
-        address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         try:
-            if self.tls_cert is not None and self.tls_key is not None:
-                creds = grpc.ssl_server_credentials(
-                    [(Path(self.tls_key).read_bytes(), Path(self.tls_cert).read_bytes())]  # noqa: ASYNC240 (once, at start)
-                )
-                self.port = server.add_secure_port(address, creds)
-            else:
-                self.port = server.add_insecure_port(address)
-        except RuntimeError as exc:
-            self.port = 0
-            reason = f": {exc}"
-        else:
-            reason = ""
-        if self.port == 0:
+            creds = self._credentials()
+            self.port = _add_port(server, self.bind, creds)
+            if self.probe_bind is not None:
+                self.probe_port = _add_port(server, self.probe_bind, None)
+        except BaseException:
             await server.stop(None)
-            raise OSError(f"admin API: cannot bind {self.bind} (address in use or not local){reason}")
+            raise
         await self.health.set(SERVICE_NAME, SERVING)
         await self.health.set(HEALTH_LIVENESS, SERVING)
         await self.health.set(HEALTH_READINESS, NOT_SERVING)
@@ -221,6 +264,13 @@ class AdminServer:
         await server.start()
         self._server = server
         return self.port
+
+    def _credentials(self) -> grpc.ServerCredentials | None:
+        """TLS credentials from the PEM files (re-read when they change: credentials.py), or None."""
+        if self.tls_cert is None or self.tls_key is None:
+            return None
+        self.tls = ServerTls(self.tls_cert, self.tls_key, self.tls_client_ca)
+        return self.tls.credentials()
 
     async def set_health(
         self, *, live: bool | None = None, ready: bool | None = None, leader: bool | None = None
@@ -268,6 +318,20 @@ class AdminServer:
     async def wait_for_termination(self) -> None:
         if self._server is not None:
             await self._server.wait_for_termination()
+
+
+def _add_port(server: aio.Server, bind: str, creds: grpc.ServerCredentials | None) -> int:
+    """Listen on `bind` (TLS with `creds`, else plaintext); the bound port, or OSError naming the address."""
+    host, port = parse_bind(bind)
+    address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    reason = ""
+    try:
+        bound = server.add_insecure_port(address) if creds is None else server.add_secure_port(address, creds)
+    except RuntimeError as exc:  # grpc refuses, e.g. bad PEM material or an address it cannot use
+        bound, reason = 0, f": {exc}"
+    if bound == 0:
+        raise OSError(f"admin API: cannot bind {bind} (address in use or not local){reason}")
+    return bound
 
 
 def _enable_reflection(server: aio.Server) -> bool:

@@ -504,6 +504,10 @@ async def serve(settings: Settings) -> int:
         settings.admin.bind,
         tls_cert=settings.admin.tls_cert,
         tls_key=settings.admin.tls_key,
+        tls_client_ca=settings.admin.tls_client_ca,
+        authorized_clients=settings.admin.authorized_clients,
+        unauthenticated_reads=settings.admin.unauthenticated_reads,
+        probe_bind=settings.admin.probe_bind,
         supervisor=background,
     )
     port = await admin.start()
@@ -521,10 +525,17 @@ async def serve(settings: Settings) -> int:
         "bk-auditor started",
         identity=settings.election.identity,
         adminPort=port,
+        adminTls="mutual" if settings.admin.tls_client_ca else ("server" if settings.admin.tls_cert else "off"),
+        probePort=admin.probe_port,
         metrics=settings.metrics.bind if server else None,
         cluster=settings.metrics_cluster,
         election=settings.election_path,
     )
+    if settings.admin.tls_cert is not None and settings.admin.tls_client_ca is None:
+        log.warning(
+            "admin API: TLS without admin.tls_client_ca: no client can authenticate, so pause, resume and "
+            "trigger are refused"
+        )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

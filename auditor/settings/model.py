@@ -202,10 +202,34 @@ class BookieClientSettings(_Section):
 
 class AdminSettings(_Section):
     bind: str = DEFAULT_ADMIN_ADDRESS
-    tls_cert: Path | None = None
+    tls_cert: Path | None = None  # with tls_key: the server's TLS identity (PEM)
     tls_key: Path | None = None
+    # CA bundle (PEM) of the client certificates: when set, `bind` requires one (mutual TLS)
+    tls_client_ca: Path | None = None
+    # names (certificate CN or subject alternative name) allowed to make mutating calls; [] = any
+    # certificate tls_client_ca verifies
+    authorized_clients: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    # with TLS: Status/ListFindings/ExplainLedger answered to callers without a client certificate
+    unauthenticated_reads: bool = False
+    # a second, plaintext listener for the kubelet's gRPC probes (which cannot do TLS); its callers are
+    # unauthenticated: health always, reads per unauthenticated_reads, never a mutating call
+    probe_bind: str | None = None
 
     _check_bind = field_validator("bind")(checked_bind)
+    _split = field_validator("authorized_clients", mode="before")(split_list)
+
+    @field_validator("probe_bind")
+    @classmethod
+    def _check_probe_bind(cls, v: str | None) -> str | None:
+        return None if v is None or not v.strip() else checked_bind(v)
+
+    @field_validator("authorized_clients")
+    @classmethod
+    def _check_clients(cls, v: list[str]) -> list[str]:
+        names = [n.strip() for n in v]
+        if any(not n for n in names):
+            raise ValueError(f"names must not be empty, got {v}")
+        return names
 
 
 class MetricsSettings(_Section):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from .model import Settings
 from .origins import Origin, origin_for
+from .values import parse_bind
 
 
 def cross_checks(s: Settings, stacks: list[dict[str, Origin]]) -> list[str]:
@@ -85,8 +86,17 @@ def cross_checks(s: Settings, stacks: list[dict[str, Origin]]) -> list[str]:
     a = s.admin
     if (a.tls_cert is None) != (a.tls_key is None):
         say("admin.tls_cert" if a.tls_cert else "admin.tls_key", "admin TLS needs both tls_cert and tls_key")
-    for name in ("tls_cert", "tls_key"):
+    for name in ("tls_cert", "tls_key", "tls_client_ca"):
         f = getattr(a, name)
         if f is not None and not f.is_file():
             say(f"admin.{name}", f"{f}: no such file")
+    if a.tls_client_ca is not None and a.tls_cert is None:
+        say("admin.tls_client_ca", "client certificates need admin TLS: set admin.tls_cert and admin.tls_key too")
+    if a.authorized_clients and a.tls_client_ca is None:
+        say(
+            "admin.authorized_clients",
+            "names client certificates, but admin.tls_client_ca is not set, so no client presents one",
+        )
+    if a.probe_bind is not None and parse_bind(a.probe_bind) == parse_bind(a.bind) and parse_bind(a.bind)[1] != 0:
+        say("admin.probe_bind", f"must differ from admin.bind ({a.bind})")
     return problems

@@ -3,6 +3,7 @@ one-line error wording. Nothing here knows the settings model."""
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 from dataclasses import dataclass
@@ -14,14 +15,38 @@ DEFAULT_ADMIN_ADDRESS = "127.0.0.1:7979"
 
 
 def parse_bind(text: str) -> tuple[str, int]:
-    """'host:port' or '[v6]:port' -> (host, port). Port 0 means "any free port" (tests)."""
+    """'host:port' or '[v6]:port' -> (host, port). Port 0 means "any free port" (tests). An IPv6 address
+    without brackets ('fd00::7:7979', the last colon before the port) is accepted too: that is what
+    Kubernetes' "$(POD_IP):7979" gives on an IPv6 pod network."""
     m = re.fullmatch(r"\[([0-9A-Fa-f:.]+)\]:([0-9]{1,5})|([^:\[\]\s]+):([0-9]{1,5})", text.strip())
+    if not m:
+        v6, _, port_text = text.strip().rpartition(":")
+        if _is_ipv6(v6) and re.fullmatch(r"[0-9]{1,5}", port_text):
+            m = re.fullmatch(r"\[(.+)\]:(.+)", f"[{v6}]:{port_text}")
     if not m:
         raise ValueError(f"must be host:port (e.g. {DEFAULT_ADMIN_ADDRESS} or [::1]:7979), got {text!r}")
     host, port = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
     if not 0 <= int(port) <= 65535:
         raise ValueError(f"port must be 0..65535, got {port}")
     return host, int(port)
+
+
+def _is_ipv6(text: str) -> bool:
+    try:
+        ipaddress.IPv6Address(text)
+    except ValueError:
+        return False
+    return True
+
+
+def grpc_target(address: str) -> str:
+    """A host:port for gRPC to dial: an IPv6 address gets its brackets (a malformed address is left for
+    gRPC to refuse)."""
+    try:
+        host, port = parse_bind(address)
+    except ValueError:
+        return address
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def checked_bind(value: str) -> str:

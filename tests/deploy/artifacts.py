@@ -106,6 +106,36 @@ MINIMAL: dict[str, Any] = {
     "probes": {"startup": {"enabled": False}},
     "restartPodsOnConfigMapChange": False,
 }
+# Admin TLS with client certificates: loadable by this daemon's settings (tests/deploy/test_security.py).
+ADMIN_TLS: dict[str, Any] = {
+    "tls": {
+        "ca": {"secretName": "pulsar-ca-tls"},
+        "admin": {"enabled": True, "secretName": "bk-auditor-tls", "authorizedClients": ["pulsar-toolset"]},
+    },
+    "networkPolicy": {
+        "adminClients": [{"podSelector": {"matchLabels": {"component": "toolset"}}}],
+        "extraIngress": [{"from": [{"ipBlock": {"cidr": "10.0.0.0/8"}}], "ports": [{"port": 7979, "protocol": "TCP"}]}],
+    },
+}
+# Everything secured, as on a hardened Pulsar cluster: admin, ZooKeeper and bookie TLS, ZooKeeper SASL.
+SECURED: dict[str, Any] = {
+    "tls": {
+        "ca": {"secretName": "pulsar-ca-tls"},
+        "admin": {
+            "enabled": True,
+            "secretName": "bk-auditor-tls",
+            "clientCA": {"secretName": "ops-ca", "key": "ops-ca.pem"},
+            "clientSecretName": "pulsar-tls-toolset",
+            "serverName": "bk-auditor.example",
+            "unauthenticatedReads": True,
+        },
+        "zookeeper": {"enabled": True, "secretName": "pulsar-tls-recovery"},
+        "bookie": {"enabled": True, "secretName": "pulsar-tls-recovery", "verifyHostname": False},
+    },
+    "auth": {"zookeeper": {"enabled": True, "secretName": "bk-auditor-zk-jaas", "jaasKey": "jaas.conf"}},
+    "probes": {"type": "exec"},
+    "networkPolicy": {"prometheus": []},
+}
 SCENARIOS: dict[str, dict[str, Any]] = {
     "default": {},
     "all-features": ALL_FEATURES,
@@ -116,6 +146,8 @@ SCENARIOS: dict[str, dict[str, Any]] = {
     "no-operator": {},
     # no prometheus-operator in the cluster (yet), the objects asked for explicitly
     "no-operator-forced": {"podMonitor": {"enabled": True}, "prometheusRule": {"enabled": True}},
+    "admin-tls": ADMIN_TLS,
+    "secured": SECURED,
 }
 # The APIs the simulated cluster serves per scenario (helm template --api-versions); by default a cluster
 # with prometheus-operator.

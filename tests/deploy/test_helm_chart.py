@@ -86,7 +86,25 @@ def test_values_schema_rejects(bad: dict[str, Any], where: str) -> None:
     [
         ({"config": {"admin": {"bind": "0.0.0.0:1234"}}}, "set ports.admin instead"),
         ({"config": {"metrics": {"bind": "0.0.0.0:1234"}}}, "set ports.metrics instead"),
-        ({"config": {"admin": {"tls_cert": "/certs/tls.crt", "tls_key": "/certs/tls.key"}}}, "probes.type=exec"),
+        ({"config": {"admin": {"tls_cert": "/certs/tls.crt", "tls_key": "/certs/tls.key"}}}, "use tls.admin.*"),
+        ({"config": {"admin": {"probe_bind": "0.0.0.0:1"}}}, "config.admin.probe_bind is set by the chart"),
+        ({"tls": {"admin": {"enabled": True, "secretName": "s"}}}, "tls.ca.secretName is required"),
+        ({"tls": {"ca": {"secretName": "ca"}, "admin": {"enabled": True}}}, "tls.admin.secretName is required"),
+        (
+            {"tls": {"ca": {"secretName": "ca"}, "admin": {"enabled": True, "secretName": "s", "probePort": 7979}}},
+            "tls.admin.probePort must differ",
+        ),
+        ({"tls": {"bookie": {"enabled": True}}}, "tls.ca.secretName is required"),
+        (
+            {"tls": {"ca": {"secretName": "ca"}, "zookeeper": {"enabled": True}}, "config": {"zookeeper": {"tls": {}}}},
+            "config.zookeeper.tls is set by the chart",
+        ),
+        ({"auth": {"zookeeper": {"enabled": True, "jaasKey": "j"}}}, "auth.zookeeper.secretName is required"),
+        ({"auth": {"zookeeper": {"enabled": True, "secretName": "s"}}}, "needs jaasKey"),
+        (
+            {"auth": {"zookeeper": {"enabled": True, "secretName": "s", "scheme": "digest", "jaasKey": "j"}}},
+            "digest needs auth.zookeeper.username",
+        ),
     ],
 )
 def test_render_refuses_inconsistent_config(bad: dict[str, Any], message: str) -> None:
@@ -128,20 +146,34 @@ def test_statefulset_policies(scenario: str) -> None:
     assert not c["image"].endswith(":latest") and ":" in c["image"]
     # ports, probes on the admin port, identity from the pod name
     ports = {p["name"]: p["containerPort"] for p in c["ports"]}
-    assert ports == {"grpc-admin": values["ports"]["admin"], "http-metrics": values["ports"]["metrics"]}
+    admin_tls = values["tls"]["admin"]["enabled"]
+    expected_ports = {"grpc-admin": values["ports"]["admin"], "http-metrics": values["ports"]["metrics"]}
+    if admin_tls:  # the kubelet cannot do TLS: a plaintext, health-only port of its own
+        expected_ports["grpc-probe"] = values["tls"]["admin"]["probePort"]
+    assert ports == expected_ports
+    probe_port = expected_ports["grpc-probe" if admin_tls else "grpc-admin"]
     probes = {k: c[k] for k in ("livenessProbe", "readinessProbe", "startupProbe") if k in c}
     assert ("startupProbe" in probes) == values["probes"]["startup"]["enabled"]
     service_of = {"livenessProbe": "liveness", "readinessProbe": "readiness", "startupProbe": "liveness"}
     for k, probe in probes.items():
         if values["probes"]["type"] == "grpc":
-            assert probe["grpc"] == {"port": values["ports"]["admin"], "service": service_of[k]}
+            assert probe["grpc"] == {"port": probe_port, "service": service_of[k]}
         else:
             cmd = probe["exec"]["command"]
             assert cmd[:4] == ["bk-auditor", "health", "--service", service_of[k]]
-            assert cmd[cmd.index("--admin") + 1] == f"127.0.0.1:{values['ports']['admin']}"
+            assert "--admin" not in cmd  # the pod IP comes from BKAUDIT_ADMIN_ADDRESS
             assert float(cmd[cmd.index("--timeout") + 1]) < probe["timeoutSeconds"]
     env = {e["name"]: e for e in c["env"]}
     assert env["BKAUDIT_ELECTION__IDENTITY"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    # the admin API on the pod IP (never 0.0.0.0), and the in-pod CLI pointed at it
+    assert env["POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
+    assert (
+        env["BKAUDIT_ADMIN__BIND"]["value"]
+        == env["BKAUDIT_ADMIN_ADDRESS"]["value"]
+        == (f"$(POD_IP):{values['ports']['admin']}")
+    )
+    names = [e["name"] for e in c["env"]]
+    assert names.index("POD_IP") < names.index("BKAUDIT_ADMIN__BIND")  # $(POD_IP) needs it defined before
     # selectors of every Service / PDB / PodMonitor match the pods
     pod_labels = sts["spec"]["template"]["metadata"]["labels"]
     assert sts["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
@@ -246,11 +278,12 @@ async def test_probes_work_against_a_real_admin_server(monkeypatch: pytest.Monke
     exec_c = one(rendered("exec-probes"), "StatefulSet")["spec"]["template"]["spec"]["containers"][0]
     server = AdminServer(StateBackend(DaemonState("bk-auditor-0")), "127.0.0.1:0")
     port = await server.start()
+    # the pod's address is $(POD_IP):7979, which may not be ours; the probe finds it in this variable
+    assert any(e["name"] == "BKAUDIT_ADMIN_ADDRESS" for e in exec_c["env"])
+    monkeypatch.setenv("BKAUDIT_ADMIN_ADDRESS", f"127.0.0.1:{port}")
 
     def exec_cmd(probe: str) -> list[str]:
-        cmd = list(exec_c[probe]["exec"]["command"])
-        cmd[cmd.index("--admin") + 1] = f"127.0.0.1:{port}"  # the pod's 7979 may be taken on this machine
-        return cmd
+        return list(exec_c[probe]["exec"]["command"])
 
     try:
         async with aio.insecure_channel(f"127.0.0.1:{port}") as channel:
@@ -290,9 +323,9 @@ def test_configmap_is_a_valid_daemon_config(scenario: str, tmp_path: Path, monke
     monkeypatch.setenv("BKAUDIT_ELECTION__IDENTITY", f"{sts['metadata']['name']}-0")
     for e in c["env"]:
         if "value" in e and e["name"].startswith("BKAUDIT_"):
-            monkeypatch.setenv(e["name"], e["value"])
+            monkeypatch.setenv(e["name"], e["value"].replace("$(POD_IP)", "10.1.2.3"))
     settings = load_settings(path)
-    assert settings.admin.bind == f"0.0.0.0:{values['ports']['admin']}"
+    assert settings.admin.bind == f"10.1.2.3:{values['ports']['admin']}"
     assert settings.metrics.bind == f"0.0.0.0:{values['ports']['metrics']}"
     assert settings.metrics.enabled
     assert settings.log.format == "json"
@@ -315,7 +348,10 @@ def test_notes_render() -> None:
     out, _ = render_scenario("all-features")
     notes = out["bk-auditor/templates/NOTES.txt"]
     assert "placeholder" not in notes
-    assert "bk-auditor status --admin 127.0.0.1:7980" in notes  # a non-default admin port
+    assert "bk-auditor-0 -- bk-auditor status\n" in notes  # the address comes from the pod's environment
+    assert "port 7980" in notes and "without authentication" in notes
+    notes = render_scenario("admin-tls")[0]["bk-auditor/templates/NOTES.txt"]
+    assert "with mutual TLS" in notes and "only for pulsar-toolset" in notes and "plaintext port 7978" in notes
 
 
 # ------------------------------------------------------------------------------------------ monitoring APIs

@@ -203,17 +203,19 @@ def validate_object(doc: dict[str, Any], version: str) -> None:
 
 # ------------------------------------------------------------------------------------------ Kubernetes schemas
 
-_CORE = {"ServiceAccount", "ConfigMap", "Service", "StatefulSet", "PodDisruptionBudget"}
+_CORE = {"ServiceAccount", "ConfigMap", "Service", "StatefulSet", "NetworkPolicy", "PodDisruptionBudget"}
 _PROMETHEUS_OPERATOR = {"PodMonitor", "PrometheusRule"}
 EXPECTED_KINDS = {
     "default": _CORE | _PROMETHEUS_OPERATOR,
     "all-features": _CORE | _PROMETHEUS_OPERATOR,
-    "minimal": {"ConfigMap", "Service", "StatefulSet"},
+    "minimal": {"ConfigMap", "Service", "StatefulSet", "NetworkPolicy"},
     "exec-probes": _CORE | _PROMETHEUS_OPERATOR,
     "victoria-metrics": _CORE | {"VMPodScrape", "VMRule"},
     "no-operator": _CORE,  # without the monitoring APIs
     "no-operator-forced": _CORE | _PROMETHEUS_OPERATOR,  # enabled: true without them
 }
+# admin TLS and the rest of the security values add no kinds of objects (Secrets are the user's)
+EXPECTED_KINDS["admin-tls"] = EXPECTED_KINDS["secured"] = EXPECTED_KINDS["default"]
 
 
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
@@ -278,7 +280,7 @@ def test_plain_manifests_are_the_chart_rendered() -> None:
 def test_plain_manifests_validate_against_kubernetes() -> None:
     docs = plain_docs()
     assert {d["kind"] for d in docs} == EXPECTED_KINDS["default"]
-    assert len(docs) == 8  # two Services
+    assert len(docs) == 9  # two Services
     for version in K8S_VERSIONS:
         for doc in docs:
             validate_object(doc, version)
@@ -314,8 +316,11 @@ def test_plain_statefulset_matches_the_brief() -> None:
     assert c["livenessProbe"]["grpc"] == {"port": 7979, "service": "liveness"}
     assert c["readinessProbe"]["grpc"] == {"port": 7979, "service": "readiness"}
     assert one(docs, "PodDisruptionBudget")["spec"]["maxUnavailable"] == 1
+    # the admin API listens on the pod IP (downward API), not on every interface
+    assert env["POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
+    assert env["BKAUDIT_ADMIN__BIND"]["value"] == "$(POD_IP):7979"
     config = yaml.safe_load(one(docs, "ConfigMap")["data"]["config.yaml"])
-    assert config["admin"]["bind"] == "0.0.0.0:7979"
+    assert "admin" not in config
     assert config["metrics"]["bind"] == "0.0.0.0:8000"
     assert config["log"]["format"] == "json"
     assert config["metadata_service_uri"] == "zk+hierarchical://zookeeper:2181/ledgers"

@@ -63,6 +63,8 @@ class Daemon:
             "log": {"level": "info", "format": "json"},
         }
         self.config = _merge(base, settings)
+        # AdminClient keyword arguments (tls_ca, tls_cert, tls_key) for a daemon whose admin API uses TLS
+        self.client_tls: dict[str, Any] = {}
         self.workdir = workdir
         self.log_path = workdir / f"{name}.log"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -118,7 +120,7 @@ class Daemon:
     # ------------------------------------------------------------------ admin API
     def _call(self, fn: str, *args: Any, **kw: Any) -> Any:
         async def go() -> Any:
-            async with AdminClient(f"127.0.0.1:{self.admin_port}", timeout=5) as c:
+            async with AdminClient(f"127.0.0.1:{self.admin_port}", timeout=5, **self.client_tls) as c:
                 return await getattr(c, fn)(*args, **kw)
 
         return asyncio.run(go())

@@ -56,18 +56,18 @@ helm.sh/chart: {{ include "bk-auditor.chart" . }}
 {{- $admin := get $cfg "admin" | default dict -}}
 {{- $metrics := get $cfg "metrics" | default dict -}}
 {{- if hasKey $admin "bind" -}}
-{{- fail "config.admin.bind is set by the chart (0.0.0.0:<ports.admin>); set ports.admin instead" -}}
+{{- fail "config.admin.bind is set by the chart (<pod IP>:<ports.admin>); set ports.admin instead" -}}
 {{- end -}}
 {{- if hasKey $metrics "bind" -}}
 {{- fail "config.metrics.bind is set by the chart (0.0.0.0:<ports.metrics>); set ports.metrics instead" -}}
 {{- end -}}
-{{- if and (eq .Values.probes.type "grpc") (or (get $admin "tls_cert") (get $admin "tls_key")) -}}
-{{- fail "the kubelet's gRPC probes cannot use TLS: with config.admin.tls_cert set use probes.type=exec" -}}
-{{- end -}}
-{{- $_ := set $admin "bind" (printf "0.0.0.0:%d" (int .Values.ports.admin)) -}}
+{{- include "bk-auditor.securityChecks" . -}}
+{{- /* admin.bind is the pod IP, set in the environment (BKAUDIT_ADMIN__BIND, bk-auditor.securityEnv) */ -}}
 {{- $_ := set $metrics "bind" (printf "0.0.0.0:%d" (int .Values.ports.metrics)) -}}
 {{- $_ := set $cfg "admin" $admin -}}
 {{- $_ := set $cfg "metrics" $metrics -}}
+{{- include "bk-auditor.securityConfig" (dict "cfg" $cfg "root" .) -}}
+{{- if not (get $cfg "admin") -}}{{- $_ := unset $cfg "admin" -}}{{- end -}}
 {{- toYaml $cfg -}}
 {{- end -}}
 
@@ -78,17 +78,16 @@ helm.sh/chart: {{ include "bk-auditor.chart" . }}
 {{- $p := index . 2 -}}
 {{- if eq $root.Values.probes.type "grpc" -}}
 grpc:
-  port: {{ $root.Values.ports.admin }}
+  port: {{ include "bk-auditor.probePort" $root }}
   service: {{ $service | quote }}
 {{- else -}}
+{{- /* the address (the pod IP) and TLS material come from the container's BKAUDIT_ADMIN_* variables */}}
 exec:
   command:
     - bk-auditor
     - health
     - --service
     - {{ $service | quote }}
-    - --admin
-    - {{ printf "127.0.0.1:%d" (int $root.Values.ports.admin) | quote }}
     - --timeout
     - {{ max 1 (sub (int $p.timeoutSeconds) 1) | quote }}
 {{- end }}

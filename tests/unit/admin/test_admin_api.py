@@ -510,7 +510,7 @@ async def test_tls(tmp_path: Path) -> None:
         capture_output=True,
     )
     state = DaemonState("tls-pod")
-    server = AdminServer(StateBackend(state), "127.0.0.1:0", tls_cert=cert, tls_key=key)
+    server = AdminServer(StateBackend(state), "127.0.0.1:0", tls_cert=cert, tls_key=key, unauthenticated_reads=True)
     port = await server.start()
     try:
         async with AdminClient(f"127.0.0.1:{port}", timeout=5, tls_ca=cert) as client:

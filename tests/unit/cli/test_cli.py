@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,11 +27,7 @@ from auditor.durability.model import DigestType, LedgerMetadata, LedgerState, Se
 BIG = LedgerId(1, 42)
 
 
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for key in list(os.environ):
-        if key.upper().startswith("BKAUDIT_"):
-            monkeypatch.delenv(key)
+pytestmark = pytest.mark.usefixtures("no_bkaudit_env")
 
 
 @dataclass

@@ -18,15 +18,9 @@ from auditor.settings import (
     parse_bind,
     parse_properties,
 )
+from auditor.settings.values import grpc_target
 
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    import os
-
-    for key in list(os.environ):
-        if key.upper().startswith("BKAUDIT_"):
-            monkeypatch.delenv(key)
+pytestmark = pytest.mark.usefixtures("no_bkaudit_env")
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:
@@ -495,7 +489,11 @@ def test_time_windows() -> None:
 def test_parse_bind() -> None:
     assert parse_bind("127.0.0.1:7979") == ("127.0.0.1", 7979)
     assert parse_bind("[::1]:0") == ("::1", 0)
-    for bad in ("7979", "host:99999", "a b:1"):
+    # Kubernetes' "$(POD_IP):7979" on an IPv6 pod network has no brackets
+    assert parse_bind("fd00:10:244::7:7979") == ("fd00:10:244::7", 7979)
+    assert grpc_target("fd00:10:244::7:7979") == "[fd00:10:244::7]:7979"
+    assert grpc_target("10.1.2.3:7979") == "10.1.2.3:7979"
+    for bad in ("7979", "host:99999", "a b:1", "fd00::zz:1", "::1"):
         with pytest.raises(ValueError):
             parse_bind(bad)
 

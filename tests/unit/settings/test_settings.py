@@ -23,7 +23,7 @@ from auditor.settings import (
     parse_properties,
 )
 
-from .test_config import clean_env  # noqa: F401  (autouse: no BKAUDIT_* variable from outside)
+pytestmark = pytest.mark.usefixtures("no_bkaudit_env")  # no BKAUDIT_* variable from outside
 
 
 @pytest.fixture(autouse=True)

@@ -1,0 +1,119 @@
+"""`bk-auditor run` against the real cluster with its admin API on mutual TLS and a plaintext probe
+listener (as the chart configures it), driven by the real `bk-auditor` command in child processes with
+certificates the test makes: authorized mutations work, a missing or foreign certificate is refused with
+one line and exit 2, the probe listener answers health only."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.realcluster import ports
+from tests.realcluster.cluster import Cluster
+from tests.realcluster.daemon_util import Daemon
+from tests.tlscerts import CertAuthority
+
+pytestmark = pytest.mark.realcluster
+
+BIN = Path(sys.executable).with_name("bk-auditor")
+# Ports of our own, above the ones daemon_util hands out (DAEMON_PORT_BASE + 0..99), below the chaos ones.
+_ports = itertools.count(ports.DAEMON_PORT_BASE + 150)
+
+
+@pytest.fixture
+def daemon(cluster: Cluster, tmp_path: Path) -> Iterator[tuple[Daemon, CertAuthority]]:
+    ca = CertAuthority(tmp_path / "pki", "admin-ca")
+    server = ca.issue("bk-auditor-0")
+    probe_port = next(_ports)
+    d = Daemon(
+        cluster,
+        "tls-auditor-0",
+        tmp_path,
+        admin_port=next(_ports),
+        metrics_port=next(_ports),
+        admin={
+            "tls_cert": str(server.cert),
+            "tls_key": str(server.key),
+            "tls_client_ca": str(ca.ca_file),
+            "authorized_clients": ["ops"],
+            "probe_bind": f"127.0.0.1:{probe_port}",
+        },
+        schedule={"scrutiny_seconds": 0, "bookie_check_seconds": 0},
+    )
+    ops = ca.issue("ops")
+    d.client_tls = {"tls_ca": ca.ca_file, "tls_cert": ops.cert, "tls_key": ops.key}
+    d.start()
+    try:
+        d.wait(lambda: d.status().identity == "tls-auditor-0", 60, "the admin API over mutual TLS")
+        yield d, ca
+    finally:
+        d.stop()
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("BKAUDIT_")}
+    return subprocess.run([str(BIN), *args], env=env, capture_output=True, text=True, timeout=60)
+
+
+def one_line(r: subprocess.CompletedProcess[str]) -> str:
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), r.stderr
+    return lines[0]
+
+
+def test_daemon_admin_api_mutual_tls_end_to_end(daemon: tuple[Daemon, CertAuthority], tmp_path: Path) -> None:
+    d, ca = daemon
+    addr = f"127.0.0.1:{d.admin_port}"
+    probe = d.config["admin"]["probe_bind"]
+    ops = ca.issue("ops")
+    ok = ["--tls-ca", str(ca.ca_file), "--tls-cert", str(ops.cert), "--tls-key", str(ops.key)]
+
+    r = cli("pause", "--admin", addr, "--reason", "tls test", *ok)
+    assert (r.returncode, r.stdout.strip()) == (0, "paused"), r.stderr
+    assert d.status().paused and d.status().pause_reason == "tls test"
+
+    # no client certificate: the TLS handshake is refused; one line, exit 2
+    r = cli("resume", "--admin", addr, "--tls-ca", str(ca.ca_file))
+    assert r.returncode == 2 and "TLS handshake" in one_line(r) and d.status().paused
+    # a client certificate of another CA, with the same name
+    rogue = CertAuthority(tmp_path / "rogue", "rogue-ca").issue("ops")
+    r = cli(
+        "resume",
+        "--admin",
+        addr,
+        "--tls-ca",
+        str(ca.ca_file),
+        "--tls-cert",
+        str(rogue.cert),
+        "--tls-key",
+        str(rogue.key),
+    )
+    assert r.returncode == 2 and "TLS handshake" in one_line(r) and d.status().paused
+    # a certificate of the right CA whose name is not authorized: reads yes, mutations no
+    reader = ca.issue("reader")
+    as_reader = ["--tls-ca", str(ca.ca_file), "--tls-cert", str(reader.cert), "--tls-key", str(reader.key)]
+    r = cli("status", "--admin", addr, *as_reader)
+    assert r.returncode == 0 and "tls-auditor-0" in r.stdout, r.stderr
+    r = cli("resume", "--admin", addr, *as_reader)
+    assert r.returncode == 2 and "PERMISSION_DENIED" in one_line(r) and d.status().paused
+
+    # the probe listener: health in plaintext, nothing else
+    r = cli("health", "--admin", probe, "--service", "liveness")
+    assert (r.returncode, r.stdout.strip()) == (0, "SERVING"), r.stderr
+    d.wait(lambda: cli("health", "--admin", probe, "--service", "readiness").returncode == 0, 60, "readiness")
+    r = cli("resume", "--admin", probe)
+    assert r.returncode == 2 and "UNAUTHENTICATED" in one_line(r) and d.status().paused
+    r = cli("status", "--admin", probe)
+    assert r.returncode == 2 and "needs an authenticated client" in one_line(r)
+
+    r = cli("resume", "--admin", addr, *ok)
+    assert (r.returncode, r.stdout.strip()) == (0, "resumed") and not d.status().paused
+    assert d.running
+    started = next(e for e in d.logs() if e.get("event") == "bk-auditor started")
+    assert started["adminTls"] == "mutual" and started["probePort"] == int(probe.rsplit(":", 1)[1])
