@@ -28,6 +28,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 from prometheus_client.metrics_core import Metric
 
 from auditor.durability.findings import Finding
+from auditor.durability.topics import namespace_ledger_counts
 from auditor.settings import parse_bind
 
 from .state import DaemonState, FindingStore, TaskBoard, TaskState, category_of, severity_of
@@ -132,8 +133,11 @@ class AuditorMetrics:
         checks: Iterable[str] = (),
         categories: Iterable[str] | None = None,
         process_metrics: bool = False,
+        namespace_limit: int = 20,
     ) -> None:
         self.cluster = cluster
+        self.namespace_limit = namespace_limit
+        self._namespace_series: set[tuple[str, str]] = set()
         self.registry = registry if registry is not None else CollectorRegistry()
         r = self._metrics = CollectorRegistry(auto_describe=True)
         self.registry.register(ClusterLabelled(r, cluster))
@@ -150,6 +154,13 @@ class AuditorMetrics:
         self.paused = Gauge(p + "paused", "1 while checks are paused by an operator", registry=r)
         # findings
         self.findings = Gauge(p + "findings", "Active (unresolved) confirmed findings", ["category"], registry=r)
+        self.namespace_ledgers_at_risk = Gauge(
+            p + "namespace_ledgers_at_risk",
+            "Distinct ledgers with an active finding, per Pulsar namespace (the most at risk; the rest summed "
+            "as other; none: not Pulsar ledgers) and worst category",
+            ["pulsar_namespace", "category"],  # not "namespace": Prometheus's own target label
+            registry=r,
+        )
         self.ledgers_with_findings = Gauge(
             p + "ledgers_with_findings", "Distinct ledgers with an active finding", ["category"], registry=r
         )
@@ -356,6 +367,12 @@ class AuditorMetrics:
         for c in self._known_categories:
             self.findings.labels(c).set(counts.get(c, 0))
             self.ledgers_with_findings.labels(c).set(ledgers.get(c, 0))
+        at_risk = namespace_ledger_counts((r.finding for r in store.query()), self.namespace_limit)
+        for gone in self._namespace_series - set(at_risk):
+            self.namespace_ledgers_at_risk.remove(*gone)
+        for (ns, c), n in at_risk.items():
+            self.namespace_ledgers_at_risk.labels(ns, c).set(n)
+        self._namespace_series = set(at_risk)
 
     # ------------------------------------------------------------------------------- supervised tasks
     def task_up(self, task: str, up: bool) -> None:

@@ -484,7 +484,12 @@ class Auditor:
 
 def daemon_metrics(settings: Settings) -> AuditorMetrics:
     """The daemon's metrics: every check's series, the process collectors, `cluster` from the settings."""
-    metrics = AuditorMetrics(cluster=settings.metrics_cluster, checks=list(CHECK_CLASSES), process_metrics=True)
+    metrics = AuditorMetrics(
+        cluster=settings.metrics_cluster,
+        checks=list(CHECK_CLASSES),
+        process_metrics=True,
+        namespace_limit=settings.metrics.namespace_limit,
+    )
     metrics.set_info(version=__import__("auditor").__version__, identity=settings.election.identity)
     return metrics
 

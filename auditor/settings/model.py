@@ -237,6 +237,9 @@ class MetricsSettings(_Section):
     bind: str = "127.0.0.1:9181"
     # The `cluster` label of every metric; None: where the ledgers root is (Settings.metrics_cluster).
     cluster: str | None = None
+    # Pulsar namespaces named in bk_auditor_namespace_ledgers_at_risk (the rest are summed as "other"),
+    # so the gauge's cardinality stays bounded however many namespaces a cluster has.
+    namespace_limit: int = Field(20, ge=0, le=1000)
 
     _check_bind = field_validator("bind")(checked_bind)
 

@@ -15,7 +15,9 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
 from auditor.daemon.metrics import AuditorMetrics, RunSummary
-from auditor.durability.findings import Category
+from auditor.daemon.state import FindingStore
+from auditor.durability.findings import Category, Finding
+from auditor.durability.ids import LedgerId
 from tests.deploy.artifacts import ROOT, rendered
 
 
@@ -68,6 +70,16 @@ def exposed() -> dict[str, frozenset[str]]:
     m.task_failed("scrutiny")
     m.task_restarted("scrutiny")
     m.state_replaced("checks/scrutiny")
+    store = FindingStore()
+    store.add(
+        Finding.of(
+            Category.ENTRY_NO_REPLICA,
+            "ledger 1",
+            ledger=LedgerId.of(1),
+            pulsar={"managedLedger": "public/default/persistent/t", "topic": "persistent://public/default/t"},
+        )
+    )
+    m.sync_findings(store)
     labels: dict[str, set[str]] = {}
     for family in text_string_to_metric_families(m.exposition().decode()):
         assert family.samples, f"{family.name} has no series"

@@ -235,3 +235,31 @@ def test_a_metric_of_ours_cannot_take_the_cluster_label() -> None:
     Gauge("bk_auditor_bad", "defines cluster itself", ["cluster"], registry=m._metrics).labels("other").set(1)
     with pytest.raises(ValueError, match="reserved"):
         m.exposition()
+
+
+def test_namespace_gauge_is_bounded_and_forgets_namespaces_that_recovered() -> None:
+    m = AuditorMetrics(cluster=CLUSTER, namespace_limit=1)
+    store = FindingStore()
+    tagged = [
+        ("acme/billing/persistent/orders", 1, Category.ENTRY_NO_REPLICA),
+        ("acme/shop/persistent/carts", 2, Category.ENTRY_BELOW_WRITE_QUORUM),
+    ]
+    for ml, lid, category in tagged:
+        pulsar = {"managedLedger": ml, "topic": "persistent://" + ml.replace("/persistent/", "/")}
+        store.add(Finding.of(category, f"ledger {lid}", ledger=LedgerId.of(lid), pulsar=pulsar).confirm())
+    m.sync_findings(store)
+    t = m.exposition().decode()
+    assert (
+        value(t, "bk_auditor_namespace_ledgers_at_risk", pulsar_namespace="acme/billing", category="entry_no_replica")
+        == 1
+    )
+    assert (
+        value(t, "bk_auditor_namespace_ledgers_at_risk", pulsar_namespace="other", category="entry_below_write_quorum")
+        == 1
+    )
+    for rec in store.query():
+        if rec.finding.ledger == LedgerId.of(1):
+            store.resolve(rec.key)
+    m.sync_findings(store)
+    got = {k for k in samples(m.exposition().decode()) if k[0] == "bk_auditor_namespace_ledgers_at_risk"}
+    assert [dict(labels)["pulsar_namespace"] for _, labels in got] == ["acme/shop"]  # billing's series is gone

@@ -39,3 +39,31 @@ def test_topics_most_severe_first_with_their_ledgers() -> None:
     ]
     assert rows[0].ledgers == (LedgerId.of(7), LedgerId.of(9)) and rows[0].namespace == "public/default"
     assert rows[0].severity is Severity.CRITICAL and rows[2].namespace is None
+
+
+def test_namespace_counts_are_bounded_and_count_each_ledger_once_in_its_worst_category() -> None:
+    from auditor.durability.topics import NO_NAMESPACE, OTHER_NAMESPACES, namespace_ledger_counts
+
+    fs = [
+        finding(Category.ENTRY_BELOW_WRITE_QUORUM, 1, "a/one/persistent/t"),
+        finding(Category.ENTRY_NO_REPLICA, 1, "a/one/persistent/t"),  # ledger 1's worst
+        finding(Category.ENTRY_BELOW_WRITE_QUORUM, 2, "a/one/persistent/u"),
+        finding(Category.ENTRY_BELOW_ACK_QUORUM, 3, "b/two/persistent/t"),
+        finding(Category.ENTRY_BELOW_WRITE_QUORUM, 4, "c/three/persistent/t"),
+        finding(Category.ENTRY_BELOW_WRITE_QUORUM, 5, "d/four/persistent/t"),
+        finding(Category.ENTRY_BELOW_WRITE_QUORUM, 6, None),
+        finding(Category.OVERREPLICATED, 7, "e/five/persistent/t"),  # informational: not counted
+    ]
+    assert namespace_ledger_counts(fs, limit=2) == {
+        ("a/one", "entry_no_replica"): 1,
+        ("a/one", "entry_below_write_quorum"): 1,
+        ("b/two", "entry_below_ack_quorum"): 1,
+        (OTHER_NAMESPACES, "entry_below_write_quorum"): 2,
+        (NO_NAMESPACE, "entry_below_write_quorum"): 1,
+    }
+    assert namespace_ledger_counts(fs, limit=0) == {
+        (OTHER_NAMESPACES, "entry_no_replica"): 1,
+        (OTHER_NAMESPACES, "entry_below_write_quorum"): 3,
+        (OTHER_NAMESPACES, "entry_below_ack_quorum"): 1,
+        (NO_NAMESPACE, "entry_below_write_quorum"): 1,
+    }
