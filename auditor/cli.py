@@ -804,11 +804,16 @@ def findings(
     limit: Annotated[int, typer.Option("--limit", min=0, help="At most this many (0 = server default).")] = 0,
     include_resolved: Annotated[bool, typer.Option("--include-resolved")] = False,
     fmt: FormatOpt = "table",
+    by: Annotated[
+        str, typer.Option("--by", help="finding|topic: one row per finding, or per Pulsar topic at risk.")
+    ] = "finding",
     tls: _ClientTls = _NO_TLS,
     timeout: TimeoutOpt = 10.0,
 ) -> None:
     """List the daemon's findings, most severe first."""
     _check_format(fmt)
+    if by not in ("finding", "topic"):
+        _fail(f"--by must be finding or topic, got {by!r}")
     if ledger:
         ledger = _validate_ledger(ledger)
     resp = _client_call(
@@ -819,6 +824,9 @@ def findings(
             category=category, ledger=ledger, bookie=bookie, limit=limit, include_resolved=include_resolved
         ),
     )
+    if by == "topic":
+        _findings_by_topic(resp, fmt)
+        return
     if fmt == "json":
         typer.echo(
             json.dumps(
@@ -834,6 +842,21 @@ def findings(
     typer.echo(_findings_table(resp.findings))
     if resp.total_matching > len(resp.findings):
         typer.echo(f"({len(resp.findings)} of {resp.total_matching} shown; use --limit)")
+
+
+def _findings_by_topic(resp: Any, fmt: str) -> None:
+    """The daemon's active findings grouped by Pulsar topic (what `check --by topic` shows for one run)."""
+    from auditor.checks.oneshot import print_topics
+    from auditor.durability.findings import Finding
+    from auditor.durability.topics import at_risk_by_topic
+
+    active = [Finding.from_wire(json.loads(f.fields_json)) for f in resp.findings if not f.HasField("resolved_at")]
+    if fmt == "json":
+        typer.echo(json.dumps({"topics": [r.to_dict() for r in at_risk_by_topic(active)]}, indent=2, sort_keys=True))
+    else:
+        print_topics(active, sys.stdout)
+    if resp.total_matching > len(resp.findings):
+        typer.echo(f"(from {len(resp.findings)} of {resp.total_matching} findings; use --limit)", err=True)
 
 
 @app.command()

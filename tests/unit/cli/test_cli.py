@@ -186,6 +186,31 @@ async def test_findings_filters_and_formats(daemon: Daemon) -> None:
     assert r.exit_code == 0 and r.stdout.strip() == "no findings"
 
 
+async def test_findings_by_topic(daemon: Daemon) -> None:
+    daemon.state.findings.add(
+        Finding.of(
+            Category.ENTRY_BELOW_ACK_QUORUM,
+            "entries 0-9 on one bookie",
+            ledger=LedgerId.of(8),
+            segment_index=0,
+            confirmed=True,
+            pulsar={"managedLedger": "acme/billing/persistent/orders", "topic": "persistent://acme/billing/orders"},
+        ),
+        check="scrutiny",
+    )
+    r = await cli("findings", "--admin", daemon.addr, "--by", "topic", "--format", "json")
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.stdout)["topics"]
+    assert [(t["topic"], t["namespace"], t["worstCategory"]) for t in rows] == [
+        ("(not a Pulsar topic)", None, "entry_no_replica"),
+        ("persistent://acme/billing/orders", "acme/billing", "entry_below_ack_quorum"),
+    ]
+    r = await cli("findings", "--admin", daemon.addr, "--by", "topic")
+    assert r.exit_code == 0 and "2 topic(s) at risk" in r.stdout and "acme/billing" in r.stdout
+    r = await cli("findings", "--admin", daemon.addr, "--by", "ledger")
+    assert r.exit_code == 2
+
+
 async def test_explain(daemon: Daemon) -> None:
     r = await cli("explain", "7", "--admin", daemon.addr)
     assert r.exit_code == 0, r.output
