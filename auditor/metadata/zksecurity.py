@@ -1,10 +1,11 @@
 """How we talk to a secured ZooKeeper: TLS material, SASL DIGEST-MD5 and `digest` credentials, and the
 ACL of every znode we create (`ZkSecurity.znode_acl`, the one place: it becomes the kazoo client's
-default ACL and no create passes an ACL of its own).
+default ACL, and the only create with an ACL of its own asks it for its path).
 
 kazoo reads TLS material from PEM files only, and again on every reconnect. JKS and PKCS12 stores (what
-Java clients are given) are converted to PEM with maintained libraries (`cryptography` for PKCS12,
-`pyjks` for JKS) into a private directory that lives as long as the connection (`tls_material`).
+Java clients are given) are read as the bookie client reads its own (`auditor.tlsfiles.read_store`:
+`cryptography` for PKCS12, `pyjks` for JKS) and written as PEM into a private directory that lives as
+long as the connection (`ZkSecurity.client_arguments`).
 """
 
 from __future__ import annotations
@@ -79,64 +80,34 @@ class KeyStore:
         except OSError as exc:
             raise KeyStoreError(self.setting, self.path, f"cannot read: {exc.strerror or exc}") from None
 
+    def _java_store(self) -> tuple[bytes | None, list[bytes]]:
+        """(PKCS#8 DER key or None, DER certificates) of a JKS/PKCS12 store, read as the bookie client
+        reads its stores (auditor.tlsfiles: `cryptography` for PKCS12, `pyjks` for JKS)."""
+        from auditor.tlsfiles import TlsFileError, read_store
+
+        assert self.kind != "PEM"
+        try:
+            return read_store(self.setting, self.path, self.kind, self.password)
+        except TlsFileError as exc:
+            raise KeyStoreError(self.setting, self.path, exc.message.removeprefix(f"{self.path}: ")) from None
+
     def identity_pem(self) -> bytes:
         """The private key (PKCS#8, unencrypted) followed by its certificate chain, as PEM."""
-        from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
-
-        data = self._read()
         if self.kind == "PEM":
-            return data
-        if self.kind == "PKCS12":
-            p12 = self._pkcs12(data)
-            if p12.key is None or p12.cert is None:
-                raise KeyStoreError(self.setting, self.path, "holds no private key with its certificate")
-            key = p12.key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption())
-            chain = [p12.cert.certificate, *(c.certificate for c in p12.additional_certs)]
-            return key + b"".join(c.public_bytes(Encoding.PEM) for c in chain)
-        jks = self._jks(data)
-        if len(jks.private_keys) != 1:
-            raise KeyStoreError(
-                self.setting, self.path, f"must hold exactly one private key, holds {len(jks.private_keys)}"
-            )
-        (entry,) = jks.private_keys.values()
-        return _pem("PRIVATE KEY", entry.pkey_pkcs8) + b"".join(_pem("CERTIFICATE", der) for _, der in entry.cert_chain)
+            return self._read()
+        key, certs = self._java_store()
+        if key is None or not certs:
+            raise KeyStoreError(self.setting, self.path, "holds no private key with its certificate")
+        return _pem("PRIVATE KEY", key) + b"".join(_pem("CERTIFICATE", der) for der in certs)
 
     def trusted_pem(self) -> bytes:
         """The CA certificates the store trusts, as PEM."""
-        from cryptography.hazmat.primitives.serialization import Encoding
-
-        data = self._read()
         if self.kind == "PEM":
-            return data
-        if self.kind == "PKCS12":
-            p12 = self._pkcs12(data)
-            certs = [c.certificate for c in p12.additional_certs] + ([p12.cert.certificate] if p12.cert else [])
-            pem = b"".join(c.public_bytes(Encoding.PEM) for c in certs)
-        else:
-            pem = b"".join(_pem("CERTIFICATE", c.cert) for c in self._jks(data).certs.values())
-        if not pem:
+            return self._read()
+        _, certs = self._java_store()
+        if not certs:
             raise KeyStoreError(self.setting, self.path, "holds no certificate to trust")
-        return pem
-
-    def _pkcs12(self, data: bytes) -> Any:
-        from cryptography.hazmat.primitives.serialization import pkcs12
-
-        try:
-            return pkcs12.load_pkcs12(data, self.password.encode() if self.password is not None else None)
-        except (ValueError, TypeError):
-            raise KeyStoreError(
-                self.setting, self.path, "not a PKCS12 store, or the password is wrong (or missing)"
-            ) from None
-
-    def _jks(self, data: bytes) -> Any:
-        import jks  # pyjks
-
-        try:
-            return jks.KeyStore.loads(data, self.password or "")
-        except Exception as exc:  # pyjks raises its own tree and struct/value errors for junk
-            raise KeyStoreError(
-                self.setting, self.path, f"not a JKS store, or the password is wrong ({type(exc).__name__})"
-            ) from None
+        return b"".join(_pem("CERTIFICATE", der) for der in certs)
 
     def check(self, *, identity: bool) -> None:
         """Load the store now (at start), so a bad store is a configuration error, not a retry loop."""

@@ -223,7 +223,7 @@ def test_wrong_store_password_is_refused(tmp_path: Path, pki: Pki) -> None:
             f"zookeeper.ssl.keyStore.location={pki.leaves['client'].p12}\nzookeeper.ssl.keyStore.password=nope\n",
         )
     )
-    assert ": zookeeper.ssl.keyStore.location: " in line and "password is wrong" in line
+    assert ": zookeeper.ssl.keyStore.location: " in line and "wrong password" in line
 
 
 def test_unknown_store_type_is_refused(tmp_path: Path, pki: Pki) -> None:
