@@ -1,37 +1,19 @@
-"""A secured test ZooKeeper: certificates generated here with `cryptography` (a CA and leaf certificates
-for 127.0.0.1/localhost), TLS on a `secureClientPort` (Netty server factory, client certificates
-required: ZooKeeper's default), SASL DIGEST-MD5 users with authentication enforced, and the JVM flags
-the bookies and the Java tools need to reach it (security.md §1, §2, §6 of the shared spec).
-
-`Cluster(..., zk_security=ZkTestSecurity(...))` uses it; tests build bk-auditor settings from the same
-object (`auditor_settings`).
+"""A secured test ZooKeeper: certificates (tests/certs.py: a CA and leaf certificates for
+127.0.0.1/localhost, with the PEM combinations and stores ZooKeeper and kazoo take), TLS on a
+`secureClientPort` (Netty server factory, client certificates required: ZooKeeper's default), SASL
+DIGEST-MD5 users with authentication enforced, and the JVM flags the bookies and the Java tools need to
+reach it (security.md §1, §2, §6 of the shared spec). `Cluster(..., zk_security=ZkTestSecurity(...))`.
 """
 
 from __future__ import annotations
 
-import datetime as dt
-import ipaddress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.hazmat.primitives.serialization import pkcs12
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from tests.certs import STORE_PASSWORD, CertAuthority
 
-STORE_PASSWORD = "changeit"
-
-
-def _name(cn: str) -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
-
-
-def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
-    return key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
+__all__ = ["STORE_PASSWORD", "Leaf", "Pki", "ZkTestSecurity"]
 
 
 @dataclass
@@ -45,7 +27,7 @@ class Leaf:
 
 @dataclass
 class Pki:
-    """A CA and leaf certificates in `directory`; SANs DNS:localhost and IP:127.0.0.1."""
+    """A CA (tests/certs.py) and leaf certificates in `directory`; SANs localhost and 127.0.0.1."""
 
     directory: Path
     ca_crt: Path = field(init=False)
@@ -54,80 +36,15 @@ class Pki:
 
     def __post_init__(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
-        now = dt.datetime.now(dt.UTC)
-        self._ca_key = ec.generate_private_key(ec.SECP256R1())
-        self._ca = (
-            x509.CertificateBuilder()
-            .subject_name(_name("bk-auditor-test-ca"))
-            .issuer_name(_name("bk-auditor-test-ca"))
-            .public_key(self._ca_key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - dt.timedelta(minutes=5))
-            .not_valid_after(now + dt.timedelta(days=2))
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .add_extension(
-                x509.KeyUsage(
-                    digital_signature=True,
-                    key_cert_sign=True,
-                    crl_sign=True,
-                    content_commitment=False,
-                    key_encipherment=False,
-                    data_encipherment=False,
-                    key_agreement=False,
-                    encipher_only=False,
-                    decipher_only=False,
-                ),
-                critical=True,
-            )
-            .sign(self._ca_key, hashes.SHA256())
-        )
-        self.ca_crt = self.directory / "ca.crt"
-        self.ca_crt.write_bytes(self._ca.public_bytes(serialization.Encoding.PEM))
-        self.ca_p12 = self.directory / "truststore.p12"
-        self.ca_p12.write_bytes(
-            pkcs12.serialize_java_truststore(
-                [pkcs12.PKCS12Certificate(self._ca, b"ca")],
-                serialization.BestAvailableEncryption(STORE_PASSWORD.encode()),
-            )
-        )
+        self.ca = CertAuthority(self.directory, "bk-auditor-test-ca")
+        self.ca_crt = self.ca.cert_file
+        self.ca_p12 = self.ca.truststore("PKCS12")
 
-    def leaf(self, name: str, *, signer: Pki | None = None) -> Leaf:
-        """A leaf certificate for `name` (signed by this CA, or by `signer`'s for a wrong one)."""
-        ca = signer or self
-        now = dt.datetime.now(dt.UTC)
-        key = ec.generate_private_key(ec.SECP256R1())
-        cert = (
-            x509.CertificateBuilder()
-            .subject_name(_name(name))
-            .issuer_name(ca._ca.subject)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - dt.timedelta(minutes=5))
-            .not_valid_after(now + dt.timedelta(days=1))
-            .add_extension(
-                x509.SubjectAlternativeName(
-                    [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-                ),
-                critical=False,
-            )
-            .add_extension(
-                x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]),
-                critical=False,
-            )
-            .sign(ca._ca_key, hashes.SHA256())
-        )
-        d = self.directory
-        crt, keyf, combined, p12 = d / f"{name}.crt", d / f"{name}.key", d / f"{name}-combined.pem", d / f"{name}.p12"
-        cert_pem = cert.public_bytes(serialization.Encoding.PEM)
-        crt.write_bytes(cert_pem)
-        keyf.write_bytes(_key_pem(key))
-        combined.write_bytes(_key_pem(key) + cert_pem)
-        p12.write_bytes(
-            pkcs12.serialize_key_and_certificates(
-                name.encode(), key, cert, [ca._ca], serialization.BestAvailableEncryption(STORE_PASSWORD.encode())
-            )
-        )
-        leaf = Leaf(name, crt, keyf, combined, p12)
+    def leaf(self, name: str) -> Leaf:
+        issued = self.ca.issue(name, ["localhost", "127.0.0.1"])
+        combined = self.directory / f"{name}-combined.pem"
+        combined.write_bytes(issued.key_file.read_bytes() + issued.cert_file.read_bytes())
+        leaf = Leaf(name, issued.cert_file, issued.key_file, combined, issued.pkcs12())
         self.leaves[name] = leaf
         return leaf
 
