@@ -19,7 +19,7 @@ from auditor.metadata.errors import MetadataError
 from auditor.metadata.racks import RackResolver, ScriptRackResolver, load_rack_file
 from auditor.metadata.zkbookies import BookieRegistry, pulsar_racks
 from auditor.metadata.zkstore import ZooKeeperMetadataStore
-from auditor.settings import Settings
+from auditor.settings import Settings, zookeeper_security
 from auditor.tlsfiles import ReloadingContext, TlsFileError
 
 from .context import AuditContext, CheckOptions
@@ -180,6 +180,7 @@ async def connect_store(settings: Settings) -> ZooKeeperMetadataStore:
         max_in_flight=z.max_concurrent_reads,
         reads_per_second=z.reads_per_second or None,
         connect_timeout=z.connect_timeout_seconds,
+        security=zookeeper_security(settings),
     )
 
 

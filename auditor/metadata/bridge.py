@@ -13,7 +13,8 @@ from collections.abc import Callable
 from typing import Any
 
 from kazoo.client import KazooClient
-from kazoo.protocol.states import KazooState, WatchedEvent
+from kazoo.exceptions import AuthFailedError
+from kazoo.protocol.states import KazooState, KeeperState, WatchedEvent
 
 from auditor.aio.ratelimit import TokenBucket
 
@@ -119,17 +120,51 @@ class KazooBridge:
         self._state_callbacks.clear()
 
 
-async def start_client(client: KazooClient, timeout: float = 30.0) -> None:
-    """Start a kazoo client without blocking the loop (start_async + an event set from its thread)."""
+async def start_client(client: KazooClient, timeout: float = 30.0, how: str = "") -> None:
+    """Start a kazoo client without blocking the loop. AuthFailedError as soon as ZooKeeper rejects our
+    credentials (kazoo stops trying then); TimeoutError, saying `how` we connect, when it never answers
+    (e.g. a TLS handshake that keeps failing)."""
     loop = asyncio.get_running_loop()
     event = client.start_async()
-    # Waiting on kazoo's threading.Event happens in a worker thread, never on the loop.
-    await loop.run_in_executor(None, event.wait, timeout)
+    deadline = loop.time() + timeout
+    # kazoo's connection thread ends, without setting `event`, when the server closes a session for
+    # want of SASL (e.g. a wrong password): once seen running, its stopping means it gave up.
+    stopped = getattr(getattr(client, "_connection", None), "connection_stopped", None)
+    seen_running = False
+
+    def gave_up() -> bool:
+        nonlocal seen_running
+        if stopped is not None and not stopped.is_set():
+            seen_running = True
+        return client.client_state == KeeperState.AUTH_FAILED or (
+            seen_running and stopped is not None and stopped.is_set()
+        )
+
+    # Polled: kazoo never sets the event when authentication fails, and its listeners may run before
+    # `connected` turns true, so an asyncio.Event set from them could miss the moment.
+    while not event.is_set() and not gave_up() and loop.time() < deadline:  # noqa: ASYNC110
+        await asyncio.sleep(0.05)
     if not client.connected:
-        client.stop()
-        client.close()
+        failed = gave_up()
+        await stop_client(client)
         servers = ",".join(f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in client.hosts)
-        raise ZooKeeperUnreachableError(servers, timeout)
+        if failed:
+            raise AuthFailedError(f"ZooKeeper at {servers} ended our session while authenticating")
+        raise ZooKeeperUnreachableError(servers, timeout, how)
+
+
+async def connection_abandoned(client: KazooClient, wait: float = 1.0) -> bool:
+    """After a ConnectionLoss on a started client: has kazoo's connection loop ended although nobody
+    stopped the client, i.e. did it give up (authentication failed, or the server closed a session that
+    lacked SASL)? Waits up to `wait` seconds for the loop to finish ending."""
+    stopped = getattr(getattr(client, "_connection", None), "connection_stopped", None)
+    if stopped is None:
+        return False
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait
+    while not stopped.is_set() and loop.time() < deadline:  # noqa: ASYNC110 (a kazoo thread's event)
+        await asyncio.sleep(0.05)
+    return client.client_state == KeeperState.AUTH_FAILED or (stopped.is_set() and not client._stopped.is_set())
 
 
 async def stop_client(client: KazooClient) -> None:

@@ -37,8 +37,10 @@ class NotALedgersRootError(MetadataConfigError):
 class ZooKeeperUnreachableError(MetadataError, TimeoutError):
     """No ZooKeeper server answered within the connect timeout; names the servers tried."""
 
-    def __init__(self, servers: str, timeout: float) -> None:
-        super().__init__(f"cannot reach ZooKeeper at {servers} within {timeout:g}s (zookeeper.connect_timeout_seconds)")
+    def __init__(self, servers: str, timeout: float, how: str = "") -> None:
+        # `how`: TLS and credentials, when any (a failing TLS handshake looks like no answer at all).
+        shown = f"{servers} ({how})" if how else servers
+        super().__init__(f"cannot reach ZooKeeper at {shown} within {timeout:g}s (zookeeper.connect_timeout_seconds)")
         self.servers = servers
 
 

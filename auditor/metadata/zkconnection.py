@@ -16,20 +16,30 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Coroutine
+from contextlib import ExitStack
 from typing import Any, Self
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NodeExistsError, NoNodeError, RolledBackError
+from kazoo.exceptions import (
+    AuthFailedError,
+    ConnectionLoss,
+    NoAuthError,
+    NodeExistsError,
+    NoNodeError,
+    RolledBackError,
+    SessionClosedRequireSaslError,
+)
 from kazoo.protocol.states import EventType, KazooState, WatchedEvent
 
 from auditor.aio import spawn
 
-from .bridge import KazooBridge, start_client, stop_client
+from .bridge import KazooBridge, connection_abandoned, start_client, stop_client
 from .errors import NotALedgersRootError, NotLeaderError
 from .interfaces import WriteGuard
 from .layout import LedgerLayout, parse_layout, resolve_manager
 from .location import LedgerManager, MetadataLocation, join, parse_service_uri
 from .paths import LedgerPaths, MarkerPaths
+from .zksecurity import PLAINTEXT, ZkSecurity, ZooKeeperAuthError
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +56,11 @@ class ZooKeeperConnection:
         bridge: KazooBridge,
         owns_client: bool = True,
         clock_ms: Callable[[], int] | None = None,
+        resources: ExitStack | None = None,
+        security: ZkSecurity = PLAINTEXT,
     ) -> None:
         self.client = client
+        self.security = security  # how we connected; `security.znode_acl(path)` for a create's ACL
         self.location = location
         self.manager = manager
         self.layout = layout
@@ -56,6 +69,7 @@ class ZooKeeperConnection:
         self.markers = MarkerPaths(location.ledgers_root)
         self.root = location.ledgers_root
         self._owns_client = owns_client
+        self._resources = resources or ExitStack()  # e.g. converted TLS stores, removed at close
         self._clock_ms = clock_ms or (lambda: int(time.time() * 1000))
         self.state: KazooState = KazooState.CONNECTED if client.connected else KazooState.SUSPENDED
         self._connected = asyncio.Event()
@@ -102,19 +116,37 @@ class ZooKeeperConnection:
         client: KazooClient | None = None,
         op_timeout: float | None = 30.0,
         reads_per_second: float | None = None,
+        security: ZkSecurity = PLAINTEXT,
     ) -> Self:
         """Connect, check that the ledgers root is a BookKeeper cluster's, read LAYOUT (never written) and
         check it against the configured manager.
 
         NotALedgersRootError when the root has neither LAYOUT nor `available` (a wrong path would
         otherwise look like a healthy, empty cluster). Nothing is created, whatever the outcome.
+        `security` says how (TLS, credentials) and which ACL our creates carry; with TLS asked for,
+        nothing is ever sent in plaintext. ZooKeeperAuthError when ZooKeeper refuses us.
         """
         loc = parse_service_uri(location) if isinstance(location, str) else location
         owns = client is None
-        if client is None:
-            client = KazooClient(hosts=loc.connect_string, timeout=loc.session_timeout_ms / 1000.0, read_only=False)
-        if not client.connected:
-            await start_client(client, connect_timeout)
+        resources = ExitStack()
+        try:
+            if client is None:
+                client = KazooClient(
+                    hosts=loc.connect_string,
+                    timeout=loc.session_timeout_ms / 1000.0,
+                    read_only=False,
+                    **resources.enter_context(security.client_arguments()),
+                )
+            if not client.connected:
+                try:
+                    await start_client(
+                        client, connect_timeout, how="" if security == PLAINTEXT else security.describe()
+                    )
+                except AuthFailedError:
+                    raise _auth_refused(loc, security) from None
+        except BaseException:
+            resources.close()
+            raise
         bridge = KazooBridge(
             client, max_in_flight=max_in_flight, op_timeout=op_timeout, rate_limit=reads_per_second or None
         )
@@ -128,12 +160,27 @@ class ZooKeeperConnection:
                 layout = None
                 log.warning("%s is missing: assuming the hybrid hierarchical layout (not creating it)", layout_path)
             manager = resolve_manager(loc.manager, layout, loc.driver, layout_path)
-        except BaseException:
-            bridge.detach()
-            if owns:
-                await stop_client(client)
+        except (SessionClosedRequireSaslError, AuthFailedError):
+            await _abandon(bridge, client, owns, resources)
+            raise _auth_refused(loc, security) from None
+        except ConnectionLoss:
+            # A session without (valid) SASL is let in, then closed by a server that requires it.
+            abandoned = await connection_abandoned(client)
+            await _abandon(bridge, client, owns, resources)
+            if abandoned:
+                raise _auth_refused(loc, security) from None
             raise
-        return cls(client, loc, manager, layout, bridge, owns)
+        except NoAuthError:
+            await _abandon(bridge, client, owns, resources)
+            raise ZooKeeperAuthError(
+                f"ZooKeeper at {loc.connect_string} refused to let us read {loc.chroot}{layout_path} (NoAuth; "
+                f"we connected with {security.describe()}): configure the credentials the cluster's znodes "
+                "are created with (zookeeper.auth.*)"
+            ) from None
+        except BaseException:
+            await _abandon(bridge, client, owns, resources)
+            raise
+        return cls(client, loc, manager, layout, bridge, owns, resources=resources, security=security)
 
     async def close(self) -> None:
         for task in list(self._watch_tasks):
@@ -141,6 +188,7 @@ class ZooKeeperConnection:
         self.bridge.detach()
         if self._owns_client:
             await stop_client(self.client)
+        self._resources.close()
 
     async def __aenter__(self) -> Self:
         return self
@@ -246,6 +294,25 @@ class ZooKeeperConnection:
                 if event.type != EventType.NONE:
                     last_seen = None
                     await _call(on_change)
+
+
+def _auth_refused(loc: MetadataLocation, security: ZkSecurity) -> ZooKeeperAuthError:
+    if security.sasl is not None:
+        return ZooKeeperAuthError(
+            f"ZooKeeper at {loc.connect_string} refused our credentials ({security.describe()}): "
+            "check the user and password"
+        )
+    return ZooKeeperAuthError(
+        f"ZooKeeper at {loc.connect_string} requires SASL authentication and closed our session "
+        f"({security.describe()}): configure zookeeper.auth.jaas_file or zookeeper.auth.sasl_username"
+    )
+
+
+async def _abandon(bridge: KazooBridge, client: KazooClient, owns: bool, resources: ExitStack) -> None:
+    bridge.detach()
+    if owns:
+        await stop_client(client)
+    resources.close()
 
 
 async def _require_ledgers_root(bridge: KazooBridge, loc: MetadataLocation) -> None:

@@ -66,7 +66,8 @@ class OperatorSwitches:
         client, bridge = self.conn.client, self.conn.bridge
         try:
             if expected_version is None:
-                await bridge.call(client.create_async, path, data)
+                # Open whatever zkEnableSecurity says, as BookKeeper creates it (every principal may set it).
+                await bridge.call(client.create_async, path, data, self.conn.security.znode_acl(path))
             else:
                 await bridge.call(client.set_async, path, data, expected_version)
         except NoNodeError:

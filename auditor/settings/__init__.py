@@ -22,6 +22,8 @@ The modules behind this face:
     origins     where each value came from, and how a validation error is worded
     rules       checks across settings (paths, files, the metadata location)
     values      value parsing: bind addresses, time windows, lists; the default admin address
+    jaas        JAAS login configuration files (ZooKeeper SASL credentials)
+    zksecurity  zookeeper.tls / zookeeper.auth turned into the connection's security, refusals worded
 """
 
 from auditor.errors import ConfigError
@@ -54,6 +56,7 @@ from .model import (
 )
 from .properties import PropertiesError, parse_properties
 from .values import DEFAULT_ADMIN_ADDRESS, TimeWindow, parse_bind
+from .zksecurity import zookeeper_security
 
 __all__ = [
     "DEFAULT_ADMIN_ADDRESS",
@@ -87,4 +90,5 @@ __all__ = [
     "load_settings",
     "parse_bind",
     "parse_properties",
+    "zookeeper_security",
 ]

@@ -15,6 +15,7 @@ from auditor.errors import ConfigError
 
 from .javakeys import (
     BOOKIE_SECURITY_KEYS,
+    CHECKED_JAVA_KEYS,
     JAVA_KEYS,
     JAVA_PRECEDENCE,
     SCRUTINY_KEYS,
@@ -98,9 +99,9 @@ def translate_file(path: Path, origins: dict[str, Origin]) -> tuple[dict[str, An
             continue  # translated together below (they depend on each other)
         if value is None or (isinstance(value, str) and not value.strip()):
             # Blank means "not set", as Java reads `metadataServiceUri=`; still catch typos in the name.
-            if not (key in JAVA_KEYS or is_our_path(key) or is_known_java_key(key)):
+            if not (key in JAVA_KEYS or key in CHECKED_JAVA_KEYS or is_our_path(key) or is_known_java_key(key)):
                 problems.append(f"{where}: {key}: unknown setting{_suggest(key)}")
-            elif key not in JAVA_KEYS and not is_our_path(key):
+            elif key not in JAVA_KEYS and key not in CHECKED_JAVA_KEYS and not is_our_path(key):
                 ignored.append(key)
             continue
         if key in JAVA_KEYS:
@@ -113,6 +114,11 @@ def translate_file(path: Path, origins: dict[str, Origin]) -> tuple[dict[str, An
                 problems.append(f"{where}: {key}: {exc}")
                 continue
             put(jk.path, converted, key, value)
+        elif key in CHECKED_JAVA_KEYS:
+            try:
+                CHECKED_JAVA_KEYS[key](value)
+            except ValueError as exc:
+                problems.append(f"{where}: {key}: {exc}")
         elif is_our_path(key):
             put(key, value, key, value)
         elif is_known_java_key(key):

@@ -100,6 +100,24 @@ JAVA_KEYS: dict[str, JavaKey] = {
         JavaKey("networkTopologyScriptFileName", "racks.script", "path"),
         JavaKey("networkTopologyScriptNumberArgs", "racks.script_max_args", "count"),
         JavaKey("reppDnsResolverClass", "racks.source", "class", _rack_source),
+        # ZooKeeper security (docs/security.md). BookKeeper reads zkEnableSecurity; the rest are the
+        # ZooKeeper client's system properties (BOOKIE_EXTRA_OPTS, PULSAR_EXTRA_OPTS) or the keys of a
+        # ZKClientConfig file (Pulsar's metadataStoreConfigPath), which may be given here as they are.
+        JavaKey("zkEnableSecurity", "zookeeper.auth.secure_acls", "bool"),
+        JavaKey("zookeeper.client.secure", "zookeeper.tls.enabled", "bool"),
+        JavaKey("zookeeper.ssl.keyStore.location", "zookeeper.tls.keystore", "path"),
+        JavaKey("zookeeper.ssl.keyStore.password", "zookeeper.tls.keystore_password", "text"),
+        JavaKey("zookeeper.ssl.keyStore.passwordPath", "zookeeper.tls.keystore_password_file", "path"),
+        JavaKey("zookeeper.ssl.keyStore.type", "zookeeper.tls.keystore_type", "PEM|JKS|PKCS12"),
+        JavaKey("zookeeper.ssl.trustStore.location", "zookeeper.tls.truststore", "path"),
+        JavaKey("zookeeper.ssl.trustStore.password", "zookeeper.tls.truststore_password", "text"),
+        JavaKey("zookeeper.ssl.trustStore.passwordPath", "zookeeper.tls.truststore_password_file", "path"),
+        JavaKey("zookeeper.ssl.trustStore.type", "zookeeper.tls.truststore_type", "PEM|JKS|PKCS12"),
+        JavaKey("zookeeper.ssl.hostnameVerification", "zookeeper.tls.verify_hostname", "bool"),
+        JavaKey("java.security.auth.login.config", "zookeeper.auth.jaas_file", "path"),
+        JavaKey("zookeeper.sasl.clientconfig", "zookeeper.auth.jaas_section", "name"),
+        JavaKey("zookeeper.sasl.client", "zookeeper.auth.sasl_enabled", "bool"),
+        JavaKey("zookeeper.sasl.client.username", "zookeeper.auth.sasl_service", "name"),
     )
 }
 
@@ -109,6 +127,52 @@ JAVA_PRECEDENCE = {
     "zookeeper.ledger_manager": ("ledgerManagerFactoryClass", "ledgerManagerType"),
 }
 SCRUTINY_KEYS = ("auditorReplicasCheckInterval", "auditorPeriodicPlacementPolicyCheckInterval")
+
+
+def _netty_or_nio(value: Any) -> None:
+    short = str(value).strip().rsplit(".", 1)[-1]
+    if short not in ("ClientCnxnSocketNetty", "ClientCnxnSocketNIO"):
+        raise ValueError(f"unknown ZooKeeper client socket {str(value).strip()!r} (ClientCnxnSocketNetty or NIO)")
+
+
+def _bool_text(value: Any) -> bool:
+    text = str(value).strip().lower()
+    if text not in ("true", "false"):
+        raise ValueError(f"must be true or false, got {value!r}")
+    return text == "true"
+
+
+def _not_true(feature: str) -> Callable[[Any], None]:
+    def check(value: Any) -> None:
+        if _bool_text(value):
+            raise ValueError(f"{feature} is not implemented by bk-auditor; refusing to start without it")
+
+    return check
+
+
+def _refused(why: str) -> Callable[[Any], None]:
+    def check(value: Any) -> None:
+        raise ValueError(f"not supported: {why}")
+
+    return check
+
+
+# ZooKeeper client keys that need no setting of ours, checked when given: a value asking for something we
+# do not do is refused (fail closed), naming the key. Listed in docs/security.md ("Settings we refuse").
+CHECKED_JAVA_KEYS: dict[str, Callable[[Any], object]] = {
+    # kazoo has one socket implementation for both; TLS does not depend on this choice.
+    "zookeeper.clientCnxnSocket": _netty_or_nio,
+    # kazoo reads the certificate files again on every (re)connection.
+    "zookeeper.client.certReload": _bool_text,
+    "zookeeper.ssl.crl": _not_true("certificate revocation (CRL) checking"),
+    "zookeeper.ssl.ocsp": _not_true("certificate revocation (OCSP) checking"),
+    "zookeeper.ssl.protocol": _refused("kazoo negotiates TLS 1.2 or 1.3 with OpenSSL's defaults; remove the key"),
+    "zookeeper.ssl.enabledProtocols": _refused("kazoo negotiates TLS 1.2 or 1.3 with OpenSSL's defaults"),
+    "zookeeper.ssl.ciphersuites": _refused("kazoo uses OpenSSL's default cipher suites"),
+    "zookeeper.ssl.context.supplier.class": _refused("a Java SSLContext supplier cannot be used from Python"),
+    "zookeeper.server.principal": _refused("Kerberos (GSSAPI) SASL is not implemented"),
+    "zookeeper.server.realm": _refused("Kerberos (GSSAPI) SASL is not implemented"),
+}
 
 
 def java_key_table() -> list[tuple[str, str, str]]:
@@ -214,7 +278,7 @@ timeoutTaskIntervalMillis timeoutTimerNumTicks timeoutTimerTickDurationMs
 underreplicatedLedgerRecoveryGracePeriod useHostNameAsBookieID useHostnameResolveLocalNodePlacementPolicy
 useShortHostName useTargetEntryLogSizeForGc useTransactionalCompaction useV2WireProtocol verifyMetadataOnGC
 waitTimeoutOnBackpressureMs waitTimeoutOnResponseBackpressureMs write-cache-max-size writeBufferSizeBytes
-zkEnableSecurity zkLedgersRootPath zkRequestRateLimit zkRetryBackoffMaxMs zkRetryBackoffMaxRetries
+zkLedgersRootPath zkRequestRateLimit zkRetryBackoffMaxMs zkRetryBackoffMaxRetries
 zkRetryBackoffStartMs zkServers zkTimeout
 """.split()
 )

@@ -43,6 +43,52 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
+StoreType = Literal["PEM", "JKS", "PKCS12"]
+
+
+def _store_type(v: Any) -> Any:
+    return v.strip().upper().replace("PKCS#12", "PKCS12") if isinstance(v, str) else v
+
+
+class ZooKeeperTlsSettings(_Section):
+    """TLS to ZooKeeper (docs/security.md). Trust: `ca_file` or `truststore`; our certificate (when the
+    server wants one, ZooKeeper's default): `cert_file` + `key_file` or `keystore`."""
+
+    enabled: bool = False
+    ca_file: Path | None = None  # PEM CA certificates
+    cert_file: Path | None = None  # PEM certificate chain (a combined key+chain PEM may be cert and key)
+    key_file: Path | None = None  # PEM private key
+    key_password: str | None = Field(None, repr=False)  # for an encrypted PEM key
+    keystore: Path | None = None  # Java's zookeeper.ssl.keyStore.location: PEM, JKS or PKCS12
+    keystore_type: StoreType | None = None  # default: from the file name (.pem, .jks, .p12)
+    keystore_password: str | None = Field(None, repr=False)
+    keystore_password_file: Path | None = None
+    truststore: Path | None = None  # Java's zookeeper.ssl.trustStore.location
+    truststore_type: StoreType | None = None
+    truststore_password: str | None = Field(None, repr=False)
+    truststore_password_file: Path | None = None
+    verify_hostname: bool = True  # the server certificate must match the host dialled (ZooKeeper's default)
+
+    _types = field_validator("keystore_type", "truststore_type", mode="before")(_store_type)
+
+
+class ZooKeeperAuthSettings(_Section):
+    """Authentication to ZooKeeper and the ACL of the znodes we create (docs/security.md)."""
+
+    jaas_file: Path | None = None  # java.security.auth.login.config: its Client section's DIGEST-MD5 login
+    jaas_section: str = "Client"  # zookeeper.sasl.clientconfig
+    sasl_enabled: bool = True  # zookeeper.sasl.client: false = never SASL, even with a JAAS file
+    sasl_service: str = "zookeeper"  # zookeeper.sasl.client.username (the server's service name)
+    sasl_mechanism: str = "DIGEST-MD5"  # the only one implemented; anything else is refused at start
+    sasl_username: str | None = None  # instead of a JAAS file
+    sasl_password: str | None = Field(None, repr=False)
+    sasl_password_file: Path | None = None
+    digest_username: str | None = None  # ZooKeeper's `digest` scheme (addauth digest user:password)
+    digest_password: str | None = Field(None, repr=False)
+    digest_password_file: Path | None = None
+    secure_acls: bool = False  # zkEnableSecurity: znodes we create get CREATOR_ALL_ACL
+
+
 class ZooKeeperSettings(_Section):
     servers: str | None = None  # legacy zkServers; metadata_service_uri wins when both are set
     ledgers_root: str = DEFAULT_LEDGERS_ROOT
@@ -53,6 +99,8 @@ class ZooKeeperSettings(_Section):
     connect_timeout_seconds: float = Field(5.0, gt=0)
     reads_per_second: float = Field(2000.0, ge=0)  # 0 = unlimited
     max_concurrent_reads: int = Field(64, ge=1)
+    tls: ZooKeeperTlsSettings = Field(default_factory=ZooKeeperTlsSettings)
+    auth: ZooKeeperAuthSettings = Field(default_factory=ZooKeeperAuthSettings)
 
 
 class ElectionSettings(_Section):

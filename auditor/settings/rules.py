@@ -83,6 +83,9 @@ def cross_checks(s: Settings, stacks: list[dict[str, Origin]]) -> list[str]:
                 "is set but TLS to bookies is off (bookie_client.tls.enabled, Java's tlsProviderFactoryClass): "
                 "enable it or remove the setting",
             )
+    from .zksecurity import security_problems
+
+    security_problems(s, say)
     a = s.admin
     if (a.tls_cert is None) != (a.tls_key is None):
         say("admin.tls_cert" if a.tls_cert else "admin.tls_key", "admin TLS needs both tls_cert and tls_key")

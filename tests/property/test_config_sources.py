@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from auditor.metadata.errors import MetadataConfigError, UnsupportedLayoutError
 from auditor.metadata.location import _SERVER, LedgerManager, from_settings, parse_service_uri, zk_path_problem
 from auditor.settings import ConfigError, PropertiesError, Settings, load_settings, parse_properties
+from auditor.settings.jaas import FLAGS, JaasError, parse_jaas
 
 from .contract import parse_contract
 from .strategies import deep_json, json_values, mutated, weird_numbers
@@ -227,3 +228,46 @@ def test_environment_hostile(name: str, value: str) -> None:
     if not out.ok:
         assert any(name in line for line in out.error.problems), out.error.problems
         assert all("\n" not in line for line in out.error.problems)
+
+
+# ------------------------------------------------------------------ JAAS login configuration files
+
+_jaas_word = st.text("abcXYZ019_.$-", min_size=1, max_size=12)
+_jaas_value = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_size=20)
+
+
+def _quoted(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+@given(
+    st.dictionaries(
+        _jaas_word,
+        st.lists(
+            st.tuples(
+                _jaas_word,
+                st.sampled_from(sorted(FLAGS)),
+                st.dictionaries(_jaas_word, _jaas_value, max_size=3),
+            ),
+            max_size=3,
+        ),
+        max_size=3,
+    )
+)
+def test_jaas_round_trip(sections: dict) -> None:
+    text = "\n".join(
+        f"{name} {{\n"
+        + "".join(
+            f"  {module} {flag} " + " ".join(f"{k}={_quoted(v)}" for k, v in options.items()) + ";\n"
+            for module, flag, options in modules
+        )
+        + "};"
+        for name, modules in sections.items()
+    )
+    parsed = parse_jaas(text, "jaas.conf")
+    assert {n: [(m.name, m.flag, m.options) for m in ms] for n, ms in parsed.items()} == sections
+
+
+@given(st.one_of(st.text(max_size=200), st.text('Client{}=;"\\/* \nabc', max_size=80)))
+def test_jaas_hostile(text: str) -> None:
+    parse_contract(lambda: parse_jaas(text, "jaas.conf"), JaasError, names="jaas.conf")

@@ -44,3 +44,10 @@ JAVA_AUDITOR_PORT = BOOKIE_PORT_BASE + 19
 OUR_VOTE_PORT = BOOKIE_PORT_BASE + 18
 # A scripted stand-in (TCP proxy) registered for one bookie in hostile-bookie tests: base + k, k < 10.
 HOSTILE_PROXY_PORT = BOOKIE_PORT_BASE + 90
+# The secured ZooKeepers of tests/realcluster/test_zookeeper_{tls,sasl}.py (one module at a time):
+# plaintext clientPort and TLS secureClientPort of the TLS one, the SASL one; their one bookie each.
+SECURE_ZK_PORT = ZK_PORT + 10
+SECURE_ZK_TLS_PORT = ZK_PORT + 11
+SASL_ZK_PORT = ZK_PORT + 12
+SECURE_PORT_BASE = BOOKIE_PORT_BASE + 330
+SECURE_HTTP_BASE = HTTP_BASE + 330

@@ -6,9 +6,6 @@ root or anything outside `<root>/bk-auditor` and the markers."""
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,13 +16,13 @@ from kazoo.exceptions import NoNodeError
 from auditor.metadata.election import LeaderElection
 from auditor.metadata.errors import MetadataConfigError, MetadataError
 from tests.realcluster import zkwriters
+from tests.realcluster.cli_util import cli, error_lines
 from tests.realcluster.cluster import Cluster
 from tests.realcluster.daemon_util import Daemon
 from tests.realcluster.metadata_helpers import collect, leader_of, open_store, zk_tree
 
 pytestmark = pytest.mark.realcluster
 
-BIN = Path(sys.executable).with_name("bk-auditor")
 LAYOUT = b"2\norg.apache.bookkeeper.meta.HierarchicalLedgerManagerFactory:1"
 
 
@@ -42,18 +39,6 @@ def scratch(cluster: Cluster) -> Iterator[str]:
         cluster.kazoo.delete(root, recursive=True)
     except NoNodeError:
         pass
-
-
-def cli(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("BKAUDIT_")}
-    return subprocess.run(
-        [str(BIN), *args], capture_output=True, text=True, timeout=timeout, env=env, stdin=subprocess.DEVNULL
-    )
-
-
-def error_lines(stderr: str) -> list[str]:
-    """stderr without the JSON log lines (and Spark's own chatter, which is not ours)."""
-    return [line for line in stderr.splitlines() if line.startswith(("bk-auditor", "error:"))]
 
 
 @pytest.mark.parametrize(

@@ -12,6 +12,8 @@ Modules, by subject:
   (`Cluster`, `BookieProc`);
 * `javatools`: the JVM and jars, and the Java tools run against a cluster (BookieShell, BkLedgerTool on
   the real Java client, the Java ReplicationWorker and AutoRecoveryMain);
+* `zksecurity`: a secured ZooKeeper (TLS, SASL), its test certificates and its clients' JVM flags
+  (`secured_cluster` starts a one-bookie cluster on it);
 * `errors`: `HarnessError`.
 Ports for tests come from `tests/realcluster/ports.py` (`BK_TEST_PORT_SLOT`).
 """
@@ -19,7 +21,7 @@ Ports for tests come from `tests/realcluster/ports.py` (`BK_TEST_PORT_SLOT`).
 from tests.realcluster.cluster.errors import HarnessError
 from tests.realcluster.cluster.javatools import BK_HOME, BK_VERSION, check_prerequisites, payload
 from tests.realcluster.cluster.processes import Proc
-from tests.realcluster.cluster.servers import PROXY_HOST, PROXY_NAME, BookieProc, Cluster
+from tests.realcluster.cluster.servers import PROXY_HOST, PROXY_NAME, BookieProc, Cluster, secured_cluster
 
 __all__ = [
     "BK_HOME",
@@ -32,4 +34,5 @@ __all__ = [
     "Proc",
     "check_prerequisites",
     "payload",
+    "secured_cluster",
 ]

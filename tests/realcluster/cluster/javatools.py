@@ -22,10 +22,13 @@ from typing import Any
 from tests.realcluster import ports
 from tests.realcluster.cluster.errors import HarnessError
 from tests.realcluster.cluster.processes import Proc
+from tests.realcluster.cluster.zksecurity import ZkTestSecurity
 
 BK_VERSION = os.environ.get("BK_VERSION", "4.17.3")
 BK_HOME = Path(os.environ.get("BK_HOME", Path.home() / ".cache" / f"bk-{BK_VERSION}"))
 ZK_JARS = ("/usr/share/java/zookeeper.jar", "/usr/share/java/slf4j-simple.jar")
+# ZooKeeper's Netty server factory (TLS) needs these beside the jars its manifest names.
+ZK_NETTY_JARS = ("/usr/share/java/netty-codec.jar", "/usr/share/java/netty-resolver.jar")
 TOOL_SOURCE = Path(__file__).resolve().parent.parent / "java" / "BkLedgerTool.java"
 
 JVM_COMMON = [
@@ -127,6 +130,14 @@ class JavaTools:
     client_conf: dict[str, str]  # extra Java client keys (e.g. TLS), for the shell and the ledger tool
     _tool: Path | None
     _workers: list[Proc]
+    zk_security: ZkTestSecurity | None
+
+    def _client_jvm(self) -> list[str]:
+        """JVM flags a Java client needs for this cluster's ZooKeeper (TLS, SASL): none when plain."""
+        return self.zk_security.client_jvm() if self.zk_security else []
+
+    def _client_conf(self) -> str:
+        return "".join(f"{line}\n" for line in (self.zk_security.client_conf() if self.zk_security else []))
 
     def _write_java_configs(self) -> None:
         """log4j configurations for servers and tools, and the client configuration the shell reads."""
@@ -134,7 +145,7 @@ class JavaTools:
         (self.conf_dir / "log4j2-shell.xml").write_text(LOG4J_SHELL)
         extra = "".join(f"{k}={v}\n" for k, v in self.client_conf.items())
         (self.conf_dir / "client.conf").write_text(
-            f"metadataServiceUri={self.metadata_service_uri}\nzkTimeout=6000\n{extra}"
+            f"metadataServiceUri={self.metadata_service_uri}\nzkTimeout=6000\n{extra}" + self._client_conf()
         )
 
     def _compile_tool(self) -> None:
@@ -148,6 +159,7 @@ class JavaTools:
             "java",
             *JVM_COMMON,
             *JVM_CLIENT,
+            *self._client_jvm(),
             f"-Dlog4j.configurationFile={self.conf_dir / 'log4j2-shell.xml'}",
             "-cp",
             classpath(),
@@ -173,6 +185,7 @@ class JavaTools:
             "java",
             *JVM_COMMON,
             *JVM_CLIENT,
+            *self._client_jvm(),
             f"-Dlog4j.configurationFile={self.conf_dir / 'log4j2-shell.xml'}",
             "-cp",
             f"{self._tool}:{classpath()}",
@@ -365,10 +378,12 @@ class JavaTools:
                     "",
                 ]
             )
+            + self._client_conf()
         )
         argv = [
             "java",
             *JVM_COMMON,
+            *self._client_jvm(),
             f"-Dlog4j.configurationFile={self.conf_dir / 'log4j2-server.xml'}",
             "-Xmx256m",
             "-XX:MaxDirectMemorySize=128m",

@@ -9,14 +9,18 @@ from `javatools.JavaTools`.
 from __future__ import annotations
 
 import atexit
+import os
 import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,8 +29,16 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import ConnectionLoss, SessionExpiredError
 
 from tests.realcluster.cluster.errors import HarnessError
-from tests.realcluster.cluster.javatools import JVM_COMMON, ZK_JARS, JavaTools, check_prerequisites, classpath
+from tests.realcluster.cluster.javatools import (
+    JVM_COMMON,
+    ZK_JARS,
+    ZK_NETTY_JARS,
+    JavaTools,
+    check_prerequisites,
+    classpath,
+)
 from tests.realcluster.cluster.processes import Proc, tail
+from tests.realcluster.cluster.zksecurity import ZkTestSecurity
 
 STORAGE_CLASSES = {
     "sorted": "org.apache.bookkeeper.bookie.SortedLedgerStorage",
@@ -100,12 +112,16 @@ class Cluster(JavaTools):
     bookie_conf: dict[int, dict[str, str]] = field(default_factory=dict)
     # Extra Java client keys for the shell and the ledger tool (e.g. TLS to the bookies).
     client_conf: dict[str, str] = field(default_factory=dict)
+    # A secured ZooKeeper (TLS on its secure port, SASL): clients then dial the secure port.
+    zk_security: ZkTestSecurity | None = None
 
     def __post_init__(self) -> None:
         self.workdir = Path(self.workdir)
         self.logs_dir = self.workdir / "logs"
         self.conf_dir = self.workdir / "conf"
-        self.zk_hosts = f"127.0.0.1:{self.zk_port}"
+        secure = self.zk_security
+        client_port = secure.secure_port if secure and secure.tls and secure.secure_port else self.zk_port
+        self.zk_hosts = f"127.0.0.1:{client_port}"
         self.metadata_service_uri = f"zk+{self.layout}://{self.zk_hosts}{self.ledgers_root}"
         self.zk: Proc | None = None
         self.bookies: list[BookieProc] = []
@@ -177,6 +193,8 @@ class Cluster(JavaTools):
             (f"127.0.0.{n}", self.port_base + n) for n in range(1, self.num_bookies + 1)
         ]
         wanted += [(PROXY_HOST, self.port_base + n) for n in self.proxied]
+        if self.zk_security and self.zk_security.secure_port:
+            wanted.append(("127.0.0.1", self.zk_security.secure_port))
         for host, port in wanted:
             with socket.socket() as s:
                 s.settimeout(0.5)
@@ -201,11 +219,12 @@ class Cluster(JavaTools):
                     "maxClientCnxns=0",
                     "admin.enableServer=false",
                     "4lw.commands.whitelist=ruok,srvr,mntr",
+                    *(self.zk_security.zoo_cfg() if self.zk_security else []),
                     "",
                 ]
             )
         )
-        cp = ":".join(j for j in ZK_JARS if Path(j).exists())
+        cp = ":".join(j for j in (*ZK_JARS, *ZK_NETTY_JARS) if Path(j).exists())
         self.zk = Proc(
             "zookeeper",
             [
@@ -215,6 +234,7 @@ class Cluster(JavaTools):
                 "-cp",
                 cp,
                 "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+                *(self.zk_security.server_jvm() if self.zk_security else []),
                 "org.apache.zookeeper.server.ZooKeeperServerMain",
                 str(cfg),
             ],
@@ -254,7 +274,8 @@ class Cluster(JavaTools):
     def kazoo(self) -> KazooClient:
         with self._lock:
             if self._kazoo is None:
-                client = KazooClient(hosts=self.zk_hosts, timeout=10.0)
+                extra = self.zk_security.harness_kazoo_kwargs() if self.zk_security else {}
+                client = KazooClient(hosts=self.zk_hosts, timeout=10.0, **extra)
                 client.start(timeout=30)
                 self._kazoo = client
             return self._kazoo
@@ -310,6 +331,7 @@ class Cluster(JavaTools):
             f"httpServerPort={http_port}",
             "statsProviderClass=org.apache.bookkeeper.stats.prometheus.PrometheusMetricsProvider",
             "autoRecoveryDaemonEnabled=false",
+            *(self.zk_security.client_conf() if self.zk_security else []),
         ]
         lines += [f"{k}={v}" for k, v in self.bookie_conf.get(n, {}).items()]
         if storage == "db":
@@ -326,6 +348,7 @@ class Cluster(JavaTools):
             "java",
             *JVM_COMMON,
             *jvm_hosts,
+            *self._client_jvm(),
             f"-Dlog4j.configurationFile={self.conf_dir / 'log4j2-server.xml'}",
             "-Xms64m",
             "-Xmx256m",
@@ -532,3 +555,30 @@ class Cluster(JavaTools):
         result["victim"] = victim_bookie.bookie_id
         self.start_bookie(victim_bookie.index)
         return result
+
+
+@contextmanager
+def secured_cluster(prefix: str, zk_port: int, **security: Any) -> Iterator[Cluster]:
+    """A one-bookie cluster whose ZooKeeper is secured as `ZkTestSecurity(**security)` says, on the
+    secured clusters' ports (tests/realcluster/ports.py); removed afterwards (logs kept with
+    KEEP_CLUSTER_LOGS)."""
+    from tests.realcluster import ports
+
+    workdir = Path(tempfile.mkdtemp(prefix=prefix))
+    c = Cluster(
+        workdir,
+        num_bookies=1,
+        zk_port=zk_port,
+        port_base=ports.SECURE_PORT_BASE,
+        http_base=ports.SECURE_HTTP_BASE,
+        zk_security=ZkTestSecurity(workdir / "security", **security),
+    )
+    try:
+        c.start()
+        yield c
+    finally:
+        c.stop()
+        if os.environ.get("KEEP_CLUSTER_LOGS"):
+            print(f"\nsecured cluster's logs kept in {c.logs_dir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
