@@ -16,8 +16,8 @@ import pytest
 import yaml
 
 from auditor.settings import load_settings
+from tests.certs import CertAuthority
 from tests.deploy.artifacts import CHART, SCENARIOS, one, render_manifests, rendered
-from tests.tlscerts import CertAuthority
 
 SECRET_ROOTS = ("/pulsar/certs/", "/etc/bk-auditor/auth/")
 POD_IP = "127.0.0.1"  # what $(POD_IP) stands for in these tests (loopback only)
@@ -135,15 +135,15 @@ def _pod_environment(container: dict[str, Any], certs: Path) -> dict[str, str]:
 
 def _materialise(certs: Path, ca: CertAuthority, server_name: str, client_cn: str) -> None:
     """Files where the Secrets would be mounted (under `certs` instead of /pulsar/certs)."""
-    server = ca.issue("bk-auditor", dns=(server_name,), ips=())
-    client = ca.issue(client_cn)
+    server = ca.issue("bk-auditor", [server_name])
+    client = ca.issue(client_cn, ["localhost", "127.0.0.1"])
     for d, src in (("bk-auditor", server), ("bk-auditor-client", client)):
         (certs / d).mkdir(parents=True, exist_ok=True)
-        (certs / d / "tls.crt").write_bytes(src.cert.read_bytes())
-        (certs / d / "tls.key").write_bytes(src.key.read_bytes())
+        (certs / d / "tls.crt").write_bytes(src.cert_file.read_bytes())
+        (certs / d / "tls.key").write_bytes(src.key_file.read_bytes())
     for d in ("ca", "admin-client-ca"):
         (certs / d).mkdir(parents=True, exist_ok=True)
-        (certs / d / "ca.crt").write_bytes(ca.ca_file.read_bytes())
+        (certs / d / "ca.crt").write_bytes(ca.cert_file.read_bytes())
 
 
 def test_admin_tls_config_loads_with_the_pods_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -282,3 +282,33 @@ def test_network_policy_without_prometheus_peers_has_no_open_metrics_rule() -> N
 def test_network_policy_can_be_left_out() -> None:
     out = render_manifests.render_chart({"networkPolicy": {"enabled": False}})
     assert not [d for d in yaml.safe_load_all(out["bk-auditor/templates/networkpolicy.yaml"]) if d]
+
+
+def test_secured_config_loads_with_the_pods_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Everything secured (admin, ZooKeeper and bookie TLS, ZooKeeper SASL): the settings the chart writes
+    are ones the daemon knows, and they load with the mounted files in place."""
+    docs = rendered("secured")
+    certs, auth = tmp_path / "certs", tmp_path / "auth"
+    ca = CertAuthority(tmp_path / "pki", "ca")
+    _materialise(certs, ca, "bk-auditor.pulsar.svc.cluster.local", "pulsar-toolset")
+    for d in ("zookeeper-client", "bookie-client"):
+        leaf = ca.issue(d, ["localhost"])
+        (certs / d).mkdir(parents=True, exist_ok=True)
+        (certs / d / "tls.crt").write_bytes(leaf.cert_file.read_bytes())
+        (certs / d / "tls.key").write_bytes(leaf.key_file.read_bytes())
+    (auth / "zookeeper").mkdir(parents=True)
+    (auth / "zookeeper" / "jaas.conf").write_text(
+        'Client {\n  org.apache.zookeeper.server.auth.DigestLoginModule required\n  username="bk"\n  password="s";\n};\n'
+    )
+    text = one(docs, "ConfigMap", "bk-auditor")["data"]["config.yaml"]
+    path = tmp_path / "config.yaml"
+    path.write_text(text.replace("/pulsar/certs", str(certs)).replace("/etc/bk-auditor/auth", str(auth)))
+    for key in [k for k in os.environ if k.upper().startswith("BKAUDIT_")]:
+        monkeypatch.delenv(key)
+    for name, value in _pod_environment(_container(docs), certs).items():
+        monkeypatch.setenv(name, value)
+    s = load_settings(path)
+    assert s.zookeeper.tls.enabled and s.zookeeper.tls.cert_file == certs / "zookeeper-client/tls.crt"
+    assert s.zookeeper.auth.jaas_file == auth / "zookeeper/jaas.conf"
+    assert s.bookie_client.tls.enabled and s.bookie_client.tls.key_file == certs / "bookie-client/tls.key"
+    assert s.admin.tls_client_ca == certs / "admin-client-ca/ca.crt"

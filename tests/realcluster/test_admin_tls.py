@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.certs import CertAuthority
 from tests.realcluster import ports
 from tests.realcluster.cluster import Cluster
 from tests.realcluster.daemon_util import Daemon
-from tests.tlscerts import CertAuthority
 
 pytestmark = pytest.mark.realcluster
 
@@ -29,7 +29,7 @@ _ports = itertools.count(ports.DAEMON_PORT_BASE + 150)
 @pytest.fixture
 def daemon(cluster: Cluster, tmp_path: Path) -> Iterator[tuple[Daemon, CertAuthority]]:
     ca = CertAuthority(tmp_path / "pki", "admin-ca")
-    server = ca.issue("bk-auditor-0")
+    server = ca.issue("bk-auditor-0", ["localhost", "127.0.0.1"])
     probe_port = next(_ports)
     d = Daemon(
         cluster,
@@ -38,16 +38,16 @@ def daemon(cluster: Cluster, tmp_path: Path) -> Iterator[tuple[Daemon, CertAutho
         admin_port=next(_ports),
         metrics_port=next(_ports),
         admin={
-            "tls_cert": str(server.cert),
-            "tls_key": str(server.key),
-            "tls_client_ca": str(ca.ca_file),
+            "tls_cert": str(server.cert_file),
+            "tls_key": str(server.key_file),
+            "tls_client_ca": str(ca.cert_file),
             "authorized_clients": ["ops"],
             "probe_bind": f"127.0.0.1:{probe_port}",
         },
         schedule={"scrutiny_seconds": 0, "bookie_check_seconds": 0},
     )
-    ops = ca.issue("ops")
-    d.client_tls = {"tls_ca": ca.ca_file, "tls_cert": ops.cert, "tls_key": ops.key}
+    ops = ca.issue("ops", ["localhost", "127.0.0.1"])
+    d.client_tls = {"tls_ca": ca.cert_file, "tls_cert": ops.cert_file, "tls_key": ops.key_file}
     d.start()
     try:
         d.wait(lambda: d.status().identity == "tls-auditor-0", 60, "the admin API over mutual TLS")
@@ -71,33 +71,33 @@ def test_daemon_admin_api_mutual_tls_end_to_end(daemon: tuple[Daemon, CertAuthor
     d, ca = daemon
     addr = f"127.0.0.1:{d.admin_port}"
     probe = d.config["admin"]["probe_bind"]
-    ops = ca.issue("ops")
-    ok = ["--tls-ca", str(ca.ca_file), "--tls-cert", str(ops.cert), "--tls-key", str(ops.key)]
+    ops = ca.issue("ops", ["localhost", "127.0.0.1"])
+    ok = ["--tls-ca", str(ca.cert_file), "--tls-cert", str(ops.cert_file), "--tls-key", str(ops.key_file)]
 
     r = cli("pause", "--admin", addr, "--reason", "tls test", *ok)
     assert (r.returncode, r.stdout.strip()) == (0, "paused"), r.stderr
     assert d.status().paused and d.status().pause_reason == "tls test"
 
     # no client certificate: the TLS handshake is refused; one line, exit 2
-    r = cli("resume", "--admin", addr, "--tls-ca", str(ca.ca_file))
+    r = cli("resume", "--admin", addr, "--tls-ca", str(ca.cert_file))
     assert r.returncode == 2 and "TLS handshake" in one_line(r) and d.status().paused
     # a client certificate of another CA, with the same name
-    rogue = CertAuthority(tmp_path / "rogue", "rogue-ca").issue("ops")
+    rogue = CertAuthority(tmp_path / "rogue", "rogue-ca").issue("ops", ["localhost", "127.0.0.1"])
     r = cli(
         "resume",
         "--admin",
         addr,
         "--tls-ca",
-        str(ca.ca_file),
+        str(ca.cert_file),
         "--tls-cert",
-        str(rogue.cert),
+        str(rogue.cert_file),
         "--tls-key",
-        str(rogue.key),
+        str(rogue.key_file),
     )
     assert r.returncode == 2 and "TLS handshake" in one_line(r) and d.status().paused
     # a certificate of the right CA whose name is not authorized: reads yes, mutations no
-    reader = ca.issue("reader")
-    as_reader = ["--tls-ca", str(ca.ca_file), "--tls-cert", str(reader.cert), "--tls-key", str(reader.key)]
+    reader = ca.issue("reader", ["localhost", "127.0.0.1"])
+    as_reader = ["--tls-ca", str(ca.cert_file), "--tls-cert", str(reader.cert_file), "--tls-key", str(reader.key_file)]
     r = cli("status", "--admin", addr, *as_reader)
     assert r.returncode == 0 and "tls-auditor-0" in r.stdout, r.stderr
     r = cli("resume", "--admin", addr, *as_reader)

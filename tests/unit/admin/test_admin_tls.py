@@ -25,7 +25,7 @@ from auditor.admin.server import SERVICE_NAME, AdminServer
 from auditor.cli import app
 from auditor.daemon.backend import StateBackend
 from auditor.daemon.state import DaemonState
-from tests.tlscerts import CertAuthority, Issued
+from tests.certs import CertAuthority, Issued
 
 BIN = Path(sys.executable).with_name("bk-auditor")
 
@@ -47,7 +47,14 @@ class Pki:
 def pki(tmp_path: Path) -> Pki:
     ca = CertAuthority(tmp_path / "pki", "admin-ca")
     rogue_ca = CertAuthority(tmp_path / "rogue", "rogue-ca")
-    return Pki(ca, ca.issue("bk-auditor"), ca.issue("ops"), ca.issue("reader"), rogue_ca, rogue_ca.issue("ops"))
+    return Pki(
+        ca,
+        ca.issue("bk-auditor", ["localhost", "127.0.0.1"]),
+        ca.issue("ops", ["localhost", "127.0.0.1"]),
+        ca.issue("reader", ["localhost", "127.0.0.1"]),
+        rogue_ca,
+        rogue_ca.issue("ops", ["localhost", "127.0.0.1"]),
+    )
 
 
 @dataclass
@@ -74,8 +81,8 @@ async def serve(pki: Pki) -> AsyncIterator[Any]:
             triggered.append(check)
             return True
 
-        kw.setdefault("tls_cert", pki.server.cert)
-        kw.setdefault("tls_key", pki.server.key)
+        kw.setdefault("tls_cert", pki.server.cert_file)
+        kw.setdefault("tls_key", pki.server.key_file)
         server = AdminServer(StateBackend(state, trigger=trigger), "127.0.0.1:0", **kw)
         port = await server.start()
         started.append(server)
@@ -96,9 +103,9 @@ async def cli(*args: str, env: dict[str, str] | None = None) -> Any:
 
 
 def creds(pki: Pki, client: Issued | None = None, ca: Path | None = None) -> list[str]:
-    out = ["--tls-ca", str(ca or pki.ca.ca_file)]
+    out = ["--tls-ca", str(ca or pki.ca.cert_file)]
     if client is not None:
-        out += ["--tls-cert", str(client.cert), "--tls-key", str(client.key)]
+        out += ["--tls-cert", str(client.cert_file), "--tls-key", str(client.key_file)]
     return out
 
 
@@ -113,7 +120,7 @@ def one_error_line(result: Any) -> str:
 
 
 async def test_mutual_tls_end_to_end_through_the_cli(serve: Any, pki: Pki) -> None:
-    d = await serve(tls_client_ca=pki.ca.ca_file)
+    d = await serve(tls_client_ca=pki.ca.cert_file)
     ok = creds(pki, pki.ops)
     r = await cli("pause", "--admin", d.addr, "--reason", "maintenance", *ok)
     assert r.exit_code == 0, r.output
@@ -129,12 +136,12 @@ async def test_mutual_tls_end_to_end_through_the_cli(serve: Any, pki: Pki) -> No
 
 
 async def test_client_tls_material_from_the_environment(serve: Any, pki: Pki) -> None:
-    d = await serve(tls_client_ca=pki.ca.ca_file)
+    d = await serve(tls_client_ca=pki.ca.cert_file)
     env = {
         "BKAUDIT_ADMIN_ADDRESS": d.addr,
-        "BKAUDIT_CLI_TLS_CA": str(pki.ca.ca_file),
-        "BKAUDIT_CLI_TLS_CERT": str(pki.ops.cert),
-        "BKAUDIT_CLI_TLS_KEY": str(pki.ops.key),
+        "BKAUDIT_CLI_TLS_CA": str(pki.ca.cert_file),
+        "BKAUDIT_CLI_TLS_CERT": str(pki.ops.cert_file),
+        "BKAUDIT_CLI_TLS_KEY": str(pki.ops.key_file),
     }
     r = await cli("pause", env=env)
     assert r.exit_code == 0, r.output
@@ -145,8 +152,8 @@ async def test_server_name_override_checks_the_certificate_against_that_name(
     serve: Any, pki: Pki, tmp_path: Path
 ) -> None:
     """Dialling a pod IP whose certificate only names the Service: --tls-server-name says which name to check."""
-    named = pki.ca.issue("svc", dns=("bk-auditor.pulsar.svc",), ips=())
-    d = await serve(tls_cert=named.cert, tls_key=named.key, tls_client_ca=pki.ca.ca_file)
+    named = pki.ca.issue("svc", ["bk-auditor.pulsar.svc"])
+    d = await serve(tls_cert=named.cert_file, tls_key=named.key_file, tls_client_ca=pki.ca.cert_file)
     r = await cli("status", "--admin", d.addr, *creds(pki, pki.ops))
     assert r.exit_code == 2
     line = one_error_line(r)
@@ -156,7 +163,7 @@ async def test_server_name_override_checks_the_certificate_against_that_name(
 
 
 async def test_no_client_certificate_is_refused_with_one_clear_line(serve: Any, pki: Pki) -> None:
-    d = await serve(tls_client_ca=pki.ca.ca_file)
+    d = await serve(tls_client_ca=pki.ca.cert_file)
     r = await cli("pause", "--admin", d.addr, *creds(pki))
     assert r.exit_code == 2
     line = one_error_line(r)
@@ -166,27 +173,27 @@ async def test_no_client_certificate_is_refused_with_one_clear_line(serve: Any, 
 
 
 async def test_client_certificate_of_another_ca_is_refused(serve: Any, pki: Pki) -> None:
-    d = await serve(tls_client_ca=pki.ca.ca_file)
+    d = await serve(tls_client_ca=pki.ca.cert_file)
     r = await cli("pause", "--admin", d.addr, *creds(pki, pki.rogue))
     assert r.exit_code == 2 and "TLS handshake" in one_error_line(r)
     assert not d.state.pause.paused
 
 
 async def test_server_certificate_of_another_ca_is_refused(serve: Any, pki: Pki) -> None:
-    d = await serve(tls_client_ca=pki.ca.ca_file)
-    r = await cli("status", "--admin", d.addr, *creds(pki, pki.ops, ca=pki.rogue_ca.ca_file))
+    d = await serve(tls_client_ca=pki.ca.cert_file)
+    r = await cli("status", "--admin", d.addr, *creds(pki, pki.ops, ca=pki.rogue_ca.cert_file))
     assert r.exit_code == 2
     assert "CERTIFICATE_VERIFY_FAILED" in one_error_line(r)
 
 
 async def test_plaintext_client_is_refused(serve: Any, pki: Pki) -> None:
-    d = await serve(tls_client_ca=pki.ca.ca_file)
+    d = await serve(tls_client_ca=pki.ca.cert_file)
     r = await cli("pause", "--admin", d.addr)
     assert r.exit_code == 2 and not d.state.pause.paused
 
 
 async def test_authorized_clients_limit_mutations_not_reads(serve: Any, pki: Pki) -> None:
-    d = await serve(tls_client_ca=pki.ca.ca_file, authorized_clients=["ops"])
+    d = await serve(tls_client_ca=pki.ca.cert_file, authorized_clients=["ops"])
     r = await cli("pause", "--admin", d.addr, *creds(pki, pki.other))
     assert r.exit_code == 2
     line = one_error_line(r)
@@ -199,14 +206,14 @@ async def test_authorized_clients_limit_mutations_not_reads(serve: Any, pki: Pki
 
 
 async def test_refusals_carry_the_status_codes_of_the_table(serve: Any, pki: Pki) -> None:
-    d = await serve(tls_client_ca=pki.ca.ca_file, authorized_clients=["ops"], probe_bind="127.0.0.1:0")
+    d = await serve(tls_client_ca=pki.ca.cert_file, authorized_clients=["ops"], probe_bind="127.0.0.1:0")
     assert d.probe is not None
     async with AdminClient(d.probe, timeout=5) as plain:
         with pytest.raises(AdminClientError) as exc:
             await plain.pause("x")
         assert exc.value.code is grpc.StatusCode.UNAUTHENTICATED
     async with AdminClient(
-        d.addr, timeout=5, tls_ca=pki.ca.ca_file, tls_cert=pki.other.cert, tls_key=pki.other.key
+        d.addr, timeout=5, tls_ca=pki.ca.cert_file, tls_cert=pki.other.cert_file, tls_key=pki.other.key_file
     ) as reader:
         with pytest.raises(AdminClientError) as exc:
             await reader.trigger("scrutiny")
@@ -218,7 +225,7 @@ async def test_refusals_carry_the_status_codes_of_the_table(serve: Any, pki: Pki
 
 
 async def test_probe_listener_serves_health_in_plaintext_and_refuses_everything_else(serve: Any, pki: Pki) -> None:
-    d = await serve(tls_client_ca=pki.ca.ca_file, probe_bind="127.0.0.1:0")
+    d = await serve(tls_client_ca=pki.ca.cert_file, probe_bind="127.0.0.1:0")
     assert d.probe is not None
     await d.server.set_health(ready=True)
     for service in ("liveness", "readiness", ""):
@@ -234,7 +241,7 @@ async def test_probe_listener_serves_health_in_plaintext_and_refuses_everything_
 
 
 async def test_unauthenticated_reads_open_reads_but_never_mutations(serve: Any, pki: Pki) -> None:
-    d = await serve(tls_client_ca=pki.ca.ca_file, probe_bind="127.0.0.1:0", unauthenticated_reads=True)
+    d = await serve(tls_client_ca=pki.ca.cert_file, probe_bind="127.0.0.1:0", unauthenticated_reads=True)
     assert d.probe is not None
     for args in (["status"], ["findings"]):
         r = await cli(*args, "--admin", d.probe)
@@ -263,7 +270,7 @@ async def test_plaintext_api_without_tls_stays_open(serve: Any, pki: Pki) -> Non
 
 async def test_the_real_command_prints_one_line_when_refused(serve: Any, pki: Pki) -> None:
     """The installed `bk-auditor` in a child process: gRPC's own logging must not add lines to stderr."""
-    d = await serve(tls_client_ca=pki.ca.ca_file)
+    d = await serve(tls_client_ca=pki.ca.cert_file)
     env = {k: v for k, v in os.environ.items() if not k.upper().startswith("BKAUDIT_")}
     proc = await asyncio.create_subprocess_exec(
         str(BIN),
@@ -317,8 +324,8 @@ async def test_missing_tls_file_names_the_setting(pki: Pki, tmp_path: Path) -> N
     server = AdminServer(
         StateBackend(DaemonState("x")),
         "127.0.0.1:0",
-        tls_cert=pki.server.cert,
-        tls_key=pki.server.key,
+        tls_cert=pki.server.cert_file,
+        tls_key=pki.server.key_file,
         tls_client_ca=tmp_path / "gone.crt",
     )
     with pytest.raises(OSError, match=r"admin\.tls_client_ca .*gone\.crt"):
@@ -341,16 +348,19 @@ async def test_renewed_certificate_and_client_ca_are_served_without_a_restart(
     live = tmp_path / "live"
     live.mkdir()
     cert, key, client_ca = live / "tls.crt", live / "tls.key", live / "ca.crt"
-    for dst, src in ((cert, pki.server.cert), (key, pki.server.key), (client_ca, pki.ca.ca_file)):
+    for dst, src in ((cert, pki.server.cert_file), (key, pki.server.key_file), (client_ca, pki.ca.cert_file)):
         _replace(dst, src)
     d = await serve(tls_cert=cert, tls_key=key, tls_client_ca=client_ca)
     new_ca = CertAuthority(tmp_path / "new", "new-ca")
-    new_server, new_ops = new_ca.issue("bk-auditor"), new_ca.issue("ops")
-    with_new = creds(pki, new_ops, ca=new_ca.ca_file)
+    new_server, new_ops = (
+        new_ca.issue("bk-auditor", ["localhost", "127.0.0.1"]),
+        new_ca.issue("ops", ["localhost", "127.0.0.1"]),
+    )
+    with_new = creds(pki, new_ops, ca=new_ca.cert_file)
     r = await cli("status", "--admin", d.addr, *with_new)
     assert r.exit_code == 2 and "TLS handshake" in one_error_line(r)
     # cert-manager renews under a new CA: certificate, key and client CA change together
-    for dst, src in ((cert, new_server.cert), (key, new_server.key), (client_ca, new_ca.ca_file)):
+    for dst, src in ((cert, new_server.cert_file), (key, new_server.key_file), (client_ca, new_ca.cert_file)):
         _replace(dst, src)
     r = await cli("status", "--admin", d.addr, *with_new)
     assert r.exit_code == 0, r.output
@@ -363,16 +373,18 @@ async def test_unusable_renewal_keeps_the_previous_certificate(serve: Any, pki: 
     live = tmp_path / "live"
     live.mkdir()
     cert, key = live / "tls.crt", live / "tls.key"
-    _replace(cert, pki.server.cert)
-    _replace(key, pki.server.key)
-    d = await serve(tls_cert=cert, tls_key=key, tls_client_ca=pki.ca.ca_file)
-    _replace(key, pki.other.key)  # a key that does not go with the certificate
+    _replace(cert, pki.server.cert_file)
+    _replace(key, pki.server.key_file)
+    d = await serve(tls_cert=cert, tls_key=key, tls_client_ca=pki.ca.cert_file)
+    _replace(key, pki.other.key_file)  # a key that does not go with the certificate
     r = await cli("status", "--admin", d.addr, *creds(pki, pki.ops))
     assert r.exit_code == 0, r.output
     assert d.server.tls is not None and d.server.tls.reloads == 0
 
 
 async def test_key_that_does_not_match_the_certificate_is_refused_at_start(pki: Pki) -> None:
-    server = AdminServer(StateBackend(DaemonState("x")), "127.0.0.1:0", tls_cert=pki.server.cert, tls_key=pki.other.key)
+    server = AdminServer(
+        StateBackend(DaemonState("x")), "127.0.0.1:0", tls_cert=pki.server.cert_file, tls_key=pki.other.key_file
+    )
     with pytest.raises(OSError, match=r"admin\.tls_key .* does not go with admin\.tls_cert"):
         await server.start()
