@@ -17,13 +17,7 @@ URI = "metadataServiceUri=zk+hierarchical://127.0.0.1:2181/ledgers\n"
 FACTORY = "tlsProviderFactoryClass=org.apache.bookkeeper.tls.TLSContextFactory\n"
 
 
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    import os
-
-    for key in list(os.environ):
-        if key.upper().startswith("BKAUDIT_"):
-            monkeypatch.delenv(key)
+pytestmark = pytest.mark.usefixtures("no_bkaudit_env")
 
 
 @pytest.fixture(scope="module")

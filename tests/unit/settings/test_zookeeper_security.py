@@ -4,7 +4,6 @@ real files (PEM, PKCS12 made with `cryptography`), JAAS files parsed, and every 
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -19,11 +18,7 @@ URI = "metadataServiceUri=zk+hierarchical://127.0.0.1:2181/ledgers\n"
 DIGEST = "org.apache.zookeeper.server.auth.DigestLoginModule"
 
 
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for key in list(os.environ):
-        if key.upper().startswith("BKAUDIT_"):
-            monkeypatch.delenv(key)
+pytestmark = pytest.mark.usefixtures("no_bkaudit_env")
 
 
 @pytest.fixture(scope="module")
