@@ -788,13 +788,22 @@ class BookieClient:
 _CERTIFICATE_ALERTS = ("CERTIFICATE_REQUIRED", "BAD_CERTIFICATE", "CERTIFICATE_UNKNOWN", "UNKNOWN_CA", "EXPIRED")
 
 
+# How a JDK bookie's refusal of our certificate can arrive instead of its alert: the alert and the close
+# race, and a reset can overtake the alert (seen under load with TLS 1.3).
+_CLOSED_AFTER_HANDSHAKE = ("CONNECTION RESET", "CONNECTION LOST", "CONNECTION CLOSED", "EOF")
+
+
 def _alert_meaning(text: str, tls: BookieTls) -> str:
     upper = text.upper()
-    if not any(alert in upper for alert in _CERTIFICATE_ALERTS):
-        return ""
-    if not tls.client_certificate:
-        return " (the bookie demands a client certificate and none is configured)"
-    return " (the bookie rejected our client certificate)"
+    if any(alert in upper for alert in _CERTIFICATE_ALERTS):
+        if not tls.client_certificate:
+            return " (the bookie demands a client certificate and none is configured)"
+        return " (the bookie rejected our client certificate)"
+    if any(word in upper for word in _CLOSED_AFTER_HANDSHAKE):
+        if not tls.client_certificate:
+            return " (most likely the bookie demands a client certificate and none is configured)"
+        return " (most likely the bookie rejected our client certificate)"
+    return ""
 
 
 def _wire_ledger_id(ledger_id: int | LedgerId) -> int:

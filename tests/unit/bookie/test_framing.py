@@ -1115,3 +1115,23 @@ async def test_closing_the_client_is_logged_at_debug_only(caplog: pytest.LogCapt
     closed = [r for r in caplog.records if "client closed" in r.getMessage()]
     assert closed and all(r.levelno == logging.DEBUG for r in closed)
     await peer.stop()
+
+
+@pytest.mark.parametrize(
+    "failure, has_cert, meaning",
+    [
+        ("TLS alert: [SSL: SSLV3_ALERT_BAD_CERTIFICATE] sslv3 alert bad certificate", False, "the bookie demands"),
+        ("TLS alert: [SSL: TLSV13_ALERT_CERTIFICATE_REQUIRED]", True, "the bookie rejected our client certificate"),
+        # Under load the bookie's close can overtake its alert (the CI failure of test_bookie_tls).
+        ("connection lost ([Errno 104] Connection reset by peer)", False, "most likely the bookie demands"),
+        ("connection lost ([Errno 104] Connection reset by peer)", True, "most likely the bookie rejected"),
+        ("timed out after 10s", False, None),
+    ],
+)
+def test_a_refused_tls_session_names_the_likely_reason(failure: str, has_cert: bool, meaning: str | None) -> None:
+    import ssl
+
+    from auditor.bookie.client import BookieTls, _alert_meaning
+
+    text = _alert_meaning(failure, BookieTls(ssl.create_default_context(), client_certificate=has_cert))
+    assert (meaning in text) if meaning else text == ""
