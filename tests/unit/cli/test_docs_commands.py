@@ -78,7 +78,8 @@ def _parse(args: list[str]) -> None:
             pass
 
 
-CASES = [(doc.name, c) for doc in DOCS for c in _commands(doc.read_text())]
+# Lines with "..." elide arguments: not complete commands, so not parsed.
+CASES = [(doc.name, c) for doc in DOCS for c in _commands(doc.read_text()) if _fill(c) is not None]
 
 
 def test_the_docs_show_commands() -> None:
@@ -89,8 +90,7 @@ def test_the_docs_show_commands() -> None:
 @pytest.mark.parametrize("doc, command", CASES, ids=[f"{d}:{c[:60]}" for d, c in CASES])
 def test_every_command_in_the_docs_parses(doc: str, command: str) -> None:
     args = _fill(command)
-    if args is None:
-        pytest.skip("not a complete command line")
+    assert args is not None
     try:
         _parse(args)
     except Exception as exc:
