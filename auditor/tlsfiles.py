@@ -72,8 +72,16 @@ def _password(setting: str, inline: str | None, path: Path | None) -> str | None
     return _read(setting, path, "password file").decode("utf-8", "replace").strip()
 
 
-def _pem_certs(ders: Sequence[bytes]) -> bytes:
+def certificates_pem(ders: Sequence[bytes]) -> bytes:
+    """DER certificates (as `read_store` gives them) as PEM."""
     return b"".join(ssl.DER_cert_to_PEM_cert(d).encode("ascii") for d in ders)
+
+
+def identity_pem(key_der: bytes, cert_ders: Sequence[bytes]) -> bytes:
+    """A PKCS#8 DER key and its certificate chain as one PEM file's content (what Python's
+    `load_cert_chain` and kazoo's `certfile`/`keyfile` read)."""
+    key = ssl.DER_cert_to_PEM_cert(key_der).replace("CERTIFICATE", "PRIVATE KEY").encode("ascii")
+    return key + certificates_pem(cert_ders)
 
 
 def _pkcs12(setting: str, path: Path, password: str | None) -> tuple[bytes | None, list[bytes]]:
@@ -138,7 +146,7 @@ def _trust(ctx: ssl.SSLContext, files: TlsFiles) -> None:
     if not certs:
         raise TlsFileError("truststore", f"{files.truststore}: holds no certificates")
     try:
-        ctx.load_verify_locations(cadata=_pem_certs(certs).decode("ascii"))
+        ctx.load_verify_locations(cadata=certificates_pem(certs).decode("ascii"))
     except ssl.SSLError as exc:
         raise TlsFileError("truststore", f"{files.truststore}: certificates not usable ({exc})") from None
 
@@ -165,12 +173,11 @@ def _own_certificate(ctx: ssl.SSLContext, files: TlsFiles) -> None:
     key, certs = read_store("keystore", files.keystore, files.keystore_type, password)
     if key is None or not certs:
         raise TlsFileError("keystore", f"{files.keystore}: holds no private key with its certificate")
-    pem_key = ssl.DER_cert_to_PEM_cert(key).replace("CERTIFICATE", "PRIVATE KEY").encode("ascii")
     # load_cert_chain reads files only: the key goes to a private temporary file, removed at once.
     fd, name = tempfile.mkstemp(prefix="bk-auditor-key-", suffix=".pem")
     try:
         with os.fdopen(fd, "wb") as out:
-            out.write(pem_key + _pem_certs(certs))
+            out.write(identity_pem(key, certs))
         ctx.load_cert_chain(name)
     except ssl.SSLError as exc:
         raise TlsFileError("keystore", f"{files.keystore}: key and certificate not usable ({exc})") from None

@@ -21,6 +21,8 @@ from typing import Any, Literal
 
 from kazoo.security import ACL, CREATOR_ALL_ACL, OPEN_ACL_UNSAFE
 
+from auditor.tlsfiles import certificates_pem, identity_pem
+
 from .errors import MetadataConfigError
 
 StoreKind = Literal["PEM", "JKS", "PKCS12"]
@@ -98,7 +100,7 @@ class KeyStore:
         key, certs = self._java_store()
         if key is None or not certs:
             raise KeyStoreError(self.setting, self.path, "holds no private key with its certificate")
-        return _pem("PRIVATE KEY", key) + b"".join(_pem("CERTIFICATE", der) for der in certs)
+        return identity_pem(key, certs)
 
     def trusted_pem(self) -> bytes:
         """The CA certificates the store trusts, as PEM."""
@@ -107,7 +109,7 @@ class KeyStore:
         _, certs = self._java_store()
         if not certs:
             raise KeyStoreError(self.setting, self.path, "holds no certificate to trust")
-        return b"".join(_pem("CERTIFICATE", der) for der in certs)
+        return certificates_pem(certs)
 
     def check(self, *, identity: bool) -> None:
         """Load the store now (at start), so a bad store is a configuration error, not a retry loop."""
@@ -127,16 +129,6 @@ class KeyStore:
                 raise KeyStoreError(self.setting, self.path, f"no usable private key ({exc})") from None
         if not certs:
             raise KeyStoreError(self.setting, self.path, "holds no certificate")
-
-
-def _pem(label: str, der: bytes) -> bytes:
-    import base64
-
-    body = base64.encodebytes(der).replace(b"\n", b"")
-    lines = [body[i : i + 64] for i in range(0, len(body), 64)]
-    return (
-        b"-----BEGIN " + label.encode() + b"-----\n" + b"\n".join(lines) + b"\n-----END " + label.encode() + b"-----\n"
-    )
 
 
 @dataclass(frozen=True, slots=True)
