@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import time
-from collections.abc import Callable, Container, Hashable, Iterable
+from collections.abc import Callable, Container, Hashable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -157,6 +157,10 @@ class FindingStore:
                 out.append(rec)
         out.sort(key=lambda r: (r.resolved_at is not None, _severity_rank(r.finding), r.first_seen, str(r.key)))
         return out[:limit] if limit else out
+
+    def active_findings(self) -> Iterator[Finding]:
+        """The active findings, in no particular order (no sort: the metrics read them on every report)."""
+        return (rec.finding for rec in self._active.values())
 
     def counts(self) -> dict[str, int]:
         """Active findings per category."""
