@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterable
 from typing import Any, TypeVar
 
 import structlog
@@ -59,3 +59,16 @@ def _finished(name: str, on_failure: FailureHandler, task: asyncio.Task[Any]) ->
     exc = task.exception()
     if exc is not None:
         on_failure(name, exc)
+
+
+async def gather_all(coros: Iterable[Coroutine[Any, Any, T]]) -> list[T]:
+    """Run `coros` concurrently and return their results in order; on the first failure (or when the
+    caller is cancelled) the rest are cancelled and awaited before the error is raised, so none runs
+    on unowned and none is lost (plain `asyncio.gather` leaves the others running)."""
+    tasks = [asyncio.ensure_future(c) for c in coros]
+    try:
+        return list(await asyncio.gather(*tasks))
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)

@@ -179,6 +179,7 @@ async def connect_store(settings: Settings) -> ZooKeeperMetadataStore:
         settings.metadata_location(),
         max_in_flight=z.max_concurrent_reads,
         reads_per_second=z.reads_per_second or None,
+        writes_per_second=z.writes_per_second or None,
         connect_timeout=z.connect_timeout_seconds,
         security=zookeeper_security(settings),
     )

@@ -20,11 +20,17 @@ from collections.abc import Awaitable, Callable, Iterable
 from posixpath import join
 from typing import Any
 
+from auditor.aio.tasks import gather_all
 from auditor.durability.findings import Category, Finding, Method
 from auditor.durability.ids import LedgerId
 from auditor.logging import get_logger
 from auditor.metadata.checkstate import parse_own_json
-from auditor.metadata.errors import CorruptZnodeError, NoSuchLedgerError
+from auditor.metadata.errors import (
+    ConcurrentUpdateError,
+    CorruptZnodeError,
+    MetadataVersionChangedError,
+    NoSuchLedgerError,
+)
 from auditor.metadata.interfaces import CorruptLedger, WriteGuard
 from auditor.metadata.zkstore import ZooKeeperMetadataStore
 
@@ -33,13 +39,19 @@ from .supervisor import Spawn, Supervisor
 log = get_logger("auditor.bookies")
 
 
+# Ledgers marked concurrently: their ZooKeeper requests are pipelined (the store bounds requests in
+# flight and writes per second), instead of one round trip after another.
+MARK_BATCH = 256
+
+
 class LedgerIndex:
-    """bookie id -> ledger ids naming it in any segment."""
+    """bookie id -> ledger ids naming it in any segment, and each ledger's metadata version (so a marker
+    can be written on the condition that the ledger is still as indexed, without re-reading it)."""
 
     def __init__(self, store: ZooKeeperMetadataStore) -> None:
         self.store = store
         self._by_bookie: dict[str, set[LedgerId]] = {}
-        self._bookies_of: dict[LedgerId, frozenset[str]] = {}
+        self._bookies_of: dict[LedgerId, tuple[frozenset[str], int]] = {}
         self.high: LedgerId | None = None  # highest scope-0 ledger id indexed
         self.built_at: float | None = None
 
@@ -53,12 +65,23 @@ class LedgerIndex:
     def ledgers_on(self, bookie: str) -> set[LedgerId]:
         return set(self._by_bookie.get(bookie, ()))
 
-    def update(self, lid: LedgerId, bookies: Iterable[str] | None) -> None:
-        for b in self._bookies_of.pop(lid, frozenset()):
+    def holds(self, bookie: str, lid: LedgerId) -> bool:
+        """Whether the indexed metadata of `lid` names `bookie` (no copy of the bookie's set)."""
+        return lid in self._by_bookie.get(bookie, ())
+
+    def version_of(self, lid: LedgerId) -> int | None:
+        """The metadata version indexed for `lid` (None: not indexed)."""
+        got = self._bookies_of.get(lid)
+        return None if got is None else got[1]
+
+    def update(self, lid: LedgerId, bookies: Iterable[str] | None, version: int = -1) -> None:
+        """Index `lid` at metadata `version` (-1: unknown), or forget it (`bookies` None)."""
+        old = self._bookies_of.pop(lid, None)
+        for b in old[0] if old else ():
             self._by_bookie.get(b, set()).discard(lid)
         if bookies is not None:
             bs = frozenset(bookies)
-            self._bookies_of[lid] = bs
+            self._bookies_of[lid] = (bs, version)
             for b in bs:
                 self._by_bookie.setdefault(b, set()).add(lid)
             if lid.scope == 0 and (self.high is None or lid > self.high):
@@ -69,7 +92,7 @@ class LedgerIndex:
         async for batch in self.store.scan_ledgers(start):
             for r in batch:
                 if not isinstance(r, CorruptLedger):
-                    self.update(r.metadata.ledger_id, r.metadata.bookies)
+                    self.update(r.metadata.ledger_id, r.metadata.bookies, r.stat.version)
                     n += 1
         return n
 
@@ -271,20 +294,36 @@ class BookieWatch:
                 )
                 continue
             marked = 0
-            for lid in sorted(ledgers):
-                try:
-                    md = (await self.store.read_ledger(lid)).metadata
-                except NoSuchLedgerError:
-                    self.index.update(lid, None)
-                    continue
-                self.index.update(lid, md.bookies)
-                if bookie not in md.bookies:
-                    continue
-                await self.store.mark_underreplicated(lid, [bookie], self._guard())
-                marked += 1
+            ordered = sorted(ledgers)
+            for start in range(0, len(ordered), MARK_BATCH):
+                done = await gather_all(self._mark(lid, bookie) for lid in ordered[start : start + MARK_BATCH])
+                marked += sum(done)
             self.marked[bookie] = self.marked.get(bookie, 0) + marked
             self._count("ledgers_marked", marked)
             log.warning("lost bookie's ledgers marked under-replicated", bookieId=bookie, ledgers=marked, reason=reason)
+
+    async def _mark(self, lid: LedgerId, bookie: str) -> bool:
+        """Mark `lid` for the lost `bookie` if its metadata still names it. The write is conditioned on
+        the indexed metadata version (atomically, in the marker's transaction), so an unchanged ledger
+        costs one ZooKeeper round trip; a changed or unindexed one is re-read first."""
+        version = self.index.version_of(lid)
+        for _ in range(10):
+            if version is None or version < 0:
+                try:
+                    rec = await self.store.read_ledger(lid)
+                except NoSuchLedgerError:
+                    self.index.update(lid, None)
+                    return False
+                version = rec.stat.version
+                self.index.update(lid, rec.metadata.bookies, version)
+            if not self.index.holds(bookie, lid):
+                return False
+            try:
+                await self.store.mark_underreplicated(lid, [bookie], self._guard(), if_metadata_version=version)
+                return True
+            except MetadataVersionChangedError:
+                version = None  # the ledger changed since it was indexed: re-read and decide again
+        raise ConcurrentUpdateError(str(lid), "ledger metadata kept changing while marking it under-replicated")
 
     # ----------------------------------------------------------------------------- reincarnation
     async def _load_incarnations(self) -> dict[str, tuple[int, int]]:

@@ -33,12 +33,16 @@ class KazooBridge:
         max_in_flight: int = 64,
         op_timeout: float | None = 30.0,
         rate_limit: float | None = None,
+        write_rate_limit: float | None = None,
     ) -> None:
         self.client = client
         self.loop = loop or asyncio.get_running_loop()
         self._sem = asyncio.Semaphore(max_in_flight)
         # ZooKeeper requests per second (None: only the in-flight bound), so a scan can't load the ensemble.
         self.rate = TokenBucket(rate_limit) if rate_limit else None
+        # Writes (transactions) per second, apart from reads: a lost bookie's thousands of markers are
+        # written at a bounded rate (Java's unbounded publish storm: apache/bookkeeper#3529).
+        self.write_rate = TokenBucket(write_rate_limit) if write_rate_limit else None
         self.op_timeout = op_timeout
         self._state_callbacks: list[StateCallback] = []
         self._listener = self._on_state_thread
@@ -47,9 +51,12 @@ class KazooBridge:
     # ------------------------------------------------------------ requests
     async def call(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run a kazoo `*_async` method (e.g. `client.get_async`) and await its result."""
+        return await self._request(self.rate, method, *args, **kwargs)
+
+    async def _request(self, bucket: TokenBucket | None, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         async with self._sem:
-            if self.rate is not None:
-                await self.rate.acquire()
+            if bucket is not None:
+                await bucket.acquire()
             fut: asyncio.Future[Any] = self.loop.create_future()
 
             def settle(ok: bool, value: Any) -> None:
@@ -69,7 +76,7 @@ class KazooBridge:
 
     async def commit(self, transaction: Any) -> list[Any]:
         """Commit a kazoo TransactionRequest; the result list holds an exception per failed op."""
-        return await self.call(transaction.commit_async)
+        return await self._request(self.write_rate, transaction.commit_async)
 
     # ------------------------------------------------------------ watches
     def watcher(self, callback: Callable[[WatchedEvent], None]) -> Callable[[WatchedEvent], None]:

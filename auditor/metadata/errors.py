@@ -83,6 +83,11 @@ class ConcurrentUpdateError(MetadataError):
         self.problem = problem
 
 
+class MetadataVersionChangedError(ConcurrentUpdateError):
+    """A write conditioned on a ledger's metadata version was refused: the ledger changed (or was
+    deleted) since that version was read, so the caller must re-read it before deciding again."""
+
+
 class NoSuchLedgerError(MetadataError):
     """The ledger's znode does not exist (never created, or deleted)."""
 

@@ -178,7 +178,12 @@ class MetadataStore(Protocol):
     def list_markers(self) -> AsyncIterator[MarkerRecord]: ...
 
     async def mark_underreplicated(
-        self, ledger_id: LedgerId, replicas: Iterable[str], guard: WriteGuard
+        self,
+        ledger_id: LedgerId,
+        replicas: Iterable[str],
+        guard: WriteGuard,
+        *,
+        if_metadata_version: int | None = None,
     ) -> MarkResult: ...
 
     async def is_replication_disabled(self) -> bool: ...

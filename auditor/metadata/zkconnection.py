@@ -124,6 +124,7 @@ class ZooKeeperConnection:
         client: KazooClient | None = None,
         op_timeout: float | None = 30.0,
         reads_per_second: float | None = None,
+        writes_per_second: float | None = None,
         security: ZkSecurity = PLAINTEXT,
     ) -> Self:
         """Connect, check that the ledgers root is a BookKeeper cluster's, read LAYOUT (never written) and
@@ -157,7 +158,11 @@ class ZooKeeperConnection:
             resources.close()
             raise
         bridge = KazooBridge(
-            client, max_in_flight=max_in_flight, op_timeout=op_timeout, rate_limit=reads_per_second or None
+            client,
+            max_in_flight=max_in_flight,
+            op_timeout=op_timeout,
+            rate_limit=reads_per_second or None,
+            write_rate_limit=writes_per_second or None,
         )
         layout_path = join(loc.ledgers_root, "LAYOUT")
         try:

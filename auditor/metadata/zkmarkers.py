@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable
+from typing import Any
 
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
 
 from auditor.durability.ids import LedgerId
 
 from . import formats
-from .errors import ConcurrentUpdateError, CorruptZnodeError
+from .errors import ConcurrentUpdateError, CorruptZnodeError, MetadataVersionChangedError
 from .interfaces import LockRecord, MarkerRecord, MarkResult, NodeStat, WriteGuard
 from .location import join
 from .zkconnection import ZooKeeperConnection
@@ -43,23 +44,52 @@ class UnderReplicationMarkers(ZooKeeperConnection):
         return LockRecord(lid, path, formats.parse_lock(got[0], path), got[1].ctime)
 
     async def mark_underreplicated(
-        self, ledger_id: LedgerId | int, replicas: Iterable[str], guard: WriteGuard, *, store_ctime: bool = True
+        self,
+        ledger_id: LedgerId | int,
+        replicas: Iterable[str],
+        guard: WriteGuard,
+        *,
+        store_ctime: bool = True,
+        if_metadata_version: int | None = None,
     ) -> MarkResult:
-        """Create or merge a marker exactly as Java's markLedgerUnderreplicatedAsync (spec §5.2), guarded."""
+        """Create or merge a marker exactly as Java's markLedgerUnderreplicatedAsync (spec §5.2), guarded.
+
+        `if_metadata_version`: write only while the ledger's metadata znode is still at that version
+        (checked atomically with the write), so a caller that decided from an indexed copy of the
+        metadata needs no re-read; MetadataVersionChangedError when it moved on or was deleted.
+        """
         lid = ledger_id if isinstance(ledger_id, LedgerId) else LedgerId(0, ledger_id)
         wanted = list(dict.fromkeys(replicas))
         path = self.markers.marker(lid)
+        ledger_path = self.paths.path(lid) if if_metadata_version is not None else None
+        leaf_dir = path.rsplit("/", 1)[0]
+        with_dir = False  # also create the marker's own directory in the same transaction
         for _ in range(100):
             data = formats.serialize_marker(wanted, self._clock_ms() if store_ctime else None)
-            try:
-                await self.guarded_one(guard, lambda t, data=data: t.create(path, data))
+
+            def create(t: Any, data: bytes = data, with_dir: bool = with_dir) -> None:
+                if ledger_path is not None:
+                    t.check(ledger_path, if_metadata_version)
+                if with_dir:
+                    t.create(leaf_dir, b"")
+                t.create(path, data)
+
+            failure = self._first_failure(await self.guarded(guard, create), ledger_path)
+            if failure is None:
                 return MarkResult.CREATED
-            except NoNodeError:
-                # A parent is missing (maybe a worker is removing empty parents right now): create, retry.
-                await self.create_parents(path, guard)
+            if isinstance(failure, NoNodeError):
+                # Markers of new ledgers usually lack only their own directory: create it with the
+                # marker (one round trip); if more is missing (or a worker removed empty parents right
+                # now), create every parent and retry.
+                if with_dir:
+                    await self.create_parents(path, guard)
+                with_dir = not with_dir
                 continue
-            except NodeExistsError:
-                pass
+            if not isinstance(failure, NodeExistsError):
+                raise failure
+            if with_dir:  # the directory existed after all: retry without it
+                with_dir = False
+                continue
             got = await self.get(path)
             if got is None:
                 continue  # removed in between: create again
@@ -69,12 +99,34 @@ class UnderReplicationMarkers(ZooKeeperConnection):
                 return MarkResult.UNCHANGED
             ctime = self._clock_ms() if store_ctime else (existing.ctime if existing.ctime >= 0 else None)
             new = formats.serialize_marker(merged, ctime)
-            try:
-                await self.guarded_one(guard, lambda t, new=new, version=got[1].version: t.set_data(path, new, version))
+
+            def merge(t: Any, new: bytes = new, version: int = got[1].version) -> None:
+                if ledger_path is not None:
+                    t.check(ledger_path, if_metadata_version)
+                t.set_data(path, new, version)
+
+            failure = self._first_failure(await self.guarded(guard, merge), ledger_path)
+            if failure is None:
                 return MarkResult.MERGED
-            except (BadVersionError, NoNodeError):
-                continue  # changed or removed since we read it: start over, as Java does
+            if not isinstance(failure, (BadVersionError, NoNodeError)):
+                raise failure
+            # changed or removed since we read it: start over, as Java does
         raise ConcurrentUpdateError(path, "marker kept changing; gave up after 100 attempts")
+
+    @staticmethod
+    def _first_failure(results: list[Any], ledger_path: str | None) -> Exception | None:
+        """The failed op of a transaction (the others report RolledBackError); the ledger-version check,
+        when there is one, comes first and its failure means the ledger changed."""
+        if (
+            ledger_path is not None
+            and isinstance(results[0], Exception)
+            and not isinstance(results[0], RolledBackError)
+        ):
+            raise MetadataVersionChangedError(ledger_path, "ledger metadata changed or was deleted")
+        for r in results:
+            if isinstance(r, Exception) and not isinstance(r, RolledBackError):
+                return r
+        return None
 
     def list_markers(self, include_scoped: bool = True) -> AsyncIterator[MarkerRecord]:
         """Every marker (walks the 4 hex levels; scoped markers from their own tree), streamed."""

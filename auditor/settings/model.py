@@ -98,6 +98,9 @@ class ZooKeeperSettings(_Section):
     # retries with backoff): short, so a wrong address fails fast instead of after pages of retries.
     connect_timeout_seconds: float = Field(5.0, gt=0)
     reads_per_second: float = Field(2000.0, ge=0)  # 0 = unlimited
+    # Transactions (markers, our state) per second, apart from reads: bounded so a lost bookie's
+    # thousands of markers are no write storm, high enough that 10,000 are written in seconds.
+    writes_per_second: float = Field(5000.0, ge=0)  # 0 = unlimited
     max_concurrent_reads: int = Field(64, ge=1)
     tls: ZooKeeperTlsSettings = Field(default_factory=ZooKeeperTlsSettings)
     auth: ZooKeeperAuthSettings = Field(default_factory=ZooKeeperAuthSettings)

@@ -10,7 +10,7 @@ import pytest
 
 from auditor.durability.ids import LedgerId
 from auditor.metadata import formats
-from auditor.metadata.errors import CorruptZnodeError, NotLeaderError
+from auditor.metadata.errors import CorruptZnodeError, MetadataVersionChangedError, NotLeaderError
 from auditor.metadata.interfaces import MarkResult
 from tests.realcluster import zkwriters
 from tests.realcluster.cluster import Cluster
@@ -174,5 +174,41 @@ async def test_flags_delay_watch_and_check_times(cluster: Cluster) -> None:
         # The shell refuses "-set 0" (it treats 0 as "not given"), so restore the default directly.
         if cluster.kazoo.exists(store.markers.lost_bookie_recovery_delay):
             cluster.kazoo.set(store.markers.lost_bookie_recovery_delay, b"0")
+        await election.close()
+        await store.close()
+
+
+async def test_marker_conditioned_on_the_ledger_metadata_version(cluster: Cluster) -> None:
+    """The lost-bookie marking writes without re-reading the ledger: the marker's transaction checks the
+    indexed metadata version. Current version: written (its own directory created in the same
+    transaction); a version the ledger has moved past: refused, nothing written."""
+    info = cluster.create_ledger(entries=2)
+    lid = LedgerId(0, info["ledgerId"])
+    store = await open_store(cluster.metadata_service_uri)
+    election = await leader_of(store)
+    try:
+        guard = election.guard
+        rec = await store.read_ledger(lid)
+        marker_dir = store.markers.marker(lid).rsplit("/", 1)[0]
+        assert cluster.kazoo.exists(marker_dir) is None  # the marker's parents do not exist yet
+        with pytest.raises(MetadataVersionChangedError) as err:
+            await store.mark_underreplicated(lid, ["127.0.0.9:3189"], guard, if_metadata_version=rec.stat.version + 1)
+        assert err.value.path == rec.path
+        assert cluster.kazoo.exists(store.markers.marker(lid)) is None
+        created = await store.mark_underreplicated(lid, ["127.0.0.9:3189"], guard, if_metadata_version=rec.stat.version)
+        assert created is MarkResult.CREATED
+        assert listunderreplicated(cluster)[lid.ledger]["replicas"] == ["127.0.0.9:3189"]
+        # The ledger changes (its metadata is rewritten): the old version no longer writes, even a merge.
+        await zkwriters.write_ledger_metadata(store, rec.metadata, guard, expected_version=rec.stat.version)
+        with pytest.raises(MetadataVersionChangedError):
+            await store.mark_underreplicated(lid, ["127.0.0.8:3188"], guard, if_metadata_version=rec.stat.version)
+        assert (await store.read_marker(lid)).replicas == ("127.0.0.9:3189",)
+        merged = await store.mark_underreplicated(
+            lid, ["127.0.0.8:3188"], guard, if_metadata_version=rec.stat.version + 1
+        )
+        assert merged is MarkResult.MERGED
+    finally:
+        if election.is_leader:
+            await zkwriters.delete_marker(store, lid, election.guard)
         await election.close()
         await store.close()

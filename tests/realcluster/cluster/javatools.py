@@ -357,6 +357,19 @@ class JavaTools:
         self._workers.append(proc)
         return proc
 
+    def start_java_auditor(self, seconds: int = 600, port: int = ports.JAVA_AUDITOR_PORT) -> Proc:
+        """A real Java Auditor alone (its election, no ReplicationWorker), lostBookieRecoveryDelay 0 and
+        periodic checks off, as a background process; its identity is 127.0.0.1:<port>. Stop it with
+        `.stop()` (by pid). Its log is `logs_dir/java-auditor.log`."""
+        proc = Proc(
+            "java-auditor",
+            self._tool_argv("auditor", ["--seconds", str(seconds), "--id", f"127.0.0.1:{port}"]),
+            self.logs_dir / "java-auditor.log",
+        )
+        proc.start()
+        self._workers.append(proc)
+        return proc
+
     def start_autorecovery(self, port: int = ports.JAVA_AUDITOR_PORT) -> Proc:
         """A real Java AutoRecoveryMain (Java auditor election + ReplicationWorker), stopped by pid.
 

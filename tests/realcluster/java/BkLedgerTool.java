@@ -53,6 +53,9 @@ import org.apache.bookkeeper.stats.StatsLogger;
  *   replication-worker --seconds S             run only a Java ReplicationWorker (no auditor, no
  *                                              election) for S seconds: it acts on under-replication
  *                                              markers exactly as in AutoRecoveryMain
+ *   auditor --seconds S --id HOST:PORT         run only a Java Auditor (its election, no worker) for S
+ *                                              seconds, lostBookieRecoveryDelay 0, periodic checks off
+ *                                              (bench/lost_bookie.py)
  *
  * Every command but replication-worker takes --client-conf FILE: extra client keys (e.g. TLS to the
  * bookies) loaded before the tool's own settings.
@@ -87,6 +90,10 @@ public class BkLedgerTool {
         }
         if (cmd.equals("replication-worker")) {
             replicationWorker(uri, Integer.parseInt(one(opts, "seconds", "60")));
+            return;
+        }
+        if (cmd.equals("auditor")) {
+            auditorOnly(uri, one(opts, "id", "127.0.0.1:3999"), Integer.parseInt(one(opts, "seconds", "60")));
             return;
         }
         ClientConfiguration conf = new ClientConfiguration();
@@ -337,6 +344,26 @@ public class BkLedgerTool {
         Thread.sleep(seconds * 1000L);
         rw.shutdown();
         emit("{\"replicationWorker\":\"stopped\"}");
+        Runtime.getRuntime().halt(0);
+    }
+
+    static void auditorOnly(String uri, String id, int seconds) throws Exception {
+        ServerConfiguration sc = new ServerConfiguration();
+        sc.setMetadataServiceUri(uri);
+        sc.setZkTimeout(6000);
+        sc.setAllowLoopback(true);
+        sc.setLostBookieRecoveryDelay(0);
+        sc.setAuditorPeriodicCheckInterval(0);
+        sc.setAuditorPeriodicBookieCheckInterval(0);
+        sc.setAuditorPeriodicPlacementPolicyCheckInterval(0);
+        sc.setAuditorPeriodicReplicasCheckInterval(0);
+        org.apache.bookkeeper.replication.AuditorElector elector =
+            new org.apache.bookkeeper.replication.AuditorElector(id, sc);
+        elector.start();
+        emit("{\"auditor\":\"started\"}");
+        Thread.sleep(seconds * 1000L);
+        elector.shutdown();
+        emit("{\"auditor\":\"stopped\"}");
         Runtime.getRuntime().halt(0);
     }
 
