@@ -295,6 +295,7 @@ class BookieWatch:
                 continue
             marked = 0
             ordered = sorted(ledgers)
+            await self.store.create_marker_parents(ordered, self._guard())
             for start in range(0, len(ordered), MARK_BATCH):
                 done = await gather_all(self._mark(lid, bookie) for lid in ordered[start : start + MARK_BATCH])
                 marked += sum(done)

@@ -63,7 +63,9 @@ class UnderReplicationMarkers(ZooKeeperConnection):
         path = self.markers.marker(lid)
         ledger_path = self.paths.path(lid) if if_metadata_version is not None else None
         leaf_dir = path.rsplit("/", 1)[0]
-        with_dir = False  # also create the marker's own directory in the same transaction
+        # A missing marker usually lacks its own directory too (workers remove empty parents with the
+        # marker, as Java's do), so the directory is created in the marker's transaction: one write.
+        with_dir = True
         for _ in range(100):
             data = formats.serialize_marker(wanted, self._clock_ms() if store_ctime else None)
 
@@ -74,22 +76,19 @@ class UnderReplicationMarkers(ZooKeeperConnection):
                     t.create(leaf_dir, b"")
                 t.create(path, data)
 
-            failure = self._first_failure(await self.guarded(guard, create), ledger_path)
-            if failure is None:
+            failed = self._failed_op(await self.guarded(guard, create), ledger_path)
+            if failed is None:
                 return MarkResult.CREATED
+            index, failure = failed
+            if with_dir and index == 0 and isinstance(failure, NodeExistsError):
+                with_dir = False  # the directory is there: create the marker alone
+                continue
             if isinstance(failure, NoNodeError):
-                # Markers of new ledgers usually lack only their own directory: create it with the
-                # marker (one round trip); if more is missing (or a worker removed empty parents right
-                # now), create every parent and retry.
-                if with_dir:
-                    await self.create_parents(path, guard)
-                with_dir = not with_dir
+                # More than the directory is missing (or a worker removed empty parents just now).
+                await self.create_parents(leaf_dir if with_dir else path, guard)
                 continue
             if not isinstance(failure, NodeExistsError):
                 raise failure
-            if with_dir:  # the directory existed after all: retry without it
-                with_dir = False
-                continue
             got = await self.get(path)
             if got is None:
                 continue  # removed in between: create again
@@ -105,27 +104,36 @@ class UnderReplicationMarkers(ZooKeeperConnection):
                     t.check(ledger_path, if_metadata_version)
                 t.set_data(path, new, version)
 
-            failure = self._first_failure(await self.guarded(guard, merge), ledger_path)
-            if failure is None:
+            failed = self._failed_op(await self.guarded(guard, merge), ledger_path)
+            if failed is None:
                 return MarkResult.MERGED
-            if not isinstance(failure, (BadVersionError, NoNodeError)):
-                raise failure
+            if not isinstance(failed[1], (BadVersionError, NoNodeError)):
+                raise failed[1]
             # changed or removed since we read it: start over, as Java does
         raise ConcurrentUpdateError(path, "marker kept changing; gave up after 100 attempts")
 
+    async def create_marker_parents(self, ledger_ids: Iterable[LedgerId], guard: WriteGuard) -> None:
+        """Create the shared upper directories of these ledgers' markers, each once, before marking them
+        all at once: otherwise every concurrent marker finds them missing and races to create them."""
+        by_upper: dict[str, str] = {}
+        for lid in ledger_ids:
+            leaf_dir = self.markers.marker(lid).rsplit("/", 1)[0]
+            by_upper.setdefault(leaf_dir.rsplit("/", 1)[0], leaf_dir)
+        for leaf_dir in by_upper.values():
+            await self.create_parents(leaf_dir, guard)
+
     @staticmethod
-    def _first_failure(results: list[Any], ledger_path: str | None) -> Exception | None:
-        """The failed op of a transaction (the others report RolledBackError); the ledger-version check,
-        when there is one, comes first and its failure means the ledger changed."""
-        if (
-            ledger_path is not None
-            and isinstance(results[0], Exception)
-            and not isinstance(results[0], RolledBackError)
-        ):
-            raise MetadataVersionChangedError(ledger_path, "ledger metadata changed or was deleted")
-        for r in results:
+    def _failed_op(results: list[Any], ledger_path: str | None) -> tuple[int, Exception] | None:
+        """The failed op of a transaction (the others report RolledBackError), as (index among the ops
+        after the ledger-version check, error). That check, when there is one, comes first; its failure
+        means the ledger changed."""
+        if ledger_path is not None:
+            if isinstance(results[0], Exception) and not isinstance(results[0], RolledBackError):
+                raise MetadataVersionChangedError(ledger_path, "ledger metadata changed or was deleted")
+            results = results[1:]
+        for i, r in enumerate(results):
             if isinstance(r, Exception) and not isinstance(r, RolledBackError):
-                return r
+                return i, r
         return None
 
     def list_markers(self, include_scoped: bool = True) -> AsyncIterator[MarkerRecord]:
