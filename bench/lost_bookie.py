@@ -32,11 +32,8 @@ from typing import Any
 
 from kazoo.client import KazooClient
 
-from auditor.durability.ids import LedgerId
-from auditor.durability.model import DigestType, LedgerMetadata, LedgerState, Segment
-from auditor.metadata import formats
-from auditor.metadata.location import LedgerManager
-from auditor.metadata.paths import LedgerPaths, MarkerPaths
+from auditor.metadata.paths import MarkerPaths
+from bench.planted import plant, wait_all
 from tests.realcluster import ports
 from tests.realcluster.cluster import Cluster
 from tests.realcluster.daemon_util import Daemon
@@ -48,44 +45,6 @@ WAIT_SECONDS = 300.0
 
 def fake_bookies() -> list[str]:
     return [f"127.0.0.{i + 1}:{FAKE_PORT + i}" for i in range(6)]
-
-
-def planted(lid: int, bookies: list[str], now_ms: int) -> LedgerMetadata:
-    first = lid % len(bookies)
-    ensemble = tuple(bookies[(first + k) % len(bookies)] for k in range(3))
-    return LedgerMetadata(
-        ledger_id=LedgerId(0, lid),
-        ensemble_size=3,
-        write_quorum=2,
-        ack_quorum=2,
-        state=LedgerState.CLOSED,
-        last_entry_id=99,
-        length=6400,
-        segments=(Segment(0, ensemble),),
-        digest_type=DigestType.CRC32C,
-        password=b"",
-        ctime=now_ms,
-    )
-
-
-def _wait_all(results: list[Any]) -> None:
-    for r in results:
-        r.get(timeout=60)
-
-
-def plant(zk: KazooClient, root: str, count: int, bookies: list[str]) -> set[int]:
-    """`count` ledgers 1..count; returns the ids that name the victim (bookies[0])."""
-    paths = LedgerPaths(root, LedgerManager.HIERARCHICAL)
-    now_ms = int(time.time() * 1000)
-    by_path = {paths.path(i): planted(i, bookies, now_ms) for i in range(1, count + 1)}
-    for parent in sorted({p.rsplit("/", 1)[0] for p in by_path}):
-        zk.ensure_path(parent)
-    items = list(by_path.items())
-    for start in range(0, len(items), 2000):
-        _wait_all(
-            [zk.create_async(p, formats.serialize_ledger_metadata(md, 3)) for p, md in items[start : start + 2000]]
-        )
-    return {md.ledger_id.ledger for md in by_path.values() if bookies[0] in md.bookies}
 
 
 def walk(zk: KazooClient, top: str) -> tuple[list[str], list[str]]:
@@ -123,9 +82,9 @@ def marker_times(zk: KazooClient, markers: MarkerPaths) -> dict[int, tuple[int, 
 def clear_markers(zk: KazooClient, markers: MarkerPaths) -> None:
     """Remove every marker and its parents below `underreplication/ledgers` (bottom-up, pipelined)."""
     leaves, dirs = walk(zk, markers.ledgers)
-    _wait_all([zk.delete_async(p) for p in leaves])
+    wait_all([zk.delete_async(p) for p in leaves])
     for depth in sorted({d.count("/") for d in dirs}, reverse=True):
-        _wait_all([zk.delete_async(d) for d in dirs if d.count("/") == depth])
+        wait_all([zk.delete_async(d) for d in dirs if d.count("/") == depth])
 
 
 def znode_count(port: int) -> int:

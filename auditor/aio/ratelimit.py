@@ -16,15 +16,15 @@ class TokenBucket:
         self._tokens = self.capacity
         self._stamp = time.monotonic()
 
-    def reserve(self) -> float:
-        """Take one token; return how long to wait before using it."""
+    def reserve(self, tokens: float = 1.0) -> float:
+        """Take `tokens` tokens; return how long to wait before using them."""
         now = time.monotonic()
         self._tokens = min(self.capacity, self._tokens + (now - self._stamp) * self.rate)
         self._stamp = now
-        self._tokens -= 1.0
+        self._tokens -= tokens
         return 0.0 if self._tokens >= 0 else -self._tokens / self.rate
 
-    async def acquire(self) -> None:
-        wait = self.reserve()
+    async def acquire(self, tokens: float = 1.0) -> None:
+        wait = self.reserve(tokens)
         if wait > 0:
             await asyncio.sleep(wait)

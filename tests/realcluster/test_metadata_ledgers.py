@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import random
 from dataclasses import replace
 from types import MappingProxyType
@@ -315,4 +316,58 @@ async def test_scoped_ledgers_live_outside_javas_view(cluster: Cluster) -> None:
         # Test clean-up of our extension's tree (not a production write path).
         cluster.kazoo.delete(f"{cluster.ledgers_root}/scoped", recursive=True)
         await election.close()
+        await store.close()
+
+
+async def test_bulk_reads_keep_order_across_chunks_with_gaps_and_a_rate_limit(cluster: Cluster) -> None:
+    """read_ledgers reads in bulk (the window refilled from kazoo's thread, chunks read while the
+    previous one is parsed): every answer lands at its ledger's place, missing ones are None, corrupt
+    ones CorruptLedger, also when the rate limit releases the reads in slices; a cancelled bulk read
+    stops and raises at once."""
+    base = BASE + 400_000
+    written = [base + i for i in range(0, 2600, 2)]  # 1,300 ledgers, every other id missing
+    paths = await _plant_copies(cluster, written)
+    corrupt = base + 2 * 777
+    cluster.kazoo.set(paths[corrupt], b"BookieMetadataFormatVersion\t3\n\x05\x08")
+    wanted = [LedgerId(0, base + i) for i in range(2600)]
+    for limit in (None, 20000.0):
+        store = await open_store(cluster.metadata_service_uri, reads_per_second=limit, max_in_flight=16)
+        try:
+            got = await store.read_ledgers(wanted)
+            assert len(got) == len(wanted)
+            for lid, rec in zip(wanted, got, strict=True):
+                if lid.ledger not in paths:
+                    assert rec is None, lid
+                elif lid.ledger == corrupt:
+                    assert rec is not None and not hasattr(rec, "metadata") and rec.ledger_id == lid
+                else:
+                    assert rec is not None and rec.metadata.ledger_id == lid and rec.path == paths[lid.ledger]
+            task = asyncio.ensure_future(store.read_ledgers(wanted))
+            await asyncio.sleep(0.01)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                async with asyncio.timeout(5):
+                    await task
+        finally:
+            await store.close()
+    for p in paths.values():
+        cluster.kazoo.delete(p)
+
+
+async def _plant_copies(cluster: Cluster, ids: list[int]) -> dict[int, str]:
+    """Copies of one real ledger's metadata (written by the Java client) at `ids`."""
+    source = cluster.create_ledger(entries=1)["ledgerId"]
+    store = await open_store(cluster.metadata_service_uri)
+    try:
+        data, _ = cluster.kazoo.get(store.paths.path(source))
+        md = formats.parse_ledger_metadata(data, LedgerId(0, source), "source", 0)
+        paths = {}
+        for i in ids:
+            p = store.paths.path(i)
+            cluster.kazoo.create(
+                p, formats.serialize_ledger_metadata(replace(md, ledger_id=LedgerId(0, i))), makepath=True
+            )
+            paths[i] = p
+        return paths
+    finally:
         await store.close()

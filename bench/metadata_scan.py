@@ -1,0 +1,138 @@
+"""Metadata scan rate, ours vs the raw pipelined kazoo get rate on the same ZooKeeper (issue 12,
+docs/benchmarks.md).
+
+    BK_TEST_PORT_SLOT=0 .venv/bin/python -m bench.metadata_scan               # 30,000 ledgers, 3 runs each
+    .venv/bin/python -m bench.metadata_scan --ledgers 5000 --runs 1 --profile # + where our time goes
+
+Starts its own ZooKeeper and one real bookie ("second cluster" ports), plants `--ledgers` closed ledgers
+(bench/planted.py), then alternates:
+* raw:  kazoo alone lists the leaf directories and gets every ledger znode with 64 requests in flight,
+        discarding the answers (the floor: the same ZooKeeper reads, nothing done with them);
+* ours: `scan_ledgers()` of our store (listing, reading, parsing into LedgerRecords), with the same 64
+        in flight and no rate limit.
+Prints ledgers/s and process CPU per ledger for each (CPU includes kazoo's own threads), and the ratio
+ours/raw. Not a test: nothing here asserts a speed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import collections
+import json
+import pstats
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from kazoo.client import KazooClient
+
+from auditor.metadata.zkstore import ZooKeeperMetadataStore
+from bench.planted import plant
+from tests.realcluster import ports
+from tests.realcluster.cluster import Cluster
+
+IN_FLIGHT = 64
+RESULTS = Path(__file__).parent / "results" / "metadata_scan"
+
+
+def raw_scan(zk: KazooClient, root: str) -> int:
+    """List like the hierarchical layout walk (two directory levels, then the leaves) and get every
+    ledger znode, `IN_FLIGHT` at a time; answers discarded."""
+    paths: list[str] = []
+    for a in sorted(k for k in zk.get_children(root) if len(k) == 2 and k.isdigit()):
+        for b in sorted(zk.get_children(f"{root}/{a}")):
+            leaf = f"{root}/{a}/{b}"
+            paths.extend(f"{leaf}/{n}" for n in sorted(zk.get_children(leaf)) if n.startswith("L"))
+    window: collections.deque[Any] = collections.deque()
+    for p in paths:
+        if len(window) >= IN_FLIGHT:
+            window.popleft().get(timeout=30)
+        window.append(zk.get_async(p))
+    while window:
+        window.popleft().get(timeout=30)
+    return len(paths)
+
+
+async def our_scan(uri: str) -> int:
+    store = await ZooKeeperMetadataStore.connect(uri, max_in_flight=IN_FLIGHT, reads_per_second=None)
+    try:
+        n = 0
+        async for batch in store.scan_ledgers(include_scoped=False):
+            n += len(batch)
+        return n
+    finally:
+        await store.close()
+
+
+def timed(side: str, fn: Any) -> dict[str, Any]:
+    wall, cpu = time.perf_counter(), time.process_time()
+    n = fn()
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    return {"side": side, "ledgers": n, "seconds": wall, "ledgers_per_s": n / wall, "cpu_us_per_ledger": cpu / n * 1e6}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--ledgers", type=int, default=30000)
+    ap.add_argument("--runs", type=int, default=3, help="runs per side (alternating)")
+    ap.add_argument("--profile", action="store_true", help="profile one more run of ours and print the top")
+    args = ap.parse_args()
+    workdir = Path(tempfile.mkdtemp(prefix="bench-metadata-scan-"))
+    cluster = Cluster(
+        workdir,
+        num_bookies=1,
+        zk_port=ports.SECOND_ZK_PORT,
+        port_base=ports.SECOND_PORT_BASE,
+        http_base=ports.SECOND_HTTP_BASE,
+    )
+    rows: list[dict[str, Any]] = []
+    try:
+        cluster.start()
+        bookies = [f"127.0.0.{i + 1}:{ports.SECOND_PORT_BASE + 60 + i}" for i in range(6)]
+        plant(cluster.kazoo, cluster.ledgers_root, args.ledgers, bookies)
+        print(f"planted {args.ledgers} ledgers")
+        zk = KazooClient(hosts=cluster.zk_hosts)
+        zk.start(timeout=15)
+        try:
+            sides = {
+                "raw": lambda: raw_scan(zk, cluster.ledgers_root),
+                "ours": lambda: asyncio.run(our_scan(cluster.metadata_service_uri)),
+            }
+            for i in range(args.runs):
+                for side in ("raw", "ours") if i % 2 == 0 else ("ours", "raw"):
+                    row = timed(side, sides[side])
+                    rows.append(row)
+                    print(json.dumps(row), flush=True)
+        finally:
+            zk.stop()
+            zk.close()
+        summary: dict[str, Any] = {"ledgers": args.ledgers}
+        for side in ("raw", "ours"):
+            mine = [r for r in rows if r["side"] == side]
+            summary[side] = {
+                "ledgers_per_s_median": statistics.median(r["ledgers_per_s"] for r in mine),
+                "cpu_us_per_ledger_median": statistics.median(r["cpu_us_per_ledger"] for r in mine),
+            }
+        summary["ours_over_raw"] = summary["ours"]["ledgers_per_s_median"] / summary["raw"]["ledgers_per_s_median"]
+        print(json.dumps(summary, indent=2))
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+        (RESULTS / f"{stamp}.json").write_text(json.dumps({"summary": summary, "runs": rows}, indent=2) + "\n")
+        if args.profile:
+            prof = cProfile.Profile()
+            prof.enable()
+            asyncio.run(our_scan(cluster.metadata_service_uri))
+            prof.disable()
+            pstats.Stats(prof).sort_stats("tottime").print_stats(25)
+    finally:
+        cluster.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
