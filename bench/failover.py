@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from auditor.admin.client import AdminClient, AdminClientError
-from tests.realcluster import ports
+from bench.harness import second_cluster
 from tests.realcluster.cluster import Cluster
 from tests.realcluster.daemon_util import Daemon
 
@@ -133,13 +133,7 @@ def main() -> int:
     ap.add_argument("--fault", choices=("kill", "stop"), default="kill")
     args = ap.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="bk-auditor-failover-"))
-    cluster = Cluster(
-        workdir,
-        num_bookies=1,
-        zk_port=ports.SECOND_ZK_PORT,
-        port_base=ports.SECOND_PORT_BASE,
-        http_base=ports.SECOND_HTTP_BASE,
-    )
+    cluster = second_cluster(workdir)
     daemons: list[Daemon] = []
     rows: list[dict[str, Any]] = []
     try:

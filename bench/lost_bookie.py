@@ -33,12 +33,12 @@ from typing import Any
 from kazoo.client import KazooClient
 
 from auditor.metadata.paths import MarkerPaths
+from bench.harness import save_results, second_cluster
 from bench.planted import plant, wait_all
 from tests.realcluster import ports
 from tests.realcluster.cluster import Cluster
 from tests.realcluster.daemon_util import Daemon
 
-RESULTS = Path(__file__).parent / "results" / "lost_bookie"
 FAKE_PORT = ports.SECOND_PORT_BASE + 60
 WAIT_SECONDS = 300.0
 
@@ -227,13 +227,7 @@ def main() -> None:
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     args = ap.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="bench-lost-bookie-"))
-    cluster = Cluster(
-        workdir,
-        num_bookies=1,
-        zk_port=ports.SECOND_ZK_PORT,
-        port_base=ports.SECOND_PORT_BASE,
-        http_base=ports.SECOND_HTTP_BASE,
-    )
+    cluster = second_cluster(workdir)
     fake = KazooClient(hosts=cluster.zk_hosts)
     rows: list[dict[str, Any]] = []
     try:
@@ -260,9 +254,7 @@ def main() -> None:
                 print(json.dumps(row), flush=True)
         summary = {"ledgers": args.ledgers, "lost": len(expected), **summarize(rows)}
         print(json.dumps(summary, indent=2))
-        RESULTS.mkdir(parents=True, exist_ok=True)
-        stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-        (RESULTS / f"{stamp}.json").write_text(json.dumps({"summary": summary, "runs": rows}, indent=2) + "\n")
+        save_results("lost_bookie", summary, rows)
     finally:
         fake.stop()
         fake.close()

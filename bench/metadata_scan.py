@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import cProfile
 import collections
+import cProfile
 import json
 import pstats
 import shutil
@@ -32,12 +32,11 @@ from typing import Any
 from kazoo.client import KazooClient
 
 from auditor.metadata.zkstore import ZooKeeperMetadataStore
+from bench.harness import save_results, second_cluster
 from bench.planted import plant
 from tests.realcluster import ports
-from tests.realcluster.cluster import Cluster
 
 IN_FLIGHT = 64
-RESULTS = Path(__file__).parent / "results" / "metadata_scan"
 
 
 def raw_scan(zk: KazooClient, root: str) -> int:
@@ -83,13 +82,7 @@ def main() -> None:
     ap.add_argument("--profile", action="store_true", help="profile one more run of ours and print the top")
     args = ap.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="bench-metadata-scan-"))
-    cluster = Cluster(
-        workdir,
-        num_bookies=1,
-        zk_port=ports.SECOND_ZK_PORT,
-        port_base=ports.SECOND_PORT_BASE,
-        http_base=ports.SECOND_HTTP_BASE,
-    )
+    cluster = second_cluster(workdir)
     rows: list[dict[str, Any]] = []
     try:
         cluster.start()
@@ -120,9 +113,7 @@ def main() -> None:
             }
         summary["ours_over_raw"] = summary["ours"]["ledgers_per_s_median"] / summary["raw"]["ledgers_per_s_median"]
         print(json.dumps(summary, indent=2))
-        RESULTS.mkdir(parents=True, exist_ok=True)
-        stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-        (RESULTS / f"{stamp}.json").write_text(json.dumps({"summary": summary, "runs": rows}, indent=2) + "\n")
+        save_results("metadata_scan", summary, rows)
         if args.profile:
             prof = cProfile.Profile()
             prof.enable()

@@ -1,0 +1,34 @@
+"""What the benchmarks that start their own real cluster share: the cluster on the "second cluster"
+ports (tests/realcluster/ports.py, so a test session can run beside them) and the results file."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from tests.realcluster import ports
+from tests.realcluster.cluster import Cluster
+
+RESULTS = Path(__file__).parent / "results"
+
+
+def second_cluster(workdir: Path, num_bookies: int = 1) -> Cluster:
+    """A real ZooKeeper and `num_bookies` real bookies on the second-cluster ports (not started)."""
+    return Cluster(
+        workdir,
+        num_bookies=num_bookies,
+        zk_port=ports.SECOND_ZK_PORT,
+        port_base=ports.SECOND_PORT_BASE,
+        http_base=ports.SECOND_HTTP_BASE,
+    )
+
+
+def save_results(bench: str, summary: dict[str, Any], runs: list[dict[str, Any]]) -> Path:
+    """bench/results/<bench>/<UTC time>.json with the summary and every run."""
+    folder = RESULTS / bench
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}.json"
+    path.write_text(json.dumps({"summary": summary, "runs": runs}, indent=2) + "\n")
+    return path
