@@ -170,6 +170,11 @@ def get_session(
     for key, value in user.items():
         if key != "spark.master":
             builder = builder.config(key, value)
+    if "spark.pyspark.python" in known and not submitted:
+        # In-process, pyspark takes the executors' Python only from $PYSPARK_PYTHON (the conf key is read
+        # by spark-submit alone): without this, `--conf spark.pyspark.python=...` would be ignored and
+        # executors would start whatever `python3` their PATH has.
+        os.environ["PYSPARK_PYTHON"] = known["spark.pyspark.python"]
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel(log_level)
     return session, True

@@ -51,3 +51,8 @@ SECURE_ZK_TLS_PORT = ZK_PORT + 11
 SASL_ZK_PORT = ZK_PORT + 12
 SECURE_PORT_BASE = BOOKIE_PORT_BASE + 330
 SECURE_HTTP_BASE = HTTP_BASE + 330
+# A Spark standalone master (port, web UI) and two workers (port, its web UI next) for
+# tests/realcluster/test_spark_standalone.py.
+SPARK_MASTER_PORT = HTTP_BASE + 350
+SPARK_MASTER_UI_PORT = HTTP_BASE + 351
+SPARK_WORKER_PORTS = (HTTP_BASE + 352, HTTP_BASE + 354)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,35 +19,32 @@ import pytest
 from typer.testing import CliRunner
 
 from auditor.cli import app
-from auditor.durability.findings import Category, summarize
+from auditor.durability.findings import Category
 from auditor.durability.ids import LedgerId
-from auditor.metadata.interfaces import LedgerRecord
 from auditor.metadata.zkstore import ZooKeeperMetadataStore
 from auditor.spark.partitions import check_cover
 from auditor.spark.plan import plan_with_store
 from auditor.spark.session import get_session
 from auditor.spark.sweep import SweepOptions, SweepResult, run_sweep, write_outputs
 from tests.realcluster import zkwriters
-from tests.realcluster.checks_util import (
-    actionable,
-    audit,
-    copies_without,
-    expected_entries,
-    ledger_path,
-    rewrite_ensemble,
-    settings_for,
-)
+from tests.realcluster.checks_util import copies_without, expected_entries, ledger_path, settings_for
 from tests.realcluster.cluster import Cluster
 from tests.realcluster.metadata_helpers import leader_of
+from tests.realcluster.spark_util import (
+    CHECKS,
+    FAULTY,
+    LEGACY_A,
+    LONG_A,
+    RANGE,
+    assert_agrees_with_one_shot,
+    assert_covers_every_ledger_once,
+    leaf_dir,
+    planted_ledgers,
+    qn,
+    traced,
+)
 
 pytestmark = pytest.mark.realcluster
-
-CHECKS = ["scrutiny", "ledger", "open"]
-# Four leaf directories of our own, next to each other across the hybrid split (2^31 - 1), where no
-# other test writes: legacy 21/4744 and 21/4745, long 000/0000/0021/4751 and .../4752.
-LEGACY_A, LEGACY_B = 2_147_440_001, 2_147_450_001
-LONG_A, FAULTY = 2_147_510_003, 2_147_520_007
-RANGE = (LedgerId(0, 2_147_440_000), LedgerId(0, 2_147_530_000))
 
 
 @pytest.fixture(scope="module")
@@ -63,23 +59,7 @@ def spark() -> Iterator[Any]:
 
 @pytest.fixture(scope="module")
 def planted(cluster: Cluster) -> dict[str, Any]:
-    b = [cluster.bookie(n).bookie_id for n in (1, 2, 3, 4)]
-    generated = cluster.create_ledgers(3, entries=15)  # ids from the cluster's generator (00/0000 ...)
-    legacy_a = cluster.create_ledger(ledger_id=LEGACY_A, entries=12)
-    legacy_b = cluster.create_ledger(ledger_id=LEGACY_B, entries=12, ensemble=3, write_quorum=3)
-    long_a = cluster.create_ledger(ledger_id=LONG_A, entries=12)
-    faulty = cluster.create_ledger(
-        ledger_id=FAULTY, ensemble=3, write_quorum=2, ack_quorum=2, entries=30, bookies=b[:3]
-    )
-    rewrite_ensemble(cluster, faulty["ledgerId"], b[2], b[3])
-    faulty["ensembles"] = {"0": [b[0], b[1], b[3]]}
-    ours = [*generated, legacy_a, legacy_b, long_a, faulty]
-    return {
-        "ids": [r["ledgerId"] for r in ours],
-        "faulty": faulty,
-        "fault_bookie": b[3],
-        "dirs": [legacy_a, legacy_b, long_a, faulty],
-    }
+    return planted_ledgers(cluster)
 
 
 @pytest.fixture(scope="module")
@@ -100,52 +80,6 @@ def full(cluster: Cluster, spark: Any, planted: dict[str, Any]) -> SweepResult:
     return result
 
 
-def qn(ledger_id: int) -> str:
-    return LedgerId(0, ledger_id).qualified_name
-
-
-def leaf_dir(cluster: Cluster, ledger_id: int) -> str:
-    return ledger_path(cluster, ledger_id).rsplit("/", 1)[0]
-
-
-def traced(result: SweepResult, check: str) -> list[tuple[int, str]]:
-    """(partition index, qualified name) for every ledger the check was handed, over all partitions."""
-    out = []
-    for idx, ps in result.partition_stats.items():
-        out += [(idx, name) for name in ps.ledgers(check) or []]
-    return out
-
-
-def finding_key(f: dict[str, Any]) -> tuple[Any, ...]:
-    return (
-        f["category"],
-        f["severity"],
-        f.get("qualifiedName"),
-        f.get("segmentIndex"),
-        f.get("bookieId"),
-        f.get("entryId"),
-        f.get("affectedEntries", 0),
-        f.get("firstEntryId"),
-        f.get("lastEntryId"),
-    )
-
-
-async def listed_ledgers(cluster: Cluster) -> tuple[set[str], set[str]]:
-    """(readable ledgers, unparsable ones) as ZooKeeper has them now."""
-    store = await ZooKeeperMetadataStore.connect(cluster.metadata_service_uri)
-    readable, corrupt = set(), set()
-    try:
-        async for batch in store.scan_ledgers():
-            for r in batch:
-                if isinstance(r, LedgerRecord):
-                    readable.add(r.metadata.ledger_id.qualified_name)
-                else:
-                    corrupt.add(r.ledger_id.qualified_name)
-    finally:
-        await store.close()
-    return readable, corrupt
-
-
 # ----------------------------------------------------------------------------------------------- tests
 
 
@@ -153,23 +87,8 @@ def test_full_sweep_covers_every_ledger_exactly_once(
     cluster: Cluster, full: SweepResult, planted: dict[str, Any]
 ) -> None:
     assert full.failed == [] and full.master == "local[2]"
-    parts = full.plan.partitions
-    check_cover(parts)  # consecutive, no overlap, the whole id space
-    assert 2 <= len(parts) <= 6
-    readable, corrupt = asyncio.run(listed_ledgers(cluster))
-    for check in CHECKS:
-        seen = traced(full, check)
-        names = Counter(name for _, name in seen)
-        assert [n for n, c in names.items() if c > 1] == []  # nobody twice
-        # Every readable ledger (ours and the other tests') was handed to every check; unparsable ones
-        # (`corrupt`) are reported as metadata_unreadable instead.
-        assert set(names) == readable and not set(names) & corrupt, check
-        for idx, name in seen:  # ... by the partition whose range holds it
-            assert parts[idx].contains(LedgerId.parse(name))
-        run = next(r for r in full.runs if r["check"] == check)
-        assert run["ledgersVisited"] == len(seen) and run["partitions"] == len(parts)
-    for name in planted["ids"]:
-        assert qn(name) in readable
+    assert 2 <= len(full.plan.partitions) <= 6
+    assert_covers_every_ledger_once(cluster, full, planted)
 
 
 def test_ledgers_in_different_leaf_directories_land_in_the_planned_partitions(
@@ -208,17 +127,7 @@ def test_planted_fault_is_found_exactly(full: SweepResult, planted: dict[str, An
 
 
 def test_sweep_agrees_with_the_one_shot_checks(cluster: Cluster, full: SweepResult, planted: dict[str, Any]) -> None:
-    findings, stats = audit(cluster, planted["ids"], checks=CHECKS)
-    one_shot = summarize(findings)  # as `bk-auditor check` deduplicates
-    expected = sorted(finding_key(f.to_log_dict()) for f in one_shot.findings)
-    ours = {qn(i) for i in planted["ids"]}
-    swept = sorted(finding_key(f) for f in full.summary.findings if f.get("qualifiedName") in ours)
-    assert swept == expected
-    assert len(actionable(one_shot.findings)) == 1
-    # Same counts per category, restricted to our ledgers.
-    assert Counter(k[0] for k in swept) == Counter(f.category.value for f in one_shot.findings)
-    for check in CHECKS:
-        assert stats[check].ledgers_seen == len(planted["ids"])
+    assert_agrees_with_one_shot(cluster, full, planted)
 
 
 def test_restricted_sweep_one_partition_per_leaf_directory_one_at_a_time(
