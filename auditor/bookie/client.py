@@ -129,6 +129,10 @@ class _Pending:
     mismatched: bool = False  # one reply with the right txn but the wrong operation was dropped
 
 
+# The modules whose BookieTransport subclasses may encode requests: the auditor's read-only client here,
+# the repair role's recovery-add client (docs/repair.md, "The write gate").
+_GATE_MODULES = frozenset({__name__, "auditor.repair.writer"})
+
 # Txn ids of requests that timed out (or were cancelled) remembered per connection, so that each may
 # still get exactly one late reply; older ones are forgotten (their late reply then closes the link).
 LATE_REPLY_MEMORY = 4096
@@ -285,6 +289,14 @@ class BookieTransport:
 
     async def __aexit__(self, *exc: Any) -> None:
         await self.close()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # Only the two gates may define how requests are encoded: a subclass elsewhere that brought its
+        # own `_encode` would be a third gate nobody reviews. (Import contracts keep the repair gate
+        # itself away from the auditor's packages: .importlinter.)
+        super().__init_subclass__(**kwargs)
+        if "_encode" in cls.__dict__ and cls.__module__ not in _GATE_MODULES:
+            raise TypeError(f"{cls.__module__}.{cls.__qualname__} may not define its own request gate (_encode)")
 
     def _encode(self, request: Message) -> bytes:
         """The framed bytes of `request`, after this client's request gate; raises if the gate refuses."""

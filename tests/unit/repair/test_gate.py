@@ -166,3 +166,17 @@ def test_add_replies_decode(frame: str, status: Status) -> None:
     (body,) = P.FrameDecoder().feed(bytes.fromhex(frame))
     reply = P.decode_response(body)
     assert (reply.op, reply.status, reply.sub.ledgerId, reply.sub.entryId) == (Op.ADD_ENTRY, status, 1, 0)
+
+
+def test_no_third_gate_can_be_defined_outside_the_two_modules() -> None:
+    with pytest.raises(TypeError, match="may not define its own request gate"):
+
+        class Sneaky(BookieClient):
+            def _encode(self, request: Any) -> bytes:
+                return b""
+
+    class Harmless(BookieClient):  # subclassing without touching the gate stays possible
+        pass
+
+    with pytest.raises(UnsafeRequestError):
+        Harmless(BOOKIE, ("127.0.0.1", 9))._encode(_good())
