@@ -11,7 +11,7 @@ test: setup lint
 	.venv/bin/python -m pytest -q -ra tests
 
 # Static checks (docs/contributing.md): ruff lint + format check, the layer contracts (.importlinter),
-# mypy (configured in pyproject.toml: strict on auditor/durability, auditor/bookie, auditor/aio).
+# mypy (configured in pyproject.toml: strict on auditor/durability, auditor/bookie, auditor/aio, auditor/repair).
 lint: setup
 	.venv/bin/ruff check auditor tests bench
 	.venv/bin/ruff format --check auditor tests bench

@@ -1,4 +1,4 @@
-"""A requests-per-second limiter shared by the bookie client and the ZooKeeper bridge."""
+"""A token-bucket limiter: requests per second (bookie client, ZooKeeper bridge) or bytes per second (repair)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,10 @@ import time
 
 
 class TokenBucket:
-    """Requests-per-second limiter. Reservations may drive the level negative; each caller sleeps
-    for its share of the deficit, so waiters are served in arrival order at the configured rate."""
+    """Units-per-second limiter (requests, or bytes when callers take `tokens` at once).
+    Reservations may drive the level negative; each caller sleeps for its share of the deficit, so
+    waiters are served in arrival order at the configured rate; a reservation larger than the bucket
+    (one big entry) simply waits longer."""
 
     def __init__(self, rate: float, burst: float | None = None) -> None:
         self.rate = rate

@@ -35,7 +35,9 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import Any, Self, TypedDict
+
+from google.protobuf.message import Message
 
 from auditor.aio.cooperative import finish
 from auditor.aio.ratelimit import TokenBucket
@@ -127,13 +129,17 @@ class _Pending:
     mismatched: bool = False  # one reply with the right txn but the wrong operation was dropped
 
 
+# The modules whose BookieTransport subclasses may encode requests: the auditor's read-only client here,
+# the repair role's recovery-add client (docs/repair.md, "The write gate").
+_GATE_MODULES = frozenset({__name__, "auditor.repair.writer"})
+
 # Txn ids of requests that timed out (or were cancelled) remembered per connection, so that each may
 # still get exactly one late reply; older ones are forgotten (their late reply then closes the link).
 LATE_REPLY_MEMORY = 4096
 
 
 class _Connection(asyncio.Protocol):
-    def __init__(self, client: BookieClient, first_txn: int) -> None:
+    def __init__(self, client: BookieTransport, first_txn: int) -> None:
         self.client = client
         self.first_txn = first_txn
         self.transport: asyncio.Transport | None = None
@@ -230,8 +236,15 @@ class _EntryCall(_LedgerCall):
     entry_id: int
 
 
-class BookieClient:
-    """Read-only client for one bookie. Safe to share between many concurrent tasks."""
+class BookieTransport:
+    """One bookie connection: pipelining, txn matching, timeouts, reconnects with backoff, TLS.
+
+    It has no operations of its own and no way to send a frame it did not encode itself: every request
+    goes through `_call`, which encodes it with the subclass's `_encode` (its request gate) before a byte
+    is written. `BookieClient` below is the auditor's read-only client (`protocol.encode_request`); the
+    repair role's recovery-add client (auditor/repair/writer.py) is the only other subclass. The
+    connection's own START_TLS and ping always go through the read-only gate.
+    """
 
     def __init__(
         self, bookie_id: str, address: Address | Resolver | None = None, config: BookieClientConfig | None = None
@@ -255,7 +268,7 @@ class BookieClient:
         self._last_tls_error: str | None = None
 
     def __repr__(self) -> str:
-        return f"BookieClient({self.bookie_id!r}, connected={self.connected})"
+        return f"{type(self).__name__}({self.bookie_id!r}, connected={self.connected})"
 
     @property
     def connected(self) -> bool:
@@ -265,224 +278,32 @@ class BookieClient:
     def in_flight(self) -> int:
         return len(self._conn.pending) if self._conn else 0
 
-    # ----- public operations ------------------------------------------------------------------------
-    async def read_entry(
-        self, ledger_id: int | LedgerId, entry_id: int, *, timeout: float | None = None
-    ) -> ReadEntryResult:
-        """READ_ENTRY without fence or long poll. entry_id -1 reads the bookie's highest entry."""
-        lid = _wire_ledger_id(ledger_id)
-        P.check_entry_id(entry_id)  # a bad argument raises here, before anything is queued
-        reply, elapsed = await self._call(Op.READ_ENTRY, lambda t: P.read_entry_request(t, lid, entry_id), timeout)
-        base = _EntryCall(bookie_id=self.bookie_id, elapsed=elapsed, ledger_id=lid, entry_id=entry_id)
-        if isinstance(reply, str):
-            return ReadEntryResult(outcome=Outcome.UNKNOWN, status=None, error=reply, **base)
-        if reply.status is None:
-            return ReadEntryResult(outcome=Outcome.UNKNOWN, status=None, error=self._explain(reply), **base)
-        sub = reply.sub
-        if sub is None:  # only top-level error paths (EUA, EBADREQ, ...) omit the sub-response
-            return ReadEntryResult(outcome=Outcome.UNKNOWN, status=reply.status, error=self._explain(reply), **base)
-        if sub.ledgerId != lid or sub.entryId != entry_id:
-            return ReadEntryResult(
-                outcome=Outcome.UNKNOWN,
-                status=reply.status,
-                error=(
-                    f"bookie {self.bookie_id} answered for ledger {sub.ledgerId} entry "
-                    f"{sub.entryId}, asked {lid}/{entry_id}"
-                ),
-                **base,
-            )
-        if reply.status in ABSENT_STATUSES:
-            return ReadEntryResult(outcome=Outcome.ABSENT, status=reply.status, error=None, **base)
-        if reply.status is not Status.EOK:
-            return ReadEntryResult(outcome=Outcome.UNKNOWN, status=reply.status, error=self._explain(reply), **base)
-        if not sub.HasField("body"):
-            return ReadEntryResult(
-                outcome=Outcome.UNKNOWN,
-                status=reply.status,
-                error=f"bookie {self.bookie_id} answered EOK without a body",
-                **base,
-            )
-        return ReadEntryResult(
-            outcome=Outcome.PRESENT,
-            status=reply.status,
-            error=None,
-            body=sub.body,
-            max_lac=sub.maxLAC if sub.HasField("maxLAC") else None,
-            **base,
-        )
-
-    async def read_last_entry(self, ledger_id: int | LedgerId, *, timeout: float | None = None) -> ReadEntryResult:
-        return await self.read_entry(ledger_id, -1, timeout=timeout)
-
-    async def read_entries(
-        self, ledger_id: int | LedgerId, entry_ids: list[int], *, timeout: float | None = None
-    ) -> list[ReadEntryResult]:
-        """Many READ_ENTRYs pipelined on the one connection (bounded by the window and rate limit)."""
-        return list(await asyncio.gather(*(self.read_entry(ledger_id, e, timeout=timeout) for e in entry_ids)))
-
-    async def read_lac(self, ledger_id: int | LedgerId, *, timeout: float | None = None) -> ReadLacResult:
-        lid = _wire_ledger_id(ledger_id)
-        reply, elapsed = await self._call(Op.READ_LAC, lambda t: P.read_lac_request(t, lid), timeout)
-        base = _LedgerCall(bookie_id=self.bookie_id, elapsed=elapsed, ledger_id=lid)
-        if isinstance(reply, str):
-            return ReadLacResult(outcome=Outcome.UNKNOWN, status=None, error=reply, **base)
-        sub = reply.sub
-        lac_body = sub.lacBody if sub is not None and sub.HasField("lacBody") else None
-        last = sub.lastEntryBody if sub is not None and sub.HasField("lastEntryBody") else None
-        if sub is not None and sub.ledgerId != lid:
-            return ReadLacResult(
-                outcome=Outcome.UNKNOWN,
-                status=reply.status,
-                error=f"bookie {self.bookie_id} answered READ_LAC for ledger {sub.ledgerId}, asked {lid}",
-                **base,
-            )
-        if lac_body is not None or last is not None:
-            # Bodies are the bookie's data whatever the status says (one of its two reads may have failed).
-            note = None if reply.status is Status.EOK else f"status {self._status_name(reply)} with data"
-            return ReadLacResult(
-                outcome=Outcome.PRESENT,
-                status=reply.status,
-                error=note,
-                lac_body=lac_body,
-                last_entry_body=last,
-                **base,
-            )
-        if reply.status in ABSENT_STATUSES and sub is not None:
-            # READ_LAC says ENOENTRY for unknown ledgers and also when its reads failed (spec §3.5).
-            return ReadLacResult(
-                outcome=Outcome.ABSENT,
-                status=reply.status,
-                error=None,
-                conclusive=reply.status is Status.ENOLEDGER,
-                **base,
-            )
-        return ReadLacResult(outcome=Outcome.UNKNOWN, status=reply.status, error=self._explain(reply), **base)
-
-    async def get_bookie_info(
-        self,
-        requested: int = int(P.BookieInfoFlags.TOTAL_DISK_CAPACITY | P.BookieInfoFlags.FREE_DISK_SPACE),
-        *,
-        timeout: float | None = None,
-    ) -> BookieInfoResult:
-        reply, elapsed = await self._call(Op.GET_BOOKIE_INFO, lambda t: P.bookie_info_request(t, requested), timeout)
-        if isinstance(reply, str):
-            return BookieInfoResult(self.bookie_id, Outcome.UNKNOWN, None, reply, elapsed)
-        if reply.status is not Status.EOK:
-            return BookieInfoResult(self.bookie_id, Outcome.UNKNOWN, reply.status, self._explain(reply), elapsed)
-        sub = reply.sub
-        return BookieInfoResult(
-            self.bookie_id,
-            Outcome.PRESENT,
-            reply.status,
-            None,
-            elapsed,
-            sub.totalDiskCapacity if sub.HasField("totalDiskCapacity") else None,
-            sub.freeDiskSpace if sub.HasField("freeDiskSpace") else None,
-        )
-
-    async def ping(self, *, timeout: float | None = None) -> BookieInfoResult:
-        """GET_BOOKIE_INFO asking for nothing: the cheapest request that proves the bookie answers."""
-        return await self.get_bookie_info(0, timeout=timeout)
-
-    async def get_entry_list(self, ledger_id: int | LedgerId, *, timeout: float | None = None) -> EntryListResult:
-        """GET_LIST_OF_ENTRIES_OF_LEDGER. On a bookie known not to answer it (DbLedgerStorage) this
-        returns UNKNOWN with `unsupported=True` at once, without sending anything."""
-        lid = _wire_ledger_id(ledger_id)
-        if self.entry_list_support is Capability.UNSUPPORTED:
-            return EntryListResult(
-                self.bookie_id, Outcome.UNKNOWN, None, self._unsupported_message(), 0.0, lid, None, True
-            )
-        reply, elapsed = await self._call(
-            Op.GET_LIST_OF_ENTRIES_OF_LEDGER, lambda t: P.entry_list_request(t, lid), timeout
-        )
-        if isinstance(reply, str):
-            # Only silence is evidence; a broken link (e.g. a restart) says nothing about the capability.
-            unsupported = self._entry_lists_unsupported() or (
-                isinstance(reply, _TimedOut) and await self._maybe_unsupported(reply)
-            )
-            error = f"{reply}; {self._unsupported_message()}" if unsupported else reply
-            return EntryListResult(self.bookie_id, Outcome.UNKNOWN, None, error, elapsed, lid, None, unsupported)
-        sub = reply.sub
-        if reply.status is None or sub is None:
-            return EntryListResult(self.bookie_id, Outcome.UNKNOWN, reply.status, self._explain(reply), elapsed, lid)
-        if sub.ledgerId != lid:
-            return EntryListResult(
-                self.bookie_id,
-                Outcome.UNKNOWN,
-                reply.status,
-                f"bookie {self.bookie_id} listed ledger {sub.ledgerId}, asked {lid}",
-                elapsed,
-                lid,
-            )
-        if reply.status is Status.ENOLEDGER:
-            return EntryListResult(self.bookie_id, Outcome.ABSENT, reply.status, None, elapsed, lid, EntryList())
-        if reply.status is not Status.EOK:
-            return EntryListResult(self.bookie_id, Outcome.UNKNOWN, reply.status, self._explain(reply), elapsed, lid)
-        self.entry_list_support = Capability.SUPPORTED
-        if not sub.HasField("availabilityOfEntriesOfLedger"):
-            return EntryListResult(
-                self.bookie_id,
-                Outcome.UNKNOWN,
-                reply.status,
-                f"bookie {self.bookie_id} answered EOK without the entry list",
-                elapsed,
-                lid,
-            )
-        try:
-            # Stepwise: a large list (up to the frame limit) must not hold the event loop for long.
-            entries = await finish(EntryList.decode_steps(sub.availabilityOfEntriesOfLedger))
-        except EntryListError as exc:
-            return EntryListResult(
-                self.bookie_id,
-                Outcome.UNKNOWN,
-                reply.status,
-                f"bookie {self.bookie_id} sent an invalid entry list: {exc}",
-                elapsed,
-                lid,
-            )
-        return EntryListResult(self.bookie_id, Outcome.PRESENT, reply.status, None, elapsed, lid, entries)
-
-    async def probe_entry_list_support(self, ledger_id: int | LedgerId, *, timeout: float | None = None) -> Capability:
-        """Find out quickly whether this bookie answers GET_LIST for a ledger it is KNOWN to hold.
-
-        A short GET_LIST; an answer means SUPPORTED; silence while a GET_BOOKIE_INFO ping is answered
-        means UNSUPPORTED (DbLedgerStorage). ENOLEDGER says nothing (the bookie does not hold that
-        ledger), nor does an unreachable bookie: the capability then stays UNKNOWN.
-        """
-        if self.entry_list_support is not Capability.UNKNOWN:
-            return self.entry_list_support
-        await self.get_entry_list(ledger_id, timeout=timeout or self.config.entry_list_probe_timeout)
-        return self.entry_list_support
-
-    async def auth_probe(self, *, timeout: float | None = None) -> AuthProbeResult:
-        """AUTH naming AuthDisabledPlugin: harmless; tells whether the bookie runs without auth."""
-        reply, elapsed = await self._call(Op.AUTH, lambda t: P.auth_probe_request(t), timeout)
-        if isinstance(reply, str):
-            return AuthProbeResult(self.bookie_id, Outcome.UNKNOWN, None, reply, elapsed)
-        if reply.status is not Status.EOK:
-            return AuthProbeResult(self.bookie_id, Outcome.UNKNOWN, reply.status, self._explain(reply), elapsed)
-        return AuthProbeResult(self.bookie_id, Outcome.PRESENT, reply.status, None, elapsed, reply.sub.authPluginName)
-
-    def reset_capabilities(self) -> None:
-        """Forget what was learnt about the bookie (e.g. after it was reconfigured and restarted)."""
-        self.entry_list_support = Capability.UNKNOWN
-
     async def close(self) -> None:
         self._closed = True
         if self._conn is not None:
             self._conn.fail("client closed")
             self._conn = None
 
-    async def __aenter__(self) -> BookieClient:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
         await self.close()
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # Only the two gates may define how requests are encoded: a subclass elsewhere that brought its
+        # own `_encode` would be a third gate nobody reviews. (Import contracts keep the repair gate
+        # itself away from the auditor's packages: .importlinter.)
+        super().__init_subclass__(**kwargs)
+        if "_encode" in cls.__dict__ and cls.__module__ not in _GATE_MODULES:
+            raise TypeError(f"{cls.__module__}.{cls.__qualname__} may not define its own request gate (_encode)")
+
+    def _encode(self, request: Message) -> bytes:
+        """The framed bytes of `request`, after this client's request gate; raises if the gate refuses."""
+        raise NotImplementedError(f"{type(self).__name__} has no request gate")
+
     # ----- machinery -------------------------------------------------------------------------------
-    async def _call(
-        self, op: Op, build: Callable[[int], P.Request], timeout: float | None
-    ) -> tuple[Reply | str, float]:
+    async def _call(self, op: Op, build: Callable[[int], Message], timeout: float | None) -> tuple[Reply | str, float]:
         """Send one request; return the Reply, or a string saying why there is none, and the elapsed time."""
         if self._closed:
             return f"bookie {self.bookie_id}: client closed", 0.0
@@ -495,7 +316,7 @@ class BookieClient:
                 return conn, time.monotonic() - started
             txn = self._next_txn
             self._next_txn += 1
-            frame = P.encode_request(build(txn))  # raises UnsafeRequestError before anything is written
+            frame = self._encode(build(txn))  # the gate raises before anything is written
             limit = self.config.request_timeout if timeout is None else timeout
             try:
                 # A peer that stops reading pauses the transport: waiting for it counts against the
@@ -742,6 +563,229 @@ class BookieClient:
         self._schedule_retry(message)
         return message
 
+    def _status_name(self, reply: Reply) -> str:
+        return reply.status.name if reply.status is not None else f"unknown({reply.raw_status})"
+
+    def _explain(self, reply: Reply) -> str:
+        if reply.problem:
+            return f"bookie {self.bookie_id}: {reply.problem}"
+        return f"bookie {self.bookie_id} answered {self._status_name(reply)}"
+
+
+class BookieClient(BookieTransport):
+    """Read-only client for one bookie. Safe to share between many concurrent tasks.
+
+    Its gate is `protocol.encode_request`, fixed by the class (not a parameter): nothing the auditor
+    holds can make it send a write or a fence.
+    """
+
+    def _encode(self, request: Message) -> bytes:
+        if not isinstance(request, P.Request):
+            raise P.UnsafeRequestError(f"not a bookie Request: {type(request).__name__}")
+        return P.encode_request(request)  # raises UnsafeRequestError before anything is written
+
+    # ----- public operations ------------------------------------------------------------------------
+    async def read_entry(
+        self, ledger_id: int | LedgerId, entry_id: int, *, timeout: float | None = None
+    ) -> ReadEntryResult:
+        """READ_ENTRY without fence or long poll. entry_id -1 reads the bookie's highest entry."""
+        lid = _wire_ledger_id(ledger_id)
+        P.check_entry_id(entry_id)  # a bad argument raises here, before anything is queued
+        reply, elapsed = await self._call(Op.READ_ENTRY, lambda t: P.read_entry_request(t, lid, entry_id), timeout)
+        base = _EntryCall(bookie_id=self.bookie_id, elapsed=elapsed, ledger_id=lid, entry_id=entry_id)
+        if isinstance(reply, str):
+            return ReadEntryResult(outcome=Outcome.UNKNOWN, status=None, error=reply, **base)
+        if reply.status is None:
+            return ReadEntryResult(outcome=Outcome.UNKNOWN, status=None, error=self._explain(reply), **base)
+        sub = reply.sub
+        if sub is None:  # only top-level error paths (EUA, EBADREQ, ...) omit the sub-response
+            return ReadEntryResult(outcome=Outcome.UNKNOWN, status=reply.status, error=self._explain(reply), **base)
+        if sub.ledgerId != lid or sub.entryId != entry_id:
+            return ReadEntryResult(
+                outcome=Outcome.UNKNOWN,
+                status=reply.status,
+                error=(
+                    f"bookie {self.bookie_id} answered for ledger {sub.ledgerId} entry "
+                    f"{sub.entryId}, asked {lid}/{entry_id}"
+                ),
+                **base,
+            )
+        if reply.status in ABSENT_STATUSES:
+            return ReadEntryResult(outcome=Outcome.ABSENT, status=reply.status, error=None, **base)
+        if reply.status is not Status.EOK:
+            return ReadEntryResult(outcome=Outcome.UNKNOWN, status=reply.status, error=self._explain(reply), **base)
+        if not sub.HasField("body"):
+            return ReadEntryResult(
+                outcome=Outcome.UNKNOWN,
+                status=reply.status,
+                error=f"bookie {self.bookie_id} answered EOK without a body",
+                **base,
+            )
+        return ReadEntryResult(
+            outcome=Outcome.PRESENT,
+            status=reply.status,
+            error=None,
+            body=sub.body,
+            max_lac=sub.maxLAC if sub.HasField("maxLAC") else None,
+            **base,
+        )
+
+    async def read_last_entry(self, ledger_id: int | LedgerId, *, timeout: float | None = None) -> ReadEntryResult:
+        return await self.read_entry(ledger_id, -1, timeout=timeout)
+
+    async def read_entries(
+        self, ledger_id: int | LedgerId, entry_ids: list[int], *, timeout: float | None = None
+    ) -> list[ReadEntryResult]:
+        """Many READ_ENTRYs pipelined on the one connection (bounded by the window and rate limit)."""
+        return list(await asyncio.gather(*(self.read_entry(ledger_id, e, timeout=timeout) for e in entry_ids)))
+
+    async def read_lac(self, ledger_id: int | LedgerId, *, timeout: float | None = None) -> ReadLacResult:
+        lid = _wire_ledger_id(ledger_id)
+        reply, elapsed = await self._call(Op.READ_LAC, lambda t: P.read_lac_request(t, lid), timeout)
+        base = _LedgerCall(bookie_id=self.bookie_id, elapsed=elapsed, ledger_id=lid)
+        if isinstance(reply, str):
+            return ReadLacResult(outcome=Outcome.UNKNOWN, status=None, error=reply, **base)
+        sub = reply.sub
+        lac_body = sub.lacBody if sub is not None and sub.HasField("lacBody") else None
+        last = sub.lastEntryBody if sub is not None and sub.HasField("lastEntryBody") else None
+        if sub is not None and sub.ledgerId != lid:
+            return ReadLacResult(
+                outcome=Outcome.UNKNOWN,
+                status=reply.status,
+                error=f"bookie {self.bookie_id} answered READ_LAC for ledger {sub.ledgerId}, asked {lid}",
+                **base,
+            )
+        if lac_body is not None or last is not None:
+            # Bodies are the bookie's data whatever the status says (one of its two reads may have failed).
+            note = None if reply.status is Status.EOK else f"status {self._status_name(reply)} with data"
+            return ReadLacResult(
+                outcome=Outcome.PRESENT,
+                status=reply.status,
+                error=note,
+                lac_body=lac_body,
+                last_entry_body=last,
+                **base,
+            )
+        if reply.status in ABSENT_STATUSES and sub is not None:
+            # READ_LAC says ENOENTRY for unknown ledgers and also when its reads failed (spec §3.5).
+            return ReadLacResult(
+                outcome=Outcome.ABSENT,
+                status=reply.status,
+                error=None,
+                conclusive=reply.status is Status.ENOLEDGER,
+                **base,
+            )
+        return ReadLacResult(outcome=Outcome.UNKNOWN, status=reply.status, error=self._explain(reply), **base)
+
+    async def get_bookie_info(
+        self,
+        requested: int = int(P.BookieInfoFlags.TOTAL_DISK_CAPACITY | P.BookieInfoFlags.FREE_DISK_SPACE),
+        *,
+        timeout: float | None = None,
+    ) -> BookieInfoResult:
+        reply, elapsed = await self._call(Op.GET_BOOKIE_INFO, lambda t: P.bookie_info_request(t, requested), timeout)
+        if isinstance(reply, str):
+            return BookieInfoResult(self.bookie_id, Outcome.UNKNOWN, None, reply, elapsed)
+        if reply.status is not Status.EOK:
+            return BookieInfoResult(self.bookie_id, Outcome.UNKNOWN, reply.status, self._explain(reply), elapsed)
+        sub = reply.sub
+        return BookieInfoResult(
+            self.bookie_id,
+            Outcome.PRESENT,
+            reply.status,
+            None,
+            elapsed,
+            sub.totalDiskCapacity if sub.HasField("totalDiskCapacity") else None,
+            sub.freeDiskSpace if sub.HasField("freeDiskSpace") else None,
+        )
+
+    async def ping(self, *, timeout: float | None = None) -> BookieInfoResult:
+        """GET_BOOKIE_INFO asking for nothing: the cheapest request that proves the bookie answers."""
+        return await self.get_bookie_info(0, timeout=timeout)
+
+    async def get_entry_list(self, ledger_id: int | LedgerId, *, timeout: float | None = None) -> EntryListResult:
+        """GET_LIST_OF_ENTRIES_OF_LEDGER. On a bookie known not to answer it (DbLedgerStorage) this
+        returns UNKNOWN with `unsupported=True` at once, without sending anything."""
+        lid = _wire_ledger_id(ledger_id)
+        if self.entry_list_support is Capability.UNSUPPORTED:
+            return EntryListResult(
+                self.bookie_id, Outcome.UNKNOWN, None, self._unsupported_message(), 0.0, lid, None, True
+            )
+        reply, elapsed = await self._call(
+            Op.GET_LIST_OF_ENTRIES_OF_LEDGER, lambda t: P.entry_list_request(t, lid), timeout
+        )
+        if isinstance(reply, str):
+            # Only silence is evidence; a broken link (e.g. a restart) says nothing about the capability.
+            unsupported = self._entry_lists_unsupported() or (
+                isinstance(reply, _TimedOut) and await self._maybe_unsupported(reply)
+            )
+            error = f"{reply}; {self._unsupported_message()}" if unsupported else reply
+            return EntryListResult(self.bookie_id, Outcome.UNKNOWN, None, error, elapsed, lid, None, unsupported)
+        sub = reply.sub
+        if reply.status is None or sub is None:
+            return EntryListResult(self.bookie_id, Outcome.UNKNOWN, reply.status, self._explain(reply), elapsed, lid)
+        if sub.ledgerId != lid:
+            return EntryListResult(
+                self.bookie_id,
+                Outcome.UNKNOWN,
+                reply.status,
+                f"bookie {self.bookie_id} listed ledger {sub.ledgerId}, asked {lid}",
+                elapsed,
+                lid,
+            )
+        if reply.status is Status.ENOLEDGER:
+            return EntryListResult(self.bookie_id, Outcome.ABSENT, reply.status, None, elapsed, lid, EntryList())
+        if reply.status is not Status.EOK:
+            return EntryListResult(self.bookie_id, Outcome.UNKNOWN, reply.status, self._explain(reply), elapsed, lid)
+        self.entry_list_support = Capability.SUPPORTED
+        if not sub.HasField("availabilityOfEntriesOfLedger"):
+            return EntryListResult(
+                self.bookie_id,
+                Outcome.UNKNOWN,
+                reply.status,
+                f"bookie {self.bookie_id} answered EOK without the entry list",
+                elapsed,
+                lid,
+            )
+        try:
+            # Stepwise: a large list (up to the frame limit) must not hold the event loop for long.
+            entries = await finish(EntryList.decode_steps(sub.availabilityOfEntriesOfLedger))
+        except EntryListError as exc:
+            return EntryListResult(
+                self.bookie_id,
+                Outcome.UNKNOWN,
+                reply.status,
+                f"bookie {self.bookie_id} sent an invalid entry list: {exc}",
+                elapsed,
+                lid,
+            )
+        return EntryListResult(self.bookie_id, Outcome.PRESENT, reply.status, None, elapsed, lid, entries)
+
+    async def probe_entry_list_support(self, ledger_id: int | LedgerId, *, timeout: float | None = None) -> Capability:
+        """Find out quickly whether this bookie answers GET_LIST for a ledger it is KNOWN to hold.
+
+        A short GET_LIST; an answer means SUPPORTED; silence while a GET_BOOKIE_INFO ping is answered
+        means UNSUPPORTED (DbLedgerStorage). ENOLEDGER says nothing (the bookie does not hold that
+        ledger), nor does an unreachable bookie: the capability then stays UNKNOWN.
+        """
+        if self.entry_list_support is not Capability.UNKNOWN:
+            return self.entry_list_support
+        await self.get_entry_list(ledger_id, timeout=timeout or self.config.entry_list_probe_timeout)
+        return self.entry_list_support
+
+    async def auth_probe(self, *, timeout: float | None = None) -> AuthProbeResult:
+        """AUTH naming AuthDisabledPlugin: harmless; tells whether the bookie runs without auth."""
+        reply, elapsed = await self._call(Op.AUTH, lambda t: P.auth_probe_request(t), timeout)
+        if isinstance(reply, str):
+            return AuthProbeResult(self.bookie_id, Outcome.UNKNOWN, None, reply, elapsed)
+        if reply.status is not Status.EOK:
+            return AuthProbeResult(self.bookie_id, Outcome.UNKNOWN, reply.status, self._explain(reply), elapsed)
+        return AuthProbeResult(self.bookie_id, Outcome.PRESENT, reply.status, None, elapsed, reply.sub.authPluginName)
+
+    def reset_capabilities(self) -> None:
+        """Forget what was learnt about the bookie (e.g. after it was reconfigured and restarted)."""
+        self.entry_list_support = Capability.UNKNOWN
+
     def _entry_lists_unsupported(self) -> bool:
         """Known not to answer GET_LIST (read afresh: another request may have found out meanwhile)."""
         return self.entry_list_support is Capability.UNSUPPORTED
@@ -773,14 +817,6 @@ class BookieClient:
             f"bookie {self.bookie_id} does not answer GET_LIST_OF_ENTRIES_OF_LEDGER for ledgers it holds "
             "(DbLedgerStorage); read the entries instead"
         )
-
-    def _status_name(self, reply: Reply) -> str:
-        return reply.status.name if reply.status is not None else f"unknown({reply.raw_status})"
-
-    def _explain(self, reply: Reply) -> str:
-        if reply.problem:
-            return f"bookie {self.bookie_id}: {reply.problem}"
-        return f"bookie {self.bookie_id} answered {self._status_name(reply)}"
 
 
 # TLS alerts a bookie sends about our certificate after our side of a TLS 1.3 handshake ended. A JDK

@@ -72,7 +72,12 @@ SAFE_OPERATIONS: dict[Op, str] = {
     Op.AUTH: "authRequest",
     Op.START_TLS: "startTLSRequest",
 }
+# Replies this module can decode. ADD_ENTRY is here only so the repair role's recovery-add client
+# (auditor/repair/writer.py, with its own request gate) can read its answers: decoding a reply sends
+# nothing, and an auditor connection never has an ADD pending, so an ADD reply on it is handled exactly
+# as before: it answers nothing that connection sent.
 _RESPONSE_FIELD: dict[Op, str] = {
+    Op.ADD_ENTRY: "addResponse",
     Op.READ_ENTRY: "readResponse",
     Op.READ_LAC: "readLacResponse",
     Op.GET_BOOKIE_INFO: "getBookieInfoResponse",
@@ -84,6 +89,7 @@ _RESPONSE_FIELD: dict[Op, str] = {
 _NO_SUB_STATUS = frozenset({Op.AUTH, Op.START_TLS})
 # Required fields (besides `status`) each reply sub-message must carry.
 _RESPONSE_REQUIRED: dict[Op, tuple[str, ...]] = {
+    Op.ADD_ENTRY: ("ledgerId", "entryId"),
     Op.READ_ENTRY: ("ledgerId", "entryId"),
     Op.READ_LAC: ("ledgerId",),
     Op.GET_BOOKIE_INFO: (),

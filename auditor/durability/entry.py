@@ -264,8 +264,10 @@ def build_entry(
     digest_type: DigestType,
     password: bytes | str = b"",
     format_version: int = 1,
+    key: bytes | None = None,
 ) -> bytes:
-    """The stored bytes a writer would produce (for tests and the simulated bookie)."""
+    """The stored bytes a writer would produce (the simulated bookie, tests, and the repair role's
+    re-packaging of a verified copy). For HMAC pass `password`, or a precomputed `key = mac_key(...)`."""
     lid = _as_ledger_id(ledger_id)
     if format_version == 1:
         if lid.scope:
@@ -277,7 +279,8 @@ def build_entry(
         )
     else:
         raise ValueError(f"unknown entry format version {format_version}")
-    key = mac_key(password) if digest_type is DigestType.HMAC else None
+    if key is None and digest_type is DigestType.HMAC:
+        key = mac_key(password)
     return header + compute_digest(digest_type, header, payload, key) + payload
 
 

@@ -10,9 +10,7 @@ round-robin rule by brute force (`checks_util.holds`).
 
 from __future__ import annotations
 
-import json
 import re
-import subprocess
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -130,23 +128,8 @@ def census(cluster: Cluster, records: list[LedgerRecord], timeout: float = 600.0
     """Run the tool's `copies` command over `records` (one JVM) and parse its lines."""
     if not records:
         return {}
-    spec = ",".join(r.census_spec() for r in records)
-    proc = subprocess.run(
-        cluster._tool_argv("copies", ["--ledgers", spec]),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-    )
-    with open(cluster.logs_dir / "ledger-tool.log", "a") as log:
-        log.write(f"=== copies x{len(records)} rc={proc.returncode}\n{proc.stdout[-20000:]}\n{proc.stderr[-5000:]}\n")
     out: dict[int, CensusRow] = {}
-    for line in proc.stdout.splitlines():
-        if not line.startswith("{"):
-            continue
-        row = json.loads(line)
-        if "error" in row:
-            raise HarnessError(f"ledger tool copies failed: {row['error']}\n{proc.stderr[-3000:]}")
+    for row in cluster.copies([r.census_spec() for r in records], timeout=timeout):
         out[row["ledgerId"]] = CensusRow(
             row["ledgerId"],
             row.get("missing", {}),
@@ -154,11 +137,8 @@ def census(cluster: Cluster, records: list[LedgerRecord], timeout: float = 600.0
             row.get("unreadable", {}),
             row.get("metadataError"),
         )
-    if proc.returncode != 0 or len(out) != len(records):
-        raise HarnessError(
-            f"ledger tool copies: rc={proc.returncode}, {len(out)} of {len(records)} ledgers:\n"
-            f"{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
-        )
+    if len(out) != len(records):
+        raise HarnessError(f"ledger tool copies: {len(out)} of {len(records)} ledgers answered")
     return out
 
 
@@ -166,13 +146,14 @@ _READ_OK = re.compile(r"-+ Lid=[^,]+, Eid=(\d+) -+")
 _READ_FAILED = re.compile(r"Failed to read entry (\d+)")
 
 
-def readledger(cluster: Cluster, rec: LedgerRecord, bookie: str) -> tuple[set[int], set[int]]:
-    """(entries read, entries that failed) from `bookie`'s copy, by the real BookieShell readledger -b.
+def readledger(cluster: Cluster, rec: LedgerRecord, bookie: str, first: int = 0) -> tuple[set[int], set[int]]:
+    """(entries read, entries that failed) from `bookie`'s copy of [first, rec.end], by the real BookieShell
+    readledger -b.
 
     In 4.17.3 `readledger -b` reads entries [fe, le) (exclusive end) and a failed entry ends the read with
     an exception, so the entries not reported either way are unknown."""
     proc = cluster.shell(
-        "readledger", "-l", str(rec.ledger_id), "-b", bookie, "-fe", "0", "-le", str(rec.end + 1), check=False
+        "readledger", "-l", str(rec.ledger_id), "-b", bookie, "-fe", str(first), "-le", str(rec.end + 1), check=False
     )
     ok = {int(m.group(1)) for m in _READ_OK.finditer(proc.stdout)}
     failed = {int(m.group(1)) for m in _READ_FAILED.finditer(proc.stdout)}

@@ -340,6 +340,35 @@ class JavaTools:
     def ledger_info(self, ledger_id: int, password: str = "pw") -> dict[str, Any]:
         return self.ledger_tool("info", "--ledger-id", str(ledger_id), "--password", password)
 
+    def read_ledger(self, ledger_id: int, entry_size: int, password: str = "pw") -> dict[str, Any]:
+        """Every entry read by the real Java client (no recovery); `badContent` lists wrong payloads."""
+        return self.ledger_tool(
+            "read", "--ledger-id", str(ledger_id), "--entry-size", str(entry_size), "--password", password
+        )
+
+    def copies(self, specs: Iterable[str], password: str = "pw", timeout: float = 600.0) -> list[dict[str, Any]]:
+        """The tool's `copies` census (one JVM) of ledgers `ID[:END]`: one row per ledger, listing per bookie
+        of each write set the entries missing, corrupt (digest checked by Java) or unreadable there."""
+        spec = ",".join(specs)
+        proc = subprocess.run(
+            self._tool_argv("copies", ["--ledgers", spec, "--password", password]),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
+        with open(self.logs_dir / "ledger-tool.log", "a") as log:
+            log.write(f"=== copies {spec[:200]} rc={proc.returncode}\n{proc.stdout[-20000:]}\n{proc.stderr[-5000:]}\n")
+        rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+        for row in rows:
+            if "error" in row:
+                raise HarnessError(f"ledger tool copies failed: {row['error']}\n{proc.stderr[-3000:]}")
+        if proc.returncode != 0:
+            raise HarnessError(
+                f"ledger tool copies: rc={proc.returncode}:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
+            )
+        return rows
+
     def delete_ledger(self, ledger_id: int) -> dict[str, Any]:
         return self.ledger_tool("delete", "--ledger-id", str(ledger_id))
 

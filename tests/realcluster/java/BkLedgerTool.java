@@ -44,6 +44,10 @@ import org.apache.bookkeeper.stats.StatsLogger;
  *   recover --ledger-id ID [--password P]      open with recovery: fences and closes the ledger
  *   delete  --ledger-id ID
  *   info    --ledger-id ID [--password P]      open without recovery, print metadata
+ *   read    --ledger-id ID --entry-size B [--password P]
+ *                                              open without recovery and read every entry 0..LAC through
+ *                                              the normal client; reports the entries whose content is not
+ *                                              the payload this tool wrote
  *   copies  --ledgers ID[:END],... [--password P]
  *                                              census of the stored copies: every entry up to END
  *                                              (default: the metadata's last entry) is read from each
@@ -131,6 +135,9 @@ public class BkLedgerTool {
                         bk.newDeleteLedgerOp().withLedgerId(id).execute().get(30, TimeUnit.SECONDS);
                         emit("{\"ledgerId\":" + id + ",\"deleted\":true}");
                     }
+                    break;
+                case "read":
+                    readAll(bk, opts);
                     break;
                 case "copies":
                     copies((org.apache.bookkeeper.client.BookKeeper) bk, conf, opts);
@@ -237,6 +244,33 @@ public class BkLedgerTool {
                 .withPassword(password.getBytes(StandardCharsets.UTF_8))
                 .execute().get(60, TimeUnit.SECONDS)) {
             emit(describe(id, rh.getLedgerMetadata(), rh.getLastAddConfirmed(), opts, password, -1, -1));
+        }
+    }
+
+    /** Every entry through the real client (digest checked by it), its content compared with what we wrote. */
+    static void readAll(BookKeeper bk, Map<String, List<String>> opts) throws Exception {
+        long id = Long.parseLong(one(opts, "ledger-id", "-1"));
+        int size = Integer.parseInt(one(opts, "entry-size", "64"));
+        String password = one(opts, "password", "");
+        try (ReadHandle rh = bk.newOpenLedgerOp().withLedgerId(id).withRecovery(false)
+                .withPassword(password.getBytes(StandardCharsets.UTF_8))
+                .execute().get(60, TimeUnit.SECONDS)) {
+            long lac = rh.getLastAddConfirmed();
+            long read = 0;
+            List<Long> bad = new ArrayList<>();
+            for (long first = 0; first <= lac; first += 100) {
+                long last = Math.min(lac, first + 99);
+                try (org.apache.bookkeeper.client.api.LedgerEntries es = rh.read(first, last)) {
+                    for (org.apache.bookkeeper.client.api.LedgerEntry e : es) {
+                        read++;
+                        if (!Arrays.equals(e.getEntryBytes(), payload(id, e.getEntryId(), size))) {
+                            bad.add(e.getEntryId());
+                        }
+                    }
+                }
+            }
+            emit("{\"ledgerId\":" + id + ",\"lastEntryId\":" + lac + ",\"read\":" + read + ",\"badContent\":"
+                    + bad + "}");
         }
     }
 

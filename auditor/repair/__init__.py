@@ -1,0 +1,1 @@
+"""The repair role: the only part of bk-auditor that writes to bookies (docs/repair.md)."""
