@@ -36,12 +36,12 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .coverage import UNKNOWN, Answer, Coverage, analyze_coverage
 from .findings import Category
 from .ids import LedgerId
-from .model import LedgerMetadata, SegmentSpan
+from .model import LedgerMetadata, Segment, SegmentSpan
 from .placement import Adherence, PlacementVerdict
 from .ranges import RangeSet
 from .schedule import StripedSet, expected_for_index
@@ -60,6 +60,8 @@ __all__ = [
     "WorkItem",
     "work_order",
     "Backoff",
+    "segment_change",
+    "with_member",
 ]
 
 
@@ -220,57 +222,76 @@ def plan_repair(
     actions: list[Action] = []
     blocks: list[Block] = []
     for span in md.spans(stop):
-        first, last = (span.entries.first, span.entries.last) if span.entries else (span.first_entry_id, -1)
+        first, last = span.entries.first, span.entries.last
         repairable = _repairable(md, span, stop)
         for i, bookie in enumerate(span.ensemble):
-            state = evidence.states.get(bookie, BookieState.ABSENT)
-            stripe = expected_for_index(first, last, i, e, wq) if span.entries else None
-            expected = StripedSet.of([stripe])
-            answer = effective[bookie]
-            kind: ActionKind | None = None
-            todo = StripedSet()
-            if state is BookieState.GONE:
-                kind, todo = ActionKind.REPLACE, expected
-            elif not isinstance(answer, RangeSet):
-                if expected:
-                    blocks.append(Block(BlockReason.WAIT_UNKNOWN, expected, span.index, bookie))
-                continue
-            else:
-                missing = expected.difference(answer)
-                if not missing:
-                    continue
-                corrupt = expected.intersection(evidence.corrupt.get(bookie, RangeSet()))
-                if state is BookieState.READ_ONLY or (missing.count() == expected.count() and not corrupt):
-                    kind, todo = ActionKind.REPLACE, expected
-                else:
-                    heal = missing.intersection(corrupt.to_rangeset())
-                    readd = missing.difference(corrupt.to_rangeset())
-                    if not repairable:
-                        blocks.append(Block(BlockReason.OPEN_SEGMENT, missing, span.index, bookie))
-                        continue
-                    for k, part in ((ActionKind.READD, readd), (ActionKind.HEAL, heal)):
-                        copyable = part.difference(lost).difference(waiting)
-                        if copyable:
-                            actions.append(Action(k, span.index, span.first_entry_id, i, bookie, copyable))
-                    continue
-            if not repairable:
-                blocks.append(Block(BlockReason.OPEN_SEGMENT, todo, span.index, bookie))
-                continue
-            if todo.difference(lost).difference(waiting).count() < todo.count():
-                # Replacing would drop the metadata's only pointer to entries that have no other copy
-                # (lost, or waiting on a silent bookie): if the old bookie comes back they are found
-                # again. So the whole stripe waits, under the reason of its worst entry.
-                why = BlockReason.DATA_LOSS if todo.intersection(lost) else BlockReason.WAIT_UNKNOWN
-                blocks.append(Block(why, todo, span.index, bookie))
-                continue
-            # A segment without entries is replaced too (metadata only): a gone bookie left in metadata
-            # gets the ledger marked again by every audit (apache/bookkeeper#3239).
-            actions.append(Action(ActionKind.REPLACE, span.index, span.first_entry_id, i, bookie, todo))
+            stripe = None if first is None or last is None else expected_for_index(first, last, i, e, wq)
+            where = _Index(span, i, bookie, StripedSet.of([stripe]), repairable)
+            _decide(where, evidence, effective[bookie], lost, waiting, actions, blocks)
     if lost:
         blocks.insert(0, Block(BlockReason.DATA_LOSS, StripedSet.from_rangeset(lost)))
     if waiting:
         blocks.append(Block(BlockReason.WAIT_UNKNOWN, StripedSet.from_rangeset(waiting)))
     return RepairPlan(md.ledger_id, _work_class(cov, placement), tuple(actions), tuple(blocks), cov)
+
+
+@dataclass(frozen=True, slots=True)
+class _Index:
+    span: SegmentSpan
+    index: int
+    bookie: str
+    expected: StripedSet  # the index's stripe within the segment and the ledger's end
+    repairable: bool
+
+
+def _decide(
+    at: _Index,
+    evidence: Evidence,
+    answer: Answer,
+    lost: RangeSet,
+    waiting: RangeSet,
+    actions: list[Action],
+    blocks: list[Block],
+) -> None:
+    """One segment index: nothing, re-add / heal in place, replace, or a block."""
+    span, bookie, expected = at.span, at.bookie, at.expected
+    state = evidence.states.get(bookie, BookieState.ABSENT)
+    if state is not BookieState.GONE:
+        if not isinstance(answer, RangeSet):
+            if expected:
+                blocks.append(Block(BlockReason.WAIT_UNKNOWN, expected, span.index, bookie))
+            return
+        missing = expected.difference(answer)
+        if not missing:
+            return
+        corrupt = expected.intersection(evidence.corrupt.get(bookie, RangeSet())).to_rangeset()
+        in_place = state is BookieState.WRITABLE and (missing.count() < expected.count() or bool(corrupt))
+        if in_place:
+            if not at.repairable:
+                blocks.append(Block(BlockReason.OPEN_SEGMENT, missing, span.index, bookie))
+                return
+            for kind, part in (
+                (ActionKind.READD, missing.difference(corrupt)),
+                (ActionKind.HEAL, missing.intersection(corrupt)),
+            ):
+                copyable = part.difference(lost).difference(waiting)
+                if copyable:
+                    actions.append(Action(kind, span.index, span.first_entry_id, at.index, bookie, copyable))
+            return
+    # Gone, read-only (refuses adds), or holding none of its stripe (its copy is lost): replace.
+    if not at.repairable:
+        blocks.append(Block(BlockReason.OPEN_SEGMENT, expected, span.index, bookie))
+        return
+    if expected.difference(lost).difference(waiting).count() < expected.count():
+        # Replacing would drop the metadata's only pointer to entries that have no other copy (lost, or
+        # waiting on a silent bookie): if the old bookie comes back they are found again. So the whole
+        # stripe waits, under the reason of its worst entry.
+        why = BlockReason.DATA_LOSS if expected.intersection(lost) else BlockReason.WAIT_UNKNOWN
+        blocks.append(Block(why, expected, span.index, bookie))
+        return
+    # A segment without entries is replaced too (metadata only): a gone bookie left in metadata gets the
+    # ledger marked again by every audit (apache/bookkeeper#3239).
+    actions.append(Action(ActionKind.REPLACE, span.index, span.first_entry_id, at.index, bookie, expected))
 
 
 def _work_class(cov: Coverage, placement: PlacementVerdict | None) -> WorkClass:
@@ -312,3 +333,44 @@ class Backoff:
 
     def next_attempt_ms(self, now_ms: int, failures: int) -> int:
         return now_ms + int(self.delay_s(failures) * 1000)
+
+
+# --------------------------------------------------------------------------------------------------
+# The ensemble change a replacement commits (repair-and-recovery.md §2.4, §5)
+
+
+def segment_change(planned: LedgerMetadata, current: LedgerMetadata, segment_index: int) -> str | None:
+    """Why segment `segment_index` of `current` is no longer the one the repair was planned on, or None
+    when it is unchanged: same key, same ensemble, same extent (the next key, or for the last segment of
+    a closed ledger the same last entry). A live writer only replaces or appends the *last* segment of an
+    open ledger (§5), which is never repaired, so a change here means someone else changed the ensemble
+    (another worker, a recovery, an operator) and our copies may not be the ones it needs."""
+    if segment_index >= len(planned.segments):
+        return f"segment {segment_index} was not in the planned metadata"
+    if segment_index >= len(current.segments):
+        return f"segment {segment_index} no longer exists"
+    was, now = planned.segments[segment_index], current.segments[segment_index]
+    if was.first_entry_id != now.first_entry_id:
+        return f"segment {segment_index} now starts at entry {now.first_entry_id}, not {was.first_entry_id}"
+    if was.ensemble != now.ensemble:
+        return f"segment {segment_index} ensemble is now {list(now.ensemble)}, was {list(was.ensemble)}"
+    if segment_index + 1 < len(planned.segments):
+        if segment_index + 1 >= len(current.segments):
+            return f"segment {segment_index} is the last one now"
+        if planned.segments[segment_index + 1].first_entry_id != current.segments[segment_index + 1].first_entry_id:
+            return f"segment {segment_index} now ends at entry {current.segments[segment_index + 1].first_entry_id - 1}"
+        return None
+    if not planned.is_closed:
+        return f"segment {segment_index} is the last segment of an open ledger (the writer's, never repaired)"
+    if len(current.segments) != len(planned.segments) or current.last_entry_id != planned.last_entry_id:
+        return f"the closed ledger changed its end (last entry {current.last_entry_id})"
+    return None
+
+
+def with_member(md: LedgerMetadata, segment_index: int, index: int, bookie: str) -> LedgerMetadata:
+    """`md` with `ensemble[index]` of one segment set to `bookie`; everything else as it was (state, end,
+    password, custom metadata, format version), as Java's updateEnsembleInfo transform does."""
+    seg = md.segments[segment_index]
+    ensemble = seg.ensemble[:index] + (bookie,) + seg.ensemble[index + 1 :]
+    segments = md.segments[:segment_index] + (Segment(seg.first_entry_id, ensemble),) + md.segments[segment_index + 1 :]
+    return replace(md, segments=segments)

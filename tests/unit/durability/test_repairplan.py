@@ -196,6 +196,6 @@ def test_severity_order_worst_first_then_newest_first() -> None:
 
 def test_backoff_is_javas_schedule_with_its_default_grace() -> None:
     b = Backoff(300.0)
-    assert [b.delay_s(n) for n in range(0, 8)] == [0.0, 9.375, 18.75, 37.5, 75.0, 150.0, 300.0, 300.0]
+    assert [b.delay_s(n) for n in range(8)] == [0.0, 9.375, 18.75, 37.5, 75.0, 150.0, 300.0, 300.0]
     assert b.next_attempt_ms(1_000, 1) == 1_000 + 9_375
     assert Backoff(300.0).delay_s(10_000) == 300.0
