@@ -1,7 +1,8 @@
 """Test-only ZooKeeper writes, and the reads that check them, on a store's connection.
 
-The package that ships writes no ledger metadata, no check-time znodes, no `underreplication/LAYOUT` and
-deletes markers only as a repair lock holder: tests (and the demo, the benchmarks) that need to do so use these. Every write goes
+The package that ships writes no check-time znodes and no `underreplication/LAYOUT`, and writes ledger
+metadata and deletes markers only in the repair role, under a repair lock: tests (and the demo, the
+benchmarks) that need to do so use these. Every write goes
 through the store's guarded primitives (`guarded_one`, `create_parents`), so a deposed leader's write is
 refused here exactly as the store's own writes are.
 """
