@@ -25,7 +25,7 @@ from auditor.metadata.zkrepairlock import RepairLocks
 from auditor.metadata.zkstore import ZooKeeperMetadataStore
 from tests.realcluster import zkwriters
 from tests.realcluster.cluster import Cluster
-from tests.realcluster.metadata_helpers import java_to_string, leader_of, open_store
+from tests.realcluster.metadata_helpers import java_to_string, leader_of, listunderreplicated, open_store
 
 pytestmark = pytest.mark.realcluster
 
@@ -44,19 +44,6 @@ async def zk(cluster: Cluster) -> AsyncIterator[tuple[ZooKeeperMetadataStore, Le
     finally:
         await election.close()
         await store.close()
-
-
-def worker_ids(cluster: Cluster) -> dict[int, str]:
-    """`listunderreplicated -printreplicationworkerid`: {ledger: the lock holder Java reads}."""
-    out = cluster.shell("listunderreplicated", "-printreplicationworkerid").stdout
-    found: dict[int, str] = {}
-    current = None
-    for line in out.splitlines():
-        if line.strip().isdigit() and not line.startswith("\t"):
-            current = int(line.strip())
-        elif line.startswith("\tReplicationWorkerId : ") and current is not None:
-            found[current] = line.split(":", 1)[1].strip()
-    return found
 
 
 async def test_lock_protocol_shared_with_a_java_replication_worker(cluster: Cluster, zk) -> None:
@@ -79,7 +66,7 @@ async def test_lock_protocol_shared_with_a_java_replication_worker(cluster: Clus
         data, stat = cluster.kazoo.get(lock_path)
         assert data == f'bookieId: "{HOLDER}"\n'.encode()
         assert stat.ephemeralOwner == store.client.client_id[0]
-        assert worker_ids(cluster)[lid] == HOLDER
+        assert listunderreplicated(cluster)[lid]["worker"] == HOLDER
         assert await locks.try_lock(LedgerId.of(lid)) is None  # held: not taken twice
         # A real Java worker skips the ledger while we hold it.
         worker = cluster.start_replication_worker(seconds=300)
@@ -135,7 +122,7 @@ async def test_marker_deleted_only_at_the_captured_version(cluster: Cluster, zk)
     assert await locks.mark_replicated(again) is ReleaseOutcome.MARKER_DELETED
     assert cluster.kazoo.exists(marker) is None
     assert cluster.kazoo.exists(marker.rsplit("/", 1)[0]) is None
-    assert lid.ledger not in worker_ids(cluster)
+    assert lid.ledger not in listunderreplicated(cluster)
     # A lock that vanished (its session expired; simulated by deleting the znode) guards nothing: the
     # server-side check refuses the write even though our session is alive.
     await store.mark_underreplicated(lid, ["127.0.0.9:3181"], election.guard)
