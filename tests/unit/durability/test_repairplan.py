@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from auditor.durability.coverage import UNKNOWN
 from auditor.durability.ids import LedgerId
 from auditor.durability.model import LedgerMetadata, LedgerState, Segment
@@ -17,6 +19,8 @@ from auditor.durability.repairplan import (
     WorkItem,
     bookie_state,
     plan_repair,
+    segment_change,
+    with_member,
     work_order,
 )
 from auditor.durability.schedule import expected_by_bookie
@@ -199,3 +203,28 @@ def test_backoff_is_javas_schedule_with_its_default_grace() -> None:
     assert [b.delay_s(n) for n in range(8)] == [0.0, 9.375, 18.75, 37.5, 75.0, 150.0, 300.0, 300.0]
     assert b.next_attempt_ms(1_000, 1) == 1_000 + 9_375
     assert Backoff(300.0).delay_s(10_000) == 300.0
+
+
+def test_segment_change_accepts_a_writers_change_elsewhere_and_refuses_one_here() -> None:
+    planned = md(3, 2, 2, [(0, ["x", "b", "c"]), (10, ["a", "b", "c"])], state=LedgerState.OPEN)
+    # The writer replaced its last segment in place, then appended one, then closed: segment 0 is intact.
+    writer = replace(
+        planned, segments=(*planned.segments[:1], Segment(10, ("a", "b", "d")), Segment(15, ("a", "e", "d")))
+    )
+    closed = replace(writer, state=LedgerState.CLOSED, last_entry_id=20)
+    assert segment_change(planned, writer, 0) is None and segment_change(planned, closed, 0) is None
+    # Someone replaced x already, or the segment's extent moved: refused, with the reason.
+    assert "ensemble is now" in segment_change(planned, with_member(planned, 0, 0, "y"), 0)
+    moved = replace(planned, segments=(planned.segments[0], Segment(12, ("a", "b", "c"))))
+    assert "ends at entry 11" in segment_change(planned, moved, 0)
+    # The last segment of an open ledger is the writer's.
+    assert "open ledger" in segment_change(planned, planned, 1)
+    done = with_member(planned, 0, 0, "y")
+    assert done.segments[0].ensemble == ("y", "b", "c") and done.segments[1] == planned.segments[1]
+    assert replace(done, segments=planned.segments) == planned
+
+
+def test_closed_ledger_last_segment_changes_only_if_the_ledger_does() -> None:
+    planned = md(3, 2, 2, [(0, ["x", "b", "c"])], last=9)
+    assert segment_change(planned, planned, 0) is None
+    assert "no longer exists" in segment_change(planned, md(3, 2, 2, [], last=9), 0)
