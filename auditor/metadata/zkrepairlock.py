@@ -24,6 +24,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.protocol.states import EventType
@@ -32,7 +33,7 @@ from auditor.durability.ids import LedgerId
 
 from . import formats
 from .errors import RepairLockLostError
-from .interfaces import HeldLock, MarkerRecord, ReleaseOutcome
+from .interfaces import HeldLock, MarkerRecord, ReleaseOutcome, RepairLockProtocol
 from .zkstore import ZooKeeperMetadataStore
 
 log = logging.getLogger(__name__)
@@ -185,3 +186,10 @@ def _guard(held: HeldLock) -> LockGuard:
     if not isinstance(held, ZkHeldLock):
         raise TypeError(f"{held.lock_path}: not a lock taken by RepairLocks")
     return held.guard
+
+
+if TYPE_CHECKING:
+
+    def _conforms(locks: RepairLocks) -> RepairLockProtocol:
+        """mypy checks here that RepairLocks offers the interface the repair worker codes against."""
+        return locks
