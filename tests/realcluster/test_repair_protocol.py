@@ -193,9 +193,12 @@ async def test_ensemble_update_read_back_by_java(cluster: Cluster, zk) -> None:
         # (b4 was given nothing, so Java's own census finds exactly its stripe missing there).
         assert java_to_string(stored) in cluster.shell("ledgermetadata", "-l", str(lid)).stdout
         assert cluster.ledger_info(lid)["ensembles"]["0"] == [b1, b2, b4]
-        census = cluster.ledger_tool("copies", "--ledgers", str(lid))
+        (census,) = cluster.copies([str(lid)])
         assert census["missing"] == {b4: [e for e in range(30) if e % 3 in (1, 2)]}
         assert census["corrupt"] == {} and census["unreadable"] == {}
+        # ... and the Java client still reads every entry, right, from the other member of each write set.
+        read = cluster.read_ledger(lid, 64)
+        assert read["read"] == 30 and read["badContent"] == []
         # Another party changes the segment between our plan and our write: refused, nothing written.
         other = await replace_member(store, planned, 0, 2, cluster.bookie(5).bookie_id, held.guard)
         assert other.outcome is UpdateOutcome.SEGMENT_CHANGED and other.attempts == 2
@@ -204,9 +207,11 @@ async def test_ensemble_update_read_back_by_java(cluster: Cluster, zk) -> None:
         # of its write set, digests verified.
         back = await replace_member(store, stored, 0, 2, b3, held.guard)
         assert back.outcome is UpdateOutcome.UPDATED
-        census = cluster.ledger_tool("copies", "--ledgers", str(lid))
+        (census,) = cluster.copies([str(lid)])
         assert census["reads"] == 60 and census["missing"] == {} and census["corrupt"] == {}
         assert census["unreadable"] == {}
+        read = cluster.read_ledger(lid, 64)
+        assert read["read"] == 30 and read["badContent"] == []
     finally:
         await locks.release(held)
         await zkwriters.delete_marker(store, lid, election.guard)
