@@ -16,6 +16,7 @@ __all__ = [
     "NoSuchLedgerError",
     "NotALedgersRootError",
     "NotLeaderError",
+    "RepairLockLostError",
     "UnsupportedLayoutError",
     "ZooKeeperUnreachableError",
 ]
@@ -72,6 +73,15 @@ class CorruptZnodeError(MetadataError):
 
 class NotLeaderError(MetadataError):
     """A guarded write was refused: the writer is not (or no longer) the elected leader."""
+
+
+class RepairLockLostError(NotLeaderError):
+    """A repair write was refused: the worker's `locks/urL<id>` lock is no longer held by this session
+    (released, or the session that created it expired). Names the lock znode."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        super().__init__(f"{path}: {problem}")
+        self.path = path
 
 
 class ConcurrentUpdateError(MetadataError):

@@ -392,6 +392,11 @@ def parse_lock(data: bytes, path: str) -> str:
     return _parse_text(pb.LockDataFormat(), data, path).bookieId
 
 
+def serialize_lock(holder: str) -> bytes:
+    """A worker lock's data as Java's getLockData writes it: `bookieId: "<holder>"` in text format."""
+    return _text(pb.LockDataFormat(bookieId=holder))
+
+
 def serialize_vote(bookie_id: str) -> bytes:
     return _text(pb.AuditorVoteFormat(bookieId=bookie_id))
 

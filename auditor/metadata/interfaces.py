@@ -116,6 +116,24 @@ class LockRecord:
     ctime_ms: int
 
 
+@dataclass(frozen=True, slots=True)
+class HeldLock:
+    """A repair worker's lock on one marked ledger, and the marker version captured when it was taken
+    (the only version `mark_replicated` deletes)."""
+
+    ledger_id: LedgerId
+    marker_path: str
+    lock_path: str
+    marker_version: int
+    holder: str
+
+
+class ReleaseOutcome(enum.Enum):
+    MARKER_DELETED = "marker_deleted"  # re-checked clean, marker deleted at the captured version
+    MARKER_KEPT = "marker_kept"  # re-marked meanwhile (version changed): it stays for another pass
+    MARKER_GONE = "marker_gone"  # someone else removed it already
+
+
 class MarkResult(enum.Enum):
     CREATED = "created"
     MERGED = "merged"  # existing marker, new replicas added (ctime refreshed)
@@ -191,6 +209,25 @@ class MetadataStore(Protocol):
     async def lost_bookie_recovery_delay(self) -> int | None: ...
 
     def watch_lost_bookie_recovery_delay(self, callback: Callable[[int | None], None]) -> Callable[[], None]: ...
+
+
+class RepairLockProtocol(Protocol):
+    """The repair worker's side of Java's under-replication work protocol (markers, `locks/urL<id>`,
+    `disable`): what a repair worker codes against (ZooKeeper: `zkrepairlock.RepairLocks`)."""
+
+    def markers(self) -> AsyncIterator[MarkerRecord]: ...
+
+    async def locked(self) -> frozenset[str]: ...
+
+    async def is_disabled(self) -> bool: ...
+
+    async def wait_enabled(self, timeout: float | None = None) -> bool: ...
+
+    async def try_lock(self, ledger_id: LedgerId) -> HeldLock | None: ...
+
+    async def mark_replicated(self, held: HeldLock) -> ReleaseOutcome: ...
+
+    async def release(self, held: HeldLock) -> None: ...
 
 
 @runtime_checkable

@@ -1,6 +1,7 @@
 """Under-replication in ZooKeeper (`<root>/underreplication`): markers read, created and merged exactly as
-Java's markLedgerUnderreplicatedAsync does (guarded), listed; the disable flag; lostBookieRecoveryDelay
-(read and watched).
+Java's markLedgerUnderreplicatedAsync does (guarded), listed, deleted with their empty parents as Java's
+markLedgerReplicated does (guarded: the repair lock holder's write, zkrepairlock); the disable flag;
+lostBookieRecoveryDelay (read and watched).
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ import logging
 from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
 
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError, RolledBackError
 
 from auditor.durability.ids import LedgerId
 
@@ -135,6 +136,26 @@ class UnderReplicationMarkers(ZooKeeperConnection):
             if isinstance(r, Exception) and not isinstance(r, RolledBackError):
                 return i, r
         return None
+
+    async def delete_marker(self, ledger_id: LedgerId | int, guard: WriteGuard, version: int = -1) -> bool:
+        """Delete a marker at `version` (-1: any), then its hex parents while empty, as Java's
+        markLedgerReplicated does (guarded). False if it did not exist; BadVersionError if it changed
+        since `version` (a re-mark: it must stay)."""
+        lid = ledger_id if isinstance(ledger_id, LedgerId) else LedgerId(0, ledger_id)
+        path = self.markers.marker(lid)
+        try:
+            await self.guarded_one(guard, lambda t: t.delete(path, version))
+        except NoNodeError:
+            return False
+        top = self.markers.ledgers if lid.scope == 0 else self.markers.scoped_ledgers
+        parent = path.rsplit("/", 1)[0]
+        while parent != top and parent.startswith(top + "/"):
+            try:
+                await self.guarded_one(guard, lambda t, p=parent: t.delete(p, -1))
+            except (NotEmptyError, NoNodeError):
+                break  # another ledger of this directory is marked (or a worker cleaned it first)
+            parent = parent.rsplit("/", 1)[0]
+        return True
 
     def list_markers(self, include_scoped: bool = True) -> AsyncIterator[MarkerRecord]:
         """Every marker (walks the 4 hex levels; scoped markers from their own tree), streamed."""

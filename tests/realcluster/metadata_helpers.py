@@ -52,6 +52,24 @@ def java_to_string(md: LedgerMetadata) -> str:
     return "LedgerMetadata{" + ", ".join(parts) + "}"
 
 
+def listunderreplicated(cluster) -> dict[int, dict]:
+    """Parse `listunderreplicated -printmissingreplica -printreplicationworkerid`:
+    {ledger: {"ctime": int, "replicas": [...], "worker": the lock holder Java reads, or None}}."""
+    out = cluster.shell("listunderreplicated", "-printmissingreplica", "-printreplicationworkerid").stdout
+    found: dict[int, dict] = {}
+    current = None
+    for line in out.splitlines():
+        if line.strip().isdigit() and not line.startswith("\t"):
+            current = found.setdefault(int(line.strip()), {"ctime": None, "replicas": [], "worker": None})
+        elif line.startswith("\tCtime : ") and current is not None:
+            current["ctime"] = int(line.split(":", 1)[1])
+        elif line.startswith("\tMissingReplica : ") and current is not None:
+            current["replicas"].append(line.split(":", 1)[1].strip())
+        elif line.startswith("\tReplicationWorkerId : ") and current is not None:
+            current["worker"] = line.split(":", 1)[1].strip()
+    return found
+
+
 async def collect(it: AsyncIterator) -> list:
     return [x async for x in it]
 

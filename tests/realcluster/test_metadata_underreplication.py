@@ -14,7 +14,7 @@ from auditor.metadata.errors import CorruptZnodeError, MetadataVersionChangedErr
 from auditor.metadata.interfaces import MarkResult
 from tests.realcluster import zkwriters
 from tests.realcluster.cluster import Cluster
-from tests.realcluster.metadata_helpers import collect, leader_of, open_store
+from tests.realcluster.metadata_helpers import collect, leader_of, listunderreplicated, open_store
 
 pytestmark = pytest.mark.realcluster
 
@@ -27,21 +27,6 @@ class StaleGuard:
 
     def check(self) -> None:
         pass
-
-
-def listunderreplicated(cluster: Cluster) -> dict[int, dict]:
-    """Parse `listunderreplicated -printmissingreplica` output: {ledger: {"ctime": int, "replicas": [...]}}."""
-    out = cluster.shell("listunderreplicated", "-printmissingreplica").stdout
-    found: dict[int, dict] = {}
-    current = None
-    for line in out.splitlines():
-        if line.strip().isdigit() and not line.startswith("\t"):
-            current = found.setdefault(int(line.strip()), {"ctime": None, "replicas": []})
-        elif line.startswith("\tCtime : ") and current is not None:
-            current["ctime"] = int(line.split(":", 1)[1])
-        elif line.startswith("\tMissingReplica : ") and current is not None:
-            current["replicas"].append(line.split(":", 1)[1].strip())
-    return found
 
 
 async def test_markers_written_like_java_and_seen_by_the_shell(cluster: Cluster) -> None:
@@ -76,7 +61,11 @@ async def test_markers_written_like_java_and_seen_by_the_shell(cluster: Cluster)
         assert merged.ctime >= first.ctime
         # The real shell sees both, with our ctime and replicas.
         shell = listunderreplicated(cluster)
-        assert shell[ids[0]] == {"ctime": merged.ctime, "replicas": ["127.0.0.9:3189", "127.0.0.7:3187"]}
+        assert shell[ids[0]] == {
+            "ctime": merged.ctime,
+            "replicas": ["127.0.0.9:3189", "127.0.0.7:3187"],
+            "worker": None,
+        }
         assert shell[ids[1]]["replicas"] == ["127.0.0.8:3188", "127.0.0.9:3189"]
         listed = {m.ledger_id: m for m in await collect(store.list_markers())}
         assert {LedgerId(0, i) for i in ids} <= set(listed)

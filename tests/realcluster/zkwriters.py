@@ -1,7 +1,8 @@
 """Test-only ZooKeeper writes, and the reads that check them, on a store's connection.
 
-The package that ships writes no ledger metadata, no check-time znodes, no `underreplication/LAYOUT` and
-deletes no markers: tests (and the demo, the benchmarks) that need to do so use these. Every write goes
+The package that ships writes no check-time znodes and no `underreplication/LAYOUT`, and writes ledger
+metadata and deletes markers only in the repair role, under a repair lock: tests (and the demo, the
+benchmarks) that need to do so use these. Every write goes
 through the store's guarded primitives (`guarded_one`, `create_parents`), so a deposed leader's write is
 refused here exactly as the store's own writes are.
 """
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import logging
 
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from auditor.durability.ids import LedgerId
 from auditor.durability.model import LedgerMetadata
@@ -65,23 +66,10 @@ async def delete_marker(
     store: ZooKeeperMetadataStore, ledger_id: LedgerId | int, guard: WriteGuard, version: int = -1
 ) -> bool:
     """Delete a marker (and its empty parents, as Java's workers do). False if it did not exist."""
-    lid = _lid(ledger_id)
-    path = store.markers.marker(lid)
     try:
-        await store.guarded_one(guard, lambda t: t.delete(path, version))
-    except NoNodeError:
-        return False
+        return await store.delete_marker(_lid(ledger_id), guard, version)
     except BadVersionError:
-        raise ConcurrentUpdateError(path, f"version is no longer {version}") from None
-    top = store.markers.ledgers if lid.scope == 0 else store.markers.scoped_ledgers
-    parent = path.rsplit("/", 1)[0]
-    while parent != top and parent.startswith(top + "/"):
-        try:
-            await store.guarded_one(guard, lambda t, p=parent: t.delete(p, -1))
-        except (NotEmptyError, NoNodeError):
-            break
-        parent = parent.rsplit("/", 1)[0]
-    return True
+        raise ConcurrentUpdateError(store.markers.marker(_lid(ledger_id)), f"version is no longer {version}") from None
 
 
 async def ensure_underreplication_layout(store: ZooKeeperMetadataStore, guard: WriteGuard) -> None:
