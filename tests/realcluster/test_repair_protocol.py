@@ -256,7 +256,9 @@ async def test_concurrent_ensemble_change_by_a_live_java_writer(cluster: Cluster
         changed = await _wait_replaced(store, lid, cluster.bookie(victim).bookie_id)
         assert changed.version > planned.version and changed.segments[0] == planned.segments[0]
         done = await replace_member(store, planned, 0, 2, b[5], held.guard)
-        assert done.outcome is UpdateOutcome.UPDATED and done.attempts == 2, done
+        # At least one conflict, re-read and re-applied (under load the writer may move the version
+        # once more before our write lands: then one more attempt).
+        assert done.outcome is UpdateOutcome.UPDATED and done.attempts >= 2, done
         assert done.metadata.segments[1:] == changed.segments[1:] or done.metadata.version > changed.version + 1
         out = await asyncio.to_thread(writer.communicate, timeout=180)
         assert writer.returncode == 0, out
