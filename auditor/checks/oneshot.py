@@ -140,9 +140,10 @@ def print_table(findings: list[Finding], summary: FindingSummary, runs: list[dic
         kinds = ", ".join(f"{c}: {n}" for c, n in sorted(Counter(f.category.value for f in info).items()))
         con.print(f"{len(info)} informational finding(s) not shown ({kinds}); --format json lists them")
     for r in runs:
+        skipped = ", ".join(f"{n} {why}" for why, n in sorted(r["ledgersSkipped"].items())) or "none"
         con.print(
             f"{r['check']}: {r['ledgersChecked']} ledgers checked "
-            f"({r['ledgersSeen']} seen, skipped {r['ledgersSkipped'] or 'none'}), "
+            f"({r['ledgersSeen']} seen, skipped {skipped}), "
             f"{r['ledgersRechecked']} re-checked, {r['bookieRequests']} bookie requests, "
             f"{r['durationSeconds']}s"
         )
