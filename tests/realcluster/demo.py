@@ -29,12 +29,21 @@ def say(text: str) -> None:
     print(f"\n\033[1m== {text}\033[0m" if sys.stdout.isatty() else f"\n== {text}", flush=True)
 
 
+def shown(path: Path) -> str:
+    """The command as a person would type it from the repository root (`.venv/bin/bk-auditor`)."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
 def run_check(cluster: Cluster, fmt: str) -> int:
     argv = [str(BIN), "check", "--metadata-service-uri", cluster.metadata_service_uri, "--format", fmt]
+    argv_shown = " ".join([shown(BIN), *argv[1:]])
     if fmt == "json":  # the report is stdout; its JSON logs go to stderr, shown separately by any pipe
-        print("$ " + " ".join(argv) + " 2>/dev/null", flush=True)
+        print(f"$ {argv_shown} 2>/dev/null", flush=True)
         return subprocess.run(argv, timeout=600, stderr=subprocess.DEVNULL).returncode
-    print("$ " + " ".join(argv), flush=True)
+    print(f"$ {argv_shown}", flush=True)
     return subprocess.run(argv, timeout=600).returncode
 
 
