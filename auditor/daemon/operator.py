@@ -58,11 +58,12 @@ class OperatorBackend:
         return OperatorSwitches(store)
 
     async def _bounded(self, what: str, work: Callable[[AuditContext], Awaitable[T]]) -> T:
-        ctx = self._ctx()
+        self._ctx()  # not connected: say so at once rather than after waiting for the lock
         try:
             async with asyncio.timeout(self.timeout):
                 async with self._one_at_a_time:
-                    return await work(ctx)
+                    # Taken after the wait: the daemon may have reconnected (a new context) meanwhile.
+                    return await work(self._ctx())
         except TimeoutError:
             raise QuestionTimeoutError(
                 f"{what}: not answered within {self.timeout:g}s (admin.question_timeout_seconds; bookie reads "
