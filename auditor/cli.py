@@ -40,6 +40,7 @@ if TYPE_CHECKING:  # annotations only: the commands import what they need when t
     from auditor.admin.client import AdminClient
     from auditor.durability.ids import LedgerId
     from auditor.settings import Settings
+    from auditor.switches import OperatorOps, SwitchReport
 
 T = TypeVar("T")
 
@@ -335,213 +336,6 @@ def _require_metadata(settings: Settings) -> None:
         settings.require_metadata()
 
 
-@app.command()
-def underreplicated(
-    config: ConfigOpt = None,
-    metadata_service_uri: UriOpt = None,
-    fmt: FormatRunOpt = None,
-    log_level: LogLevelOpt = None,
-    log_format: LogFormatOpt = None,
-) -> None:
-    """What is marked under-replicated now, and why: marker age, lost replicas, lock holder, and our verdict
-    from the bookies now (broken, stale marker, unknown). Exit 0: nothing still broken; 1: some is."""
-    from auditor.checks.underreplicated import marked_ledgers
-
-    settings, fmt = _prepare_run(config, metadata_service_uri, fmt, log_level, log_format)
-
-    async def collect() -> list[Any]:
-        from auditor.checks.build import audit_context
-
-        async with audit_context(settings, one_shot=True) as (ctx, _):
-            return [m async for m in marked_ledgers(ctx)]
-
-    with _exit_on_error():
-        rows = _run_with_loop(collect, loop=settings.event_loop)
-    if fmt == "json":
-        for m in rows:
-            typer.echo(json.dumps(m.to_dict(), sort_keys=True))
-    else:
-        _underreplicated_table(rows)
-    raise typer.Exit(1 if any(m.verdict == "broken" for m in rows) else 0)
-
-
-def _age(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds / size:.1f}{unit}"
-    return f"{seconds:.0f}s"
-
-
-def _underreplicated_table(rows: list[Any]) -> None:
-    from auditor.tables import print_table
-
-    if not rows:
-        typer.echo("no ledger is marked under-replicated")
-        return
-    print_table(
-        ("ledger", "marked", "lost replicas", "lock", "verdict", "worst"),
-        (
-            (
-                str(m.ledger.ledger),
-                _age(m.marked_seconds),
-                ", ".join(m.replicas),
-                f"{m.lock_holder} ({_age(m.locked_seconds)})" if m.lock_holder else "-",
-                m.verdict,
-                f"{m.worst} ({m.entries} entries)" if m.worst else "-",
-            )
-            for m in rows
-        ),
-        title=f"{len(rows)} ledger(s) marked under-replicated",
-    )
-
-
-@app.command("can-decommission")
-def can_decommission(
-    bookie: Annotated[str, typer.Argument(help="The bookie id, e.g. 10.0.3.7:3181.")],
-    config: ConfigOpt = None,
-    metadata_service_uri: UriOpt = None,
-    fmt: FormatRunOpt = None,
-    log_level: LogLevelOpt = None,
-    log_format: LogFormatOpt = None,
-) -> None:
-    """Can BOOKIE be decommissioned now? Every ledger still on it, whether the other copies are complete,
-    its marker and worker lock, and what holds it back. Exit 0: safe; 1: not yet; 2: errors."""
-    from auditor.checks.decommission import decommission_report
-    from auditor.metadata.formats import is_valid_bookie_id
-
-    if not is_valid_bookie_id(bookie):
-        _fail(f"{bookie!r} is not a bookie id (host:port or a custom id)")
-    settings, fmt = _prepare_run(config, metadata_service_uri, fmt, log_level, log_format)
-
-    async def collect() -> Any:
-        from auditor.checks.build import audit_context
-
-        async with audit_context(settings, one_shot=True) as (ctx, _):
-            return await decommission_report(ctx, bookie)
-
-    with _exit_on_error():
-        report = _run_with_loop(collect, loop=settings.event_loop)
-    if fmt == "json":
-        typer.echo(json.dumps(report.to_dict(), sort_keys=True))
-    else:
-        _decommission_table(report)
-    raise typer.Exit(0 if report.safe else 1)
-
-
-def _decommission_table(report: Any) -> None:
-    from auditor.tables import print_table
-
-    state = "registered" if report.registered else "not registered"
-    verdict = "safe to decommission" if report.safe else "NOT YET"
-    typer.echo(f"{report.bookie} ({state}): {verdict}; {len(report.ledgers)} ledger(s) still name it")
-    if report.replication_disabled:
-        typer.echo("replication is disabled: no worker moves marked ledgers")
-    for path in report.unreadable:
-        typer.echo(f"unreadable ledger metadata (it may name the bookie): {path}")
-    if not report.ledgers:
-        return
-    print_table(
-        ("ledger", "state", "blocking", "reason"),
-        (
-            (
-                str(x.ledger.ledger),
-                "closed" if x.closed else "open",
-                ", ".join(b.value for b in x.blockers) or "-",
-                x.reason,
-            )
-            for x in sorted(report.ledgers, key=lambda x: (not x.blockers, x.ledger.ledger))
-        ),
-    )
-
-
-# ------------------------------------------------------------------------------------------ switches
-
-YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Make the change without asking (needed off a terminal).")]
-SwitchFormatOpt = Annotated[str, typer.Option("--format", help="table|json")]
-
-
-def _switch_settings(config: Path | None, metadata_service_uri: str | None, fmt: str) -> Settings:
-    if fmt not in ("table", "json"):
-        _fail(f"--format must be table or json, got {fmt!r}")
-    settings = _load(config, {"metadata_service_uri": ("--metadata-service-uri", metadata_service_uri)})
-    _require_metadata(settings)
-    if "format" not in settings.log.model_fields_set:
-        settings.log.format = "console" if fmt == "table" else "json"
-    _start_logging(settings)
-    return settings
-
-
-def _confirmer(yes: bool) -> Callable[[str], bool]:
-    def confirm(change: str) -> bool:
-        if yes:
-            return True
-        if not sys.stdin.isatty():
-            _fail(f"refusing to {change} without --yes (no terminal to confirm on)")
-        return typer.confirm(f"{change}?", default=False, err=True)
-
-    return confirm
-
-
-def _switch(
-    config: Path | None,
-    metadata_service_uri: str | None,
-    fmt: str,
-    command: Callable[[Settings], Coroutine[Any, Any, Any]],
-) -> None:
-    """Settings, the command run on its own loop, its report shown; errors as one line and exit 2."""
-    settings = _switch_settings(config, metadata_service_uri, fmt)
-    with _exit_on_error():
-        _show(asyncio.run(command(settings)), fmt)
-
-
-def _show(report: Any, fmt: str) -> None:
-    if fmt == "json":
-        typer.echo(json.dumps(report.data, sort_keys=True))
-    else:
-        for line in report.lines:
-            typer.echo(line)
-
-
-@app.command()
-def whoisauditor(config: ConfigOpt = None, metadata_service_uri: UriOpt = None, fmt: SwitchFormatOpt = "table") -> None:
-    """Who is the auditor? The leader of Java's election and of bk-auditor's, read from ZooKeeper."""
-    from auditor.switches import who_is_auditor
-
-    _switch(config, metadata_service_uri, fmt, who_is_auditor)
-
-
-@app.command("recovery-delay")
-def recovery_delay(
-    seconds: Annotated[
-        int | None, typer.Argument(help="New lostBookieRecoveryDelay in seconds; omit to show it.")
-    ] = None,
-    yes: YesOpt = False,
-    config: ConfigOpt = None,
-    metadata_service_uri: UriOpt = None,
-    fmt: SwitchFormatOpt = "table",
-) -> None:
-    """Show or set lostBookieRecoveryDelay (as `bookkeeper shell lostbookierecoverydelay`), confirmed."""
-    from auditor.switches import recovery_delay as run
-
-    _switch(config, metadata_service_uri, fmt, lambda settings: run(settings, seconds, _confirmer(yes)))
-
-
-@app.command()
-def replication(
-    action: Annotated[str, typer.Argument(help="status|enable|disable")] = "status",
-    yes: YesOpt = False,
-    config: ConfigOpt = None,
-    metadata_service_uri: UriOpt = None,
-    fmt: SwitchFormatOpt = "table",
-) -> None:
-    """Show, enable or disable auto-recovery's replication (as `bookkeeper shell autorecovery`), confirmed."""
-    from auditor.switches import replication as run
-
-    _switch(config, metadata_service_uri, fmt, lambda settings: run(settings, action, _confirmer(yes)))
-
-
 # ------------------------------------------------------------------------------------------ admin clients
 
 AdminOpt = Annotated[
@@ -677,6 +471,299 @@ def _client_call(admin: str | None, tls: _ClientTls, timeout: float, call: Calla
 def _check_format(fmt: str) -> None:
     if fmt not in ("table", "json"):
         _fail(f"--format must be table or json, got {fmt!r}")
+
+
+AskAdminOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--admin",
+        help="Ask a running daemon's admin API at HOST:PORT (its bookie pool and rate limits) instead of "
+        "ZooKeeper and the bookies directly; the same answer.",
+        show_default=False,
+    ),
+]
+AskTimeoutOpt = Annotated[float, typer.Option("--timeout", help="With --admin: seconds to wait for the daemon.")]
+
+
+def _ask_daemon(
+    admin: str, tls: _ClientTls, timeout: float, fmt: str | None, call: Callable[[AdminClient], Awaitable[T]]
+) -> tuple[T, str]:
+    """The --admin form of an operator command: the daemon's answer, and the output format."""
+    fmt = fmt or "table"
+    _check_format(fmt)
+    return _client_call(admin, tls, timeout, call), fmt
+
+
+@app.command()
+@_with_client_tls
+def underreplicated(
+    config: ConfigOpt = None,
+    metadata_service_uri: UriOpt = None,
+    fmt: FormatRunOpt = None,
+    log_level: LogLevelOpt = None,
+    log_format: LogFormatOpt = None,
+    admin: AskAdminOpt = None,
+    tls: _ClientTls = _NO_TLS,
+    timeout: AskTimeoutOpt = 150.0,
+) -> None:
+    """What is marked under-replicated now, and why: marker age, lost replicas, lock holder, and our verdict
+    from the bookies now (broken, stale marker, unknown). Exit 0: nothing still broken; 1: some is."""
+    from auditor.checks.underreplicated import MarkedLedger, marked_ledgers
+
+    rows: list[MarkedLedger]
+    if admin is not None:
+        from auditor.admin.questions import marked_from_pb
+
+        resp, fmt = _ask_daemon(admin, tls, timeout, fmt, lambda c: c.underreplicated())
+        rows = marked_from_pb(resp)
+    else:
+        settings, fmt = _prepare_run(config, metadata_service_uri, fmt, log_level, log_format)
+
+        async def collect() -> list[MarkedLedger]:
+            from auditor.checks.build import audit_context
+
+            async with audit_context(settings, one_shot=True) as (ctx, _):
+                return [m async for m in marked_ledgers(ctx)]
+
+        with _exit_on_error():
+            rows = _run_with_loop(collect, loop=settings.event_loop)
+    if fmt == "json":
+        for m in rows:
+            typer.echo(json.dumps(m.to_dict(), sort_keys=True))
+    else:
+        _underreplicated_table(rows)
+    raise typer.Exit(1 if any(m.verdict == "broken" for m in rows) else 0)
+
+
+def _age(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.1f}{unit}"
+    return f"{seconds:.0f}s"
+
+
+def _underreplicated_table(rows: list[Any]) -> None:
+    from auditor.tables import print_table
+
+    if not rows:
+        typer.echo("no ledger is marked under-replicated")
+        return
+    print_table(
+        ("ledger", "marked", "lost replicas", "lock", "verdict", "worst"),
+        (
+            (
+                str(m.ledger.ledger),
+                _age(m.marked_seconds),
+                ", ".join(m.replicas),
+                f"{m.lock_holder} ({_age(m.locked_seconds)})" if m.lock_holder else "-",
+                m.verdict,
+                f"{m.worst} ({m.entries} entries)" if m.worst else "-",
+            )
+            for m in rows
+        ),
+        title=f"{len(rows)} ledger(s) marked under-replicated",
+    )
+
+
+@app.command("can-decommission")
+@_with_client_tls
+def can_decommission(
+    bookie: Annotated[str, typer.Argument(help="The bookie id, e.g. 10.0.3.7:3181.")],
+    config: ConfigOpt = None,
+    metadata_service_uri: UriOpt = None,
+    fmt: FormatRunOpt = None,
+    log_level: LogLevelOpt = None,
+    log_format: LogFormatOpt = None,
+    admin: AskAdminOpt = None,
+    tls: _ClientTls = _NO_TLS,
+    timeout: AskTimeoutOpt = 150.0,
+) -> None:
+    """Can BOOKIE be decommissioned now? Every ledger still on it, whether the other copies are complete,
+    its marker and worker lock, and what holds it back. Exit 0: safe; 1: not yet; 2: errors."""
+    from auditor.checks.decommission import DecommissionReport, decommission_report
+    from auditor.metadata.formats import is_valid_bookie_id
+
+    if not is_valid_bookie_id(bookie):
+        _fail(f"{bookie!r} is not a bookie id (host:port or a custom id)")
+    report: DecommissionReport
+    if admin is not None:
+        from auditor.admin.questions import decommission_from_pb
+
+        resp, fmt = _ask_daemon(admin, tls, timeout, fmt, lambda c: c.can_decommission(bookie))
+        with _exit_on_error():
+            report = decommission_from_pb(resp)
+    else:
+        settings, fmt = _prepare_run(config, metadata_service_uri, fmt, log_level, log_format)
+
+        async def collect() -> DecommissionReport:
+            from auditor.checks.build import audit_context
+
+            async with audit_context(settings, one_shot=True) as (ctx, _):
+                return await decommission_report(ctx, bookie)
+
+        with _exit_on_error():
+            report = _run_with_loop(collect, loop=settings.event_loop)
+    if fmt == "json":
+        typer.echo(json.dumps(report.to_dict(), sort_keys=True))
+    else:
+        _decommission_table(report)
+    raise typer.Exit(0 if report.safe else 1)
+
+
+def _decommission_table(report: Any) -> None:
+    from auditor.tables import print_table
+
+    state = "registered" if report.registered else "not registered"
+    verdict = "safe to decommission" if report.safe else "NOT YET"
+    typer.echo(f"{report.bookie} ({state}): {verdict}; {len(report.ledgers)} ledger(s) still name it")
+    if report.replication_disabled:
+        typer.echo("replication is disabled: no worker moves marked ledgers")
+    for path in report.unreadable:
+        typer.echo(f"unreadable ledger metadata (it may name the bookie): {path}")
+    if not report.ledgers:
+        return
+    print_table(
+        ("ledger", "state", "blocking", "reason"),
+        (
+            (
+                str(x.ledger.ledger),
+                "closed" if x.closed else "open",
+                ", ".join(b.value for b in x.blockers) or "-",
+                x.reason,
+            )
+            for x in sorted(report.ledgers, key=lambda x: (not x.blockers, x.ledger.ledger))
+        ),
+    )
+
+
+# ------------------------------------------------------------------------------------------ switches
+
+YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Make the change without asking (needed off a terminal).")]
+SwitchFormatOpt = Annotated[str, typer.Option("--format", help="table|json")]
+
+
+def _switch_settings(config: Path | None, metadata_service_uri: str | None, fmt: str) -> Settings:
+    if fmt not in ("table", "json"):
+        _fail(f"--format must be table or json, got {fmt!r}")
+    settings = _load(config, {"metadata_service_uri": ("--metadata-service-uri", metadata_service_uri)})
+    _require_metadata(settings)
+    if "format" not in settings.log.model_fields_set:
+        settings.log.format = "console" if fmt == "table" else "json"
+    _start_logging(settings)
+    return settings
+
+
+def _confirmer(yes: bool) -> Callable[[str], bool]:
+    def confirm(change: str) -> bool:
+        if yes:
+            return True
+        if not sys.stdin.isatty():
+            _fail(f"refusing to {change} without --yes (no terminal to confirm on)")
+        return typer.confirm(f"{change}?", default=False, err=True)
+
+    return confirm
+
+
+def _switch(
+    config: Path | None,
+    metadata_service_uri: str | None,
+    fmt: str,
+    flow: Callable[[OperatorOps], Coroutine[Any, Any, SwitchReport]],
+    admin: str | None = None,
+    tls: _ClientTls = _NO_TLS,
+    timeout: float = 10.0,
+) -> None:
+    """The flow run on ZooKeeper directly, or with --admin through the daemon; its report shown; errors as
+    one line and exit 2."""
+    from auditor.switches import AdminOps, zookeeper_ops
+
+    if admin is not None:
+        _check_format(fmt)
+        _show(_client_call(admin, tls, timeout, lambda client: flow(AdminOps(client))), fmt)
+        return
+    settings = _switch_settings(config, metadata_service_uri, fmt)
+
+    async def direct() -> SwitchReport:
+        async with zookeeper_ops(settings) as ops:
+            return await flow(ops)
+
+    with _exit_on_error():
+        _show(asyncio.run(direct()), fmt)
+
+
+def _show(report: SwitchReport, fmt: str) -> None:
+    if fmt == "json":
+        typer.echo(json.dumps(report.data, sort_keys=True))
+    else:
+        for line in report.lines:
+            typer.echo(line)
+
+
+SwitchAdminOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--admin",
+        help="Through a running daemon's admin API at HOST:PORT instead of ZooKeeper directly (changes need "
+        "its mutation rights: a client certificate when it uses TLS).",
+        show_default=False,
+    ),
+]
+
+
+@app.command()
+@_with_client_tls
+def whoisauditor(
+    config: ConfigOpt = None,
+    metadata_service_uri: UriOpt = None,
+    fmt: SwitchFormatOpt = "table",
+    admin: SwitchAdminOpt = None,
+    tls: _ClientTls = _NO_TLS,
+    timeout: TimeoutOpt = 10.0,
+) -> None:
+    """Who is the auditor? The leader of Java's election and of bk-auditor's, read from ZooKeeper."""
+    from auditor.switches import who_is_auditor
+
+    _switch(config, metadata_service_uri, fmt, who_is_auditor, admin, tls, timeout)
+
+
+@app.command("recovery-delay")
+@_with_client_tls
+def recovery_delay(
+    seconds: Annotated[
+        int | None, typer.Argument(help="New lostBookieRecoveryDelay in seconds; omit to show it.")
+    ] = None,
+    yes: YesOpt = False,
+    config: ConfigOpt = None,
+    metadata_service_uri: UriOpt = None,
+    fmt: SwitchFormatOpt = "table",
+    admin: SwitchAdminOpt = None,
+    tls: _ClientTls = _NO_TLS,
+    timeout: TimeoutOpt = 10.0,
+) -> None:
+    """Show or set lostBookieRecoveryDelay (as `bookkeeper shell lostbookierecoverydelay`), confirmed."""
+    from auditor.switches import recovery_delay as flow
+
+    _switch(config, metadata_service_uri, fmt, lambda ops: flow(ops, seconds, _confirmer(yes)), admin, tls, timeout)
+
+
+@app.command()
+@_with_client_tls
+def replication(
+    action: Annotated[str, typer.Argument(help="status|enable|disable")] = "status",
+    yes: YesOpt = False,
+    config: ConfigOpt = None,
+    metadata_service_uri: UriOpt = None,
+    fmt: SwitchFormatOpt = "table",
+    admin: SwitchAdminOpt = None,
+    tls: _ClientTls = _NO_TLS,
+    timeout: TimeoutOpt = 10.0,
+) -> None:
+    """Show, enable or disable auto-recovery's replication (as `bookkeeper shell autorecovery`), confirmed."""
+    from auditor.switches import replication as flow
+
+    _switch(config, metadata_service_uri, fmt, lambda ops: flow(ops, action, _confirmer(yes)), admin, tls, timeout)
 
 
 def _ts(value: float | None) -> str:

@@ -7,8 +7,9 @@ policy, with admin TLS configured:
 
 * health (the standard health service) and reflection are never gated: probes must work;
 * reads (`READ_METHODS`) need a client certificate unless `admin.unauthenticated_reads`;
-* everything else is mutating (pause, resume, trigger, and any control added later: fail closed) and needs
-  a client certificate, naming one of `admin.authorized_clients` when that list is not empty.
+* everything else is mutating (pause, resume, trigger, the recovery delay and replication switches, and
+  any control added later: fail closed) and needs a client certificate, naming one of
+  `admin.authorized_clients` when that list is not empty.
 
 Without admin TLS the API is plaintext and open to whoever reaches it (keep it on loopback), as before.
 Pure: the server hands in the call's gRPC auth context.
@@ -21,7 +22,20 @@ from dataclasses import dataclass
 
 from .errors import PermissionDeniedError, UnauthenticatedError
 
-READ_METHODS = frozenset({"Status", "ListFindings", "ExplainLedger"})
+# Reads, as the CLI's reads; everything else mutates (SetRecoveryDelay and SetReplication change what
+# Java's shell changes, so they need the same authority as pause).
+READ_METHODS = frozenset(
+    {
+        "Status",
+        "ListFindings",
+        "ExplainLedger",
+        "CanDecommission",
+        "ListUnderreplicated",
+        "WhoIsAuditor",
+        "GetRecoveryDelay",
+        "GetReplication",
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)

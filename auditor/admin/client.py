@@ -86,7 +86,14 @@ class AdminClient:
                 f"[{_last_error(details)}]",
                 code,
             )
-        if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+        if code is grpc.StatusCode.DEADLINE_EXCEEDED and details == "Deadline Exceeded":
+            # Our own deadline (the daemon's bound on a long question says so in its own words, below).
+            return AdminClientError(
+                f"cannot reach the bk-auditor admin API at {self.target}: no answer within {self.timeout:g}s "
+                "(--timeout)",
+                code,
+            )
+        if code is grpc.StatusCode.UNAVAILABLE:
             return AdminClientError(
                 f"cannot reach the bk-auditor admin API at {self.target}: {exc.details() or code.name}", code
             )
@@ -122,6 +129,32 @@ class AdminClient:
 
     async def resume(self) -> pb.ResumeResponse:
         return await self._call(self._stub.Resume, pb.ResumeRequest(), "resume")
+
+    # The operator's questions (the CLI's --admin form of can-decommission, underreplicated, whoisauditor,
+    # recovery-delay and replication).
+    async def can_decommission(self, bookie: str) -> pb.CanDecommissionResponse:
+        req = pb.CanDecommissionRequest(bookie=bookie)
+        return await self._call(self._stub.CanDecommission, req, f"can-decommission {bookie}")
+
+    async def underreplicated(self) -> pb.ListUnderreplicatedResponse:
+        return await self._call(self._stub.ListUnderreplicated, pb.ListUnderreplicatedRequest(), "underreplicated")
+
+    async def who_is_auditor(self) -> pb.WhoIsAuditorResponse:
+        return await self._call(self._stub.WhoIsAuditor, pb.WhoIsAuditorRequest(), "whoisauditor")
+
+    async def recovery_delay(self) -> pb.RecoveryDelay:
+        return await self._call(self._stub.GetRecoveryDelay, pb.GetRecoveryDelayRequest(), "get recovery delay")
+
+    async def set_recovery_delay(self, seconds: int, expected_version: int | None) -> pb.RecoveryDelay:
+        req = pb.SetRecoveryDelayRequest(seconds=seconds, expected_version=expected_version)
+        return await self._call(self._stub.SetRecoveryDelay, req, f"set recovery delay to {seconds}s")
+
+    async def replication(self) -> pb.Replication:
+        return await self._call(self._stub.GetReplication, pb.GetReplicationRequest(), "get replication")
+
+    async def set_replication(self, enabled: bool) -> pb.Replication:
+        req = pb.SetReplicationRequest(enabled=enabled)
+        return await self._call(self._stub.SetReplication, req, f"{'enable' if enabled else 'disable'} replication")
 
     async def health(self, service: str = "") -> str:
         """The health status name of `service` (SERVING, NOT_SERVING, ...); NOT_FOUND for unknown names."""

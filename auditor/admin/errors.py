@@ -5,11 +5,15 @@
     ├── UnknownCheckError (a KeyError)      NOT_FOUND: no task of that name
     ├── LedgerNotFoundError (a LookupError) NOT_FOUND: no such ledger, or not connected to ZooKeeper yet
     ├── NotSupportedError                   UNIMPLEMENTED: the daemon did not plug in this capability
+    ├── InvalidArgumentError                INVALID_ARGUMENT: e.g. a malformed bookie id
+    ├── NotConnectedError                   FAILED_PRECONDITION: not connected to ZooKeeper (yet)
+    ├── QuestionTimeoutError                DEADLINE_EXCEEDED: an operator question outran its bound
     ├── UnauthenticatedError                UNAUTHENTICATED: the call needs a client certificate (access.py)
     └── PermissionDeniedError               PERMISSION_DENIED: that certificate may not make this call
 
 Errors of other layers that reach the API are mapped in the same table (a metadata guard's
-`NotLeaderError`, `NoSuchLedgerError`, a malformed `LedgerIdError`); anything not listed is a bug and
+`NotLeaderError`, `NoSuchLedgerError`, a malformed `LedgerIdError`, an operator switch changed by someone
+else since it was read, `ConcurrentUpdateError`); anything not listed is a bug and
 answers INTERNAL. The client's own error, `AdminClientError`, is in client.py.
 """
 
@@ -19,7 +23,13 @@ import grpc
 
 from auditor.durability.ids import LedgerIdError
 from auditor.errors import AdminError
-from auditor.metadata.errors import NoSuchLedgerError, NotLeaderError
+from auditor.metadata.errors import (
+    ConcurrentUpdateError,
+    MetadataConfigError,
+    MissingZnodeError,
+    NoSuchLedgerError,
+    NotLeaderError,
+)
 
 
 class StandbyError(AdminError):
@@ -46,6 +56,18 @@ class NotSupportedError(AdminError):
     """The daemon did not plug in this capability."""
 
 
+class InvalidArgumentError(AdminError, ValueError):
+    """A request field the backend cannot use (named in the message)."""
+
+
+class NotConnectedError(AdminError):
+    """The daemon has no ZooKeeper session yet (or lost it): it cannot answer now; try again."""
+
+
+class QuestionTimeoutError(AdminError, TimeoutError):
+    """An operator question (bookie reads) did not finish within admin.question_timeout_seconds."""
+
+
 class UnauthenticatedError(AdminError):
     """With admin TLS, a call that needs an authenticated client came without a client certificate."""
 
@@ -64,6 +86,12 @@ STATUS_CODES: dict[type[BaseException], grpc.StatusCode] = {
     LookupError: grpc.StatusCode.NOT_FOUND,
     LedgerIdError: grpc.StatusCode.INVALID_ARGUMENT,
     NotSupportedError: grpc.StatusCode.UNIMPLEMENTED,
+    InvalidArgumentError: grpc.StatusCode.INVALID_ARGUMENT,
+    MetadataConfigError: grpc.StatusCode.INVALID_ARGUMENT,  # e.g. a recovery delay Java cannot read
+    NotConnectedError: grpc.StatusCode.FAILED_PRECONDITION,
+    MissingZnodeError: grpc.StatusCode.FAILED_PRECONDITION,  # no under-replication tree on this cluster
+    ConcurrentUpdateError: grpc.StatusCode.ABORTED,  # compare-and-set lost: read again
+    QuestionTimeoutError: grpc.StatusCode.DEADLINE_EXCEEDED,
     UnauthenticatedError: grpc.StatusCode.UNAUTHENTICATED,
     PermissionDeniedError: grpc.StatusCode.PERMISSION_DENIED,
     AdminError: grpc.StatusCode.INTERNAL,

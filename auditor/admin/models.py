@@ -11,15 +11,21 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from auditor import __version__
+from auditor.checks.decommission import DecommissionReport
 from auditor.checks.explain import BookieCopies, LedgerExplanation, SegmentCopies
+from auditor.checks.underreplicated import MarkedLedger
 from auditor.daemon.state import FindingRecord, TaskInfo
 from auditor.durability.ids import LedgerId
+from auditor.metadata.election import Leader
 
 __all__ = [
     "AdminBackend",
     "BookieCopies",
     "ExplainFn",
     "LedgerExplanation",
+    "OperatorQuestions",
+    "RecoveryDelayState",
+    "ReplicationState",
     "SegmentCopies",
     "StatusSnapshot",
     "TriggerFn",
@@ -67,6 +73,45 @@ class AdminBackend(Protocol):
     async def pause(self, reason: str) -> bool: ...
 
     async def resume(self) -> bool: ...
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveryDelayState:
+    """lostBookieRecoveryDelay as read (seconds None: not set), or after a set: read back, with the value
+    it replaced in `previous`."""
+
+    ledgers_root: str
+    seconds: int | None
+    version: int | None
+    previous: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicationState:
+    ledgers_root: str
+    enabled: bool
+    changed: bool = False
+
+
+class OperatorQuestions(Protocol):
+    """The operator's questions (auditor/daemon/operator.py answers them). `caller` names who asked a
+    change, for the log."""
+
+    async def can_decommission(self, bookie: str) -> DecommissionReport: ...
+
+    async def underreplicated(self) -> list[MarkedLedger]: ...
+
+    async def who_is_auditor(self) -> list[Leader]: ...
+
+    async def recovery_delay(self) -> RecoveryDelayState: ...
+
+    async def set_recovery_delay(
+        self, seconds: int, expected_version: int | None, caller: str
+    ) -> RecoveryDelayState: ...
+
+    async def replication(self) -> ReplicationState: ...
+
+    async def set_replication(self, enabled: bool, caller: str) -> ReplicationState: ...
 
 
 TriggerFn = Callable[[str], Awaitable[TriggerResult | bool | None]]

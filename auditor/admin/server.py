@@ -4,8 +4,9 @@ health service (for Kubernetes gRPC probes) and, when grpcio-reflection is insta
 listener for the kubelet's probes. Who may call what is access.py's policy, applied here to every
 AdminService call by one interceptor.
 
-The daemon plugs in through `models.AdminBackend` (auditor/daemon/backend.py implements it); errors become
-statuses through the one table in errors.py.
+The daemon plugs in through `models.AdminBackend` (auditor/daemon/backend.py implements it) and, for the
+operator's questions, `models.OperatorQuestions` (auditor/daemon/operator.py); errors become statuses
+through the one table in errors.py.
 
 Health service names (grpc.health.v1):
 * `liveness`  - SERVING while the server runs (answered on the event loop, so a wedged loop fails it);
@@ -38,8 +39,9 @@ from auditor.settings.values import parse_bind
 from .access import AccessPolicy, Peer
 from .convert import explanation_to_pb, finding_to_pb, status_to_pb
 from .credentials import ServerTls
-from .errors import status_of
-from .models import AdminBackend
+from .errors import NotSupportedError, status_of
+from .models import AdminBackend, OperatorQuestions, RecoveryDelayState, ReplicationState
+from .questions import decommission_to_pb, marked_to_pb
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["AdminService"].full_name
 HEALTH_LIVENESS = "liveness"
@@ -63,9 +65,36 @@ def _parse_ledger(text: str) -> LedgerId:
     return LedgerId.parse(text)
 
 
+def _caller(context: aio.ServicerContext) -> str:
+    """Who made a call, for the log of changes: the client certificate's subject, else its address."""
+    peer = Peer.from_auth_context(context.auth_context())
+    return peer.subject or ", ".join(peer.names) or str(context.peer())
+
+
+def _delay_to_pb(d: RecoveryDelayState) -> pb.RecoveryDelay:
+    return pb.RecoveryDelay(
+        ledgers_root=d.ledgers_root, seconds=d.seconds, version=d.version, previous_seconds=d.previous
+    )
+
+
+def _replication_to_pb(r: ReplicationState) -> pb.Replication:
+    return pb.Replication(ledgers_root=r.ledgers_root, enabled=r.enabled, changed=r.changed)
+
+
 class AdminServicer(pb_grpc.AdminServiceServicer):
-    def __init__(self, backend: AdminBackend) -> None:
+    def __init__(self, backend: AdminBackend, questions: OperatorQuestions | None = None) -> None:
         self.backend = backend
+        self.questions = questions
+
+    async def _ask(self, context: aio.ServicerContext, ask: Callable[[OperatorQuestions], Any]) -> Any:
+        """An operator question's answer, or the status its error maps to."""
+        try:
+            if self.questions is None:
+                raise NotSupportedError("this daemon does not answer the operator's questions")
+            return await ask(self.questions)
+        except Exception as exc:
+            await self._fail(context, exc)
+            raise
 
     async def _fail(self, context: aio.ServicerContext, exc: BaseException) -> None:
         """Abort with the status errors.STATUS_CODES gives `exc`; an error it does not list is a bug:
@@ -139,6 +168,43 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
         except Exception as exc:
             await self._fail(context, exc)
             raise
+
+    async def CanDecommission(
+        self, request: pb.CanDecommissionRequest, context: aio.ServicerContext
+    ) -> pb.CanDecommissionResponse:
+        return decommission_to_pb(await self._ask(context, lambda q: q.can_decommission(request.bookie)))
+
+    async def ListUnderreplicated(
+        self, request: pb.ListUnderreplicatedRequest, context: aio.ServicerContext
+    ) -> pb.ListUnderreplicatedResponse:
+        return marked_to_pb(await self._ask(context, lambda q: q.underreplicated()))
+
+    async def WhoIsAuditor(
+        self, request: pb.WhoIsAuditorRequest, context: aio.ServicerContext
+    ) -> pb.WhoIsAuditorResponse:
+        leaders = await self._ask(context, lambda q: q.who_is_auditor())
+        return pb.WhoIsAuditorResponse(
+            leaders=[pb.AuditorLeader(election=x.election, vote=x.vote, identity=x.identity) for x in leaders]
+        )
+
+    async def GetRecoveryDelay(
+        self, request: pb.GetRecoveryDelayRequest, context: aio.ServicerContext
+    ) -> pb.RecoveryDelay:
+        return _delay_to_pb(await self._ask(context, lambda q: q.recovery_delay()))
+
+    async def SetRecoveryDelay(
+        self, request: pb.SetRecoveryDelayRequest, context: aio.ServicerContext
+    ) -> pb.RecoveryDelay:
+        expected = request.expected_version if request.HasField("expected_version") else None
+        caller = _caller(context)
+        return _delay_to_pb(await self._ask(context, lambda q: q.set_recovery_delay(request.seconds, expected, caller)))
+
+    async def GetReplication(self, request: pb.GetReplicationRequest, context: aio.ServicerContext) -> pb.Replication:
+        return _replication_to_pb(await self._ask(context, lambda q: q.replication()))
+
+    async def SetReplication(self, request: pb.SetReplicationRequest, context: aio.ServicerContext) -> pb.Replication:
+        caller = _caller(context)
+        return _replication_to_pb(await self._ask(context, lambda q: q.set_replication(request.enabled, caller)))
 
 
 # ------------------------------------------------------------------------------------------ server
@@ -217,8 +283,10 @@ class AdminServer:
         probe_bind: str | None = None,
         reflection: bool = True,
         supervisor: Supervisor | None = None,
+        questions: OperatorQuestions | None = None,
     ) -> None:
         self.backend = backend
+        self.questions = questions
         self._supervisor = supervisor or Supervisor()
         self.bind = bind
         self.tls_cert = tls_cert
@@ -244,7 +312,7 @@ class AdminServer:
         self._loop = asyncio.get_running_loop()
         # No SO_REUSEPORT: a second daemon on the same address must fail, not silently share the port.
         server = aio.server(options=[("grpc.so_reuseport", 0)], interceptors=[_AccessInterceptor(self.policy)])
-        pb_grpc.add_AdminServiceServicer_to_server(AdminServicer(self.backend), server)
+        pb_grpc.add_AdminServiceServicer_to_server(AdminServicer(self.backend, self.questions), server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         if self._want_reflection:
             self.reflection_enabled = _enable_reflection(server)

@@ -10,6 +10,7 @@ import json
 import sys
 import time
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any, TextIO
 
 from auditor.durability.findings import Finding, FindingSummary
@@ -88,6 +89,25 @@ class ProgressDisplay:
         )
 
 
+TABLE_RUNS = 4  # entry runs shown per finding in the table (JSON has them all)
+
+
+def _few_runs(ranges: str, limit: int = TABLE_RUNS) -> str:
+    """`0-1,3-4,6-7,...(+47 runs)` cut to `limit` runs: a table cell should not wrap over ten lines."""
+    runs = [r for r in ranges.split(",") if r and not r.startswith("...")]
+    return ",".join(runs[:limit]) + (",..." if len(runs) > limit or "..." in ranges else "")
+
+
+def _bookies(f: Finding) -> str:
+    """The finding's bookie, else the bookies its detail says lack copies (coverage findings name them
+    there): the operator's first question is which bookie."""
+    if f.bookie:
+        return f.bookie
+    missing = f.detail.get("missing") or ()
+    names = {m.get("bookie") for m in missing if isinstance(m, Mapping)}
+    return ", ".join(sorted(n for n in names if n))
+
+
 def print_table(findings: list[Finding], summary: FindingSummary, runs: list[dict[str, Any]], out: TextIO) -> None:
     con = console(out)
     info = [f for f in findings if not f.actionable]
@@ -98,7 +118,7 @@ def print_table(findings: list[Finding], summary: FindingSummary, runs: list[dic
             findings, key=lambda f: (f.severity.rank, f.category.value, f.ledger.qualified_name if f.ledger else "")
         ):
             entries = (
-                f"{f.affected_count} [{f.affected_ranges}]"
+                f"{f.affected_count} [{_few_runs(f.affected_ranges)}]"
                 if f.affected_count
                 else (str(f.entry_id) if f.entry_id is not None else "")
             )
@@ -107,7 +127,7 @@ def print_table(findings: list[Finding], summary: FindingSummary, runs: list[dic
                     f.severity.value,
                     f.category.value,
                     str(f.ledger) if f.ledger else "",
-                    f.bookie or "",
+                    _bookies(f),
                     entries,
                     f.message,
                 )
@@ -120,9 +140,10 @@ def print_table(findings: list[Finding], summary: FindingSummary, runs: list[dic
         kinds = ", ".join(f"{c}: {n}" for c, n in sorted(Counter(f.category.value for f in info).items()))
         con.print(f"{len(info)} informational finding(s) not shown ({kinds}); --format json lists them")
     for r in runs:
+        skipped = ", ".join(f"{n} {why}" for why, n in sorted(r["ledgersSkipped"].items())) or "none"
         con.print(
             f"{r['check']}: {r['ledgersChecked']} ledgers checked "
-            f"({r['ledgersSeen']} seen, skipped {r['ledgersSkipped'] or 'none'}), "
+            f"({r['ledgersSeen']} seen, skipped {skipped}), "
             f"{r['ledgersRechecked']} re-checked, {r['bookieRequests']} bookie requests, "
             f"{r['durationSeconds']}s"
         )
@@ -171,6 +192,10 @@ async def main(
     summary = FindingSummary()
     runs: list[dict[str, Any]] = []
     started = time.time()
+    # Console logs are for a person reading the report on stdout: each finding and run summary is in it
+    # already, so saying them again on stderr would double every line (they stay at debug). JSON logs
+    # (the default off a terminal) keep them for log pipelines.
+    human_logs = settings.log.format == "console"
     try:
         async with audit_context(settings, one_shot=True) as (ctx, locations):
             with ProgressDisplay(err) as bar:
@@ -179,15 +204,19 @@ async def main(
 
                     def sink(f: Finding, _name: str = name) -> None:
                         if summary.add(f, _name):
-                            log_new_finding(f, logger=log, check=_name)
+                            if human_logs:
+                                log.debug("finding", check=_name, message=f.message)
+                            else:
+                                log_new_finding(f, logger=log, check=_name)
 
                     run = CheckRun(ctx, check, sink, progress=bar.update)
                     stats = await run.run()
                     runs.append(stats.as_dict())
-                    log.info("check finished", **stats.as_dict())
+                    (log.debug if human_logs else log.info)("check finished", **stats.as_dict())
             rack_problem = locations.finding()  # unusable rack data: placement was not judged
             if rack_problem is not None and any(CHECKS[n].use_placement for n in names) and summary.add(rack_problem):
-                log_new_finding(rack_problem, logger=log, check="scrutiny")
+                if not human_logs:
+                    log_new_finding(rack_problem, logger=log, check="scrutiny")
     except Exception as exc:  # connection refused, bad layout, ...: one clear line, exit 2
         print(error_line(exc), file=err)
         log.debug("check failed", exc_info=True)

@@ -49,6 +49,7 @@ from auditor.settings import Settings
 from .backend import StateBackend
 from .bookie_watch import BookieWatch, LedgerIndex
 from .metrics import AuditorMetrics, RunSummary
+from .operator import OperatorBackend
 from .state import DaemonState, TaskState
 from .supervisor import Supervisor
 from .watchdog import ConfirmedGuard, LoopWatchdog
@@ -514,6 +515,11 @@ async def serve(settings: Settings) -> int:
         unauthenticated_reads=settings.admin.unauthenticated_reads,
         probe_bind=settings.admin.probe_bind,
         supervisor=background,
+        questions=OperatorBackend(
+            lambda: auditor.ctx,
+            election_path=settings.election_path,
+            timeout=settings.admin.question_timeout_seconds,
+        ),
     )
     port = await admin.start()
     admin.follow_leadership(state.leadership)

@@ -16,6 +16,7 @@ import asyncio
 import logging
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
@@ -68,6 +69,15 @@ def sort_votes(children: list[str]) -> list[str]:
     """`V_<seq>` children by numeric sequence (as Java sorts them); other names are ignored."""
     votes = [(int(m.group(1)), c) for c in children if (m := _VOTE.fullmatch(c))]
     return [c for _, c in sorted(votes)]
+
+
+@dataclass(frozen=True)
+class Leader:
+    """A current leader as Java's whoisauditor reads it: the lowest vote and the identity it holds."""
+
+    election: str  # the election znode
+    vote: str  # the vote's name, e.g. V_0000000003
+    identity: str  # its bookieId (Java) or our identity
 
 
 async def leader_of(bridge: KazooBridge, path: str) -> tuple[str, str] | None:

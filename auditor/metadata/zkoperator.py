@@ -2,8 +2,9 @@
 (`bookkeeper shell lostbookierecoverydelay -set N`) and the replication switch, the `disable` znode
 (`bookkeeper shell autorecovery -disable/-enable`), plus `whoisauditor`.
 
-Never used by the daemon (an import contract in .importlinter keeps daemon and checks away from this
-module). Writes are compare-and-set on the version just read, so two operators cannot silently overwrite
+Used by the command line and, for an operator's explicit admin-API call only, by the daemon's
+auditor/daemon/operator.py (an import contract in .importlinter keeps the rest of the daemon, the checks
+and the sweep away from this module). Writes are compare-and-set on the version just read, so two operators cannot silently overwrite
 each other, and they never create a missing `underreplication` parent: a cluster without it was never
 formatted for auto-recovery (Java's shell creates it and its LAYOUT there; we leave that to the auditor
 and workers that own it, docs/spec-differences.md).
@@ -11,12 +12,10 @@ and workers that own it, docs/spec-differences.md).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from . import formats
-from .election import DEFAULT_ELECTION_DIR, JAVA_ELECTION_DIR, leader_of
+from .election import DEFAULT_ELECTION_DIR, JAVA_ELECTION_DIR, Leader, leader_of
 from .errors import ConcurrentUpdateError, MetadataConfigError, MissingZnodeError
 from .location import join
 from .paths import MarkerPaths
@@ -24,14 +23,13 @@ from .zkconnection import ZooKeeperConnection
 
 JAVA_INT_MAX = 2**31 - 1
 
+__all__ = ["JAVA_INT_MAX", "Leader", "OperatorSwitches", "check_recovery_delay"]
 
-@dataclass(frozen=True)
-class Leader:
-    """A current leader as Java's whoisauditor reads it: the lowest vote and the identity it holds."""
 
-    election: str  # the election znode
-    vote: str  # the vote's name, e.g. V_0000000003
-    identity: str  # its bookieId (Java) or our identity
+def check_recovery_delay(seconds: int) -> None:
+    """MetadataConfigError unless `seconds` is a lostBookieRecoveryDelay Java can read (an int, >= 0)."""
+    if not 0 <= seconds <= JAVA_INT_MAX:
+        raise MetadataConfigError(f"lostBookieRecoveryDelay must be 0..{JAVA_INT_MAX} seconds, got {seconds}")
 
 
 # Java's shell creates the tree (and its LAYOUT) here; we don't create what an auditor or worker owns.
@@ -59,8 +57,7 @@ class OperatorSwitches:
 
     async def set_lost_bookie_recovery_delay(self, seconds: int, expected_version: int | None) -> None:
         """Write `seconds` if the znode is still at `expected_version` (None: still missing)."""
-        if not 0 <= seconds <= JAVA_INT_MAX:
-            raise MetadataConfigError(f"lostBookieRecoveryDelay must be 0..{JAVA_INT_MAX} seconds, got {seconds}")
+        check_recovery_delay(seconds)
         path = self.markers.lost_bookie_recovery_delay
         data = str(seconds).encode("ascii")  # Java: Integer.toString(...).getBytes(UTF_8)
         client, bridge = self.conn.client, self.conn.bridge
@@ -76,6 +73,13 @@ class OperatorSwitches:
             raise ConcurrentUpdateError(path, "deleted since it was read; read it again") from None
         except (BadVersionError, NodeExistsError):
             raise ConcurrentUpdateError(path, "changed since it was read (another operator?); read it again") from None
+
+    async def change_lost_bookie_recovery_delay(
+        self, seconds: int, expected_version: int | None
+    ) -> tuple[int | None, int | None]:
+        """Write `seconds` compare-and-set on `expected_version`, then read it back: (seconds, version) now."""
+        await self.set_lost_bookie_recovery_delay(seconds, expected_version)
+        return await self.lost_bookie_recovery_delay()
 
     # ------------------------------------------------------------ the replication switch
     async def replication_disabled(self) -> bool:
@@ -98,6 +102,11 @@ class OperatorSwitches:
                 raise MissingZnodeError(self.markers.base, _NO_TREE) from None
             return False
         return True
+
+    async def change_replication_disabled(self, disabled: bool) -> bool:
+        """Set the switch, then read it back: whether replication is disabled now."""
+        await self.set_replication_disabled(disabled)
+        return await self.replication_disabled()
 
     # ------------------------------------------------------------ whoisauditor
     async def current_leaders(self, our_election: str | None = None) -> list[Leader]:

@@ -265,6 +265,9 @@ class AdminSettings(_Section):
     # a second, plaintext listener for the kubelet's gRPC probes (which cannot do TLS); its callers are
     # unauthenticated: health always, reads per unauthenticated_reads, never a mutating call
     probe_bind: str | None = None
+    # bound on an operator question that reads bookies (CanDecommission, ListUnderreplicated), waiting for
+    # an earlier question included: past it the call fails with DEADLINE_EXCEEDED
+    question_timeout_seconds: float = Field(120.0, gt=0)
 
     _check_bind = field_validator("bind")(checked_bind)
     _split = field_validator("authorized_clients", mode="before")(split_list)

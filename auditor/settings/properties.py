@@ -1,5 +1,8 @@
 """The one reader of Java `.properties` text (bk_server.conf, bookkeeper.conf), as Java's
-`Properties.load` reads it."""
+`Properties.load` reads it.
+
+Kept over jproperties/javaproperties: 4.5-10x faster and the only one naming the line of an error
+(bench/bench_properties.py, docs/benchmarks.md)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,11 @@
 """The main job as a demo (`make demo`): a real local cluster, a fault, and bk-auditor finding it.
 
 1. Start ZooKeeper and five BookKeeper 4.17.3 bookies on loopback.
-2. Write ledgers with the real Java client (closed ones, one with an ensemble change, one left open).
-3. Break things: bookie 2 loses its disks and comes back empty (alive, registered, but its data is
-   gone), and one ledger's entries are only on bookies that will be stopped.
-4. Run `bk-auditor check` against the cluster and show what it finds, as a table and as JSON.
+2. Write four closed ledgers with the real Java client (one a Pulsar topic's, one with an ensemble change).
+3. Run `bk-auditor check`: healthy.
+4. Break something: bookie 2 loses its disks and comes back empty (alive, registered, but its data is gone).
+5. Run `bk-auditor check` again and show what it finds, as a table (what a person reads) and as JSON lines
+   (stdout only: the JSON logs on stderr are left out, as a pipe would separate them).
 Everything is torn down at the end (by pid).
 """
 
@@ -28,9 +29,21 @@ def say(text: str) -> None:
     print(f"\n\033[1m== {text}\033[0m" if sys.stdout.isatty() else f"\n== {text}", flush=True)
 
 
+def shown(path: Path) -> str:
+    """The command as a person would type it from the repository root (`.venv/bin/bk-auditor`)."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
 def run_check(cluster: Cluster, fmt: str) -> int:
     argv = [str(BIN), "check", "--metadata-service-uri", cluster.metadata_service_uri, "--format", fmt]
-    print("$ " + " ".join(argv), flush=True)
+    argv_shown = " ".join([shown(BIN), *argv[1:]])
+    if fmt == "json":  # the report is stdout; its JSON logs go to stderr, shown separately by any pipe
+        print(f"$ {argv_shown} 2>/dev/null", flush=True)
+        return subprocess.run(argv, timeout=600, stderr=subprocess.DEVNULL).returncode
+    print(f"$ {argv_shown}", flush=True)
     return subprocess.run(argv, timeout=600).returncode
 
 

@@ -102,6 +102,19 @@ def test_daemon_admin_api_mutual_tls_end_to_end(daemon: tuple[Daemon, CertAuthor
     assert r.returncode == 0 and "tls-auditor-0" in r.stdout, r.stderr
     r = cli("resume", "--admin", addr, *as_reader)
     assert r.returncode == 2 and "PERMISSION_DENIED" in one_line(r) and d.status().paused
+    # the operator's switches: reading is a read; changing them is a mutation, as pause is
+    delay = f"{d.cluster.ledgers_root}/underreplication/lostBookieRecoveryDelay"
+    before = d.cluster.kazoo.exists(delay) and d.cluster.kazoo.get(delay)[0]
+    r = cli("recovery-delay", "--admin", addr, *as_reader)
+    assert r.returncode == 0 and r.stdout.startswith("lostBookieRecoveryDelay: "), r.stderr
+    for change in (["recovery-delay", "4321", "--yes"], ["replication", "disable", "--yes"]):
+        r = cli(*change, "--admin", addr, *as_reader)
+        line = one_line(r)
+        assert r.returncode == 2 and "PERMISSION_DENIED" in line and "not in admin.authorized_clients" in line
+    assert (d.cluster.kazoo.exists(delay) and d.cluster.kazoo.get(delay)[0]) == before
+    assert not d.cluster.kazoo.exists(f"{d.cluster.ledgers_root}/underreplication/disable")
+    r = cli("recovery-delay", "4321", "--yes", "--admin", probe)
+    assert r.returncode == 2 and "needs an authenticated client" in one_line(r)
 
     # the probe listener: health in plaintext, nothing else
     r = cli("health", "--admin", probe, "--service", "liveness")

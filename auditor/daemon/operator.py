@@ -1,0 +1,120 @@
+"""The daemon's answers to the operator's questions (admin API: CanDecommission, ListUnderreplicated,
+WhoIsAuditor, Get/SetRecoveryDelay, Get/SetReplication), computed by the same code as the command line's
+direct form (auditor/checks/decommission.py, auditor/checks/underreplicated.py, OperatorSwitches).
+
+The questions that read bookies use the daemon's own context: its read-only bookie pool with its
+per-bookie rate limits and in-flight bounds, shared with the running checks (an operator's question
+slows the checks a little rather than doubling the load on a bookie). They are asynchronous all the way
+(they never block the event loop, so health, election and the checks go on), answered one at a time
+(two operators asking at once wait in turn; the bookies see one question's reads), and bounded by
+`admin.question_timeout_seconds`, waiting included: past it the call fails with DEADLINE_EXCEEDED
+naming the setting. A caller that gives up first (its gRPC deadline) cancels the work.
+
+The two changes are made only on an operator's explicit, authorised call (access.py counts them as
+mutations), exactly as the command line makes them (compare-and-set, read back), and each is logged with
+who asked. This module is the daemon's one door to OperatorSwitches (an import contract).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from auditor.admin.errors import InvalidArgumentError, NotConnectedError, QuestionTimeoutError
+from auditor.admin.models import RecoveryDelayState, ReplicationState
+from auditor.checks.context import AuditContext
+from auditor.checks.decommission import DecommissionReport, decommission_report
+from auditor.checks.underreplicated import MarkedLedger, marked_ledgers
+from auditor.logging import get_logger
+from auditor.metadata.formats import is_valid_bookie_id
+from auditor.metadata.zkconnection import ZooKeeperConnection
+from auditor.metadata.zkoperator import Leader, OperatorSwitches
+
+log = get_logger("auditor.admin.operator")
+T = TypeVar("T")
+
+
+class OperatorBackend:
+    """`models.OperatorQuestions` over the daemon's live context (`context()`: None while not connected)."""
+
+    def __init__(
+        self, context: Callable[[], AuditContext | None], *, election_path: str, timeout: float = 120.0
+    ) -> None:
+        self._context = context
+        self.election_path = election_path
+        self.timeout = timeout
+        self._one_at_a_time = asyncio.Lock()
+
+    def _ctx(self) -> AuditContext:
+        ctx = self._context()
+        if ctx is None:
+            raise NotConnectedError("not connected to ZooKeeper yet; try again")
+        return ctx
+
+    def _switches(self) -> OperatorSwitches:
+        store = self._ctx().store
+        assert isinstance(store, ZooKeeperConnection)  # the daemon's store is ZooKeeper's
+        return OperatorSwitches(store)
+
+    async def _bounded(self, what: str, work: Callable[[AuditContext], Awaitable[T]]) -> T:
+        self._ctx()  # not connected: say so at once rather than after waiting for the lock
+        try:
+            async with asyncio.timeout(self.timeout):
+                async with self._one_at_a_time:
+                    # Taken after the wait: the daemon may have reconnected (a new context) meanwhile.
+                    return await work(self._ctx())
+        except TimeoutError:
+            raise QuestionTimeoutError(
+                f"{what}: not answered within {self.timeout:g}s (admin.question_timeout_seconds; bookie reads "
+                "go at bookie_client.requests_per_second, one question at a time)"
+            ) from None
+
+    async def can_decommission(self, bookie: str) -> DecommissionReport:
+        if not is_valid_bookie_id(bookie):
+            raise InvalidArgumentError(f"{bookie!r} is not a bookie id (host:port or a custom id)")
+        return await self._bounded(f"can-decommission {bookie}", lambda ctx: decommission_report(ctx, bookie))
+
+    async def underreplicated(self) -> list[MarkedLedger]:
+        async def collect(ctx: AuditContext) -> list[MarkedLedger]:
+            return [m async for m in marked_ledgers(ctx)]
+
+        return await self._bounded("underreplicated", collect)
+
+    async def who_is_auditor(self) -> list[Leader]:
+        return await self._switches().current_leaders(self.election_path)
+
+    async def recovery_delay(self) -> RecoveryDelayState:
+        switches = self._switches()
+        seconds, version = await switches.lost_bookie_recovery_delay()
+        return RecoveryDelayState(switches.conn.root, seconds, version)
+
+    async def set_recovery_delay(self, seconds: int, expected_version: int | None, caller: str) -> RecoveryDelayState:
+        switches = self._switches()
+        previous, _ = await switches.lost_bookie_recovery_delay()
+        now, version = await switches.change_lost_bookie_recovery_delay(seconds, expected_version)
+        log.warning(
+            "lostBookieRecoveryDelay set on an operator's request",
+            ledgersRoot=switches.conn.root,
+            previous=previous,
+            seconds=now,
+            caller=caller,
+        )
+        return RecoveryDelayState(switches.conn.root, now, version, previous)
+
+    async def replication(self) -> ReplicationState:
+        switches = self._switches()
+        return ReplicationState(switches.conn.root, not await switches.replication_disabled())
+
+    async def set_replication(self, enabled: bool, caller: str) -> ReplicationState:
+        switches = self._switches()
+        before = await switches.replication_disabled()
+        disabled = await switches.change_replication_disabled(not enabled)
+        changed = before != disabled
+        if changed:
+            log.warning(
+                f"replication {'disabled' if disabled else 'enabled'} on an operator's request",
+                ledgersRoot=switches.conn.root,
+                caller=caller,
+            )
+        return ReplicationState(switches.conn.root, not disabled, changed)

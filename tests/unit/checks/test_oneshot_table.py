@@ -1,0 +1,40 @@
+"""`check --format table`: what a person reads. A coverage finding names the bookie lacking copies, a long
+run list is cut to a few runs (JSON keeps them all), and the run summaries are words, not Python dicts."""
+
+from __future__ import annotations
+
+import io
+
+from auditor.checks.oneshot import print_table
+from auditor.durability.findings import Category, Finding, FindingSummary
+from auditor.durability.ids import LedgerId
+from auditor.durability.ranges import RangeSet
+
+
+def test_the_table_names_the_bookie_and_keeps_cells_short() -> None:
+    lost = RangeSet.of((i, i + 1) for i in range(0, 60, 3))  # 20 runs
+    f = Finding.of(
+        Category.ENTRY_BELOW_ACK_QUORUM,
+        "ledger 7: 40 entries have fewer copies than the ack quorum",
+        ledger=LedgerId.of(7),
+        affected=lost,
+        detail={"missing": [{"segmentIndex": 0, "bookie": "10.0.0.2:3181", "missing": 40}]},
+    )
+    summary = FindingSummary()
+    summary.add(f, "scrutiny")
+    run = {
+        "check": "open",
+        "ledgersChecked": 0,
+        "ledgersSeen": 4,
+        "ledgersSkipped": {"closed": 4},
+        "ledgersRechecked": 0,
+        "bookieRequests": 0,
+        "durationSeconds": 0.01,
+    }
+    out = io.StringIO()
+    print_table([f], summary, [run], out)
+    text = out.getvalue()
+    [row] = [line for line in text.splitlines() if "│ 7 " in line]
+    assert "10.0.0.2:3181" in row
+    assert "0-1,3-4,6-7,9-10," in text and "12-13" not in text
+    assert "open: 0 ledgers checked (4 seen, skipped 4 closed)" in text and "{" not in text
