@@ -564,6 +564,7 @@ def _underreplicated_table(rows: list[Any]) -> None:
             for m in rows
         ),
         title=f"{len(rows)} ledger(s) marked under-replicated",
+        wrap=("lost replicas", "lock", "worst"),
     )
 
 
@@ -635,6 +636,7 @@ def _decommission_table(report: Any) -> None:
             )
             for x in sorted(report.ledgers, key=lambda x: (not x.blockers, x.ledger.ledger))
         ),
+        wrap=("blocking", "reason"),
     )
 
 

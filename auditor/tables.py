@@ -4,7 +4,7 @@ narrower than 120 columns (pipes and CI logs would otherwise wrap every row)."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import IO, Any
 
 
@@ -16,13 +16,20 @@ def console(out: IO[str] | None = None) -> Any:
 
 
 def print_table(
-    columns: Sequence[str], rows: Iterable[Sequence[str]], *, title: str | None = None, out: IO[str] | None = None
+    columns: Sequence[str],
+    rows: Iterable[Sequence[str]],
+    *,
+    title: str | None = None,
+    out: IO[str] | None = None,
+    wrap: Collection[str] = (),
 ) -> None:
+    """Columns named in `wrap` (free text) wrap; every other column is an identifier an operator greps
+    for on the row that names the ledger, so it stays on one line and the free text takes what is left."""
     from rich.table import Table
 
     table = Table(title=title)
     for col in columns:
-        table.add_column(col, overflow="fold")
+        table.add_column(col, overflow="fold", no_wrap=col not in wrap)
     for row in rows:
         table.add_row(*row)
     console(out).print(table)

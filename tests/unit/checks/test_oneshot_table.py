@@ -38,3 +38,31 @@ def test_the_table_names_the_bookie_and_keeps_cells_short() -> None:
     assert "10.0.0.2:3181" in row
     assert "0-1,3-4,6-7,9-10," in text and "12-13" not in text
     assert "open: 0 ledgers checked (4 seen, skipped 4 closed)" in text and "{" not in text
+
+
+def test_identifier_cells_stay_on_one_line_when_details_are_long() -> None:
+    """A long detail or a two-bookie cell must not push the ledger's own row apart: an operator greps the
+    row with the ledger id for its bookie and entries (seen wrapped in a 120-column pipe with 91 rows)."""
+    lost = RangeSet.of((i, i + 1) for i in range(1, 60, 3))
+    findings = [
+        Finding.of(
+            Category.ENTRY_NO_REPLICA,
+            f"ledger {n}: 40 entries have no replica (least copies 0 of WQ 2, AQ 2) " * 2,
+            ledger=LedgerId.of(n),
+            affected=lost,
+            detail={
+                "missing": [
+                    {"segmentIndex": 0, "bookie": "127.0.0.1:3581", "missing": 40},
+                    {"segmentIndex": 0, "bookie": "127.0.0.3:3583", "missing": 40},
+                ]
+            },
+        )
+        for n in range(2, 40)
+    ]
+    summary = FindingSummary()
+    for f in findings:
+        summary.add(f, "scrutiny")
+    out = io.StringIO()
+    print_table(findings, summary, [], out)
+    [row] = [line for line in out.getvalue().splitlines() if "│ 17 " in line]
+    assert "127.0.0.1:3581, 127.0.0.3:3583" in row and "40 [1-2,4-5,7-8,10-11,...]" in row, out.getvalue()
