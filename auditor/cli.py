@@ -3,6 +3,8 @@
 * `run`      - the daemon (auditor.daemon.service.serve)
 * `check`    - one-shot checks (auditor.checks.oneshot.main); exit 0 clean, 1 findings, 2 errors
 * `sweep`    - the same checks over the whole cluster as a Spark job (auditor.spark.sweep); same exit codes
+* `repair`   - the repair worker (auditor.repair.run): until interrupted, or `--once`; exit 0 all repaired,
+  1 some ledger blocked or not taken, 2 errors
 * `status`, `findings`, `explain`, `trigger`, `pause`, `resume`, `health` - clients of a running daemon's
   admin API (`--admin host:port`, else $BKAUDIT_ADMIN_ADDRESS, else the default admin.bind, 127.0.0.1:7979).
 
@@ -263,6 +265,35 @@ def check(
     except ImportError as exc:
         _fail(f"one-shot checks are not available in this build ({exc})")
     code = _run_with_loop(functools.partial(oneshot_main, by=by), settings, names, fmt, loop=settings.event_loop)
+    raise typer.Exit(int(code or 0))
+
+
+@app.command()
+def repair(
+    config: ConfigOpt = None,
+    metadata_service_uri: UriOpt = None,
+    once: Annotated[bool, typer.Option("--once", help="Repair what is marked now, then exit.")] = False,
+    log_level: LogLevelOpt = None,
+    log_format: LogFormatOpt = None,
+) -> None:
+    """Repair under-replicated ledgers (Java's lock protocol, worst first): until interrupted, or --once
+    (exit 0 all repaired, 1 some blocked or not taken, 2 errors)."""
+    settings = _load(
+        config,
+        {
+            "metadata_service_uri": ("--metadata-service-uri", metadata_service_uri),
+            "log.level": ("--log-level", log_level),
+            "log.format": ("--log-format", log_format),
+        },
+    )
+    _require_metadata(settings)
+    _start_logging(settings)
+    from auditor.repair.run import main as repair_main
+
+    try:
+        code = _run_with_loop(functools.partial(repair_main, once=once), settings, loop=settings.event_loop)
+    except KeyboardInterrupt:
+        code = 0  # interrupted: the worker released its lock on the way out
     raise typer.Exit(int(code or 0))
 
 
