@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from auditor.aio.ratelimit import TokenBucket
 from auditor.bookie.client import BookieClientConfig
 from auditor.checks.context import AuditContext
+from auditor.durability import verdicts
 from auditor.durability.ids import LedgerId
 from auditor.durability.model import DigestType, LedgerMetadata
 from auditor.durability.placement import PlacementPolicy, PolicyKind
@@ -210,9 +211,9 @@ class RepairWorker:
             # The actions that could run did; what remains is named (data loss with its entry ranges).
             raise _Blocked(a.plan.blocks[0].reason.value, "; ".join(b.describe() for b in a.plan.blocks))
         again = await self._assess(await self._read(held.ledger_id))
-        if again.plan is None or not again.plan.is_clean:
-            what = "end not proven" if again.plan is None else _plan_text(again)
-            raise _Blocked("recheck_not_clean", what)
+        problem = recheck_problem(again)
+        if problem is not None:
+            raise _Blocked("recheck_not_clean", problem)
 
     async def _act(
         self, md: LedgerMetadata, action: Action, chosen: dict[int, set[str]], tally: _Tally, guard: WriteGuard
@@ -335,11 +336,16 @@ def _worst() -> WorkClass:
     return WorkClass.NO_LIVE_COPY
 
 
-def _plan_text(a: Assessment) -> str:
-    assert a.plan is not None
+def recheck_problem(a: Assessment) -> str | None:
+    """Why the ledger is not clean after a repair, or None: nothing left to plan, and the scrutiny's own
+    verdict on the same answers (every entry on its write quorum) has no finding, confirmed or pending."""
+    if a.plan is None or a.end is None:
+        return "the end of the open ledger is not proven yet"
     parts = [f"{x.kind.value} segment {x.segment_index} index {x.index} ({x.bookie})" for x in a.plan.actions]
     parts += [b.describe() for b in a.plan.blocks]
-    return "; ".join(parts)
+    verdict = verdicts.scrutinize_ledger(a.metadata, a.evidence.answers, end=a.end)
+    parts += [f.message for f in (*verdict.findings, *verdict.pending) if f.actionable]  # not the informational ones
+    return "; ".join(parts) or None
 
 
 def _copy_failure(result: CopyResult) -> tuple[str, str]:
