@@ -32,6 +32,7 @@ from auditor.durability.placement import PlacementPolicy, PolicyKind
 from auditor.durability.repackage import ledger_credentials
 from auditor.durability.repairplan import Action, ActionKind, Backoff, BlockReason, WorkClass, WorkItem, work_order
 from auditor.durability.replacement import Choice, choose_replacement
+from auditor.errors import AuditorError
 from auditor.logging import get_logger
 from auditor.metadata.errors import NoSuchLedgerError
 from auditor.metadata.interfaces import ReleaseOutcome, WriteGuard
@@ -79,7 +80,9 @@ class LedgerRepair:
     retry_in_s: float | None = None
 
 
-class _Blocked(Exception):
+class _Blocked(AuditorError):
+    """Internal: the attempt ends here (lock released, marker kept, backoff); never leaves `repair`."""
+
     def __init__(self, reason: str, detail: str) -> None:
         super().__init__(f"{reason}: {detail}")
         self.reason = reason
