@@ -173,6 +173,35 @@ def _run_with_loop(fn: Callable[..., Any], *args: Any, loop: str = "asyncio") ->
     return asyncio.run(fn(*args))
 
 
+def _common_flags(
+    metadata_service_uri: str | None, log_level: str | None, log_format: str | None
+) -> dict[str, tuple[str, object]]:
+    """The flags every command that connects to a cluster takes: dotted setting -> (flag, value)."""
+    return {
+        "metadata_service_uri": ("--metadata-service-uri", metadata_service_uri),
+        "log.level": ("--log-level", log_level),
+        "log.format": ("--log-format", log_format),
+    }
+
+
+def _load_and_log(
+    config: Path | None,
+    metadata_service_uri: str | None,
+    log_level: str | None,
+    log_format: str | None,
+    flags: dict[str, tuple[str, object]] | None = None,
+) -> Settings:
+    """What the long-running commands share: settings with the common flags (and `flags`) applied, a
+    metadata location required, logging started."""
+    settings = _load(
+        config,
+        {**_common_flags(metadata_service_uri, log_level, log_format), **(flags or {})},
+    )
+    _require_metadata(settings)
+    _start_logging(settings)
+    return settings
+
+
 @app.command()
 def run(
     config: ConfigOpt = None,
@@ -185,20 +214,18 @@ def run(
     loop: Annotated[str | None, typer.Option("--loop", help="asyncio|uvloop")] = None,
 ) -> None:
     """Run the auditor daemon (leader election, bookie watch, scheduled checks, admin API, metrics)."""
-    settings = _load(
+    settings = _load_and_log(
         config,
+        metadata_service_uri,
+        log_level,
+        log_format,
         {
-            "metadata_service_uri": ("--metadata-service-uri", metadata_service_uri),
             "election.identity": ("--identity", identity),
             "admin.bind": ("--admin-bind", admin_bind),
             "metrics.bind": ("--metrics-bind", metrics_bind),
-            "log.level": ("--log-level", log_level),
-            "log.format": ("--log-format", log_format),
             "event_loop": ("--loop", loop),
         },
     )
-    _require_metadata(settings)
-    _start_logging(settings)
     try:
         from auditor.daemon.service import serve
     except ImportError as exc:
@@ -227,14 +254,7 @@ def _prepare_run(
     """What `check` and `sweep` share: the output format, settings with flags applied, logging."""
     if fmt not in (None, "table", "json"):
         _fail(f"--format must be table or json, got {fmt!r}")
-    settings = _load(
-        config,
-        {
-            "metadata_service_uri": ("--metadata-service-uri", metadata_service_uri),
-            "log.level": ("--log-level", log_level),
-            "log.format": ("--log-format", log_format),
-        },
-    )
+    settings = _load(config, _common_flags(metadata_service_uri, log_level, log_format))
     _require_metadata(settings)
     if "format" not in settings.log.model_fields_set:  # not chosen by flag, env or file: follow the output
         human = fmt == "table" or (fmt is None and sys.stderr.isatty())
@@ -278,16 +298,7 @@ def repair(
 ) -> None:
     """Repair under-replicated ledgers (Java's lock protocol, worst first): until interrupted, or --once
     (exit 0 all repaired, 1 some blocked or not taken, 2 errors)."""
-    settings = _load(
-        config,
-        {
-            "metadata_service_uri": ("--metadata-service-uri", metadata_service_uri),
-            "log.level": ("--log-level", log_level),
-            "log.format": ("--log-format", log_format),
-        },
-    )
-    _require_metadata(settings)
-    _start_logging(settings)
+    settings = _load_and_log(config, metadata_service_uri, log_level, log_format)
     from auditor.repair.run import main as repair_main
 
     try:

@@ -23,7 +23,7 @@ from auditor.metadata.zkstore import ZooKeeperMetadataStore
 from auditor.repair.evidence import BookieStates, assess
 from auditor.repair.worker import RepairOptions, RepairWorker, Status, recheck_problem
 from tests.realcluster import zkwriters
-from tests.realcluster.checks_util import rewrite_ensemble
+from tests.realcluster.checks_util import bookie_lost, rewrite_ensemble
 from tests.realcluster.cli_util import cli
 from tests.realcluster.cluster import Cluster
 from tests.realcluster.metadata_helpers import leader_of, open_store
@@ -56,14 +56,9 @@ def lost(cluster: Cluster) -> Iterator[dict[str, dict[str, Any]]]:
     # indexes {0, 1} only (e mod 3 == 0) have no copy anywhere.
     b2, b4 = ids(cluster, 2, 4)
     rewrite_ensemble(cluster, made["loss"]["ledgerId"], b2, b4)
-    cluster.stop_bookie(VICTIM)
-    cluster.wipe_bookie(VICTIM)
-    cluster.wait_unregistered(VICTIM)
-    try:
+    with bookie_lost(cluster, VICTIM, made.values()):
+        cluster.wait_unregistered(VICTIM)
         yield made
-    finally:
-        cluster.start_bookie(VICTIM)
-        cluster.ledger_tool("delete", "--ledger-id", ",".join(str(r["ledgerId"]) for r in made.values()))
 
 
 @pytest.fixture
