@@ -4,6 +4,8 @@ configuration or connection error (one line on stderr)."""
 
 from __future__ import annotations
 
+import asyncio
+import signal
 import sys
 from typing import TextIO
 
@@ -37,6 +39,33 @@ def repair_options(settings: Settings) -> RepairOptions:
     )
 
 
+async def _until_stopped(worker: RepairWorker, poll_s: float) -> int:
+    """Run the loop until SIGTERM (Kubernetes stopping the pod) or SIGINT: both cancel it, and the
+    worker releases a held lock on the way out, so another worker can take the ledger at once instead
+    of after our ZooKeeper session expires."""
+    task = asyncio.current_task()
+    assert task is not None
+    loop = asyncio.get_running_loop()
+    terminated = asyncio.Event()
+
+    def on_sigterm() -> None:
+        terminated.set()
+        task.cancel()
+
+    loop.add_signal_handler(signal.SIGTERM, on_sigterm)
+    log.info("repair worker started", holder=worker.locks.holder)
+    try:
+        await worker.run(poll_s)
+    except asyncio.CancelledError:
+        log.info("repair worker stopped")
+        if not terminated.is_set():
+            raise  # SIGINT (asyncio.run turns it into KeyboardInterrupt) or a caller's cancel
+        task.uncancel()  # our own SIGTERM: a clean stop
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)
+    return 0
+
+
 async def main(settings: Settings, *, once: bool, err: TextIO | None = None) -> int:
     err = err or sys.stderr
     try:
@@ -53,9 +82,7 @@ async def main(settings: Settings, *, once: bool, err: TextIO | None = None) -> 
                 recovery_delay_s=int(settings.schedule.lost_bookie_delay_seconds),
             )
             if not once:
-                log.info("repair worker started", holder=locks.holder)
-                await worker.run(settings.repair.poll_seconds)
-                return 0
+                return await _until_stopped(worker, settings.repair.poll_seconds)
             if await locks.is_disabled():
                 log.warning("replication is disabled (underreplication/disable exists): nothing repaired")
             results = await worker.run_once()

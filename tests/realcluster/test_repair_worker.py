@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
+import time
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,7 +28,7 @@ from auditor.repair.evidence import BookieStates, assess
 from auditor.repair.worker import RepairOptions, RepairWorker, Status, recheck_problem
 from tests.realcluster import zkwriters
 from tests.realcluster.checks_util import bookie_lost, rewrite_ensemble
-from tests.realcluster.cli_util import cli
+from tests.realcluster.cli_util import BIN, cli
 from tests.realcluster.cluster import Cluster
 from tests.realcluster.metadata_helpers import leader_of, open_store
 
@@ -152,4 +156,37 @@ async def test_a_blocked_ledger_is_not_retried_before_its_backoff(
         await asyncio.sleep(first[0].retry_in_s or 0.1)
         again = [r for r in await worker.run_once() if r.ledger_id == loss]
         assert [(r.status, r.retry_in_s) for r in again] == [(Status.BLOCKED, 0.2)]  # doubled: 3.2/32*2
+    assert cluster.kazoo.exists(store.markers.marker(loss)) is not None
+
+
+async def test_the_running_worker_stops_cleanly_on_sigterm(
+    cluster: Cluster, lost: dict[str, dict[str, Any]], store: ZooKeeperMetadataStore, tmp_path: Path
+) -> None:
+    """`bk-auditor repair` (no --once) keeps looking until SIGTERM, then exits 0 holding no lock."""
+    loss = LedgerId.of(lost["loss"]["ledgerId"])
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("BKAUDIT_")}
+    log_file = tmp_path / "repair.log"
+    with log_file.open("w") as err:
+        proc = await asyncio.create_subprocess_exec(
+            str(BIN),
+            *("repair", "--metadata-service-uri", cluster.metadata_service_uri, "--log-format", "json"),
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=err,
+            stdin=asyncio.subprocess.DEVNULL,
+            env=env,
+        )
+        try:
+            deadline = time.monotonic() + 120
+            while "ledger repair blocked" not in log_file.read_text() and time.monotonic() < deadline:
+                assert proc.returncode is None, log_file.read_text()[-3000:]
+                await asyncio.sleep(0.2)
+            proc.send_signal(signal.SIGTERM)
+            rc = await asyncio.wait_for(proc.wait(), 30)
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+    events = [ln["event"] for ln in log_lines(log_file.read_text())]
+    assert rc == 0 and "repair worker stopped" in events, log_file.read_text()[-3000:]
+    assert cluster.kazoo.exists(store.markers.lock(loss)) is None
     assert cluster.kazoo.exists(store.markers.marker(loss)) is not None
