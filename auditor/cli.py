@@ -3,6 +3,8 @@
 * `run`      - the daemon (auditor.daemon.service.serve)
 * `check`    - one-shot checks (auditor.checks.oneshot.main); exit 0 clean, 1 findings, 2 errors
 * `sweep`    - the same checks over the whole cluster as a Spark job (auditor.spark.sweep); same exit codes
+* `repair`   - the repair worker (auditor.repair.run): until interrupted, or `--once`; exit 0 all repaired,
+  1 some ledger blocked or not taken, 2 errors
 * `status`, `findings`, `explain`, `trigger`, `pause`, `resume`, `health` - clients of a running daemon's
   admin API (`--admin host:port`, else $BKAUDIT_ADMIN_ADDRESS, else the default admin.bind, 127.0.0.1:7979).
 
@@ -171,6 +173,35 @@ def _run_with_loop(fn: Callable[..., Any], *args: Any, loop: str = "asyncio") ->
     return asyncio.run(fn(*args))
 
 
+def _common_flags(
+    metadata_service_uri: str | None, log_level: str | None, log_format: str | None
+) -> dict[str, tuple[str, object]]:
+    """The flags every command that connects to a cluster takes: dotted setting -> (flag, value)."""
+    return {
+        "metadata_service_uri": ("--metadata-service-uri", metadata_service_uri),
+        "log.level": ("--log-level", log_level),
+        "log.format": ("--log-format", log_format),
+    }
+
+
+def _load_and_log(
+    config: Path | None,
+    metadata_service_uri: str | None,
+    log_level: str | None,
+    log_format: str | None,
+    flags: dict[str, tuple[str, object]] | None = None,
+) -> Settings:
+    """What the long-running commands share: settings with the common flags (and `flags`) applied, a
+    metadata location required, logging started."""
+    settings = _load(
+        config,
+        {**_common_flags(metadata_service_uri, log_level, log_format), **(flags or {})},
+    )
+    _require_metadata(settings)
+    _start_logging(settings)
+    return settings
+
+
 @app.command()
 def run(
     config: ConfigOpt = None,
@@ -183,20 +214,18 @@ def run(
     loop: Annotated[str | None, typer.Option("--loop", help="asyncio|uvloop")] = None,
 ) -> None:
     """Run the auditor daemon (leader election, bookie watch, scheduled checks, admin API, metrics)."""
-    settings = _load(
+    settings = _load_and_log(
         config,
+        metadata_service_uri,
+        log_level,
+        log_format,
         {
-            "metadata_service_uri": ("--metadata-service-uri", metadata_service_uri),
             "election.identity": ("--identity", identity),
             "admin.bind": ("--admin-bind", admin_bind),
             "metrics.bind": ("--metrics-bind", metrics_bind),
-            "log.level": ("--log-level", log_level),
-            "log.format": ("--log-format", log_format),
             "event_loop": ("--loop", loop),
         },
     )
-    _require_metadata(settings)
-    _start_logging(settings)
     try:
         from auditor.daemon.service import serve
     except ImportError as exc:
@@ -225,14 +254,7 @@ def _prepare_run(
     """What `check` and `sweep` share: the output format, settings with flags applied, logging."""
     if fmt not in (None, "table", "json"):
         _fail(f"--format must be table or json, got {fmt!r}")
-    settings = _load(
-        config,
-        {
-            "metadata_service_uri": ("--metadata-service-uri", metadata_service_uri),
-            "log.level": ("--log-level", log_level),
-            "log.format": ("--log-format", log_format),
-        },
-    )
+    settings = _load(config, _common_flags(metadata_service_uri, log_level, log_format))
     _require_metadata(settings)
     if "format" not in settings.log.model_fields_set:  # not chosen by flag, env or file: follow the output
         human = fmt == "table" or (fmt is None and sys.stderr.isatty())
@@ -263,6 +285,26 @@ def check(
     except ImportError as exc:
         _fail(f"one-shot checks are not available in this build ({exc})")
     code = _run_with_loop(functools.partial(oneshot_main, by=by), settings, names, fmt, loop=settings.event_loop)
+    raise typer.Exit(int(code or 0))
+
+
+@app.command()
+def repair(
+    config: ConfigOpt = None,
+    metadata_service_uri: UriOpt = None,
+    once: Annotated[bool, typer.Option("--once", help="Repair what is marked now, then exit.")] = False,
+    log_level: LogLevelOpt = None,
+    log_format: LogFormatOpt = None,
+) -> None:
+    """Repair under-replicated ledgers (Java's lock protocol, worst first): until interrupted, or --once
+    (exit 0 all repaired, 1 some blocked or not taken, 2 errors)."""
+    settings = _load_and_log(config, metadata_service_uri, log_level, log_format)
+    from auditor.repair.run import main as repair_main
+
+    try:
+        code = _run_with_loop(functools.partial(repair_main, once=once), settings, loop=settings.event_loop)
+    except KeyboardInterrupt:
+        code = 0  # interrupted: the worker released its lock on the way out
     raise typer.Exit(int(code or 0))
 
 

@@ -98,6 +98,9 @@ JAVA_KEYS: dict[str, JavaKey] = {
         JavaKey("desiredNumZonesPerWriteQuorum", "placement.desired_zones_per_write_quorum", "count"),
         JavaKey("enforceStrictZoneawarePlacement", "placement.enforce_strict_zoneaware_placement", "bool"),
         JavaKey("networkTopologyScriptFileName", "racks.script", "path"),
+        JavaKey("bookieRecoveryPasswd", "repair.recovery_password", "text"),
+        JavaKey("bookieRecoveryDigestType", "repair.recovery_digest_type", "CRC32|MAC|CRC32C|DUMMY"),
+        JavaKey("lockReleaseOfFailedLedgerGracePeriod", "repair.backoff_cap_seconds", "ms", _ms_to_s),
         JavaKey("networkTopologyScriptNumberArgs", "racks.script_max_args", "count"),
         JavaKey("reppDnsResolverClass", "racks.source", "class", _rack_source),
         # ZooKeeper security (docs/security.md). BookKeeper reads zkEnableSecurity; the rest are the

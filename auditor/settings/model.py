@@ -286,6 +286,26 @@ class AdminSettings(_Section):
         return names
 
 
+class RepairSettings(_Section):
+    """The repair role (`bk-auditor repair`); the daemon never runs it."""
+
+    # For ledgers whose metadata stores no password (written before BookKeeper 4.2): Java's
+    # bookieRecoveryPasswd / bookieRecoveryDigestType, as its administrative open uses them.
+    recovery_password: str = Field("", repr=False)
+    recovery_digest_type: Literal["CRC32", "MAC", "CRC32C", "DUMMY"] = "CRC32"
+    bytes_per_second: float = Field(0.0, ge=0)  # entry bytes sent per second by one worker; 0 = unlimited
+    entries_in_flight: int = Field(8, ge=1)  # per copy: entries between read and acknowledged add
+    best_effort_placement: bool = False  # place a replacement even when no bookie meets the policy
+    backoff_cap_seconds: float = Field(300.0, gt=0)  # Java's lockReleaseOfFailedLedgerGracePeriod
+    poll_seconds: float = Field(10.0, gt=0)  # how often the worker looks for new markers
+    newest_first: bool = False  # within a severity class, newest ledgers first (retention deletes old ones)
+
+    @field_validator("recovery_digest_type", mode="before")
+    @classmethod
+    def _upper(cls, v: Any) -> Any:
+        return v.strip().upper() if isinstance(v, str) else v
+
+
 class MetricsSettings(_Section):
     enabled: bool = True
     bind: str = "127.0.0.1:9181"
@@ -344,6 +364,7 @@ class Settings(BaseSettings):
     racks: RackSettings = Field(default_factory=RackSettings)
     bookie_client: BookieClientSettings = Field(default_factory=BookieClientSettings)
     max_concurrent_ledgers: int = Field(100, ge=1)
+    repair: RepairSettings = Field(default_factory=RepairSettings)
     admin: AdminSettings = Field(default_factory=AdminSettings)
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
     log: LogSettings = Field(default_factory=LogSettings)

@@ -9,8 +9,8 @@ from __future__ import annotations
 import asyncio
 import struct
 import time
-from collections.abc import AsyncIterator, Iterable, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -210,3 +210,16 @@ def wait_for(predicate: Any, timeout: float = 30.0, interval: float = 0.2) -> bo
             return True
         time.sleep(interval)
     return False
+
+
+@contextmanager
+def bookie_lost(cluster: Cluster, n: int, ledgers: Iterable[dict[str, Any]]) -> Iterator[None]:
+    """Bookie `n` stopped and wiped for the block; then back (empty, same id) and `ledgers` deleted:
+    ledgers left with lost entries must not show up in later modules' whole-cluster audits."""
+    cluster.stop_bookie(n)
+    cluster.wipe_bookie(n)
+    try:
+        yield
+    finally:
+        cluster.start_bookie(n)
+        cluster.ledger_tool("delete", "--ledger-id", ",".join(str(r["ledgerId"]) for r in ledgers))

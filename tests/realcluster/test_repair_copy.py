@@ -26,7 +26,7 @@ from auditor.repair.gate import RecoveryAddPermit
 from auditor.repair.writer import RecoveryAddClient
 from tests.realcluster import ports
 from tests.realcluster.chaos.truth import LedgerRecord, readledger
-from tests.realcluster.checks_util import holds, ledger_path, rewrite_ensemble
+from tests.realcluster.checks_util import bookie_lost, holds, ledger_path, rewrite_ensemble
 from tests.realcluster.cluster import Cluster
 from tests.realcluster.hostile_proxy import ReplyRewritingProxy
 
@@ -126,14 +126,8 @@ def lost(cluster: Cluster) -> Iterator[dict[str, Any]]:
             ensemble=3, bookies=e3, digest="CRC32C", entries=30, entry_size=SIZE, write_quorum=3, ack_quorum=2
         ),
     }
-    cluster.stop_bookie(VICTIM)
-    cluster.wipe_bookie(VICTIM)
-    try:
+    with bookie_lost(cluster, VICTIM, made.values()):
         yield made
-    finally:
-        cluster.start_bookie(VICTIM)
-        # Ledgers left with lost entries must not show up in later modules' whole-cluster audits.
-        cluster.ledger_tool("delete", "--ledger-id", ",".join(str(r["ledgerId"]) for r in made.values()))
 
 
 @pytest.mark.parametrize(("name", "password"), [("e3", "pw"), ("e5", "pw"), ("hmac", "s3cret")])

@@ -1,0 +1,90 @@
+"""What the repair worker knows about one ledger before it plans: read-only, the checks' own code.
+
+The entry lists come from `auditor.checks.answers.gather_answers` (GET_LIST_OF_ENTRIES_OF_LEDGER, or
+reads for bookies that cannot list, digests verified on the reads), the end of an open ledger from
+`ledger_end` (the verified LAC), the bookies' states from their registrations. A bookie that did not
+answer stays UNKNOWN (never "holds nothing"), so the planner waits instead of replacing it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+
+from auditor.checks.answers import gather_answers, ledger_end
+from auditor.checks.context import AuditContext, RunStats
+from auditor.durability.coverage import Answer
+from auditor.durability.model import LedgerMetadata
+from auditor.durability.ranges import RangeSet
+from auditor.durability.repairplan import BookieState, Evidence, RepairPlan, bookie_state, plan_repair
+from auditor.metadata.interfaces import Registrations
+
+
+class BookieStates:
+    """Registered bookies now, and since when the worker has seen each one unregistered (Java's
+    `lostBookieRecoveryDelay` applied once more, `repairplan.bookie_state`). A bookie already
+    unregistered when the worker started has no such time: it is judged gone, as the auditor that
+    marked the ledger already waited the delay."""
+
+    def __init__(self, recovery_delay_s: int) -> None:
+        self.recovery_delay_s = recovery_delay_s
+        self._seen: set[str] = set()
+        self._absent_since: dict[str, int] = {}
+        self.registrations: Registrations | None = None
+
+    def update(self, regs: Registrations, now_ms: int | None = None) -> None:
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        available = regs.available
+        for b in self._seen - available:
+            self._absent_since.setdefault(b, now)
+        for b in available:
+            self._absent_since.pop(b, None)
+        self._seen |= available
+        self.registrations = regs
+
+    @property
+    def writable(self) -> list[str]:
+        """Writable bookies in a stable order (the replacement choice's order of preference)."""
+        return sorted(self.registrations.writable) if self.registrations else []
+
+    def state(self, bookie: str, now_ms: int | None = None) -> BookieState:
+        regs = self.registrations
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        return bookie_state(
+            regs is not None and bookie in regs.writable,
+            regs is not None and bookie in regs.read_only,
+            self._absent_since.get(bookie),
+            now,
+            self.recovery_delay_s,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Assessment:
+    """A ledger's plan and what it was made from."""
+
+    metadata: LedgerMetadata
+    end: int | None  # None: an open ledger whose end the bookies could not prove yet
+    evidence: Evidence
+    plan: RepairPlan | None  # None when `end` is None
+
+
+async def assess(ctx: AuditContext, md: LedgerMetadata, states: BookieStates) -> Assessment:
+    """Ask the ledger's bookies (not the gone ones: nothing of theirs is reachable) and plan."""
+    stats = RunStats(check="repair")
+    bookie_states = {b: states.state(b) for b in md.bookies}
+    if md.is_closed:
+        end: int | None = md.last_entry_id
+    else:
+        end = (await ledger_end(ctx, md, stats)).end
+    if end is None:
+        return Assessment(md, None, Evidence(bookie_states, {}, {}), None)
+    reachable = [b for b, s in bookie_states.items() if s is not BookieState.GONE]
+    answers = await gather_answers(ctx, md, end, stats, only=reachable)
+    found: dict[str, Answer] = dict(answers.answers)
+    corrupt: dict[str, list[int]] = defaultdict(list)
+    for c in answers.corrupt:  # copies read (bookies that cannot list) that failed digest verification
+        corrupt[c.bookie].append(c.entry_id)
+    evidence = Evidence(bookie_states, found, {b: RangeSet.from_ids(ids) for b, ids in corrupt.items()})
+    return Assessment(md, end, evidence, plan_repair(md, evidence, end))

@@ -1,0 +1,95 @@
+"""`bk-auditor repair`: the repair worker from the settings, until interrupted or (`once`) over what is
+marked now. Exit codes: 0 every ledger taken was repaired, 1 some ledger was blocked or not taken, 2 a
+configuration or connection error (one line on stderr)."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from typing import TextIO
+
+from auditor.checks.build import audit_context, bookie_config
+from auditor.durability.model import DigestType
+from auditor.durability.repairplan import Backoff
+from auditor.errors import ConfigError, error_line
+from auditor.logging import get_logger
+from auditor.metadata.zkrepairlock import RepairLocks
+from auditor.metadata.zkstore import ZooKeeperMetadataStore
+from auditor.settings import Settings
+
+from .copy import CopyLimits
+from .worker import RepairOptions, RepairWorker, Status
+
+log = get_logger("auditor.repair")
+
+_DIGESTS = {"CRC32": DigestType.CRC32, "MAC": DigestType.HMAC, "CRC32C": DigestType.CRC32C, "DUMMY": DigestType.DUMMY}
+
+
+def repair_options(settings: Settings) -> RepairOptions:
+    r = settings.repair
+    return RepairOptions(
+        recovery_password=r.recovery_password.encode("utf-8"),
+        recovery_digest=_DIGESTS[r.recovery_digest_type],
+        best_effort_placement=r.best_effort_placement,
+        bytes_per_second=r.bytes_per_second,
+        copy_limits=CopyLimits(max_in_flight=r.entries_in_flight),
+        backoff=Backoff(cap_s=r.backoff_cap_seconds),
+        newest_first=r.newest_first,
+    )
+
+
+async def _until_stopped(worker: RepairWorker, poll_s: float) -> int:
+    """Run the loop until SIGTERM (Kubernetes stopping the pod) or SIGINT: both cancel it, and the
+    worker releases a held lock on the way out, so another worker can take the ledger at once instead
+    of after our ZooKeeper session expires."""
+    task = asyncio.current_task()
+    assert task is not None
+    loop = asyncio.get_running_loop()
+    terminated = asyncio.Event()
+
+    def on_sigterm() -> None:
+        terminated.set()
+        task.cancel()
+
+    loop.add_signal_handler(signal.SIGTERM, on_sigterm)
+    log.info("repair worker started", holder=worker.locks.holder)
+    try:
+        await worker.run(poll_s)
+    except asyncio.CancelledError:
+        log.info("repair worker stopped")
+        if not terminated.is_set():
+            raise  # SIGINT (asyncio.run turns it into KeyboardInterrupt) or a caller's cancel
+        task.uncancel()  # our own SIGTERM: a clean stop
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)
+    return 0
+
+
+async def main(settings: Settings, *, once: bool, err: TextIO | None = None) -> int:
+    err = err or sys.stderr
+    try:
+        async with audit_context(settings) as (ctx, locations):
+            if not isinstance(ctx.store, ZooKeeperMetadataStore):
+                raise ConfigError("repair needs a ZooKeeper metadata store")
+            locks = RepairLocks(ctx.store, f"bk-auditor@{settings.election.identity}")
+            worker = RepairWorker(
+                ctx,
+                locks,
+                repair_options(settings),
+                locations=locations,
+                bookie_config=bookie_config(settings),
+                recovery_delay_s=int(settings.schedule.lost_bookie_delay_seconds),
+            )
+            if not once:
+                return await _until_stopped(worker, settings.repair.poll_seconds)
+            if await locks.is_disabled():
+                log.warning("replication is disabled (underreplication/disable exists): nothing repaired")
+            results = await worker.run_once()
+    except Exception as exc:  # connection refused, bad layout, ...: one clear line, exit 2
+        print(error_line(exc), file=err)
+        log.debug("repair failed", exc_info=True)
+        return 2
+    done = sum(r.status in (Status.REPAIRED, Status.KEPT) for r in results)
+    log.info("repair pass finished", ledgersTaken=len(results), ledgersRepaired=done)
+    return 0 if done == len(results) else 1

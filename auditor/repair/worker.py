@@ -1,0 +1,362 @@
+"""The repair worker: one marked ledger repaired end to end, and the loop over the marked ledgers.
+
+One ledger (`RepairWorker.repair`): take Java's lock (the marker version captured), read the ledger,
+gather the evidence with the checks' own read-only code and plan (`evidence.assess`); for each action copy
+exactly its entries through the repair gate (`copy.copy_entries`), and for a REPLACE choose the new bookie
+by the placement policy and commit it with the version-checked `zkensemble.replace_member`; then re-check
+the ledger the same way, and only when it is clean delete the marker at the captured version. Anything
+in the way (data loss, an unknown answer, an open segment, no eligible bookie, a failed copy, a changed
+segment) ends the attempt as BLOCKED: the lock is released, the marker kept, and the ledger is not taken
+again before its backoff (`repairplan.Backoff`), so an unrepairable ledger is never retried in a loop.
+
+The loop (`run_once`, `run`): list markers, skip ledgers locked by another worker or in backoff, assess
+and order them worst first (`repairplan.work_order`), repair one at a time, wait while replication is
+disabled. Cancellation stops it cleanly: a held lock is released on the way out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from auditor.aio.ratelimit import TokenBucket
+from auditor.bookie.client import BookieClientConfig
+from auditor.checks.context import AuditContext
+from auditor.durability import verdicts
+from auditor.durability.ids import LedgerId
+from auditor.durability.model import DigestType, LedgerMetadata
+from auditor.durability.placement import PlacementPolicy, PolicyKind
+from auditor.durability.repackage import ledger_credentials
+from auditor.durability.repairplan import Action, ActionKind, Backoff, BlockReason, WorkClass, WorkItem, work_order
+from auditor.durability.replacement import Choice, choose_replacement
+from auditor.errors import AuditorError
+from auditor.logging import get_logger
+from auditor.metadata.errors import NoSuchLedgerError
+from auditor.metadata.interfaces import ReleaseOutcome, WriteGuard
+from auditor.metadata.zkensemble import UpdateOutcome, replace_member
+from auditor.metadata.zkrepairlock import RepairLocks, ZkHeldLock
+
+from .copy import CopyLimits, CopyResult, CopyTask, FailureKind, copy_entries
+from .evidence import Assessment, BookieStates, assess
+from .gate import RecoveryAddPermit
+from .writer import RecoveryAddClient
+
+log = get_logger("auditor.repair")
+
+
+class Status(str, enum.Enum):
+    REPAIRED = "repaired"  # re-checked clean, marker deleted at the captured version (or already gone)
+    KEPT = "kept"  # repaired, but re-marked meanwhile: the marker stays for another pass
+    BLOCKED = "blocked"  # could not be repaired now: lock released, marker kept, backoff applied
+    SKIPPED = "skipped"  # not taken: locked by another worker, disabled, or the marker went away
+
+
+@dataclass(frozen=True, slots=True)
+class RepairOptions:
+    recovery_password: bytes = b""  # Java's bookieRecoveryPasswd: for ledgers whose metadata has none
+    recovery_digest: DigestType = DigestType.CRC32  # Java's bookieRecoveryDigestType
+    best_effort_placement: bool = False
+    bytes_per_second: float = 0.0  # 0 = unlimited
+    copy_limits: CopyLimits = field(default_factory=CopyLimits)
+    backoff: Backoff = field(default_factory=Backoff)
+    newest_first: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerRepair:
+    """The outcome of one attempt at one ledger (one log line)."""
+
+    ledger_id: LedgerId
+    status: Status
+    reason: str = ""  # BLOCKED / SKIPPED: a BlockReason value or another short name
+    detail: str = ""
+    segments: int = 0  # segments changed or re-filled
+    entries_copied: int = 0
+    bytes_copied: int = 0
+    duration_s: float = 0.0
+    retry_in_s: float | None = None
+
+
+class _Blocked(AuditorError):
+    """Internal: the attempt ends here (lock released, marker kept, backoff); never leaves `repair`."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+@dataclass
+class _Tally:
+    segments: set[int] = field(default_factory=set)
+    entries: int = 0
+    bytes: int = 0
+
+
+class RepairWorker:
+    """Repairs marked ledgers with `ctx` (store + read-only bookie pool) and `locks` (Java's protocol)."""
+
+    def __init__(
+        self,
+        ctx: AuditContext,
+        locks: RepairLocks,
+        options: RepairOptions,
+        *,
+        locations: object | None = None,
+        bookie_config: BookieClientConfig | None = None,
+        recovery_delay_s: int = 0,
+    ) -> None:
+        self.ctx = ctx
+        self.locks = locks
+        self.options = options
+        self._locations = locations  # auditor.checks.build.Locations (racks), None: placement not judged
+        self._bookie_config = bookie_config or ctx.bookies.config
+        self.states = BookieStates(recovery_delay_s)
+        self.byte_rate = TokenBucket(options.bytes_per_second) if options.bytes_per_second > 0 else None
+        self._failures: dict[LedgerId, int] = {}
+        self._not_before_ms: dict[LedgerId, int] = {}
+
+    # ------------------------------------------------------------------ backoff
+    def in_backoff(self, ledger_id: LedgerId, now_ms: int | None = None) -> bool:
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        return self._not_before_ms.get(ledger_id, 0) > now
+
+    def _blocked(self, ledger_id: LedgerId) -> float:
+        n = self._failures.get(ledger_id, 0) + 1
+        self._failures[ledger_id] = n
+        self._not_before_ms[ledger_id] = self.options.backoff.next_attempt_ms(int(time.time() * 1000), n)
+        return self.options.backoff.delay_s(n)
+
+    def _succeeded(self, ledger_id: LedgerId) -> None:
+        self._failures.pop(ledger_id, None)
+        self._not_before_ms.pop(ledger_id, None)
+
+    # ------------------------------------------------------------------ one ledger
+    async def repair(self, ledger_id: LedgerId) -> LedgerRepair:
+        """Take the lock and repair; the lock is always released (with the marker deleted only when
+        the ledger re-checked clean)."""
+        started = time.monotonic()
+        held = await self.locks.try_lock(ledger_id)
+        if held is None:
+            return LedgerRepair(ledger_id, Status.SKIPPED, "not_taken", "disabled, locked elsewhere or marker gone")
+        tally = _Tally()
+        try:
+            await self._repair_locked(held, tally)
+        except _Blocked as b:
+            await self.locks.release(held)
+            retry = self._blocked(ledger_id)
+            return self._done(ledger_id, Status.BLOCKED, started, tally, b.reason, b.detail, retry)
+        except BaseException:
+            await asyncio.shield(self.locks.release(held))  # cancelled or a bug: never keep the lock
+            raise
+        outcome = await self.locks.mark_replicated(held)
+        self._succeeded(ledger_id)
+        status = Status.KEPT if outcome is ReleaseOutcome.MARKER_KEPT else Status.REPAIRED
+        detail = "re-marked meanwhile: the marker stays" if status is Status.KEPT else outcome.value
+        return self._done(ledger_id, status, started, tally, "", detail, None)
+
+    def _done(
+        self,
+        ledger_id: LedgerId,
+        status: Status,
+        started: float,
+        tally: _Tally,
+        reason: str,
+        detail: str,
+        retry: float | None,
+    ) -> LedgerRepair:
+        result = LedgerRepair(
+            ledger_id,
+            status,
+            reason,
+            detail,
+            len(tally.segments),
+            tally.entries,
+            tally.bytes,
+            round(time.monotonic() - started, 3),
+            retry,
+        )
+        fields = {
+            "ledgerId": str(ledger_id),
+            "segments": result.segments,
+            "entriesCopied": result.entries_copied,
+            "bytesCopied": result.bytes_copied,
+            "durationSeconds": result.duration_s,
+        }
+        if status is Status.BLOCKED:
+            log.warning("ledger repair blocked", reason=reason, detail=detail, retryInSeconds=retry, **fields)
+        else:
+            log.info(f"ledger {status.value}", detail=detail, **fields)
+        return result
+
+    async def _read(self, ledger_id: LedgerId) -> LedgerMetadata:
+        try:
+            return (await self.ctx.store.read_ledger(ledger_id)).metadata
+        except NoSuchLedgerError as exc:
+            raise _Blocked(BlockReason.LEDGER_DELETED.value, str(exc)) from None
+
+    async def _assess(self, md: LedgerMetadata) -> Assessment:
+        self.states.update(await self.ctx.store.registrations())
+        return await assess(self.ctx, md, self.states)
+
+    async def _repair_locked(self, held: ZkHeldLock, tally: _Tally) -> None:
+        md = await self._read(held.ledger_id)
+        a = await self._assess(md)
+        if a.plan is None:
+            raise _Blocked(BlockReason.WAIT_UNKNOWN.value, "the end of the open ledger is not proven yet")
+        chosen: dict[int, set[str]] = {}  # segment -> targets already chosen in it
+        for action in a.plan.actions:
+            md = await self._act(md, action, chosen, tally, held.guard)
+        if a.plan.blocks:
+            # The actions that could run did; what remains is named (data loss with its entry ranges).
+            raise _Blocked(a.plan.blocks[0].reason.value, "; ".join(b.describe() for b in a.plan.blocks))
+        again = await self._assess(await self._read(held.ledger_id))
+        problem = recheck_problem(again)
+        if problem is not None:
+            raise _Blocked("recheck_not_clean", problem)
+
+    async def _act(
+        self, md: LedgerMetadata, action: Action, chosen: dict[int, set[str]], tally: _Tally, guard: WriteGuard
+    ) -> LedgerMetadata:
+        """One action on the current metadata; returns the metadata after it (changed by a REPLACE)."""
+        target = action.bookie
+        if action.kind is ActionKind.REPLACE:
+            target = await self._choose(md, action, chosen.setdefault(action.segment_index, set()))
+            chosen[action.segment_index].add(target)
+        entries = tuple(e for a, b in action.entries.iter_runs() for e in range(a, b + 1))
+        if entries:
+            result = await self._copy(md, action, target, entries)
+            tally.entries += result.entries_sent
+            tally.bytes += result.bytes_sent
+            tally.segments.add(action.segment_index)
+            if not result.complete:
+                raise _Blocked(*_copy_failure(result))
+        if action.kind is not ActionKind.REPLACE:
+            return md
+        update = await replace_member(
+            self.locks.store,
+            md,
+            action.segment_index,
+            action.index,
+            target,
+            guard,
+        )
+        if update.outcome is not UpdateOutcome.UPDATED or update.metadata is None:
+            raise _Blocked(update.outcome.value, update.reason)
+        tally.segments.add(action.segment_index)
+        return update.metadata
+
+    async def _choose(self, md: LedgerMetadata, action: Action, exclude: Iterable[str]) -> str:
+        segment = md.segments[action.segment_index]
+        policy, racks = await self._placement(md, self.states.writable)
+        choice = choose_replacement(
+            segment.ensemble,
+            action.index,
+            md.write_quorum,
+            md.ack_quorum,
+            policy,
+            racks,
+            self.states.writable,
+            exclude=exclude,
+            best_effort=self.options.best_effort_placement,
+        )
+        if not isinstance(choice, Choice):
+            raise _Blocked(BlockReason.NO_ELIGIBLE_BOOKIE.value, choice.reason)
+        if choice.best_effort:
+            log.warning(
+                "replacement chosen without meeting the placement policy (best effort allowed)",
+                ledgerId=str(md.ledger_id),
+                bookieId=choice.bookie,
+                reasons=list(choice.reasons),
+            )
+        return choice.bookie
+
+    async def _placement(
+        self, md: LedgerMetadata, candidates: list[str]
+    ) -> tuple[PlacementPolicy, dict[str, str | None]]:
+        """The scrutiny's policy and racks; no policy to judge (the default one, or no rack data, as the
+        scrutiny then judges none) is the default policy, which every candidate meets."""
+        policy = self.ctx.options.placement
+        where = self._locations
+        if policy is None or where is None or not getattr(where, "available", True):
+            return PlacementPolicy(kind=PolicyKind.DEFAULT), {}
+        racks = dict(await where([*md.bookies, *candidates]))  # type: ignore[operator]
+        if not getattr(where, "available", True):
+            return PlacementPolicy(kind=PolicyKind.DEFAULT), {}
+        return policy, racks
+
+    async def _copy(self, md: LedgerMetadata, action: Action, target: str, entries: tuple[int, ...]) -> CopyResult:
+        creds = ledger_credentials(md, self.options.recovery_password, self.options.recovery_digest)
+        permit = RecoveryAddPermit.for_ledger(md.ledger_id.ledger, target, creds)
+        task = CopyTask(md, action.segment_index, action.index, target, entries)
+        async with RecoveryAddClient(permit, self.locks.store.address_resolver(), self._bookie_config) as writer:
+            return await copy_entries(
+                task, self.ctx.bookies, writer, creds, self.options.copy_limits, byte_rate=self.byte_rate
+            )
+
+    # ------------------------------------------------------------------ the loop
+    async def pending(self) -> list[WorkItem]:
+        """Marked ledgers not locked elsewhere and not in backoff, assessed and ordered worst first."""
+        locked = await self.locks.locked()
+        items: list[WorkItem] = []
+        ids = [m.ledger_id async for m in self.locks.markers()]
+        self.states.update(await self.ctx.store.registrations())
+        for lid in ids:
+            if self.in_backoff(lid) or self.locks.store.markers.lock(lid).rsplit("/", 1)[-1] in locked:
+                continue
+            try:
+                record = await self.ctx.store.read_ledger(lid)
+            except NoSuchLedgerError:
+                items.append(WorkItem(lid, _worst(), 0))  # let repair() find it deleted and say so
+                continue
+            a = await assess(self.ctx, record.metadata, self.states)
+            work_class = a.plan.work_class if a.plan is not None else _worst()
+            items.append(WorkItem(lid, work_class, record.effective_ctime))
+        return work_order(items, newest_first=self.options.newest_first)
+
+    async def run_once(self) -> list[LedgerRepair]:
+        """Repair what is marked now (one ledger at a time, worst first)."""
+        results = []
+        for item in await self.pending():
+            if await self.locks.is_disabled():
+                break
+            results.append(await self.repair(item.ledger_id))
+        return results
+
+    async def run(self, poll_s: float = 10.0) -> None:
+        """Until cancelled: wait while disabled, repair what is marked, look again after `poll_s`."""
+        while True:
+            await self.locks.wait_enabled()
+            await self.run_once()
+            await asyncio.sleep(poll_s)
+
+
+def _worst() -> WorkClass:
+    """The class of a ledger that could not be assessed: first, so that repair() says why."""
+    return WorkClass.NO_LIVE_COPY
+
+
+def recheck_problem(a: Assessment) -> str | None:
+    """Why the ledger is not clean after a repair, or None: nothing left to plan, and the scrutiny's own
+    verdict on the same answers (every entry on its write quorum) has no finding, confirmed or pending."""
+    if a.plan is None or a.end is None:
+        return "the end of the open ledger is not proven yet"
+    parts = [f"{x.kind.value} segment {x.segment_index} index {x.index} ({x.bookie})" for x in a.plan.actions]
+    parts += [b.describe() for b in a.plan.blocks]
+    verdict = verdicts.scrutinize_ledger(a.metadata, a.evidence.answers, end=a.end)
+    parts += [f.message for f in (*verdict.findings, *verdict.pending) if f.actionable]  # not the informational ones
+    return "; ".join(parts) or None
+
+
+def _copy_failure(result: CopyResult) -> tuple[str, str]:
+    lost = result.lost
+    if lost:
+        return BlockReason.DATA_LOSS.value, f"entries {lost} have no verified copy anywhere"
+    unknown = result.entries_with(FailureKind.UNKNOWN)
+    if unknown:
+        return BlockReason.WAIT_UNKNOWN.value, f"entries {unknown}: a replica did not answer"
+    first = result.failures[0].detail if result.failures else ""
+    return "copy_failed", f"to {result.target}: {result.stopped or first}"
