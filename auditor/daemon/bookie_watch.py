@@ -2,7 +2,10 @@
 
 Java's semantics (java-auditor.md §1.5): a bookie that disappears from the registrations is lost; its
 ledgers are marked after `lostBookieRecoveryDelay` (read from its znode, as Java does), the wait is
-cancelled if the bookie returns, and there is no wait when more than one bookie is lost. A rewrite of
+cancelled if the bookie returns, and there is no wait when more than one bookie is lost. Unlike Java,
+a bookie that lost only its registration (its ZooKeeper session expired: a ZooKeeper restart, a long
+pause) but still answers a read-only request is not counted as a second failure: it gets the normal
+delay and is usually back within seconds, where Java marks all its ledgers at once. A rewrite of
 the delay znode (Java's `triggeraudit`) audits at once. Marking honours the cluster's disable flag;
 detection and reporting go on while it is set.
 
@@ -16,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from posixpath import join
 from typing import Any
 
@@ -130,6 +133,7 @@ def parse_incarnations(data: bytes, path: str) -> dict[str, tuple[int, int]]:
 Guard = Callable[[], WriteGuard]
 Report = Callable[[Finding], Awaitable[None] | None]
 Priority = Callable[[set[LedgerId], str], Awaitable[None]]
+Probe = Callable[[str], Coroutine[Any, Any, bool]]  # bookie id -> it answers a read-only request now
 
 
 class BookieWatch:
@@ -147,6 +151,7 @@ class BookieWatch:
         state_path: str | None = None,
         spawn: Spawn | None = None,
         on_corrupt_state: Callable[[CorruptZnodeError], None] | None = None,
+        probe: Probe | None = None,
     ) -> None:
         self.store = store
         self.index = index
@@ -169,6 +174,7 @@ class BookieWatch:
         self._spawn: Spawn = spawn or Supervisor().fire
         self._on_corrupt_state = on_corrupt_state or (lambda exc: None)
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._probe = probe
 
     # ----------------------------------------------------------------------------- lifecycle
     async def run(self) -> None:
@@ -184,10 +190,7 @@ class BookieWatch:
             self._observe("start")
             periodic = self.periodic_seconds if self.periodic_seconds > 0 else None
             while True:
-                waits = [asyncio.ensure_future(self._changed.wait()), asyncio.ensure_future(self._audit_now.wait())]
-                done, pending = await asyncio.wait(waits, timeout=periodic, return_when=asyncio.FIRST_COMPLETED)
-                for p in pending:
-                    p.cancel()
+                await self._wake(periodic)
                 if self._audit_now.is_set():
                     self._audit_now.clear()
                     await self._evaluate(reason="trigger")
@@ -214,6 +217,16 @@ class BookieWatch:
             for t in self._tasks:
                 t.cancel()
 
+    async def _wake(self, timeout: float | None) -> None:
+        """Until a registration change, an audit request or `timeout`. The two waits are cancelled on
+        every way out (a lost leadership cancels us here: no waiter is left pending)."""
+        waits = [asyncio.ensure_future(self._changed.wait()), asyncio.ensure_future(self._audit_now.wait())]
+        try:
+            await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
+
     # ----------------------------------------------------------------------------- lost bookies
     async def _delay(self) -> float:
         got = await self.store.lost_bookie_recovery_delay()
@@ -239,16 +252,35 @@ class BookieWatch:
             return
         delay = await self._delay()
         log.warning("bookies lost", bookieIds=sorted(new), reason=reason, delaySeconds=delay)
-        if delay <= 0 or len(lost) > 1:
-            # Java: no waiting when more than one bookie is lost; audit everything lost now.
-            for h in self.pending.values():
-                h.cancel()
-            self.pending.clear()
-            await self._audit(lost, reason=reason)
-            return
+        down = lost if delay <= 0 or len(lost) < 2 else await self._not_answering(lost)
+        if delay <= 0 or len(down) > 1:
+            # Java: no waiting when more than one bookie is lost; audit everything lost now. A bookie that
+            # is unregistered but answers is not lost data: it keeps (or gets) the normal delay.
+            for b in down:
+                h = self.pending.pop(b, None)
+                if h is not None:
+                    h.cancel()
+            await self._audit(down, reason=reason)
+            new -= down
         for b in new:
             self._count("bookie_audits_delayed")
             self.pending[b] = asyncio.get_running_loop().call_later(delay, self._spawn_audit, b)
+
+    async def _not_answering(self, bookies: set[str]) -> set[str]:
+        """The `bookies` that do not answer a read-only request now (all of them without a probe)."""
+        if self._probe is None:
+            return set(bookies)
+        ordered = sorted(bookies)
+        answers = await gather_all(self._probe(b) for b in ordered)
+        answering = [b for b, ok in zip(ordered, answers, strict=True) if ok]
+        for b in answering:
+            self._count("lost_bookies_answering")
+            log.warning(
+                "bookie unregistered but still answering: not counted as a second failure, its audit waits "
+                "for the delay (a ZooKeeper session expiry, usually re-registered in seconds)",
+                bookieId=b,
+            )
+        return set(ordered) - set(answering)
 
     def _spawn_audit(self, bookie: str) -> None:
         self.pending.pop(bookie, None)

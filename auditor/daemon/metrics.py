@@ -225,6 +225,11 @@ class AuditorMetrics:
         self.bookie_audits_delayed = Counter(
             p + "bookie_audits_delayed", "Bookie audits delayed by lost_bookie_delay_seconds", registry=r
         )
+        self.lost_bookies_answering = Counter(
+            p + "lost_bookies_answering",
+            "Unregistered bookies that still answered when a second bookie was lost (not a second failure)",
+            registry=r,
+        )
         self.delayed_bookie_audits_cancelled = Counter(
             p + "delayed_bookie_audits_cancelled",
             "Delayed bookie audits cancelled (bookie back, or overridden)",

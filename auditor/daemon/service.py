@@ -22,6 +22,7 @@ from kazoo.exceptions import KazooException
 
 from auditor.admin.errors import LedgerNotFoundError
 from auditor.admin.server import AdminServer
+from auditor.bookie.results import Outcome
 from auditor.checks.build import Locations, audit_context
 from auditor.checks.catalog import CHECKS as CHECK_CLASSES
 from auditor.checks.context import AuditContext
@@ -328,10 +329,19 @@ class Auditor:
             periodic_seconds=self.settings.schedule.bookie_check_seconds,
             spawn=self.tasks.fire,
             on_corrupt_state=self._bookie_state_replaced,
+            probe=self._answers,
         )
         self.bookie_watch = watch
         self.state.tasks.start(BOOKIE_WATCH)
         await watch.run()
+
+    async def _answers(self, bookie: str) -> bool:
+        """Whether `bookie` answers a read-only GET_BOOKIE_INFO now (the bookie watch's probe of an
+        unregistered bookie); a timeout or a refused connection is no answer."""
+        assert self.ctx is not None
+        pool = self.ctx.bookies
+        got = await pool.client(bookie).ping(timeout=pool.config.liveness_timeout)
+        return got.outcome is Outcome.PRESENT
 
     def _bookie_state_replaced(self, exc: CorruptZnodeError) -> None:
         self.state.tasks.note_error(BOOKIE_WATCH, f"{exc} (replaced with a fresh state)")

@@ -154,6 +154,34 @@ def rewrite_ensemble(cluster: Cluster, ledger_id: int, old: str, new: str) -> No
     cluster.kazoo.set(path, formats.serialize_ledger_metadata(replace(md, segments=segs)), version=stat.version)
 
 
+def marker_leaves(cluster: Cluster) -> set[str]:
+    """Every under-replication marker's path (the tree walked; a small test cluster)."""
+    from kazoo.exceptions import NoNodeError
+
+    out: set[str] = set()
+
+    def walk(path: str) -> None:
+        try:
+            children = cluster.kazoo.get_children(path)
+        except NoNodeError:
+            return
+        for c in children:
+            (out.add(f"{path}/{c}") if c.startswith("urL") else walk(f"{path}/{c}"))
+
+    walk(f"{cluster.ledgers_root}/underreplication/ledgers")
+    return out
+
+
+def remove_markers(cluster: Cluster, leaves: Iterable[str]) -> None:
+    from kazoo.exceptions import NoNodeError
+
+    for leaf in leaves:
+        try:
+            cluster.kazoo.delete(leaf)
+        except NoNodeError:
+            pass
+
+
 def marker_path(cluster: Cluster, lid: int) -> str:
     return (
         f"{cluster.ledgers_root}/underreplication/ledgers/{(lid >> 48) & 0xFFFF:04x}/{(lid >> 32) & 0xFFFF:04x}/"

@@ -16,7 +16,7 @@ from kazoo.exceptions import NoNodeError
 
 from auditor.admin.client import AdminClient, AdminClientError
 from auditor.durability.ids import LedgerId
-from tests.realcluster.checks_util import marker_path, rewrite_ensemble
+from tests.realcluster.checks_util import marker_leaves, marker_path, remove_markers, rewrite_ensemble
 from tests.realcluster.cluster import Cluster
 from tests.realcluster.daemon_util import SESSION_TIMEOUT, Daemon
 
@@ -279,6 +279,82 @@ def test_delay_is_cancelled_when_the_bookie_comes_back(cluster: Cluster, daemons
     metrics = _metrics(a)
     assert metrics.get("bk_auditor_delayed_bookie_audits_cancelled_total", 0) >= 1
     assert metrics.get("bk_auditor_bookie_audits_delayed_total", 0) >= 1
+
+
+def test_an_unregistered_bookie_that_answers_is_not_a_second_failure(
+    cluster: Cluster, daemons: list[Daemon], tmp_path: Path
+) -> None:
+    """Java marks every lost bookie's ledgers at once when more than one bookie is lost. A bookie whose
+    registration vanished (its ZooKeeper session expired, as in a ZooKeeper restart) but which still
+    answers is not a second failure: a real loss beside it keeps the delay, and the unregistered bookie is
+    not marked when it re-registers within the delay. Two bookies that do not answer: marked at once."""
+    dead, unregistered = 4, 5
+    others = [cluster.bookie(n).bookie_id for n in (1, 2)]
+    on_dead = cluster.create_ledger(entries=5, bookies=[*others, cluster.bookie(dead).bookie_id])["ledgerId"]
+    on_unreg = cluster.create_ledger(entries=5, bookies=[*others, cluster.bookie(unregistered).bookie_id])["ledgerId"]
+    delay = 20  # longer than a killed bookie takes to lose its registration, so bookie 5 is back in time
+    cluster.kazoo.create(
+        f"{cluster.ledgers_root}/underreplication/lostBookieRecoveryDelay", str(delay).encode(), makepath=True
+    )
+    before = marker_leaves(cluster)
+    reg = cluster.registration_path(unregistered)
+    a = start(daemons, cluster, tmp_path, "auditor-a")
+    try:
+        a.wait(a.is_leader, 30, "leadership")
+        a.wait(lambda: any(l.get("event") == "ledger index built" for l in a.logs()), 60, "index")
+        data, _ = cluster.kazoo.get(reg)
+        cluster.kazoo.delete(reg)  # what a session expiry does; the bookie itself runs on
+        unregistered_at = time.monotonic()
+        a.wait(lambda: any(l.get("event") == "bookies lost" for l in a.logs()), 10, "registration loss noticed")
+        cluster.kill_bookie(dead)
+        cluster.wait_unregistered(dead, timeout=20)
+        gone = time.monotonic()
+        a.wait(
+            lambda: any(
+                l.get("event", "").startswith("bookie unregistered but still answering")
+                and l.get("bookieId") == cluster.bookie(unregistered).bookie_id
+                for l in a.logs()
+            ),
+            10,
+            "the answering bookie told apart",
+        )
+        time.sleep(2)
+        # Java's rule (two unregistered: no delay) would have marked both by now.
+        assert markers_for(cluster, [on_dead, on_unreg]) == {}
+        assert time.monotonic() - unregistered_at < delay - 1, "too slow to test the delay"
+        cluster.kazoo.create(reg, data, ephemeral=True)  # re-registered within the delay
+        a.wait(
+            lambda: any(
+                l.get("event") == "lost bookie came back: delayed audit cancelled"
+                and l.get("bookieId") == cluster.bookie(unregistered).bookie_id
+                for l in a.logs()
+            ),
+            10,
+            "bookie 5's delayed audit cancelled",
+        )
+        a.wait(lambda: len(markers_for(cluster, [on_dead])) == 1, delay + 10, "the dead bookie's ledger marked")
+        assert time.monotonic() - gone >= delay - 0.5
+        time.sleep(max(0.0, unregistered_at + delay + 2 - time.monotonic()))
+        assert markers_for(cluster, [on_unreg]) == {}
+        assert _metrics(a).get("bk_auditor_lost_bookies_answering_total", 0) >= 1
+        # Control, Java's rule: the second bookie really gone too -> no waiting.
+        cluster.kill_bookie(unregistered)
+        cluster.kazoo.delete(reg)
+        second = time.monotonic()
+        a.wait(lambda: len(markers_for(cluster, [on_unreg])) == 1, 10, "marked at once")
+        assert time.monotonic() - second < 10 < delay
+    finally:
+        if a.running:
+            a.kill()
+        if cluster.bookie(unregistered).running:
+            cluster.kill_bookie(unregistered)  # its registration was taken from it: restarted clean
+        try:
+            cluster.kazoo.delete(reg)  # ours, or the dead bookie's own about to expire
+        except NoNodeError:
+            pass
+        for n in (dead, unregistered):
+            cluster.start_bookie(n)
+        remove_markers(cluster, marker_leaves(cluster) - before)
 
 
 def _metrics(d: Daemon) -> dict[str, float]:

@@ -23,7 +23,7 @@ from kazoo.security import OPEN_ACL_UNSAFE, make_acl
 
 from auditor.daemon.bookie_watch import parse_incarnations
 from auditor.metadata.checkstate import CheckState
-from tests.realcluster.checks_util import rewrite_ensemble
+from tests.realcluster.checks_util import marker_leaves, remove_markers, rewrite_ensemble
 from tests.realcluster.cluster import Cluster
 from tests.realcluster.daemon_util import BIN, Daemon
 from tests.realcluster.test_daemon import daemons, markers_for, start  # noqa: F401 (fixture)
@@ -49,38 +49,19 @@ ALL_CHECKS = {"scrutiny_seconds": 3600, "ledger_check_seconds": 3600, "open_ledg
 REPLACED = "bk-auditor state is corrupt: replacing it with a fresh state"
 
 
-def _marker_leaves(cluster: Cluster) -> set[str]:
-    out: set[str] = set()
-
-    def walk(path: str) -> None:
-        try:
-            children = cluster.kazoo.get_children(path)
-        except NoNodeError:
-            return
-        for c in children:
-            (out.add(f"{path}/{c}") if c.startswith("urL") else walk(f"{path}/{c}"))
-
-    walk(f"{cluster.ledgers_root}/underreplication/ledgers")
-    return out
-
-
 @pytest.fixture
 def lost_bookie(cluster: Cluster) -> Iterator[int]:
     """Bookie 5, to be stopped by the test with lostBookieRecoveryDelay 0; restarted afterwards, and the
     markers the test caused (on every ledger naming it) removed."""
     n = 5
-    before = _marker_leaves(cluster)
+    before = marker_leaves(cluster)
     delay = f"{cluster.ledgers_root}/underreplication/lostBookieRecoveryDelay"
     cluster.kazoo.create(delay, b"0", makepath=True)
     yield n
     if not cluster.bookie(n).running:
         cluster.start_bookie(n)
     cluster.wait_registered(n, timeout=60)
-    for leaf in _marker_leaves(cluster) - before:
-        try:
-            cluster.kazoo.delete(leaf)
-        except NoNodeError:
-            pass
+    remove_markers(cluster, marker_leaves(cluster) - before)
 
 
 def _lose_and_see_marked(cluster: Cluster, d: Daemon, n: int) -> None:
