@@ -9,6 +9,7 @@ answers prove, and each bookie is asked once for its entry list (reads where it 
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -17,6 +18,9 @@ from auditor.durability.ids import LedgerId
 from auditor.durability.model import LedgerMetadata
 from auditor.durability.ranges import RangeSet
 from auditor.durability.schedule import expected_by_bookie
+from auditor.metadata.errors import CorruptZnodeError
+from auditor.metadata.repairstate import RepairBlocks
+from auditor.metadata.zkownstate import OwnZnodes
 
 from .catalog import OpenLedgerCheck
 from .context import AuditContext, RunStats
@@ -106,4 +110,24 @@ async def explain_ledger(ctx: AuditContext, ledger: LedgerId) -> LedgerExplanati
     marker = await ctx.store.read_marker(ledger)
     methods = sorted(set(answers.methods.values()))
     notes.append(f"bookies asked by: {', '.join(methods) or 'nothing (no entries)'}")
+    blocked = await repair_note(ctx, ledger) if marker is not None else None
+    if blocked:
+        notes.append(blocked)
     return LedgerExplanation(md, segments, marker is not None, notes)
+
+
+async def repair_note(ctx: AuditContext, ledger: LedgerId) -> str | None:
+    """Why the repair role has not repaired `ledger`, from its shared record (None: no record)."""
+    if not isinstance(ctx.store, OwnZnodes):
+        return None
+    try:
+        got = await RepairBlocks(ctx.store).get(ledger)
+    except CorruptZnodeError as exc:
+        return f"repair record unreadable: {exc}"
+    if got is None:
+        return None
+    retry = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(got.not_before_ms / 1000))
+    return (
+        f"repair blocked ({got.reason}): {got.detail}; {got.failures} failed attempt(s), the last by "
+        f"{got.holder}; no worker takes it again before {retry}"
+    )

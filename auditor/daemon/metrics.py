@@ -25,18 +25,16 @@ from typing import Any
 
 import prometheus_client
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, generate_latest
-from prometheus_client.metrics_core import Metric
 
 from auditor.durability.findings import Finding
 from auditor.durability.topics import namespace_ledger_counts
-from auditor.settings import parse_bind
+from auditor.exposition import ClusterLabelled, MetricsServer, serve
 
 from .state import DaemonState, FindingStore, TaskBoard, TaskState, category_of, severity_of
 
 prometheus_client.disable_created_metrics()  # in case prometheus_client was imported before us
 
 PREFIX = "bk_auditor_"
-CLUSTER_LABEL = "cluster"
 # Check durations run from milliseconds (one ledger) to days (a full sweep of a big cluster).
 DURATION_BUCKETS = (
     0.1,
@@ -79,43 +77,6 @@ class RunSummary:
     @property
     def duration(self) -> float:
         return max(0.0, self.finished - self.started)
-
-
-class ClusterLabelled:
-    """A collector that yields everything `inner` collects with `cluster="<cluster>"` added to each sample
-    (exemplars and timestamps kept)."""
-
-    def __init__(self, inner: CollectorRegistry, cluster: str) -> None:
-        if not cluster:
-            raise ValueError("the cluster label must not be empty")
-        self._inner = inner
-        self._cluster = cluster
-
-    def collect(self) -> Iterator[Metric]:
-        for family in self._inner.collect():
-            out = Metric(family.name, family.documentation, family.type, family.unit)
-            for s in family.samples:
-                if CLUSTER_LABEL in s.labels:  # a metric of ours must not define it: one meaning only
-                    raise ValueError(f"{s.name}: label {CLUSTER_LABEL!r} is reserved for the cluster name")
-                out.samples.append(s._replace(labels={CLUSTER_LABEL: self._cluster, **s.labels}))
-            yield out
-
-
-class MetricsServer:
-    """The running exposition endpoint."""
-
-    def __init__(self, server: Any, thread: Any) -> None:
-        self._server = server
-        self._thread = thread
-
-    @property
-    def port(self) -> int:
-        return int(self._server.server_address[1])
-
-    def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
 
 
 class AuditorMetrics:
@@ -423,6 +384,4 @@ class AuditorMetrics:
 
     def serve(self, bind: str) -> MetricsServer:
         """Start the HTTP endpoint (`/metrics`, any path) on `host:port` in a daemon thread."""
-        host, port = parse_bind(bind)
-        server, thread = prometheus_client.start_http_server(port, addr=host, registry=self.registry)
-        return MetricsServer(server, thread)
+        return serve(self.registry, bind)

@@ -65,6 +65,7 @@ class Category(str, enum.Enum):
     RISKY_QUORUM = "risky_quorum"
     METADATA_UNREADABLE = "metadata_unreadable"
     OVERREPLICATED = "overreplicated"  # informational
+    REPAIR_BLOCKED = "repair_blocked"  # a marked ledger the repair role could not repair (why, and until when)
 
     def __str__(self) -> str:
         return self.value
@@ -109,6 +110,7 @@ SEVERITY_OF: Mapping[Category, Severity] = MappingProxyType(
         Category.RISKY_QUORUM: Severity.MINOR,
         Category.METADATA_UNREADABLE: Severity.MAJOR,
         Category.OVERREPLICATED: Severity.INFO,
+        Category.REPAIR_BLOCKED: Severity.MAJOR,  # critical when the reason is data loss
     }
 )
 
@@ -121,6 +123,7 @@ class Method(str, enum.Enum):
     METADATA = "metadata"  # ledger metadata alone (placement, quorum settings)
     UNDERREPLICATION = "underreplication"  # under-replication markers
     REGISTRATION = "registration"  # bookie registration / cookies
+    REPAIR = "repair"  # the repair role's own attempt at the ledger
 
     def __str__(self) -> str:
         return self.value

@@ -49,3 +49,17 @@ class OwnZnodes(ZooKeeperConnection):
                 except NodeExistsError:
                     continue  # created meanwhile: set it on the next round
         raise ConcurrentUpdateError(path, "keeps changing between set and create")
+
+    async def delete_own(self, path: str, guard: WriteGuard) -> bool:
+        """Guarded delete of one of our own znodes (a leaf); False if it was already gone."""
+        self._require_own(path)
+        try:
+            await self.guarded_one(guard, lambda t: t.delete(path))
+        except NoNodeError:
+            return False
+        return True
+
+    async def own_children(self, path: str) -> list[str]:
+        """The children of one of our own znodes ([] if it does not exist)."""
+        self._require_own(path + "/")
+        return await self.children(path) or []

@@ -13,12 +13,14 @@ from auditor.checks.build import audit_context, bookie_config
 from auditor.durability.model import DigestType
 from auditor.durability.repairplan import Backoff
 from auditor.errors import ConfigError, error_line
+from auditor.exposition import serve
 from auditor.logging import get_logger
 from auditor.metadata.zkrepairlock import RepairLocks
 from auditor.metadata.zkstore import ZooKeeperMetadataStore
 from auditor.settings import Settings
 
 from .copy import CopyLimits
+from .metrics import RepairMetrics
 from .worker import RepairOptions, RepairWorker, Status
 
 log = get_logger("auditor.repair")
@@ -73,6 +75,7 @@ async def main(settings: Settings, *, once: bool, err: TextIO | None = None) -> 
             if not isinstance(ctx.store, ZooKeeperMetadataStore):
                 raise ConfigError("repair needs a ZooKeeper metadata store")
             locks = RepairLocks(ctx.store, f"bk-auditor@{settings.election.identity}")
+            metrics = RepairMetrics(cluster=settings.metrics_cluster)
             worker = RepairWorker(
                 ctx,
                 locks,
@@ -80,9 +83,17 @@ async def main(settings: Settings, *, once: bool, err: TextIO | None = None) -> 
                 locations=locations,
                 bookie_config=bookie_config(settings),
                 recovery_delay_s=int(settings.schedule.lost_bookie_delay_seconds),
+                metrics=metrics,
             )
             if not once:
-                return await _until_stopped(worker, settings.repair.poll_seconds)
+                server = serve(metrics.registry, settings.metrics.bind) if settings.metrics.enabled else None
+                if server is not None:
+                    log.info("repair metrics served", metrics=settings.metrics.bind)
+                try:
+                    return await _until_stopped(worker, settings.repair.poll_seconds)
+                finally:
+                    if server is not None:
+                        server.close()
             if await locks.is_disabled():
                 log.warning("replication is disabled (underreplication/disable exists): nothing repaired")
             results = await worker.run_once()

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import time
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -26,6 +27,7 @@ from auditor.aio.ratelimit import TokenBucket
 from auditor.bookie.client import BookieClientConfig
 from auditor.checks.context import AuditContext
 from auditor.durability import verdicts
+from auditor.durability.findings import Category, Finding, Method, Severity
 from auditor.durability.ids import LedgerId
 from auditor.durability.model import DigestType, LedgerMetadata
 from auditor.durability.placement import PlacementPolicy, PolicyKind
@@ -33,15 +35,17 @@ from auditor.durability.repackage import ledger_credentials
 from auditor.durability.repairplan import Action, ActionKind, Backoff, BlockReason, WorkClass, WorkItem, work_order
 from auditor.durability.replacement import Choice, choose_replacement
 from auditor.errors import AuditorError
-from auditor.logging import get_logger
-from auditor.metadata.errors import NoSuchLedgerError
+from auditor.logging import get_logger, log_new_finding
+from auditor.metadata.errors import CorruptZnodeError, NoSuchLedgerError
 from auditor.metadata.interfaces import ReleaseOutcome, WriteGuard
+from auditor.metadata.repairstate import RepairBlock, RepairBlocks
 from auditor.metadata.zkensemble import UpdateOutcome, replace_member
 from auditor.metadata.zkrepairlock import RepairLocks, ZkHeldLock
 
 from .copy import CopyLimits, CopyResult, CopyTask, FailureKind, copy_entries
 from .evidence import Assessment, BookieStates, assess
 from .gate import RecoveryAddPermit
+from .metrics import RepairMetrics
 from .writer import RecoveryAddClient
 
 log = get_logger("auditor.repair")
@@ -108,6 +112,7 @@ class RepairWorker:
         locations: object | None = None,
         bookie_config: BookieClientConfig | None = None,
         recovery_delay_s: int = 0,
+        metrics: RepairMetrics | None = None,
     ) -> None:
         self.ctx = ctx
         self.locks = locks
@@ -118,21 +123,48 @@ class RepairWorker:
         self.byte_rate = TokenBucket(options.bytes_per_second) if options.bytes_per_second > 0 else None
         self._failures: dict[LedgerId, int] = {}
         self._not_before_ms: dict[LedgerId, int] = {}
+        self.metrics = metrics
+        # Every worker's blocked records (shared backoff), as last listed by `pending`.
+        self.blocks = RepairBlocks(locks.store)
+        self._shared: dict[LedgerId, RepairBlock] = {}
+        self._bad_records: set[str] = set()  # corrupt records already logged
 
     # ------------------------------------------------------------------ backoff
     def in_backoff(self, ledger_id: LedgerId, now_ms: int | None = None) -> bool:
+        """Not to be taken yet: our own backoff, or any worker's shared record says so."""
         now = int(time.time() * 1000) if now_ms is None else now_ms
-        return self._not_before_ms.get(ledger_id, 0) > now
+        shared = self._shared.get(ledger_id)
+        return max(self._not_before_ms.get(ledger_id, 0), shared.not_before_ms if shared else 0) > now
 
-    def _blocked(self, ledger_id: LedgerId) -> float:
-        n = self._failures.get(ledger_id, 0) + 1
-        self._failures[ledger_id] = n
-        self._not_before_ms[ledger_id] = self.options.backoff.next_attempt_ms(int(time.time() * 1000), n)
-        return self.options.backoff.delay_s(n)
+    async def _blocked(self, held: ZkHeldLock, b: _Blocked) -> float:
+        """Count the failure (ours and every worker's before us), back off, write the shared record while
+        the lock is still held, and report `repair_blocked`. Returns the backoff in seconds."""
+        lid = held.ledger_id
+        try:
+            before = await self.blocks.get(lid)
+        except CorruptZnodeError:
+            before = None  # replaced below
+        n = max(self._failures.get(lid, 0), before.failures if before else 0) + 1
+        now = int(time.time() * 1000)
+        delay = self.options.backoff.delay_s(n)
+        block = RepairBlock(b.reason, b.detail, n, now, self.options.backoff.next_attempt_ms(now, n), self.locks.holder)
+        self._failures[lid] = n
+        self._not_before_ms[lid] = block.not_before_ms
+        self._shared[lid] = block
+        try:
+            await self.blocks.put(lid, block, held.guard)
+        except Exception as exc:  # the lock lost meanwhile, ZooKeeper gone: our own backoff still holds
+            log.warning("repair record not written", ledgerId=str(lid), path=self.blocks.path(lid), error=str(exc))
+        log_new_finding(blocked_finding(lid, block, delay), logger=log, check="repair")
+        return delay
 
-    def _succeeded(self, ledger_id: LedgerId) -> None:
-        self._failures.pop(ledger_id, None)
-        self._not_before_ms.pop(ledger_id, None)
+    async def _succeeded(self, held: ZkHeldLock) -> None:
+        """Forget the ledger's failures; delete its shared record (under the lock) if it has one."""
+        lid = held.ledger_id
+        self._failures.pop(lid, None)
+        self._not_before_ms.pop(lid, None)
+        self._shared.pop(lid, None)
+        await self.blocks.clear(lid, held.guard)  # another worker may have written one since we listed
 
     # ------------------------------------------------------------------ one ledger
     async def repair(self, ledger_id: LedgerId) -> LedgerRepair:
@@ -146,14 +178,20 @@ class RepairWorker:
         try:
             await self._repair_locked(held, tally)
         except _Blocked as b:
-            await self.locks.release(held)
-            retry = self._blocked(ledger_id)
+            try:
+                retry = await self._blocked(held, b)
+            finally:
+                await self.locks.release(held)
             return self._done(ledger_id, Status.BLOCKED, started, tally, b.reason, b.detail, retry)
         except BaseException:
             await asyncio.shield(self.locks.release(held))  # cancelled or a bug: never keep the lock
             raise
+        try:
+            await self._succeeded(held)
+        except BaseException:
+            await asyncio.shield(self.locks.release(held))
+            raise
         outcome = await self.locks.mark_replicated(held)
-        self._succeeded(ledger_id)
         status = Status.KEPT if outcome is ReleaseOutcome.MARKER_KEPT else Status.REPAIRED
         detail = "re-marked meanwhile: the marker stays" if status is Status.KEPT else outcome.value
         return self._done(ledger_id, status, started, tally, "", detail, None)
@@ -190,6 +228,8 @@ class RepairWorker:
             log.warning("ledger repair blocked", reason=reason, detail=detail, retryInSeconds=retry, **fields)
         else:
             log.info(f"ledger {status.value}", detail=detail, **fields)
+        if self.metrics is not None:
+            self.metrics.observe(status.value, reason, result.entries_copied, result.bytes_copied, result.duration_s)
         return result
 
     async def _read(self, ledger_id: LedgerId) -> LedgerMetadata:
@@ -301,8 +341,13 @@ class RepairWorker:
     async def pending(self) -> list[WorkItem]:
         """Marked ledgers not locked elsewhere and not in backoff, assessed and ordered worst first."""
         locked = await self.locks.locked()
+        await self._refresh_shared()
         items: list[WorkItem] = []
         ids = [m.ledger_id async for m in self.locks.markers()]
+        if self.metrics is not None:  # records of ledgers no longer marked do not count
+            marked = set(ids)
+            reasons = Counter(b.reason for lid, b in self._shared.items() if lid in marked)
+            self.metrics.set_blocked(reasons)
         self.states.update(await self.ctx.store.registrations())
         for lid in ids:
             if self.in_backoff(lid) or self.locks.store.markers.lock(lid).rsplit("/", 1)[-1] in locked:
@@ -315,7 +360,19 @@ class RepairWorker:
             a = await assess(self.ctx, record.metadata, self.states)
             work_class = a.plan.work_class if a.plan is not None else _worst()
             items.append(WorkItem(lid, work_class, record.effective_ctime))
-        return work_order(items, newest_first=self.options.newest_first)
+        ordered = work_order(items, newest_first=self.options.newest_first)
+        if self.metrics is not None:
+            self.metrics.set_queue(ordered)
+        return ordered
+
+    async def _refresh_shared(self) -> None:
+        """Every worker's blocked records; a corrupt one is logged once and ignored (our next block of that
+        ledger replaces it)."""
+        self._shared, bad = await self.blocks.all()
+        for exc in bad:
+            if exc.path not in self._bad_records:
+                self._bad_records.add(exc.path)
+                log.warning("repair record unreadable: ignored", path=exc.path, problem=exc.problem)
 
     async def run_once(self) -> list[LedgerRepair]:
         """Repair what is marked now (one ledger at a time, worst first)."""
@@ -337,6 +394,27 @@ class RepairWorker:
 def _worst() -> WorkClass:
     """The class of a ledger that could not be assessed: first, so that repair() says why."""
     return WorkClass.NO_LIVE_COPY
+
+
+def blocked_finding(ledger_id: LedgerId, block: RepairBlock, retry_s: float) -> Finding:
+    """`repair_blocked`: why, how often, and when the next attempt may come; critical for data loss."""
+    loss = block.reason == BlockReason.DATA_LOSS.value
+    return Finding.of(
+        Category.REPAIR_BLOCKED,
+        f"ledger {ledger_id}: repair blocked ({'DATA LOSS' if loss else block.reason}): {block.detail}; "
+        f"{block.failures} failed attempt(s), next in {retry_s:g} s",
+        ledger=ledger_id,
+        severity=Severity.CRITICAL if loss else None,
+        method=Method.REPAIR,
+        confirmed=True,
+        detail={
+            "reason": block.reason,
+            "detail": block.detail,
+            "failures": block.failures,
+            "retryInSeconds": retry_s,
+            "holder": block.holder,
+        },
+    )
 
 
 def recheck_problem(a: Assessment) -> str | None:

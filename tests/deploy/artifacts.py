@@ -148,6 +148,8 @@ SCENARIOS: dict[str, dict[str, Any]] = {
     "no-operator-forced": {"podMonitor": {"enabled": True}, "prometheusRule": {"enabled": True}},
     "admin-tls": ADMIN_TLS,
     "secured": SECURED,
+    # the repair workers beside the auditors, on the secured cluster (the same TLS and auth reach them)
+    "repair": {**SECURED, "repair": {"enabled": True, "replicas": 3}},
 }
 # The APIs the simulated cluster serves per scenario (helm template --api-versions); by default a cluster
 # with prometheus-operator.

@@ -412,3 +412,33 @@ def test_two_releases_in_one_namespace_do_not_collide() -> None:
             assert any(f'job="{name}"' in m and 'namespace="pulsar"' in m for m in scoped), r
             if r["alert"] != "BkAuditorMultipleLeaders":  # the one rule that counts leaders across releases
                 assert all(f'job="{name}"' in m for m in scoped), r
+
+
+def test_repair_workers_run_in_a_deployment_of_their_own() -> None:
+    """`repair.enabled`: N `bk-auditor repair` workers with the auditors' config, TLS and auth, labelled so
+    that no selector of the auditors' objects matches them; none by default."""
+    assert not [d for d in rendered("default") if d["kind"] == "Deployment"]
+    docs = rendered("repair")
+    dep = one(docs, "Deployment")
+    sts = one(docs, "StatefulSet")
+    assert dep["spec"]["replicas"] == 3 and dep["metadata"]["name"] == sts["metadata"]["name"] + "-repair"
+    pod_labels = dep["spec"]["template"]["metadata"]["labels"]
+    assert dep["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+    assert pod_labels["app.kubernetes.io/component"] == "repair"
+    for d in docs:  # the StatefulSet, Services, PDB, PodMonitor, NetworkPolicy: none selects a worker
+        sel = (d.get("spec") or {}).get("selector") or (d.get("spec") or {}).get("podSelector") or {}
+        match = sel.get("matchLabels", sel) if isinstance(sel, dict) else {}
+        if match and d is not dep:
+            assert not match.items() <= pod_labels.items(), d["kind"]
+    (worker,) = dep["spec"]["template"]["spec"]["containers"]
+    (auditor,) = sts["spec"]["template"]["spec"]["containers"]
+    assert worker["args"][0] == "repair" and worker["args"][1:] == auditor["args"][1:]
+    names = lambda c: {e["name"] for e in c["env"]}  # noqa: E731
+    assert names(worker) == names(auditor) and "BKAUDIT_ELECTION__IDENTITY" in names(worker)
+    assert worker["volumeMounts"] == auditor["volumeMounts"]
+    assert dep["spec"]["template"]["spec"]["volumes"] == sts["spec"]["template"]["spec"]["volumes"]
+    assert worker["securityContext"] == auditor["securityContext"]
+    assert [p["containerPort"] for p in worker["ports"]] == [
+        p["containerPort"] for p in auditor["ports"] if p["name"] == "http-metrics"
+    ]
+    assert "livenessProbe" not in worker  # no admin API in the repair role

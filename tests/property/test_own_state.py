@@ -13,10 +13,12 @@ from auditor.daemon.bookie_watch import parse_incarnations
 from auditor.durability.ids import LedgerId
 from auditor.metadata.checkstate import MAX_MILLIS, CheckState
 from auditor.metadata.errors import CorruptZnodeError
+from auditor.metadata.repairstate import TEXT_LIMIT, RepairBlock
 from tests.property.contract import parse_contract
 
 CHECK_PATH = "/ledgers/bk-auditor/checks/ledger"
 BOOKIE_PATH = "/ledgers/bk-auditor/bookies"
+REPAIR_PATH = "/ledgers/bk-auditor/repair/blocked/00000000000000000000000000000007"
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=20),
@@ -72,3 +74,38 @@ def test_bookie_state_contract(data: bytes) -> None:
 def test_bookie_state_round_trips(table: dict[str, tuple[int, int]]) -> None:
     data = json.dumps({b: list(v) for b, v in table.items()}).encode()
     assert parse_incarnations(data, BOOKIE_PATH) == table
+
+
+texts = st.text(max_size=TEXT_LIMIT)
+blocks = st.builds(
+    RepairBlock,
+    texts,
+    texts,
+    st.integers(1, 2**31 - 1),
+    st.integers(0, MAX_MILLIS),
+    st.integers(0, MAX_MILLIS),
+    texts,
+)
+block_like = st.fixed_dictionaries(
+    {},
+    optional={
+        k: json_values | st.integers(-(2**64), 2**64)
+        for k in ("reason", "detail", "failures", "blockedAtMs", "notBeforeMs", "holder")
+    },
+)
+
+
+@given(blocks)
+def test_repair_record_round_trips(block: RepairBlock) -> None:
+    assert RepairBlock.parse(block.to_json(), REPAIR_PATH) == block
+
+
+@given(
+    st.binary(max_size=300)
+    | block_like.map(lambda d: json.dumps(d).encode())
+    | json_values.map(lambda v: json.dumps(v).encode())
+)
+def test_repair_record_contract(data: bytes) -> None:
+    out = parse_contract(lambda: RepairBlock.parse(data, REPAIR_PATH), CorruptZnodeError, names=REPAIR_PATH)
+    if out.ok:
+        assert isinstance(out.value, RepairBlock) and out.value.failures >= 1

@@ -12,6 +12,7 @@ import json
 import os
 import signal
 import time
+import urllib.request
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -20,17 +21,21 @@ import pytest
 
 from auditor.bookie import BookieClientConfig, BookiePool
 from auditor.checks.context import AuditContext
+from auditor.checks.explain import explain_ledger
 from auditor.durability.ids import LedgerId
 from auditor.durability.repairplan import Backoff
+from auditor.metadata.repairstate import RepairBlocks
 from auditor.metadata.zkrepairlock import RepairLocks
 from auditor.metadata.zkstore import ZooKeeperMetadataStore
 from auditor.repair.evidence import BookieStates, assess
+from auditor.repair.metrics import RepairMetrics
 from auditor.repair.worker import RepairOptions, RepairWorker, Status, recheck_problem
 from tests.realcluster import zkwriters
 from tests.realcluster.checks_util import bookie_lost, rewrite_ensemble
 from tests.realcluster.cli_util import BIN, cli
 from tests.realcluster.cluster import Cluster
 from tests.realcluster.metadata_helpers import leader_of, open_store
+from tests.realcluster.ports import REPAIR_METRICS_PORT
 
 pytestmark = pytest.mark.realcluster
 
@@ -135,27 +140,54 @@ async def test_repair_once_repairs_what_java_reads_and_blocks_data_loss(
     assert blocked["retryInSeconds"] > 0
     assert cluster.kazoo.exists(store.markers.marker(loss)) is not None
     assert cluster.kazoo.exists(store.markers.lock(loss)) is None
+    # ... reported as a finding (data loss: critical) and recorded for every worker, with its backoff.
+    [finding] = [ln for ln in log_lines(run.stderr) if ln.get("category") == "repair_blocked"]
+    assert finding["event"] == "finding" and finding["severity"] == "critical" and finding["ledgerId"] == loss.ledger
+    assert "DATA LOSS" in finding["message"] and finding["detail"]["failures"] == 1
+    record = await RepairBlocks(store).get(loss)
+    assert record is not None and (record.reason, record.failures) == ("data_loss", 1)
+    assert record.not_before_ms - record.blocked_at_ms == int(blocked["retryInSeconds"] * 1000)
 
 
 async def test_a_blocked_ledger_is_not_retried_before_its_backoff(
     cluster: Cluster, lost: dict[str, dict[str, Any]], store: ZooKeeperMetadataStore
 ) -> None:
+    """The backoff is shared: a second worker does not take the ledger before it either, and counts the
+    first worker's failure (the record in our own subtree); explain and the metrics say why."""
     victim = ids(cluster, VICTIM)[0]
     loss = LedgerId.of(lost["loss"]["ledgerId"])
     await mark(store, victim, [loss.ledger])
+    records = RepairBlocks(store)
+    if cluster.kazoo.exists(records.path(loss)):
+        cluster.kazoo.delete(records.path(loss))  # a fresh count for this test
+    options = RepairOptions(backoff=Backoff(cap_s=3.2))
     async with BookiePool(store.address_resolver(), CONFIG) as pool:
-        worker = RepairWorker(
-            AuditContext(store, pool), RepairLocks(store, "bk-auditor@test"), RepairOptions(backoff=Backoff(cap_s=3.2))
-        )
+        ctx = AuditContext(store, pool)
+        worker = RepairWorker(ctx, RepairLocks(store, "bk-auditor@test"), options)
         first = [r for r in await worker.run_once() if r.ledger_id == loss]
         assert [(r.status, r.reason, r.retry_in_s) for r in first] == [(Status.BLOCKED, "data_loss", 0.1)]
         assert worker.in_backoff(loss)
-        # Within the backoff the ledger is not taken again, however often the loop looks.
-        for _ in range(3):
-            assert loss not in [r.ledger_id for r in await worker.run_once()]
+        # Within the backoff the ledger is not taken again, however often the loop looks, by this worker
+        # or by another one (another process: nothing shared but ZooKeeper).
+        other = RepairWorker(ctx, RepairLocks(store, "bk-auditor@other"), options, metrics=RepairMetrics(cluster="t"))
+        for w in (worker, other, worker):
+            assert loss not in [r.ledger_id for r in await w.run_once()]
         await asyncio.sleep(first[0].retry_in_s or 0.1)
-        again = [r for r in await worker.run_once() if r.ledger_id == loss]
+        again = [r for r in await other.run_once() if r.ledger_id == loss]
         assert [(r.status, r.retry_in_s) for r in again] == [(Status.BLOCKED, 0.2)]  # doubled: 3.2/32*2
+        record = await records.get(loss)
+        assert record is not None and (record.failures, record.holder) == (2, "bk-auditor@other")
+        note = [n for n in (await explain_ledger(ctx, loss)).notes if n.startswith("repair blocked")]
+        assert (
+            len(note) == 1
+            and "(data_loss)" in note[0]
+            and "2 failed attempt(s), the last by bk-auditor@other" in note[0]
+        )
+        await other.pending()
+        value = other.metrics.registry.get_sample_value  # type: ignore[union-attr]
+        assert value("bk_auditor_repair_blocked_total", {"cluster": "t", "reason": "data_loss"}) == 1
+        assert value("bk_auditor_repair_ledgers_total", {"cluster": "t", "outcome": "blocked"}) == 1
+        assert value("bk_auditor_repair_blocked_ledgers", {"cluster": "t", "reason": "data_loss"}) == 1
     assert cluster.kazoo.exists(store.markers.marker(loss)) is not None
 
 
@@ -165,6 +197,7 @@ async def test_the_running_worker_stops_cleanly_on_sigterm(
     """`bk-auditor repair` (no --once) keeps looking until SIGTERM, then exits 0 holding no lock."""
     loss = LedgerId.of(lost["loss"]["ledgerId"])
     env = {k: v for k, v in os.environ.items() if not k.upper().startswith("BKAUDIT_")}
+    env["BKAUDIT_METRICS__BIND"] = f"127.0.0.1:{REPAIR_METRICS_PORT}"
     log_file = tmp_path / "repair.log"
     with log_file.open("w") as err:
         proc = await asyncio.create_subprocess_exec(
@@ -180,6 +213,10 @@ async def test_the_running_worker_stops_cleanly_on_sigterm(
             while "ledger repair blocked" not in log_file.read_text() and time.monotonic() < deadline:
                 assert proc.returncode is None, log_file.read_text()[-3000:]
                 await asyncio.sleep(0.2)
+            # Its metrics are served while it runs, with the cluster label.
+            url = f"http://127.0.0.1:{REPAIR_METRICS_PORT}/metrics"
+            text = await asyncio.to_thread(lambda: urllib.request.urlopen(url, timeout=10).read().decode())
+            assert 'bk_auditor_repair_blocked_total{cluster="' in text and 'reason="data_loss"' in text, text
             proc.send_signal(signal.SIGTERM)
             rc = await asyncio.wait_for(proc.wait(), 30)
         finally:
@@ -190,3 +227,23 @@ async def test_the_running_worker_stops_cleanly_on_sigterm(
     assert rc == 0 and "repair worker stopped" in events, log_file.read_text()[-3000:]
     assert cluster.kazoo.exists(store.markers.lock(loss)) is None
     assert cluster.kazoo.exists(store.markers.marker(loss)) is not None
+
+
+async def test_a_blocked_ledger_made_repairable_is_repaired_and_its_record_deleted(
+    cluster: Cluster, lost: dict[str, dict[str, Any]], store: ZooKeeperMetadataStore
+) -> None:
+    """The lost stripe's real holder named again (as if an operator fixed the metadata): the next attempt
+    repairs it, deletes the shared record and the marker; the Java client reads every entry."""
+    loss = LedgerId.of(lost["loss"]["ledgerId"])
+    records = RepairBlocks(store)
+    assert await records.get(loss) is not None  # blocked by the tests above
+    b2, b4 = ids(cluster, 2, 4)
+    rewrite_ensemble(cluster, loss.ledger, b4, b2)
+    async with BookiePool(store.address_resolver(), CONFIG) as pool:
+        worker = RepairWorker(AuditContext(store, pool), RepairLocks(store, "bk-auditor@test"), RepairOptions())
+        result = await worker.repair(loss)  # taken directly: its backoff is for the loop
+    assert result.status is Status.REPAIRED, result
+    assert await records.get(loss) is None
+    assert cluster.kazoo.exists(store.markers.marker(loss)) is None
+    read = await asyncio.to_thread(cluster.read_ledger, loss.ledger, SIZE)
+    assert (read["read"], read["badContent"]) == (ENTRIES, []), read

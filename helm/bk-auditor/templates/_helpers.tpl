@@ -35,6 +35,25 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/component: {{ .Values.component }}
 {{- end -}}
 
+{{/* The repair workers' pods: the same name and instance, component "repair", so no selector of the
+     auditors' (StatefulSet, Service, PDB, PodMonitor) matches them. */}}
+{{- define "bk-auditor.repairSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "bk-auditor.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: repair
+{{- end -}}
+
+{{- define "bk-auditor.repairLabels" -}}
+{{ include "bk-auditor.repairSelectorLabels" . }}
+app.kubernetes.io/version: {{ .Values.image.tag | default .Chart.AppVersion | quote }}
+app.kubernetes.io/part-of: {{ .Values.partOf }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ include "bk-auditor.chart" . }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
 {{- define "bk-auditor.labels" -}}
 {{ include "bk-auditor.selectorLabels" . }}
 app.kubernetes.io/version: {{ .Values.image.tag | default .Chart.AppVersion | quote }}

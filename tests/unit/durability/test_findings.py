@@ -51,6 +51,7 @@ def test_vocabulary_is_stable() -> None:
         "risky_quorum",
         "metadata_unreadable",
         "overreplicated",
+        "repair_blocked",
     }
     assert set(SEVERITY_OF) == set(Category)
     assert SEVERITY_OF[Category.ENTRY_NO_REPLICA] is Severity.CRITICAL

@@ -1,0 +1,129 @@
+"""Why a marked ledger is not being repaired: one record per blocked ledger, shared by every worker.
+
+Kept under `<ledgersRoot>/bk-auditor/repair/blocked/<qualified name>` (our own subtree, never Java's
+znodes), written by the worker that held the ledger's repair lock, guarded by that lock, and deleted by
+the worker that repairs the ledger. So the backoff of an unrepairable ledger holds for every worker (N
+workers do not retry it N times as often), the count of failures survives a worker's restart, and
+`explain` and the auditor can say why a marked ledger stays marked.
+
+JSON: {"reason", "detail", "failures", "blockedAtMs", "notBeforeMs", "holder"}. Parsing is strict; a
+record that is not one is `CorruptZnodeError` naming the znode (readers skip it, the next write of that
+ledger replaces it).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from posixpath import join
+from typing import Any
+
+from auditor.durability.ids import LedgerId
+
+from .checkstate import MAX_MILLIS, parse_own_json
+from .errors import CorruptZnodeError
+from .interfaces import WriteGuard
+from .zkownstate import OwnZnodes
+
+TEXT_LIMIT = 2000  # characters of reason/detail kept: a record stays small whatever a failure says
+
+
+@dataclass(frozen=True, slots=True)
+class RepairBlock:
+    reason: str  # a BlockReason value or another short name (copy_failed, recheck_not_clean, ...)
+    detail: str
+    failures: int  # consecutive failed attempts, by any worker
+    blocked_at_ms: int
+    not_before_ms: int  # no worker takes the ledger again before this time
+    holder: str  # the worker that made the last attempt
+
+    def to_json(self) -> bytes:
+        return json.dumps(
+            {
+                "reason": self.reason[:TEXT_LIMIT],
+                "detail": self.detail[:TEXT_LIMIT],
+                "failures": self.failures,
+                "blockedAtMs": self.blocked_at_ms,
+                "notBeforeMs": self.not_before_ms,
+                "holder": self.holder[:TEXT_LIMIT],
+            }
+        ).encode()
+
+    @classmethod
+    def parse(cls, data: bytes, path: str) -> RepairBlock:
+        doc = parse_own_json(data, path, "bk-auditor repair record")
+        if not isinstance(doc, dict):
+            raise CorruptZnodeError(path, f"bk-auditor repair record is not a JSON object but {type(doc).__name__}")
+        return cls(
+            _text(doc, "reason", path),
+            _text(doc, "detail", path),
+            _count(doc, "failures", path),
+            _millis(doc, "blockedAtMs", path),
+            _millis(doc, "notBeforeMs", path),
+            _text(doc, "holder", path),
+        )
+
+
+def _text(doc: dict[str, Any], key: str, path: str) -> str:
+    value = doc.get(key)
+    if not isinstance(value, str) or len(value) > TEXT_LIMIT:
+        raise CorruptZnodeError(path, f"bk-auditor repair record: {key} is not a text of at most {TEXT_LIMIT}")
+    return value
+
+
+def _count(doc: dict[str, Any], key: str, path: str) -> int:
+    value = doc.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 2**31 - 1:
+        raise CorruptZnodeError(path, f"bk-auditor repair record: {key} is not a positive count")
+    return value
+
+
+def _millis(doc: dict[str, Any], key: str, path: str) -> int:
+    value = doc.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_MILLIS:
+        raise CorruptZnodeError(path, f"bk-auditor repair record: {key} is not a time in milliseconds")
+    return value
+
+
+class RepairBlocks:
+    """The blocked-ledger records in ZooKeeper."""
+
+    def __init__(self, store: OwnZnodes, base: str | None = None) -> None:
+        self.store = store
+        self.base = (base or join(store.own_subtree, "repair", "blocked")).rstrip("/")
+
+    def path(self, ledger_id: LedgerId) -> str:
+        return join(self.base, ledger_id.qualified_name)
+
+    async def get(self, ledger_id: LedgerId) -> RepairBlock | None:
+        """The record of `ledger_id`, None if there is none; CorruptZnodeError if it is not one."""
+        path = self.path(ledger_id)
+        data = await self.store.read_own(path)
+        return None if data is None else RepairBlock.parse(data, path)
+
+    async def all(self) -> tuple[dict[LedgerId, RepairBlock], list[CorruptZnodeError]]:
+        """Every readable record, and what was wrong with the others (a child that is not a ledger's
+        qualified name, or not a record)."""
+        out: dict[LedgerId, RepairBlock] = {}
+        bad: list[CorruptZnodeError] = []
+        for name in await self.store.own_children(self.base):
+            path = join(self.base, name)
+            try:
+                lid = LedgerId.parse(name)
+            except ValueError:
+                bad.append(CorruptZnodeError(path, "bk-auditor repair record: the name is not a ledger id"))
+                continue
+            try:
+                got = await self.get(lid)
+            except CorruptZnodeError as exc:
+                bad.append(exc)
+                continue
+            if got is not None:
+                out[lid] = got
+        return out, bad
+
+    async def put(self, ledger_id: LedgerId, block: RepairBlock, guard: WriteGuard) -> None:
+        await self.store.put(self.path(ledger_id), block.to_json(), guard)
+
+    async def clear(self, ledger_id: LedgerId, guard: WriteGuard) -> bool:
+        return await self.store.delete_own(self.path(ledger_id), guard)
