@@ -1,0 +1,167 @@
+"""Our repair worker on one cluster with Java's AutoRecovery halves: markers written by a real Java
+Auditor are repaired by ours, and ours and a real Java ReplicationWorker working the same markers at
+the same time each take a ledger only under Java's lock, so every ledger is repaired once, by one of
+them, and the real Java client reads every entry afterwards."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from kazoo.exceptions import NoNodeError
+
+from auditor.bookie import BookieClientConfig, BookiePool
+from auditor.checks.context import AuditContext
+from auditor.durability.ids import LedgerId
+from auditor.metadata.zkrepairlock import RepairLocks
+from auditor.metadata.zkstore import ZooKeeperMetadataStore
+from auditor.repair.worker import RepairOptions, RepairWorker, Status
+from tests.realcluster.checks_util import bookie_lost, marker_leaves, remove_markers
+from tests.realcluster.cluster import Cluster
+from tests.realcluster.metadata_helpers import open_store
+from tests.realcluster.test_repair_worker import mark
+
+pytestmark = pytest.mark.realcluster
+
+SIZE = 100
+ENTRIES = 30
+VICTIM = 5
+HOLDER = "bk-auditor@coexist"
+CONFIG = BookieClientConfig(request_timeout=5.0, connect_timeout=3.0, backoff_initial=0.05, backoff_max=0.5)
+
+
+@pytest.fixture
+async def store(cluster: Cluster) -> AsyncIterator[ZooKeeperMetadataStore]:
+    s = await open_store(cluster.metadata_service_uri)
+    try:
+        yield s
+    finally:
+        await s.close()
+
+
+def _ledgers(cluster: Cluster, n: int) -> list[dict[str, Any]]:
+    b = [cluster.bookie(i).bookie_id for i in (2, 3, VICTIM)]
+    return cluster.create_ledgers(
+        n, ensemble=3, write_quorum=2, ack_quorum=2, entries=ENTRIES, entry_size=SIZE, bookies=b
+    )
+
+
+async def _all_read_back(cluster: Cluster, lids: list[int]) -> None:
+    victim = cluster.bookie(VICTIM).bookie_id
+    for lid in lids:
+        info = await asyncio.to_thread(cluster.ledger_info, lid)
+        (ensemble,) = info["ensembles"].values()
+        assert victim not in ensemble and len(set(ensemble)) == 3, info
+        read = await asyncio.to_thread(cluster.read_ledger, lid, SIZE)
+        assert (read["read"], read["badContent"]) == (ENTRIES, []), read
+    for row in await asyncio.to_thread(cluster.copies, [str(lid) for lid in lids]):
+        assert (row["missing"], row["corrupt"], row["unreadable"]) == ({}, {}, {}), row
+
+
+def _set_delay_zero(cluster: Cluster) -> bool:
+    """lostBookieRecoveryDelay 0 for the Java Auditor; True if we created the znode (to delete it after)."""
+    path = f"{cluster.ledgers_root}/underreplication/lostBookieRecoveryDelay"
+    if cluster.kazoo.exists(path):
+        cluster.kazoo.set(path, b"0")
+        return False
+    cluster.kazoo.create(path, b"0", makepath=True)
+    return True
+
+
+async def test_markers_of_a_real_java_auditor_are_repaired_by_ours(
+    cluster: Cluster, store: ZooKeeperMetadataStore
+) -> None:
+    made = _ledgers(cluster, 4)
+    lids = [r["ledgerId"] for r in made]
+    before = marker_leaves(cluster)
+    created = _set_delay_zero(cluster)
+    auditor = cluster.start_java_auditor(seconds=300)
+    try:
+        with bookie_lost(cluster, VICTIM, made):
+            cluster.wait_unregistered(VICTIM)
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                if all(cluster.kazoo.exists(store.markers.marker(LedgerId.of(lid))) for lid in lids):
+                    break
+                await asyncio.sleep(0.5)
+            auditor.stop()
+            for lid in lids:  # Java's Auditor wrote them: its text, the lost bookie named
+                data, _ = cluster.kazoo.get(store.markers.marker(LedgerId.of(lid)))
+                assert f'replica: "{cluster.bookie(VICTIM).bookie_id}"' in data.decode()
+            async with BookiePool(store.address_resolver(), CONFIG) as pool:
+                worker = RepairWorker(AuditContext(store, pool), RepairLocks(store, HOLDER), RepairOptions())
+                results = [await worker.repair(LedgerId.of(lid)) for lid in lids]
+            assert [r.status for r in results] == [Status.REPAIRED] * len(lids), results
+            # Only the lost bookie's stripe (WQ/E of the entries) was copied for each.
+            assert [r.entries_copied for r in results] == [ENTRIES * 2 // 3] * len(lids)
+            for lid in lids:
+                assert cluster.kazoo.exists(store.markers.marker(LedgerId.of(lid))) is None
+            await _all_read_back(cluster, lids)
+    finally:
+        auditor.stop()
+        remove_markers(cluster, marker_leaves(cluster) - before)
+        if created:
+            try:
+                cluster.kazoo.delete(f"{cluster.ledgers_root}/underreplication/lostBookieRecoveryDelay")
+            except NoNodeError:
+                pass
+
+
+async def test_ours_and_a_real_java_replication_worker_share_the_markers(
+    cluster: Cluster, store: ZooKeeperMetadataStore
+) -> None:
+    made = _ledgers(cluster, 10)
+    lids = [r["ledgerId"] for r in made]
+    before = marker_leaves(cluster)
+    victim = cluster.bookie(VICTIM).bookie_id
+    java = None
+    try:
+        with bookie_lost(cluster, VICTIM, made):
+            cluster.wait_unregistered(VICTIM)
+            await mark(store, victim, lids)
+            java = cluster.start_replication_worker(seconds=300)
+            # Ours starts once Java holds one of these ledgers, so both get work.
+            java_seen: set[int] = set()
+            deadline = time.monotonic() + 90
+            while not java_seen and time.monotonic() < deadline:
+                for lid in lids:
+                    try:
+                        data, _ = cluster.kazoo.get(store.markers.lock(LedgerId.of(lid)))
+                    except NoNodeError:
+                        continue
+                    if HOLDER not in data.decode():
+                        java_seen.add(lid)
+                await asyncio.sleep(0.05)
+            assert java_seen, "Java's worker never took a ledger"
+            ours: dict[int, int] = {}  # ledger -> entries we copied
+            skipped = 0
+            async with BookiePool(store.address_resolver(), CONFIG) as pool:
+                worker = RepairWorker(AuditContext(store, pool), RepairLocks(store, HOLDER), RepairOptions())
+                deadline = time.monotonic() + 240
+                while time.monotonic() < deadline:
+                    left = [lid for lid in lids if cluster.kazoo.exists(store.markers.marker(LedgerId.of(lid)))]
+                    if not left:
+                        break
+                    for lid in left:
+                        r = await worker.repair(LedgerId.of(lid))
+                        if r.status is Status.REPAIRED:
+                            ours[lid] = r.entries_copied
+                        elif r.status is Status.SKIPPED:
+                            skipped += 1  # held by Java's worker (or already done by it)
+                        else:
+                            pytest.fail(f"ledger {lid}: {r}")
+                    await asyncio.sleep(0.2)
+            assert not [lid for lid in lids if cluster.kazoo.exists(store.markers.marker(LedgerId.of(lid)))]
+            by_java = set(lids) - set(ours)
+            # Both worked; the ones Java held were never repaired by us.
+            assert ours and by_java and not (java_seen & set(ours)), (ours, java_seen)
+            assert all(n == ENTRIES * 2 // 3 for n in ours.values()), ours
+            assert not [lid for lid in lids if cluster.kazoo.exists(store.markers.lock(LedgerId.of(lid)))]
+            await _all_read_back(cluster, lids)
+    finally:
+        if java is not None:
+            java.stop()
+        remove_markers(cluster, marker_leaves(cluster) - before)
