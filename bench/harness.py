@@ -32,3 +32,26 @@ def save_results(bench: str, summary: dict[str, Any], runs: list[dict[str, Any]]
     path = folder / f"{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}.json"
     path.write_text(json.dumps({"summary": summary, "runs": runs}, indent=2) + "\n")
     return path
+
+
+class Side:
+    """One side of a comparison: started before each measured run, stopped after it."""
+
+    name = ""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+class JavaProcessSide(Side):
+    """A side that is one Java process of the test harness (started by `start`, stopped by pid)."""
+
+    name = "java"
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.proc: Any = None
+
+    def stop(self) -> None:
+        self.proc.stop()

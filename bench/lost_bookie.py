@@ -33,7 +33,7 @@ from typing import Any
 from kazoo.client import KazooClient
 
 from auditor.metadata.paths import MarkerPaths
-from bench.harness import save_results, second_cluster
+from bench.harness import JavaProcessSide, Side, save_results, second_cluster
 from bench.planted import plant, wait_all
 from tests.realcluster import ports
 from tests.realcluster.cluster import Cluster
@@ -115,21 +115,7 @@ def wait_markers(cluster: Cluster, markers: MarkerPaths, expected: set[int], dea
     raise TimeoutError(f"not every marker was written within {WAIT_SECONDS:.0f}s")
 
 
-class Side:
-    name: str
-
-    def start(self) -> None: ...
-
-    def stop(self) -> None: ...
-
-
-class JavaSide(Side):
-    name = "java"
-
-    def __init__(self, cluster: Cluster) -> None:
-        self.cluster = cluster
-        self.proc: Any = None
-
+class JavaSide(JavaProcessSide):
     def start(self) -> None:
         election = f"{self.cluster.ledgers_root}/underreplication/auditorelection"
         self.proc = self.cluster.start_java_auditor(seconds=3600)
@@ -142,9 +128,6 @@ class JavaSide(Side):
         else:
             raise TimeoutError("the Java Auditor did not vote")
         time.sleep(5)  # it becomes the auditor and sets its bookie watch right after voting
-
-    def stop(self) -> None:
-        self.proc.stop()
 
 
 class OurSide(Side):

@@ -68,8 +68,16 @@ async def _until_stopped(worker: RepairWorker, poll_s: float) -> int:
     return 0
 
 
+def repair_settings(settings: Settings) -> Settings:
+    """The settings the repair role runs with: its bookie clients paced by `repair.requests_per_second`
+    (its own budget), not by the auditor's `bookie_client.requests_per_second`."""
+    paced = settings.bookie_client.model_copy(update={"requests_per_second": settings.repair.requests_per_second})
+    return settings.model_copy(update={"bookie_client": paced})
+
+
 async def main(settings: Settings, *, once: bool, err: TextIO | None = None) -> int:
     err = err or sys.stderr
+    settings = repair_settings(settings)
     try:
         async with audit_context(settings) as (ctx, locations):
             if not isinstance(ctx.store, ZooKeeperMetadataStore):

@@ -294,6 +294,10 @@ class RepairSettings(_Section):
     recovery_password: str = Field("", repr=False)
     recovery_digest_type: Literal["CRC32", "MAC", "CRC32C", "DUMMY"] = "CRC32"
     bytes_per_second: float = Field(0.0, ge=0)  # entry bytes sent per second by one worker; 0 = unlimited
+    # Per bookie, the repair role's reads and adds (its own budget, not bookie_client.requests_per_second,
+    # which paces the auditor's checks); 0 = unlimited, as Java's ReplicationWorker. entries_in_flight
+    # and bytes_per_second bound it as well.
+    requests_per_second: float = Field(0.0, ge=0)
     entries_in_flight: int = Field(8, ge=1)  # per copy: entries between read and acknowledged add
     best_effort_placement: bool = False  # place a replacement even when no bookie meets the policy
     backoff_cap_seconds: float = Field(300.0, gt=0)  # Java's lockReleaseOfFailedLedgerGracePeriod

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import base64
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
+from typing import Any
+
+import pytest
 
 from auditor.durability.model import DigestType, LedgerMetadata, LedgerState
 from auditor.metadata.election import LeaderElection
@@ -20,6 +23,30 @@ JAVA_DIGEST = {
 
 async def open_store(uri: str, **kw) -> ZooKeeperMetadataStore:
     return await ZooKeeperMetadataStore.connect(uri, **kw)
+
+
+@pytest.fixture
+async def store(cluster: Any) -> AsyncIterator[ZooKeeperMetadataStore]:
+    """A store on the session cluster, closed after the test (import it to use it)."""
+    s = await open_store(cluster.metadata_service_uri)
+    try:
+        yield s
+    finally:
+        await s.close()
+
+
+async def mark_lost(store: ZooKeeperMetadataStore, victim: str, ledgers: Iterable[int]) -> None:
+    """Mark `ledgers` under-replicated for the lost bookie `victim` as our auditor marks them (a won
+    election on a test path guards the writes)."""
+    from tests.realcluster import zkwriters
+
+    election = await leader_of(store)
+    try:
+        await zkwriters.ensure_underreplication_layout(store, election.guard)
+        for lid in ledgers:
+            await store.mark_underreplicated(lid, [victim], election.guard)
+    finally:
+        await election.close()
 
 
 async def leader_of(store: ZooKeeperMetadataStore, name: str | None = None) -> LeaderElection:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -21,8 +20,7 @@ from auditor.metadata.zkstore import ZooKeeperMetadataStore
 from auditor.repair.worker import RepairOptions, RepairWorker, Status
 from tests.realcluster.checks_util import bookie_lost, marker_leaves, remove_markers
 from tests.realcluster.cluster import Cluster
-from tests.realcluster.metadata_helpers import open_store
-from tests.realcluster.test_repair_worker import mark
+from tests.realcluster.metadata_helpers import mark_lost, store  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.realcluster
 
@@ -31,15 +29,6 @@ ENTRIES = 30
 VICTIM = 5
 HOLDER = "bk-auditor@coexist"
 CONFIG = BookieClientConfig(request_timeout=5.0, connect_timeout=3.0, backoff_initial=0.05, backoff_max=0.5)
-
-
-@pytest.fixture
-async def store(cluster: Cluster) -> AsyncIterator[ZooKeeperMetadataStore]:
-    s = await open_store(cluster.metadata_service_uri)
-    try:
-        yield s
-    finally:
-        await s.close()
 
 
 def _ledgers(cluster: Cluster, n: int) -> list[dict[str, Any]]:
@@ -59,6 +48,10 @@ async def _all_read_back(cluster: Cluster, lids: list[int]) -> None:
         assert (read["read"], read["badContent"]) == (ENTRIES, []), read
     for row in await asyncio.to_thread(cluster.copies, [str(lid) for lid in lids]):
         assert (row["missing"], row["corrupt"], row["unreadable"]) == ({}, {}, {}), row
+
+
+def _still_marked(cluster: Cluster, store: ZooKeeperMetadataStore, lids: list[int]) -> list[int]:
+    return [lid for lid in lids if cluster.kazoo.exists(store.markers.marker(LedgerId.of(lid)))]
 
 
 def _set_delay_zero(cluster: Cluster) -> bool:
@@ -84,7 +77,7 @@ async def test_markers_of_a_real_java_auditor_are_repaired_by_ours(
             cluster.wait_unregistered(VICTIM)
             deadline = time.monotonic() + 120
             while time.monotonic() < deadline:
-                if all(cluster.kazoo.exists(store.markers.marker(LedgerId.of(lid))) for lid in lids):
+                if len(_still_marked(cluster, store, lids)) == len(lids):
                     break
                 await asyncio.sleep(0.5)
             auditor.stop()
@@ -121,7 +114,7 @@ async def test_ours_and_a_real_java_replication_worker_share_the_markers(
     try:
         with bookie_lost(cluster, VICTIM, made):
             cluster.wait_unregistered(VICTIM)
-            await mark(store, victim, lids)
+            await mark_lost(store, victim, lids)
             java = cluster.start_replication_worker(seconds=300)
             # Ours starts once Java holds one of these ledgers, so both get work.
             java_seen: set[int] = set()
@@ -142,7 +135,7 @@ async def test_ours_and_a_real_java_replication_worker_share_the_markers(
                 worker = RepairWorker(AuditContext(store, pool), RepairLocks(store, HOLDER), RepairOptions())
                 deadline = time.monotonic() + 240
                 while time.monotonic() < deadline:
-                    left = [lid for lid in lids if cluster.kazoo.exists(store.markers.marker(LedgerId.of(lid)))]
+                    left = _still_marked(cluster, store, lids)
                     if not left:
                         break
                     for lid in left:
@@ -154,7 +147,7 @@ async def test_ours_and_a_real_java_replication_worker_share_the_markers(
                         else:
                             pytest.fail(f"ledger {lid}: {r}")
                     await asyncio.sleep(0.2)
-            assert not [lid for lid in lids if cluster.kazoo.exists(store.markers.marker(LedgerId.of(lid)))]
+            assert not _still_marked(cluster, store, lids)
             by_java = set(lids) - set(ours)
             # Both worked; the ones Java held were never repaired by us.
             assert ours and by_java and not (java_seen & set(ours)), (ours, java_seen)

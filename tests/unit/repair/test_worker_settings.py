@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from auditor.checks.build import bookie_config
 from auditor.durability.model import DigestType
 from auditor.durability.repairplan import BookieState
 from auditor.metadata.interfaces import BookieRegistration, NodeStat, Registrations
 from auditor.repair.evidence import BookieStates
-from auditor.repair.run import repair_options
+from auditor.repair.run import repair_options, repair_settings
 from auditor.settings import load_settings
 
 pytestmark = pytest.mark.usefixtures("no_bkaudit_env")
@@ -106,3 +107,18 @@ def test_unreachable_zookeeper_is_one_line_and_exit_2() -> None:
     assert r.returncode == 2 and errors == [
         "error: cannot reach ZooKeeper at 127.0.0.1:1 within 1s (zookeeper.connect_timeout_seconds)"
     ], r.stderr[-2000:]
+
+
+def test_the_repair_role_paces_bookies_with_its_own_budget(tmp_path: Path) -> None:
+    """The auditor's per-bookie request rate (50/s by default) does not throttle the repair role: it has
+    `repair.requests_per_second`, unlimited by default as Java's ReplicationWorker."""
+    conf = tmp_path / "c.yaml"
+    conf.write_text("metadata_service_uri: zk+hierarchical://h:2181/ledgers\n")
+    s = load_settings(conf)
+    assert bookie_config(s).rate_limit == 50.0
+    assert bookie_config(repair_settings(s)).rate_limit is None
+    conf.write_text("metadata_service_uri: zk+hierarchical://h:2181/ledgers\nrepair:\n  requests_per_second: 200\n")
+    paced = repair_settings(load_settings(conf))
+    assert (
+        bookie_config(paced).rate_limit == 200.0 and paced.bookie_client.max_in_flight == s.bookie_client.max_in_flight
+    )
