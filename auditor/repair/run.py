@@ -38,6 +38,7 @@ def repair_options(settings: Settings) -> RepairOptions:
         copy_limits=CopyLimits(max_in_flight=r.entries_in_flight),
         backoff=Backoff(cap_s=r.backoff_cap_seconds),
         newest_first=r.newest_first,
+        ledgers_in_parallel=r.ledgers_in_parallel,
     )
 
 

@@ -10,7 +10,8 @@ segment) ends the attempt as BLOCKED: the lock is released, the marker kept, and
 again before its backoff (`repairplan.Backoff`), so an unrepairable ledger is never retried in a loop.
 
 The loop (`run_once`, `run`): list markers, skip ledgers locked by another worker or in backoff, assess
-and order them worst first (`repairplan.work_order`), repair one at a time, wait while replication is
+and order them worst first (`repairplan.work_order`), repair `ledgers_in_parallel` at a time (each lane
+takes the next of the one ordered list), wait while replication is
 disabled. Cancellation stops it cleanly: a held lock is released on the way out.
 """
 
@@ -24,6 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from auditor.aio.ratelimit import TokenBucket
+from auditor.aio.tasks import gather_all
 from auditor.bookie.client import BookieClientConfig
 from auditor.checks.context import AuditContext
 from auditor.durability import verdicts
@@ -67,6 +69,7 @@ class RepairOptions:
     copy_limits: CopyLimits = field(default_factory=CopyLimits)
     backoff: Backoff = field(default_factory=Backoff)
     newest_first: bool = False
+    ledgers_in_parallel: int = 1  # ledgers repaired at once, each under its own lock
 
 
 @dataclass(frozen=True, slots=True)
@@ -375,12 +378,18 @@ class RepairWorker:
                 log.warning("repair record unreadable: ignored", path=exc.path, problem=exc.problem)
 
     async def run_once(self) -> list[LedgerRepair]:
-        """Repair what is marked now (one ledger at a time, worst first)."""
-        results = []
-        for item in await self.pending():
-            if await self.locks.is_disabled():
-                break
-            results.append(await self.repair(item.ledger_id))
+        """Repair what is marked now, worst first, `ledgers_in_parallel` at a time: each lane takes the
+        next ledger of the one ordered list, so the worst are started first."""
+        results: list[LedgerRepair] = []
+        queue = iter(await self.pending())
+
+        async def lane() -> None:
+            for item in queue:
+                if await self.locks.is_disabled():
+                    return
+                results.append(await self.repair(item.ledger_id))
+
+        await gather_all(lane() for _ in range(max(1, self.options.ledgers_in_parallel)))
         return results
 
     async def run(self, poll_s: float = 10.0) -> None:

@@ -303,6 +303,7 @@ class RepairSettings(_Section):
     backoff_cap_seconds: float = Field(300.0, gt=0)  # Java's lockReleaseOfFailedLedgerGracePeriod
     poll_seconds: float = Field(10.0, gt=0)  # how often the worker looks for new markers
     newest_first: bool = False  # within a severity class, newest ledgers first (retention deletes old ones)
+    ledgers_in_parallel: int = Field(4, ge=1, le=256)  # ledgers one worker repairs at once, each under its lock
 
     @field_validator("recovery_digest_type", mode="before")
     @classmethod
