@@ -606,7 +606,6 @@ def _underreplicated_table(rows: list[Any]) -> None:
             for m in rows
         ),
         title=f"{len(rows)} ledger(s) marked under-replicated",
-        wrap=("lost replicas", "lock", "worst"),
     )
 
 
@@ -678,7 +677,6 @@ def _decommission_table(report: Any) -> None:
             )
             for x in sorted(report.ledgers, key=lambda x: (not x.blockers, x.ledger.ledger))
         ),
-        wrap=("blocking", "reason"),
     )
 
 

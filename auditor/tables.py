@@ -1,18 +1,24 @@
-"""Human output in one shape: rich tables (and lines) on a console as wide as the terminal, and never
-narrower than 120 columns (pipes and CI logs would otherwise wrap every row)."""
+"""Human output in one shape: rich tables (and lines). On a terminal, as wide as the terminal (long cells
+wrap); into a pipe, a file or a CI log, never wrapped: each row is one line, so grepping a ledger id
+finds its bookie and entries (a fixed width wrapped rows once the identifiers alone filled it)."""
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import IO, Any
+
+PIPE_WIDTH = 1000  # columns off a terminal: wider than any row we print
 
 
 def console(out: IO[str] | None = None) -> Any:
     from rich.console import Console
 
     stream = out if out is not None else sys.stdout
-    return Console(file=stream, width=max(120, Console(file=stream).width))
+    isatty = getattr(stream, "isatty", None)
+    if isatty is not None and isatty():
+        return Console(file=stream)
+    return Console(file=stream, width=PIPE_WIDTH)
 
 
 def print_table(
@@ -21,15 +27,12 @@ def print_table(
     *,
     title: str | None = None,
     out: IO[str] | None = None,
-    wrap: Collection[str] = (),
 ) -> None:
-    """Columns named in `wrap` (free text) wrap; every other column is an identifier an operator greps
-    for on the row that names the ledger, so it stays on one line and the free text takes what is left."""
     from rich.table import Table
 
     table = Table(title=title)
     for col in columns:
-        table.add_column(col, overflow="fold", no_wrap=col not in wrap)
+        table.add_column(col, overflow="fold")
     for row in rows:
         table.add_row(*row)
     console(out).print(table)

@@ -133,7 +133,7 @@ def print_table(findings: list[Finding], summary: FindingSummary, runs: list[dic
                 )
             )
         columns = ("severity", "category", "ledger", "bookie", "entries", "detail")
-        table_out(columns, rows, title=f"{len(findings)} finding(s)", out=out, wrap=("detail",))
+        table_out(columns, rows, title=f"{len(findings)} finding(s)", out=out)
     else:
         con.print("no findings: every checked ledger is healthy")
     if info:
@@ -170,7 +170,6 @@ def print_topics(findings: list[Finding], out: TextIO) -> None:
         ),
         title=f"{len(rows)} topic(s) at risk",
         out=out,
-        wrap=("topic", "ledgers"),
     )
 
 

@@ -120,7 +120,10 @@ async def test_repair_once_repairs_what_java_reads_and_blocks_data_loss(
     assert cluster.kazoo.exists(store.markers.marker(loss)) is not None
     assert cluster.kazoo.exists(store.markers.lock(loss)) is None
     # ... reported as a finding (data loss: critical) and recorded for every worker, with its backoff.
-    [finding] = [ln for ln in log_lines(run.stderr) if ln.get("category") == "repair_blocked"]
+    # (--once takes every marked ledger of the session cluster: other modules' may be blocked too.)
+    [finding] = [
+        ln for ln in log_lines(run.stderr) if ln.get("category") == "repair_blocked" and ln["ledgerId"] == loss.ledger
+    ]
     assert finding["event"] == "finding" and finding["severity"] == "critical" and finding["ledgerId"] == loss.ledger
     assert "DATA LOSS" in finding["message"] and finding["detail"]["failures"] == 1
     record = await RepairBlocks(store).get(loss)
@@ -173,7 +176,8 @@ async def test_a_blocked_ledger_is_not_retried_before_its_backoff(
         value = other.metrics.registry.get_sample_value  # type: ignore[union-attr]
         assert value("bk_auditor_repair_blocked_total", {"cluster": "t", "reason": "data_loss"}) == 1
         assert value("bk_auditor_repair_ledgers_total", {"cluster": "t", "outcome": "blocked"}) == 1
-        assert value("bk_auditor_repair_blocked_ledgers", {"cluster": "t", "reason": "data_loss"}) == 1
+        # Every marked ledger with a record counts (other modules' blocked ledgers too, in a full session).
+        assert (value("bk_auditor_repair_blocked_ledgers", {"cluster": "t", "reason": "data_loss"}) or 0) >= 1
     assert cluster.kazoo.exists(store.markers.marker(loss)) is not None
 
 
