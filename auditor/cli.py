@@ -295,6 +295,10 @@ def repair(
     once: Annotated[bool, typer.Option("--once", help="Repair what is marked now, then exit.")] = False,
     log_level: LogLevelOpt = None,
     log_format: LogFormatOpt = None,
+    stop_with_parent: Annotated[
+        bool,
+        typer.Option("--stop-with-parent", hidden=True, help="Stop when stdin closes (a worker the daemon started)."),
+    ] = False,
 ) -> None:
     """Repair under-replicated ledgers (Java's lock protocol, worst first): until interrupted, or --once
     (exit 0 all repaired, 1 some blocked or not taken, 2 errors)."""
@@ -302,7 +306,11 @@ def repair(
     from auditor.repair.run import main as repair_main
 
     try:
-        code = _run_with_loop(functools.partial(repair_main, once=once), settings, loop=settings.event_loop)
+        code = _run_with_loop(
+            functools.partial(repair_main, once=once, stop_with_parent=stop_with_parent),
+            settings,
+            loop=settings.event_loop,
+        )
     except KeyboardInterrupt:
         code = 0  # interrupted: the worker released its lock on the way out
     raise typer.Exit(int(code or 0))

@@ -51,6 +51,7 @@ from .backend import StateBackend
 from .bookie_watch import BookieWatch, LedgerIndex
 from .metrics import AuditorMetrics, RunSummary
 from .operator import OperatorBackend
+from .repair_workers import RepairWorkers
 from .state import DaemonState, TaskState
 from .supervisor import Supervisor
 from .watchdog import ConfirmedGuard, LoopWatchdog
@@ -541,6 +542,7 @@ async def serve(settings: Settings) -> int:
     )
     background.keep("watchdog", watchdog.run)
     background.keep("metrics-sync", lambda: _sync_metrics(metrics, state))
+    RepairWorkers(settings, background).start()  # repair.workers_beside_auditor processes, 0 by default
     await admin.set_health(live=True, ready=False, leader=False)
     log.info(
         "bk-auditor started",
@@ -551,6 +553,7 @@ async def serve(settings: Settings) -> int:
         metrics=settings.metrics.bind if server else None,
         cluster=settings.metrics_cluster,
         election=settings.election_path,
+        repairWorkers=settings.repair.workers_beside_auditor,
     )
     if settings.admin.tls_cert is not None and settings.admin.tls_client_ca is None:
         log.warning(

@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
+import threading
+from collections.abc import Callable
 from typing import TextIO
 
 from auditor.checks.build import audit_context, bookie_config
@@ -42,20 +44,38 @@ def repair_options(settings: Settings) -> RepairOptions:
     )
 
 
-async def _until_stopped(worker: RepairWorker, poll_s: float) -> int:
-    """Run the loop until SIGTERM (Kubernetes stopping the pod) or SIGINT: both cancel it, and the
-    worker releases a held lock on the way out, so another worker can take the ledger at once instead
-    of after our ZooKeeper session expires."""
+def _on_end_of_stdin(loop: asyncio.AbstractEventLoop, stop: Callable[[], None]) -> None:
+    """Call `stop` in the loop once stdin reaches end of file: started by the daemon
+    (`repair.workers_beside_auditor`), stdin is its pipe, closed when it dies however it dies."""
+
+    def watch() -> None:
+        try:
+            while sys.stdin.buffer.read(4096):
+                pass
+        except (OSError, ValueError):
+            pass  # closed or unreadable: the parent is gone just the same
+        loop.call_soon_threadsafe(stop)
+
+    threading.Thread(target=watch, name="stop-with-parent", daemon=True).start()
+
+
+async def _until_stopped(worker: RepairWorker, poll_s: float, *, stop_with_parent: bool = False) -> int:
+    """Run the loop until SIGTERM (Kubernetes stopping the pod), SIGINT or, with `stop_with_parent`, the
+    end of stdin: each cancels it, and the worker releases a held lock on the way out, so another worker
+    can take the ledger at once instead of after our ZooKeeper session expires."""
     task = asyncio.current_task()
     assert task is not None
     loop = asyncio.get_running_loop()
     terminated = asyncio.Event()
 
     def on_sigterm() -> None:
-        terminated.set()
-        task.cancel()
+        if not terminated.is_set():
+            terminated.set()
+            task.cancel()
 
     loop.add_signal_handler(signal.SIGTERM, on_sigterm)
+    if stop_with_parent:
+        _on_end_of_stdin(loop, on_sigterm)
     log.info("repair worker started", holder=worker.locks.holder)
     try:
         await worker.run(poll_s)
@@ -76,7 +96,7 @@ def repair_settings(settings: Settings) -> Settings:
     return settings.model_copy(update={"bookie_client": paced})
 
 
-async def main(settings: Settings, *, once: bool, err: TextIO | None = None) -> int:
+async def main(settings: Settings, *, once: bool, stop_with_parent: bool = False, err: TextIO | None = None) -> int:
     err = err or sys.stderr
     settings = repair_settings(settings)
     try:
@@ -99,7 +119,7 @@ async def main(settings: Settings, *, once: bool, err: TextIO | None = None) -> 
                 if server is not None:
                     log.info("repair metrics served", metrics=settings.metrics.bind)
                 try:
-                    return await _until_stopped(worker, settings.repair.poll_seconds)
+                    return await _until_stopped(worker, settings.repair.poll_seconds, stop_with_parent=stop_with_parent)
                 finally:
                     if server is not None:
                         server.close()

@@ -22,7 +22,7 @@ from auditor.durability.placement import PolicyKind
 from auditor.errors import ConfigError
 from auditor.tlsfiles import TlsFiles
 
-from .values import DEFAULT_ADMIN_ADDRESS, TimeWindow, checked_bind, split_list
+from .values import DEFAULT_ADMIN_ADDRESS, TimeWindow, checked_bind, optional_bind, split_list
 
 if TYPE_CHECKING:
     from auditor.metadata.location import MetadataLocation
@@ -272,10 +272,7 @@ class AdminSettings(_Section):
     _check_bind = field_validator("bind")(checked_bind)
     _split = field_validator("authorized_clients", mode="before")(split_list)
 
-    @field_validator("probe_bind")
-    @classmethod
-    def _check_probe_bind(cls, v: str | None) -> str | None:
-        return None if v is None or not v.strip() else checked_bind(v)
+    _check_probe_bind = field_validator("probe_bind")(optional_bind)
 
     @field_validator("authorized_clients")
     @classmethod
@@ -287,7 +284,8 @@ class AdminSettings(_Section):
 
 
 class RepairSettings(_Section):
-    """The repair role (`bk-auditor repair`); the daemon never runs it."""
+    """The repair role (`bk-auditor repair`); the daemon runs it only as child processes of its own
+    (`workers_beside_auditor`), so the write path never enters the auditor's process."""
 
     # For ledgers whose metadata stores no password (written before BookKeeper 4.2): Java's
     # bookieRecoveryPasswd / bookieRecoveryDigestType, as its administrative open uses them.
@@ -304,6 +302,13 @@ class RepairSettings(_Section):
     poll_seconds: float = Field(10.0, gt=0)  # how often the worker looks for new markers
     newest_first: bool = False  # within a severity class, newest ledgers first (retention deletes old ones)
     ledgers_in_parallel: int = Field(4, ge=1, le=256)  # ledgers one worker repairs at once, each under its lock
+    # `bk-auditor run` starts this many `bk-auditor repair` processes beside the auditor (same settings),
+    # restarts one that exits and stops them with itself; 0: none (run the role apart, or Java's).
+    workers_beside_auditor: int = Field(0, ge=0, le=16)
+    # Where those workers serve their metrics: worker i on this host at port + i; None: not served.
+    worker_metrics_bind: str | None = None
+
+    _check_worker_bind = field_validator("worker_metrics_bind")(optional_bind)
 
     @field_validator("recovery_digest_type", mode="before")
     @classmethod

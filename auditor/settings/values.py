@@ -55,6 +55,11 @@ def checked_bind(value: str) -> str:
     return value.strip()
 
 
+def optional_bind(value: str | None) -> str | None:
+    """An optional bind address setting: unset or blank is None, anything else as `checked_bind`."""
+    return None if value is None or not value.strip() else checked_bind(value)
+
+
 @dataclass(frozen=True, slots=True)
 class TimeWindow:
     """A daily time-of-day window [start, end); end < start crosses midnight; start == end is all day."""

@@ -58,3 +58,4 @@ SPARK_MASTER_UI_PORT = HTTP_BASE + 351
 SPARK_WORKER_PORTS = (HTTP_BASE + 352, HTTP_BASE + 354)
 
 REPAIR_METRICS_PORT = HTTP_BASE + 360  # `bk-auditor repair`'s own metrics endpoint in its tests
+REPAIR_WORKER_METRICS_PORT = HTTP_BASE + 362  # worker 0 of `repair.workers_beside_auditor` (worker i: + i)

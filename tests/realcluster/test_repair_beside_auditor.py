@@ -1,0 +1,138 @@
+"""`repair.workers_beside_auditor`: `bk-auditor run` starts a repair worker process beside the auditor,
+against real BookKeeper 4.17.3. A bookie is lost; the daemon's auditor marks its ledgers, the daemon's
+worker repairs them, and the Java client reads every entry. The worker is a child process of the daemon
+(the write path never enters the daemon's process), serves its own metrics, is started again when it
+dies, and stops with the daemon: on SIGTERM, and on the daemon's SIGKILL too (its stdin pipe closes)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from auditor.durability.ids import LedgerId
+from tests.realcluster.checks_util import bookie_lost
+from tests.realcluster.cluster import Cluster
+from tests.realcluster.daemon_util import Daemon
+from tests.realcluster.ports import REPAIR_WORKER_METRICS_PORT
+from tests.realcluster.test_daemon import daemons, markers_for, start  # noqa: F401 (fixture)
+
+pytestmark = pytest.mark.realcluster
+
+SIZE = 100
+ENTRIES = 30
+VICTIM = 5
+
+
+def alive(pid: int) -> bool:
+    """The process exists and is not a zombie (a worker whose daemon died is reaped by init later)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return False
+    return state != "Z"
+
+
+def parent_of(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def worker_starts(d: Daemon) -> list[dict[str, Any]]:
+    return [ln for ln in d.logs() if ln.get("event") == "repair worker started" and "worker" in ln]
+
+
+def worker_samples() -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    url = f"http://127.0.0.1:{REPAIR_WORKER_METRICS_PORT}/metrics"
+    text = urllib.request.urlopen(url, timeout=5).read().decode()
+    return {
+        (s.name, tuple(sorted((k, v) for k, v in s.labels.items() if k != "cluster"))): float(s.value)
+        for fam in text_string_to_metric_families(text)
+        for s in fam.samples
+    }
+
+
+def wait_for(predicate: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"{what}: not within {timeout}s")
+
+
+def test_the_daemons_worker_repairs_what_its_auditor_marks_and_stops_with_it(
+    cluster: Cluster, daemons: list[Daemon], tmp_path: Path
+) -> None:
+    victim = cluster.bookie(VICTIM).bookie_id
+    others = [b for b in cluster.sorted_bookie_ids if b != victim]
+    made = [
+        cluster.create_ledger(
+            ensemble=3, write_quorum=wq, ack_quorum=2, entries=ENTRIES, entry_size=SIZE, bookies=[*others[:2], victim]
+        )
+        for wq in (3, 2)
+    ]
+    lids = [r["ledgerId"] for r in made]
+    cluster.kazoo.create(f"{cluster.ledgers_root}/underreplication/lostBookieRecoveryDelay", b"0", makepath=True)
+    settings = {
+        "repair": {
+            "workers_beside_auditor": 1,
+            "poll_seconds": 1,
+            "worker_metrics_bind": f"127.0.0.1:{REPAIR_WORKER_METRICS_PORT}",
+        }
+    }
+    a = start(daemons, cluster, tmp_path, "auditor-a", **settings)
+    a.wait(a.is_leader, 30, "leadership")
+    a.wait(lambda: any(ln.get("event") == "ledger index built" for ln in a.logs()), 60, "index")
+    a.wait(lambda: len(worker_starts(a)) == 1, 30, "the repair worker started")
+    [first] = worker_starts(a)
+    pid = first["pid"]
+    assert alive(pid) and parent_of(pid) == a.pid  # a process of its own, the daemon's child
+    assert first["holder"] == "bk-auditor@auditor-a-repair-0"
+
+    with bookie_lost(cluster, VICTIM, made):
+        cluster.wait_unregistered(VICTIM, timeout=30)
+        # The auditor marks (delay 0), the worker repairs and deletes the markers.
+        a.wait(lambda: markers_for(cluster, lids) == {}, 120, "markers written and then cleared by the worker")
+        repaired = {ln["ledgerId"] for ln in a.logs() if ln.get("event") == "ledger repaired"}
+        assert {str(LedgerId.of(lid)) for lid in lids} <= repaired, repaired
+        marked = [ln for ln in a.logs() if ln.get("event") == "lost bookie's ledgers marked under-replicated"]
+        assert marked and marked[0]["bookieId"] == victim, a.tail()
+        for r in made:
+            info = cluster.ledger_info(r["ledgerId"])
+            assert all(victim not in ens for ens in info["ensembles"].values()), info
+            read = cluster.read_ledger(r["ledgerId"], SIZE)
+            assert (read["read"], read["badContent"]) == (ENTRIES, []), read
+        samples = worker_samples()
+        done = sum(
+            v
+            for (name, labels), v in samples.items()
+            if name == "bk_auditor_repair_ledgers_total" and ("outcome", "repaired") in labels
+        )
+        assert done >= len(lids), samples
+
+        # A worker that dies is started again by the daemon (a new process), and counted as a restart.
+        os.kill(pid, signal.SIGKILL)
+        a.wait(lambda: len(worker_starts(a)) == 2, 30, "the repair worker started again")
+        second = worker_starts(a)[1]["pid"]
+        assert second != pid and alive(second) and parent_of(second) == a.pid
+        assert (a.metric("bk_auditor_task_restarts_total", task="repair-worker-0") or 0) >= 1
+
+        # SIGTERM: the daemon stops its worker (which releases its locks) and exits 0.
+        rc, _ = a.stop()
+        assert rc == 0, a.tail()
+        wait_for(lambda: not alive(second), 10, f"worker {second} stopped with the daemon")
+
+        # SIGKILL: nothing stops the worker but the end of its stdin (the daemon's pipe).
+        b = start(daemons, cluster, tmp_path, "auditor-b", **settings)
+        b.wait(lambda: len(worker_starts(b)) == 1, 60, "the repair worker of the second daemon started")
+        orphan = worker_starts(b)[0]["pid"]
+        assert alive(orphan)
+        b.kill()
+        wait_for(lambda: not alive(orphan), 15, f"worker {orphan} stopped after its daemon was killed")
+        assert any(ln.get("event") == "repair worker stopped" for ln in b.logs()), b.tail()
