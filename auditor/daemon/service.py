@@ -31,6 +31,7 @@ from auditor.checks.runner import CheckRun, LedgerCheck, Progress
 from auditor.durability.findings import Category, Finding
 from auditor.durability.ids import LedgerId
 from auditor.durability.model import LedgerMetadata
+from auditor.durability.repairblocked import blocked_finding
 from auditor.logging import get_logger, log_new_finding
 from auditor.metadata.checkstate import CheckState, CheckStateStore
 from auditor.metadata.election import LeaderElection
@@ -44,6 +45,7 @@ from auditor.metadata.errors import (
     UnsupportedLayoutError,
 )
 from auditor.metadata.interfaces import WriteGuard
+from auditor.metadata.repairstate import RepairBlocks
 from auditor.metadata.zkstore import ZooKeeperMetadataStore
 from auditor.settings import Settings
 
@@ -84,6 +86,7 @@ class Auditor:
         self.bookie_watch: BookieWatch | None = None
         self.checkstate: CheckStateStore | None = None
         self.tasks: Supervisor | None = None  # the leader's tasks (None while standing by)
+        self.repair_blocks: RepairBlocks | None = None  # the repair role's records, read by the leader
         self._triggers: dict[str, asyncio.Event] = {n: asyncio.Event() for n in CHECK_CLASSES}
         self._runs: dict[str, CheckRun] = {}
         self._ready = asyncio.Event()
@@ -306,14 +309,35 @@ class Auditor:
         while True:
             n, oldest, past = 0, None, 0
             now = time.time() * 1000
+            marked: set[LedgerId] = set()
             async for m in self.ctx.store.list_markers():
                 n += 1
+                marked.add(m.ledger_id)
                 if m.ctime > 0:
                     age = (now - m.ctime) / 1000
                     oldest = age if oldest is None else max(oldest, age)
                     past += 1 if grace > 0 and age > grace else 0
             self.metrics.set_under_replication(n, oldest, past)
-            await asyncio.sleep(60)
+            await self._report_repair_blocked(marked, now)
+            await asyncio.sleep(self.settings.under_replication.poll_seconds)
+
+    async def _report_repair_blocked(self, marked: set[LedgerId], now_ms: float) -> None:
+        """The repair role's blocked records (any worker's, ours or another process's) as `repair_blocked`
+        findings of the leader, so operators see, count and alert on them where they see everything else;
+        only for ledgers still marked (a record outlives its marker only until the next repair)."""
+        seen: set[Any] = set()
+        if self.repair_blocks is None or self.repair_blocks.store is not self.zk:
+            self.repair_blocks = RepairBlocks(self.zk)
+        records = await self.repair_blocks.readable()
+        for lid, block in sorted(records.items()):
+            if lid in marked:
+                retry = max(0.0, (block.not_before_ms - now_ms) / 1000)
+                self.report(UNDERREPLICATION, blocked_finding(lid, block, round(retry, 1)), seen)
+        for rec in self.state.findings.resolve_absent(
+            UNDERREPLICATION, seen, categories={Category.REPAIR_BLOCKED.value}
+        ):
+            self.metrics.finding_resolved(rec.category)
+            self.metrics.sync_findings(self.state.findings)
 
     async def _watch_bookies(self) -> None:
         """The bookie watch, fresh at each (re)start: nothing half-done is carried over from a failure."""

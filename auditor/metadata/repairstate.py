@@ -14,6 +14,7 @@ ledger replaces it).
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from posixpath import join
 from typing import Any
@@ -24,6 +25,8 @@ from .checkstate import MAX_MILLIS, parse_own_json
 from .errors import CorruptZnodeError
 from .interfaces import WriteGuard
 from .zkownstate import OwnZnodes
+
+log = logging.getLogger(__name__)
 
 TEXT_LIMIT = 2000  # characters of reason/detail kept: a record stays small whatever a failure says
 
@@ -91,6 +94,7 @@ class RepairBlocks:
     def __init__(self, store: OwnZnodes, base: str | None = None) -> None:
         self.store = store
         self.base = (base or join(store.own_subtree, "repair", "blocked")).rstrip("/")
+        self._logged: set[str] = set()  # unreadable records already logged by `readable`
 
     def path(self, ledger_id: LedgerId) -> str:
         return join(self.base, ledger_id.qualified_name)
@@ -127,3 +131,13 @@ class RepairBlocks:
 
     async def clear(self, ledger_id: LedgerId, guard: WriteGuard) -> bool:
         return await self.store.delete_own(self.path(ledger_id), guard)
+
+    async def readable(self) -> dict[LedgerId, RepairBlock]:
+        """`all()`'s readable records; each unreadable one is logged once (per instance), not at every
+        look, and ignored: the next block of that ledger replaces it."""
+        records, bad = await self.all()
+        for exc in bad:
+            if exc.path not in self._logged:
+                self._logged.add(exc.path)
+                log.warning("repair record unreadable: ignored: %s", exc)
+        return records

@@ -29,11 +29,11 @@ from auditor.aio.tasks import gather_all
 from auditor.bookie.client import BookieClientConfig
 from auditor.checks.context import AuditContext
 from auditor.durability import verdicts
-from auditor.durability.findings import Category, Finding, Method, Severity
 from auditor.durability.ids import LedgerId
 from auditor.durability.model import DigestType, LedgerMetadata
 from auditor.durability.placement import PlacementPolicy, PolicyKind
 from auditor.durability.repackage import ledger_credentials
+from auditor.durability.repairblocked import blocked_finding
 from auditor.durability.repairplan import Action, ActionKind, Backoff, BlockReason, WorkClass, WorkItem, work_order
 from auditor.durability.replacement import Choice, choose_replacement
 from auditor.errors import AuditorError
@@ -130,7 +130,6 @@ class RepairWorker:
         # Every worker's blocked records (shared backoff), as last listed by `pending`.
         self.blocks = RepairBlocks(locks.store)
         self._shared: dict[LedgerId, RepairBlock] = {}
-        self._bad_records: set[str] = set()  # corrupt records already logged
 
     # ------------------------------------------------------------------ backoff
     def in_backoff(self, ledger_id: LedgerId, now_ms: int | None = None) -> bool:
@@ -369,13 +368,8 @@ class RepairWorker:
         return ordered
 
     async def _refresh_shared(self) -> None:
-        """Every worker's blocked records; a corrupt one is logged once and ignored (our next block of that
-        ledger replaces it)."""
-        self._shared, bad = await self.blocks.all()
-        for exc in bad:
-            if exc.path not in self._bad_records:
-                self._bad_records.add(exc.path)
-                log.warning("repair record unreadable: ignored", path=exc.path, problem=exc.problem)
+        """Every worker's blocked records (a corrupt one logged once and ignored)."""
+        self._shared = await self.blocks.readable()
 
     async def run_once(self) -> list[LedgerRepair]:
         """Repair what is marked now, worst first, `ledgers_in_parallel` at a time: each lane takes the
@@ -403,27 +397,6 @@ class RepairWorker:
 def _worst() -> WorkClass:
     """The class of a ledger that could not be assessed: first, so that repair() says why."""
     return WorkClass.NO_LIVE_COPY
-
-
-def blocked_finding(ledger_id: LedgerId, block: RepairBlock, retry_s: float) -> Finding:
-    """`repair_blocked`: why, how often, and when the next attempt may come; critical for data loss."""
-    loss = block.reason == BlockReason.DATA_LOSS.value
-    return Finding.of(
-        Category.REPAIR_BLOCKED,
-        f"ledger {ledger_id}: repair blocked ({'DATA LOSS' if loss else block.reason}): {block.detail}; "
-        f"{block.failures} failed attempt(s), next in {retry_s:g} s",
-        ledger=ledger_id,
-        severity=Severity.CRITICAL if loss else None,
-        method=Method.REPAIR,
-        confirmed=True,
-        detail={
-            "reason": block.reason,
-            "detail": block.detail,
-            "failures": block.failures,
-            "retryInSeconds": retry_s,
-            "holder": block.holder,
-        },
-    )
 
 
 def recheck_problem(a: Assessment) -> str | None:

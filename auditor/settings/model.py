@@ -175,6 +175,8 @@ class LedgerCheckSettings(_Section):
 
 class UnderReplicationSettings(_Section):
     grace_seconds: float = Field(14400.0, ge=0)  # 0 = never report "under-replicated too long"
+    # How often the leader lists the markers (the gauges) and the repair role's blocked records.
+    poll_seconds: float = Field(60.0, gt=0)
 
 
 class PlacementSettings(_Section):

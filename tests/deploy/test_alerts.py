@@ -29,6 +29,7 @@ REQUIRED_ALERTS = {
     "BkAuditorRecheckQueueGrowing",
     "BkAuditorDigestMismatch",
     "BkAuditorTaskFailing",
+    "BkAuditorRepairBlocked",
 }
 
 
@@ -148,6 +149,7 @@ def test_promtool_unit_tests(tmp_path: Path) -> None:
 
     no_replica = _rule(rules, "BkAuditorEntryNoReplica")
     below_wq = _rule(rules, "BkAuditorEntryBelowWriteQuorum")
+    repair_blocked = _rule(rules, "BkAuditorRepairBlocked")
     no_leader = _rule(rules, "BkAuditorNoLeader")
     stale = _rule(rules, "BkAuditorCheckStale", "scrutiny")
     never = _rule(rules, "BkAuditorCheckNeverSucceeded", "open")
@@ -172,6 +174,10 @@ def test_promtool_unit_tests(tmp_path: Path) -> None:
                     "series": f'bk_auditor_ledgers_with_findings{{{leader}, category="entry_below_write_quorum"}}',
                     "values": "0 2x89",
                 },
+                {
+                    "series": f'bk_auditor_ledgers_with_findings{{{leader}, category="repair_blocked"}}',
+                    "values": "0 0 1x88",
+                },
             ],
             "alert_rule_test": [
                 {"eval_time": "2m", "alertname": "BkAuditorEntryNoReplica", "exp_alerts": []},
@@ -179,6 +185,13 @@ def test_promtool_unit_tests(tmp_path: Path) -> None:
                     "eval_time": "4m",
                     "alertname": "BkAuditorEntryNoReplica",
                     "exp_alerts": [alert(no_replica, crit, "3")],
+                },
+                # a blocked repair warns after 5 minutes
+                {"eval_time": "6m", "alertname": "BkAuditorRepairBlocked", "exp_alerts": []},
+                {
+                    "eval_time": "8m",
+                    "alertname": "BkAuditorRepairBlocked",
+                    "exp_alerts": [alert(repair_blocked, warn, "1")],
                 },
                 # below write quorum must last an hour
                 {"eval_time": "50m", "alertname": "BkAuditorEntryBelowWriteQuorum", "exp_alerts": []},

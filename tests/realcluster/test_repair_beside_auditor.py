@@ -6,6 +6,7 @@ dies, and stops with the daemon: on SIGTERM, and on the daemon's SIGKILL too (it
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -17,7 +18,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from auditor.durability.ids import LedgerId
-from tests.realcluster.checks_util import bookie_lost
+from tests.realcluster.checks_util import bookie_lost, rewrite_ensemble
 from tests.realcluster.cluster import Cluster
 from tests.realcluster.daemon_util import Daemon
 from tests.realcluster.ports import REPAIR_WORKER_METRICS_PORT
@@ -136,3 +137,52 @@ def test_the_daemons_worker_repairs_what_its_auditor_marks_and_stops_with_it(
         b.kill()
         wait_for(lambda: not alive(orphan), 15, f"worker {orphan} stopped after its daemon was killed")
         assert any(ln.get("event") == "repair worker stopped" for ln in b.logs()), b.tail()
+
+
+def test_the_leader_reports_a_blocked_repair_and_resolves_it_once_repaired(
+    cluster: Cluster, daemons: list[Daemon], tmp_path: Path
+) -> None:
+    victim = cluster.bookie(VICTIM).bookie_id
+    others = [b for b in cluster.sorted_bookie_ids if b != victim]
+    r = cluster.create_ledger(
+        ensemble=3, write_quorum=2, ack_quorum=2, entries=ENTRIES, entry_size=SIZE, bookies=[*others[:2], victim]
+    )
+    lid = r["ledgerId"]
+    # Index 1 now names a bookie that never held the ledger: once the victim (index 2) is gone, the
+    # entries striped to indexes {1, 2} have no copy anywhere.
+    rewrite_ensemble(cluster, lid, others[1], others[2])
+    cluster.kazoo.create(f"{cluster.ledgers_root}/underreplication/lostBookieRecoveryDelay", b"0", makepath=True)
+    a = start(
+        daemons,
+        cluster,
+        tmp_path,
+        "auditor-a",
+        repair={"workers_beside_auditor": 1, "poll_seconds": 1, "backoff_cap_seconds": 64},  # first backoff 2 s
+        under_replication={"poll_seconds": 1},
+    )
+    a.wait(a.is_leader, 30, "leadership")
+    a.wait(lambda: any(ln.get("event") == "ledger index built" for ln in a.logs()), 60, "index")
+
+    def blocked(**kw: Any) -> list[Any]:
+        return [f for f in a.findings(category="repair_blocked", **kw).findings if f.ledger_id == str(lid)]
+
+    with bookie_lost(cluster, VICTIM, [r]):
+        cluster.wait_unregistered(VICTIM, timeout=30)
+        # The worker (a process apart) blocks it; the leader reads the record and reports it.
+        a.wait(lambda: blocked(), 60, "repair_blocked reported by the leader")
+        [f] = blocked()
+        assert (f.severity, f.check, f.confirmed) == ("critical", "underreplication", True), f
+        assert "DATA LOSS" in f.message, f.message
+        detail = json.loads(f.fields_json)["detail"]
+        assert detail["reason"] == "data_loss" and detail["holder"] == "bk-auditor@auditor-a-repair-0", detail
+        assert a.metric("bk_auditor_findings", category="repair_blocked") == 1
+        # The stripe's holder named again: the worker repairs it after its backoff, deletes its record
+        # and the marker; the leader resolves the finding.
+        rewrite_ensemble(cluster, lid, others[2], others[1])
+        a.wait(lambda: markers_for(cluster, [lid]) == {}, 90, "the ledger repaired and its marker deleted")
+        a.wait(lambda: not blocked(), 30, "the repair_blocked finding resolved")
+        [done] = blocked(include_resolved=True)
+        assert done.HasField("resolved_at"), done
+        assert a.metric("bk_auditor_findings", category="repair_blocked") == 0
+        read = cluster.read_ledger(lid, SIZE)
+        assert (read["read"], read["badContent"]) == (ENTRIES, []), read

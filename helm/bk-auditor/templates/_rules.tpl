@@ -131,6 +131,22 @@ two releases auditing the same cluster.
       Auto-recovery is stuck or off: check the replication workers' logs and that
       `<ledgersRoot>/underreplication/disable` does not exist; look for ledgers that cannot be
       re-replicated (no source copy, no eligible bookie for the placement policy).
+- alert: BkAuditorRepairBlocked
+  expr: {{ include "bk-auditor.leaderMax" (list . "bk_auditor_ledgers_with_findings" `category="repair_blocked"`) }} > 0
+  for: {{ $t.underReplicatedFor }}
+  labels:
+    severity: warning
+  annotations:
+    summary: Marked ledgers that bk-auditor's repair workers cannot repair
+    description: >-
+      {{ $value }} under-replicated ledger(s){{ $inNs }} are blocked: a repair worker tried and gave
+      up for now (no source copy, no eligible bookie, a bookie that does not answer, ...), and no worker
+      takes them again before their backoff ends.
+    runbook: >-
+      `bk-auditor findings --category repair_blocked` gives each ledger's reason; `bk-auditor explain
+      <ledger>` shows the record (failures, last worker, next attempt). data_loss: see
+      BkAuditorEntryNoReplica; no_eligible_bookie: add writable bookies that satisfy the placement policy
+      (or allow repair.best_effort_placement); wait_unknown: bring back the bookie that does not answer.
 - alert: BkAuditorBookieUnreachable
   expr: {{ include "bk-auditor.leaderMax" (list . "bk_auditor_ledgers_with_findings" `category="bookie_unreachable"`) }} > 0
   for: {{ $t.bookieUnreachableFor }}

@@ -11,10 +11,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from auditor.durability.findings import Category, Severity
 from auditor.durability.ids import LedgerId
+from auditor.durability.repairblocked import blocked_finding
 from auditor.durability.repairplan import WorkClass, WorkItem
 from auditor.metadata.repairstate import RepairBlock
 from auditor.repair.metrics import RepairMetrics
-from auditor.repair.worker import blocked_finding
 
 DOCS = Path(__file__).resolve().parents[3] / "docs" / "metrics.md"
 
