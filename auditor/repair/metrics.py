@@ -47,6 +47,13 @@ class RepairMetrics:
         self.blocked_now = Gauge(
             p + "blocked_ledgers", "Ledgers with a repair_blocked record, by reason", ["reason"], registry=r
         )
+        self.corrupt_copies = Counter(
+            p + "corrupt_copies",
+            "Corrupt copies the copies met, by what became of them (healed, re-added but not served yet, "
+            "not healed: the bookie is not a writable member)",
+            ["outcome"],
+            registry=r,
+        )
         for c in WorkClass:
             self.queue.labels(c.name.lower())
 
@@ -57,6 +64,9 @@ class RepairMetrics:
         self.entries_copied.inc(entries)
         self.bytes_copied.inc(nbytes)
         self.ledger_seconds.observe(seconds)
+
+    def corrupt(self, outcome: str, copies: int) -> None:
+        self.corrupt_copies.labels(outcome).inc(copies)
 
     def set_queue(self, items: Iterable[WorkItem]) -> None:
         by_class = Tally(i.work_class for i in items)

@@ -41,6 +41,7 @@ def repair_options(settings: Settings) -> RepairOptions:
         backoff=Backoff(cap_s=r.backoff_cap_seconds),
         newest_first=r.newest_first,
         ledgers_in_parallel=r.ledgers_in_parallel,
+        heal_verify_s=r.heal_verify_seconds,
     )
 
 

@@ -29,13 +29,16 @@ from auditor.aio.tasks import gather_all
 from auditor.bookie.client import BookieClientConfig
 from auditor.checks.context import AuditContext
 from auditor.durability import verdicts
+from auditor.durability.entry import Verdict, verify_entry
 from auditor.durability.ids import LedgerId
 from auditor.durability.model import DigestType, LedgerMetadata
 from auditor.durability.placement import PlacementPolicy, PolicyKind
+from auditor.durability.ranges import RangeSet
 from auditor.durability.repackage import ledger_credentials
 from auditor.durability.repairblocked import blocked_finding
 from auditor.durability.repairplan import Action, ActionKind, Backoff, BlockReason, WorkClass, WorkItem, work_order
 from auditor.durability.replacement import Choice, choose_replacement
+from auditor.durability.schedule import StripedSet
 from auditor.errors import AuditorError
 from auditor.logging import get_logger, log_new_finding
 from auditor.metadata.errors import CorruptZnodeError, NoSuchLedgerError
@@ -44,7 +47,7 @@ from auditor.metadata.repairstate import RepairBlock, RepairBlocks
 from auditor.metadata.zkensemble import UpdateOutcome, replace_member
 from auditor.metadata.zkrepairlock import RepairLocks, ZkHeldLock
 
-from .copy import CopyLimits, CopyResult, CopyTask, FailureKind, copy_entries
+from .copy import CopyLimits, CopyResult, CopyTask, CorruptReplica, FailureKind, copy_entries
 from .evidence import Assessment, BookieStates, assess
 from .gate import RecoveryAddPermit
 from .metrics import RepairMetrics
@@ -70,6 +73,7 @@ class RepairOptions:
     backoff: Backoff = field(default_factory=Backoff)
     newest_first: bool = False
     ledgers_in_parallel: int = 1  # ledgers repaired at once, each under its own lock
+    heal_verify_s: float = 5.0  # how long to read a healed copy back until it verifies
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +85,7 @@ class LedgerRepair:
     reason: str = ""  # BLOCKED / SKIPPED: a BlockReason value or another short name
     detail: str = ""
     segments: int = 0  # segments changed or re-filled
-    entries_copied: int = 0
+    entries_copied: int = 0  # including the healed ones
     bytes_copied: int = 0
     duration_s: float = 0.0
     retry_in_s: float | None = None
@@ -101,6 +105,8 @@ class _Tally:
     segments: set[int] = field(default_factory=set)
     entries: int = 0
     bytes: int = 0
+    corrupt: list[tuple[int, CorruptReplica]] = field(default_factory=list)  # (segment, replica) seen by copies
+    healed: int = 0  # corrupt copies replaced by verified ones and read back verified
 
 
 class RepairWorker:
@@ -252,6 +258,7 @@ class RepairWorker:
         chosen: dict[int, set[str]] = {}  # segment -> targets already chosen in it
         for action in a.plan.actions:
             md = await self._act(md, action, chosen, tally, held.guard)
+        await self._heal(md, tally, held.guard)
         if a.plan.blocks:
             # The actions that could run did; what remains is named (data loss with its entry ranges).
             raise _Blocked(a.plan.blocks[0].reason.value, "; ".join(b.describe() for b in a.plan.blocks))
@@ -274,6 +281,7 @@ class RepairWorker:
             tally.entries += result.entries_sent
             tally.bytes += result.bytes_sent
             tally.segments.add(action.segment_index)
+            tally.corrupt.extend((action.segment_index, c) for c in result.corrupt)
             if not result.complete:
                 raise _Blocked(*_copy_failure(result))
         if action.kind is not ActionKind.REPLACE:
@@ -290,6 +298,83 @@ class RepairWorker:
             raise _Blocked(update.outcome.value, update.reason)
         tally.segments.add(action.segment_index)
         return update.metadata
+
+    async def _heal(self, md: LedgerMetadata, tally: _Tally, guard: WriteGuard) -> None:
+        """Heal the bit rot the copies met (BP-31: no repair in the read path): each corrupt copy on a
+        writable bookie of the segment is overwritten by RECOVERY_ADD of a verified copy from another
+        replica, then read back until it verifies (for `heal_verify_s`). A bookie that is not writable
+        keeps its corrupt copy (logged; its replacement, when it goes, copies from the good ones)."""
+        places: dict[tuple[int, int, str], set[int]] = {}
+        for segment, c in tally.corrupt:
+            ensemble = md.segments[segment].ensemble
+            if c.bookie_id not in ensemble or c.bookie_id not in self.states.writable:
+                log.warning(
+                    "corrupt copy not healed: the bookie is not a writable member of the segment",
+                    ledgerId=str(md.ledger_id),
+                    bookieId=c.bookie_id,
+                    entryId=c.entry_id,
+                    problem=c.detail,
+                )
+                self._count_corrupt("not_healed", 1)
+                continue
+            places.setdefault((segment, ensemble.index(c.bookie_id), c.bookie_id), set()).add(c.entry_id)
+        tally.corrupt.clear()
+        for (segment, index, bookie), entries in sorted(places.items()):
+            stripe = StripedSet.from_rangeset(RangeSet.from_ids(entries))
+            first = md.segments[segment].first_entry_id
+            await self._act(md, Action(ActionKind.HEAL, segment, first, index, bookie, stripe), {}, tally, guard)
+            still = await self._verified_in_time(md, bookie, sorted(entries))
+            fields = {"ledgerId": str(md.ledger_id), "bookieId": bookie, "segment": segment}
+            if still:
+                # Acknowledged (journaled) but not served yet: not a failure of the ledger's repair.
+                log.warning(
+                    "corrupt copies re-added, not served yet: a bookie with SortedLedgerStorage serves its "
+                    "flushed copy until its next memtable flush (at skipListSizeLimit or shutdown)",
+                    entries=RangeSet.from_ids(still).to_text(),
+                    waitedSeconds=self.options.heal_verify_s,
+                    **fields,
+                )
+                self._count_corrupt("readded_not_served", len(still))
+            healed = sorted(set(entries) - set(still))
+            if healed:
+                tally.healed += len(healed)
+                log.warning("corrupt copies healed", entries=RangeSet.from_ids(healed).to_text(), **fields)
+                self._count_corrupt("healed", len(healed))
+
+    def _count_corrupt(self, outcome: str, copies: int) -> None:
+        if self.metrics is not None:
+            self.metrics.corrupt(outcome, copies)
+
+    async def _verified_in_time(self, md: LedgerMetadata, bookie: str, entries: list[int]) -> list[int]:
+        """Read the healed entries back until they verify, for at most `heal_verify_s`; the ones that do not.
+        DbLedgerStorage and InterleavedLedgerStorage serve the last write at once; SortedLedgerStorage
+        (4.17's default) serves its flushed copy before its memtable, and flushes the memtable only when
+        it is full (skipListSizeLimit) or the bookie shuts down, so there the new copy may show much later."""
+        deadline = time.monotonic() + self.options.heal_verify_s
+        delay = 0.25
+        while True:
+            entries = await self._unverified(md, bookie, entries)
+            if not entries or time.monotonic() + delay > deadline:
+                return entries
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 4.0)
+
+    async def _unverified(self, md: LedgerMetadata, bookie: str, entries: list[int]) -> list[int]:
+        """The entries `bookie` does not return with a verified digest (read back after a heal)."""
+        creds = ledger_credentials(md, self.options.recovery_password, self.options.recovery_digest)
+        client = self.ctx.bookies.client(bookie)
+        bad = []
+        for e in entries:
+            got = await client.read_entry(md.ledger_id.ledger, e)
+            body = got.body if got.present else None
+            verdict = None
+            if body is not None:
+                verdict = verify_entry(
+                    body, ledger_id=md.ledger_id.ledger, entry_id=e, digest_type=creds.digest_type, key=creds.mac_key
+                ).verdict
+            if verdict is not Verdict.OK:
+                bad.append(e)
+        return bad
 
     async def _choose(self, md: LedgerMetadata, action: Action, exclude: Iterable[str]) -> str:
         segment = md.segments[action.segment_index]

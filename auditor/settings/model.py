@@ -304,6 +304,9 @@ class RepairSettings(_Section):
     poll_seconds: float = Field(10.0, gt=0)  # how often the worker looks for new markers
     newest_first: bool = False  # within a severity class, newest ledgers first (retention deletes old ones)
     ledgers_in_parallel: int = Field(4, ge=1, le=256)  # ledgers one worker repairs at once, each under its lock
+    # How long to read a healed copy (re-added over a corrupt one) back until it verifies; a bookie with
+    # SortedLedgerStorage serves the old copy until its memtable is next flushed (full, or at shutdown).
+    heal_verify_seconds: float = Field(5.0, gt=0)
     # `bk-auditor run` starts this many `bk-auditor repair` processes beside the auditor (same settings),
     # restarts one that exits and stops them with itself; 0: none (run the role apart, or Java's).
     workers_beside_auditor: int = Field(0, ge=0, le=16)
