@@ -42,6 +42,7 @@ def repair_options(settings: Settings) -> RepairOptions:
         newest_first=r.newest_first,
         ledgers_in_parallel=r.ledgers_in_parallel,
         heal_verify_s=r.heal_verify_seconds,
+        entries_in_flight_per_bookie=r.entries_in_flight_per_bookie,
     )
 
 

@@ -74,6 +74,7 @@ class RepairOptions:
     newest_first: bool = False
     ledgers_in_parallel: int = 1  # ledgers repaired at once, each under its own lock
     heal_verify_s: float = 5.0  # how long to read a healed copy back until it verifies
+    entries_in_flight_per_bookie: int = 32  # adds outstanding to one bookie, over every lane's copies
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +131,7 @@ class RepairWorker:
         self._bookie_config = bookie_config or ctx.bookies.config
         self.states = BookieStates(recovery_delay_s)
         self.byte_rate = TokenBucket(options.bytes_per_second) if options.bytes_per_second > 0 else None
+        self._target_slots: dict[str, asyncio.Semaphore] = {}  # per target bookie, shared by the lanes
         self._failures: dict[LedgerId, int] = {}
         self._not_before_ms: dict[LedgerId, int] = {}
         self.metrics = metrics
@@ -421,8 +423,21 @@ class RepairWorker:
         task = CopyTask(md, action.segment_index, action.index, target, entries)
         async with RecoveryAddClient(permit, self.locks.store.address_resolver(), self._bookie_config) as writer:
             return await copy_entries(
-                task, self.ctx.bookies, writer, creds, self.options.copy_limits, byte_rate=self.byte_rate
+                task,
+                self.ctx.bookies,
+                writer,
+                creds,
+                self.options.copy_limits,
+                byte_rate=self.byte_rate,
+                target_slots=self._slots(target),
             )
+
+    def _slots(self, bookie: str) -> asyncio.Semaphore:
+        """The adds one bookie may have outstanding from this worker, whichever lane sends them."""
+        slots = self._target_slots.get(bookie)
+        if slots is None:
+            slots = self._target_slots[bookie] = asyncio.Semaphore(self.options.entries_in_flight_per_bookie)
+        return slots
 
     # ------------------------------------------------------------------ the loop
     async def pending(self) -> list[WorkItem]:

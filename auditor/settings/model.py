@@ -299,6 +299,8 @@ class RepairSettings(_Section):
     # and bytes_per_second bound it as well.
     requests_per_second: float = Field(0.0, ge=0)
     entries_in_flight: int = Field(8, ge=1)  # per copy: entries between read and acknowledged add
+    # Per target bookie: adds outstanding from one worker over all its lanes (ledgers_in_parallel copies)
+    entries_in_flight_per_bookie: int = Field(32, ge=1)
     best_effort_placement: bool = False  # place a replacement even when no bookie meets the policy
     backoff_cap_seconds: float = Field(300.0, gt=0)  # Java's lockReleaseOfFailedLedgerGracePeriod
     poll_seconds: float = Field(10.0, gt=0)  # how often the worker looks for new markers

@@ -79,3 +79,45 @@ class ReplyRewritingProxy:
                     body = resp.SerializeToString()
                 writer.write(P.frame(body))
             await writer.drain()
+
+
+class AddCountingProxy(ReplyRewritingProxy):
+    """Forwards everything unchanged, counts the adds (ADD_ENTRY requests, RECOVERY_ADD included) that are
+    in flight between request and reply, keeps the most seen at once, and holds each add reply
+    `reply_delay` seconds first, as a slow bookie would, so a sender's backlog shows."""
+
+    def __init__(self, upstream: tuple[str, int], port: int, reply_delay: float = 0.0) -> None:
+        super().__init__(upstream, port, P.Op.ADD_ENTRY, self._replied)
+        self.reply_delay = reply_delay
+        self.adds = 0
+        self.in_flight = 0
+        self.max_in_flight = 0
+
+    def _replied(self, resp: Any) -> bool:
+        self.in_flight -= 1
+        return False
+
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        decoder = P.FrameDecoder()
+        while data := await reader.read(65536):
+            for body in decoder.feed(data):
+                req = pb.Request()
+                req.ParseFromString(body)
+                if req.header.operation == int(P.Op.ADD_ENTRY):
+                    self.adds += 1
+                    self.in_flight += 1
+                    self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            writer.write(data)
+            await writer.drain()
+
+    async def _replies(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        decoder = P.FrameDecoder()
+        while data := await reader.read(65536):
+            for body in decoder.feed(data):
+                resp = pb.Response()
+                resp.ParseFromString(body)
+                if resp.header.operation == int(P.Op.ADD_ENTRY):
+                    await asyncio.sleep(self.reply_delay)
+                    self.rewrite(resp)
+                writer.write(P.frame(body))
+                await writer.drain()
