@@ -1086,6 +1086,66 @@ def pause(
     typer.echo("paused" if resp.changed else "already paused (reason updated)")
 
 
+@app.command("repair-limits")
+@_with_client_tls
+def repair_limits(
+    admin: AdminOpt = None,
+    bytes_per_second: Annotated[
+        float | None, typer.Option("--bytes-per-second", help="Entry bytes each worker sends per second.")
+    ] = None,
+    entries_in_flight: Annotated[
+        int | None, typer.Option("--entries-in-flight", help="Entries between read and add, per copy.")
+    ] = None,
+    entries_in_flight_per_bookie: Annotated[
+        int | None,
+        typer.Option("--entries-in-flight-per-bookie", help="Adds outstanding to one bookie, over a worker's lanes."),
+    ] = None,
+    clear: Annotated[
+        bool, typer.Option("--clear", help="Remove every limit first (the workers' own settings).")
+    ] = False,
+    fmt: SwitchFormatOpt = "table",
+    tls: _ClientTls = _NO_TLS,
+    timeout: TimeoutOpt = 10.0,
+) -> None:
+    """Show or set the repair workers' run-time limits (each worker applies them before its next ledger);
+    set on the leader. Unset limits are each worker's repair.* settings."""
+    if fmt not in ("table", "json"):
+        _fail(f"--format must be table or json, got {fmt!r}")
+    change = (bytes_per_second, entries_in_flight, entries_in_flight_per_bookie)
+    if clear or any(v is not None for v in change):
+        resp = _client_call(
+            admin,
+            tls,
+            timeout,
+            lambda c: c.set_repair_limits(
+                bytes_per_second=bytes_per_second,
+                entries_in_flight=entries_in_flight,
+                entries_in_flight_per_bookie=entries_in_flight_per_bookie,
+                clear=clear,
+            ),
+        )
+    else:
+        resp = _client_call(admin, tls, timeout, lambda c: c.repair_limits())
+    if fmt == "json":
+        typer.echo(json.dumps(_msg_dict(resp)))
+        return
+    rows = [
+        ["bytes per second", _limit(resp, "bytes_per_second", "repair.bytes_per_second")],
+        ["entries in flight", _limit(resp, "entries_in_flight", "repair.entries_in_flight")],
+        [
+            "entries in flight per bookie",
+            _limit(resp, "entries_in_flight_per_bookie", "repair.entries_in_flight_per_bookie"),
+        ],
+        ["set by", f"{resp.set_by or '-'} at {_ts(resp.set_at)}"],
+    ]
+    typer.echo(f"repair limits of {resp.ledgers_root}\n" + _table(rows, ["limit", "value"]))
+
+
+def _limit(msg: Message, name: str, setting: str) -> str:
+    value = _opt(msg, name)
+    return f"{value:g}" if value is not None else f"unset ({setting} of each worker)"
+
+
 @app.command()
 @_with_client_tls
 def resume(

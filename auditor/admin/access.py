@@ -34,6 +34,7 @@ READ_METHODS = frozenset(
         "WhoIsAuditor",
         "GetRecoveryDelay",
         "GetReplication",
+        "GetRepairLimits",
     }
 )
 

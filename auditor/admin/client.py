@@ -156,6 +156,25 @@ class AdminClient:
         req = pb.SetReplicationRequest(enabled=enabled)
         return await self._call(self._stub.SetReplication, req, f"{'enable' if enabled else 'disable'} replication")
 
+    async def repair_limits(self) -> pb.RepairLimits:
+        return await self._call(self._stub.GetRepairLimits, pb.GetRepairLimitsRequest(), "get repair limits")
+
+    async def set_repair_limits(
+        self,
+        *,
+        bytes_per_second: float | None = None,
+        entries_in_flight: int | None = None,
+        entries_in_flight_per_bookie: int | None = None,
+        clear: bool = False,
+    ) -> pb.RepairLimits:
+        req = pb.SetRepairLimitsRequest(
+            bytes_per_second=bytes_per_second,
+            entries_in_flight=entries_in_flight,
+            entries_in_flight_per_bookie=entries_in_flight_per_bookie,
+            clear=clear,
+        )
+        return await self._call(self._stub.SetRepairLimits, req, "set repair limits")
+
     async def health(self, service: str = "") -> str:
         """The health status name of `service` (SERVING, NOT_SERVING, ...); NOT_FOUND for unknown names."""
         try:

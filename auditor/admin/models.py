@@ -17,6 +17,7 @@ from auditor.checks.underreplicated import MarkedLedger
 from auditor.daemon.state import FindingRecord, TaskInfo
 from auditor.durability.ids import LedgerId
 from auditor.metadata.election import Leader
+from auditor.metadata.repairlimits import RepairLimits
 
 __all__ = [
     "AdminBackend",
@@ -93,6 +94,12 @@ class ReplicationState:
     changed: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class RepairLimitsState:
+    ledgers_root: str
+    limits: RepairLimits  # what is set (unset fields: each worker's own settings)
+
+
 class OperatorQuestions(Protocol):
     """The operator's questions (auditor/daemon/operator.py answers them). `caller` names who asked a
     change, for the log."""
@@ -112,6 +119,10 @@ class OperatorQuestions(Protocol):
     async def replication(self) -> ReplicationState: ...
 
     async def set_replication(self, enabled: bool, caller: str) -> ReplicationState: ...
+
+    async def repair_limits(self) -> RepairLimitsState: ...
+
+    async def set_repair_limits(self, change: RepairLimits, clear: bool, caller: str) -> RepairLimitsState: ...
 
 
 TriggerFn = Callable[[str], Awaitable[TriggerResult | bool | None]]

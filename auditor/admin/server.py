@@ -34,13 +34,14 @@ from auditor._proto import admin_pb2 as pb
 from auditor._proto import admin_pb2_grpc as pb_grpc
 from auditor.daemon.supervisor import Supervisor
 from auditor.durability.ids import LedgerId
+from auditor.metadata.repairlimits import RepairLimits
 from auditor.settings.values import parse_bind
 
 from .access import AccessPolicy, Peer
 from .convert import explanation_to_pb, finding_to_pb, status_to_pb
 from .credentials import ServerTls
 from .errors import NotSupportedError, status_of
-from .models import AdminBackend, OperatorQuestions, RecoveryDelayState, ReplicationState
+from .models import AdminBackend, OperatorQuestions, RecoveryDelayState, RepairLimitsState, ReplicationState
 from .questions import decommission_to_pb, marked_to_pb
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["AdminService"].full_name
@@ -79,6 +80,25 @@ def _delay_to_pb(d: RecoveryDelayState) -> pb.RecoveryDelay:
 
 def _replication_to_pb(r: ReplicationState) -> pb.Replication:
     return pb.Replication(ledgers_root=r.ledgers_root, enabled=r.enabled, changed=r.changed)
+
+
+def _limits_to_pb(r: RepairLimitsState) -> pb.RepairLimits:
+    x = r.limits
+    return pb.RepairLimits(
+        ledgers_root=r.ledgers_root,
+        bytes_per_second=x.bytes_per_second,
+        entries_in_flight=x.entries_in_flight,
+        entries_in_flight_per_bookie=x.entries_in_flight_per_bookie,
+        set_by=x.set_by,
+        set_at=x.set_at_ms / 1000,
+    )
+
+
+def _limits_from_pb(request: pb.SetRepairLimitsRequest) -> RepairLimits:
+    def get(name: str) -> Any:
+        return getattr(request, name) if request.HasField(name) else None
+
+    return RepairLimits(get("bytes_per_second"), get("entries_in_flight"), get("entries_in_flight_per_bookie"))
 
 
 class AdminServicer(pb_grpc.AdminServiceServicer):
@@ -205,6 +225,18 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
     async def SetReplication(self, request: pb.SetReplicationRequest, context: aio.ServicerContext) -> pb.Replication:
         caller = _caller(context)
         return _replication_to_pb(await self._ask(context, lambda q: q.set_replication(request.enabled, caller)))
+
+    async def GetRepairLimits(
+        self, request: pb.GetRepairLimitsRequest, context: aio.ServicerContext
+    ) -> pb.RepairLimits:
+        return _limits_to_pb(await self._ask(context, lambda q: q.repair_limits()))
+
+    async def SetRepairLimits(
+        self, request: pb.SetRepairLimitsRequest, context: aio.ServicerContext
+    ) -> pb.RepairLimits:
+        caller = _caller(context)
+        change = _limits_from_pb(request)
+        return _limits_to_pb(await self._ask(context, lambda q: q.set_repair_limits(change, request.clear, caller)))
 
 
 # ------------------------------------------------------------------------------------------ server

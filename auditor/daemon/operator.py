@@ -18,18 +18,22 @@ who asked. This module is the daemon's one door to OperatorSwitches (an import c
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from auditor.admin.errors import InvalidArgumentError, NotConnectedError, QuestionTimeoutError
-from auditor.admin.models import RecoveryDelayState, ReplicationState
+from auditor.admin.errors import InvalidArgumentError, NotConnectedError, QuestionTimeoutError, StandbyError
+from auditor.admin.models import RecoveryDelayState, RepairLimitsState, ReplicationState
 from auditor.checks.context import AuditContext
 from auditor.checks.decommission import DecommissionReport, decommission_report
 from auditor.checks.underreplicated import MarkedLedger, marked_ledgers
 from auditor.logging import get_logger
 from auditor.metadata.formats import is_valid_bookie_id
+from auditor.metadata.interfaces import WriteGuard
+from auditor.metadata.repairlimits import RepairLimits, RepairLimitsNode
 from auditor.metadata.zkconnection import ZooKeeperConnection
 from auditor.metadata.zkoperator import Leader, OperatorSwitches
+from auditor.metadata.zkstore import ZooKeeperMetadataStore
 
 log = get_logger("auditor.admin.operator")
 T = TypeVar("T")
@@ -39,9 +43,15 @@ class OperatorBackend:
     """`models.OperatorQuestions` over the daemon's live context (`context()`: None while not connected)."""
 
     def __init__(
-        self, context: Callable[[], AuditContext | None], *, election_path: str, timeout: float = 120.0
+        self,
+        context: Callable[[], AuditContext | None],
+        *,
+        election_path: str,
+        timeout: float = 120.0,
+        leader_guard: Callable[[], WriteGuard | None] = lambda: None,
     ) -> None:
         self._context = context
+        self._leader_guard = leader_guard  # the leader's write guard; None while standing by
         self.election_path = election_path
         self.timeout = timeout
         self._one_at_a_time = asyncio.Lock()
@@ -118,3 +128,46 @@ class OperatorBackend:
                 caller=caller,
             )
         return ReplicationState(switches.conn.root, not disabled, changed)
+
+    async def repair_limits(self) -> RepairLimitsState:
+        store = self._own()
+        return RepairLimitsState(store.root, await RepairLimitsNode(store).get())
+
+    async def set_repair_limits(self, change: RepairLimits, clear: bool, caller: str) -> RepairLimitsState:
+        """Replace the limits `change` sets (after removing all of them with `clear`), on the leader only:
+        the write to our own subtree is guarded by its election."""
+        try:
+            change.check()
+        except ValueError as exc:
+            raise InvalidArgumentError(str(exc)) from None
+        guard = self._leader_guard()
+        if guard is None:
+            leaders = await self.who_is_auditor()
+            raise StandbyError(next((x.identity for x in leaders if x.election == self.election_path), None))
+        store = self._own()
+        node = RepairLimitsNode(store)
+        before = RepairLimits() if clear else await node.get()
+        now = RepairLimits(
+            change.bytes_per_second if change.bytes_per_second is not None else before.bytes_per_second,
+            change.entries_in_flight if change.entries_in_flight is not None else before.entries_in_flight,
+            change.entries_in_flight_per_bookie
+            if change.entries_in_flight_per_bookie is not None
+            else before.entries_in_flight_per_bookie,
+            caller,
+            int(time.time() * 1000),
+        )
+        await node.put(now, guard)
+        log.warning(
+            "repair limits set on an operator's request",
+            ledgersRoot=store.root,
+            bytesPerSecond=now.bytes_per_second,
+            entriesInFlight=now.entries_in_flight,
+            entriesInFlightPerBookie=now.entries_in_flight_per_bookie,
+            caller=caller,
+        )
+        return RepairLimitsState(store.root, now)
+
+    def _own(self) -> ZooKeeperMetadataStore:
+        store = self._ctx().store
+        assert isinstance(store, ZooKeeperMetadataStore)  # the daemon's store is ZooKeeper's
+        return store

@@ -120,6 +120,10 @@ class Auditor:
         assert self.election is not None and self.state.leadership is not None
         return ConfirmedGuard(self.election.guard, self.state.leadership)
 
+    def leader_guard(self) -> WriteGuard | None:
+        """The leader's write guard for an operator's change through the admin API; None on a standby."""
+        return self._guard() if self.tasks is not None and self.election is not None else None
+
     def _fire(self, name: str, coro: Any) -> None:
         """A one-shot background job of the leader (cancelled with the leader's tasks)."""
         if self.tasks is None:
@@ -554,6 +558,7 @@ async def serve(settings: Settings) -> int:
             lambda: auditor.ctx,
             election_path=settings.election_path,
             timeout=settings.admin.question_timeout_seconds,
+            leader_guard=auditor.leader_guard,
         ),
     )
     port = await admin.start()

@@ -21,8 +21,8 @@ import asyncio
 import enum
 import time
 from collections import Counter
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, replace
 
 from auditor.aio.ratelimit import TokenBucket
 from auditor.aio.tasks import gather_all
@@ -38,11 +38,12 @@ from auditor.durability.repackage import ledger_credentials
 from auditor.durability.repairblocked import blocked_finding
 from auditor.durability.repairplan import Action, ActionKind, Backoff, BlockReason, WorkClass, WorkItem, work_order
 from auditor.durability.replacement import Choice, choose_replacement
-from auditor.durability.schedule import StripedSet
+from auditor.durability.schedule import StripedSet, write_set
 from auditor.errors import AuditorError
 from auditor.logging import get_logger, log_new_finding
 from auditor.metadata.errors import CorruptZnodeError, NoSuchLedgerError
 from auditor.metadata.interfaces import ReleaseOutcome, WriteGuard
+from auditor.metadata.repairlimits import RepairLimits, RepairLimitsNode
 from auditor.metadata.repairstate import RepairBlock, RepairBlocks
 from auditor.metadata.zkensemble import UpdateOutcome, replace_member
 from auditor.metadata.zkrepairlock import RepairLocks, ZkHeldLock
@@ -131,6 +132,10 @@ class RepairWorker:
         self._bookie_config = bookie_config or ctx.bookies.config
         self.states = BookieStates(recovery_delay_s)
         self.byte_rate = TokenBucket(options.bytes_per_second) if options.bytes_per_second > 0 else None
+        self._own_options = options  # the settings; run-time limits (RepairLimitsNode) override them
+        self.limits_node = RepairLimitsNode(locks.store)
+        self.limits = RepairLimits()  # the run-time limits applied now
+        self._bad_limits = False
         self._target_slots: dict[str, asyncio.Semaphore] = {}  # per target bookie, shared by the lanes
         self._failures: dict[LedgerId, int] = {}
         self._not_before_ms: dict[LedgerId, int] = {}
@@ -260,6 +265,10 @@ class RepairWorker:
         chosen: dict[int, set[str]] = {}  # segment -> targets already chosen in it
         for action in a.plan.actions:
             md = await self._act(md, action, chosen, tally, held.guard)
+        if a.plan.is_clean:
+            # Marked, yet every copy is where it belongs: entry lists carry no digest, so look for the
+            # one damage they cannot show (a `digest_mismatch` the auditor's reads found), by reading.
+            tally.corrupt.extend(await self._corrupt_copies(md))
         await self._heal(md, tally, held.guard)
         if a.plan.blocks:
             # The actions that could run did; what remains is named (data loss with its entry ranges).
@@ -300,6 +309,45 @@ class RepairWorker:
             raise _Blocked(update.outcome.value, update.reason)
         tally.segments.add(action.segment_index)
         return update.metadata
+
+    async def _corrupt_copies(self, md: LedgerMetadata) -> list[tuple[int, CorruptReplica]]:
+        """Every copy of every entry the copy path may rewrite (a closed ledger's segments; an open
+        ledger's all but its last, which is the writer's), read from each writable member of its write
+        set and verified; the ones that fail, by segment. Read-only, `copy_limits.max_in_flight` at once."""
+        creds = ledger_credentials(md, self.options.recovery_password, self.options.recovery_digest)
+        writable = set(self.states.writable)
+        found: list[tuple[int, CorruptReplica]] = []
+
+        def copies() -> Iterator[tuple[int, str, int]]:
+            last = len(md.segments) if md.is_closed else len(md.segments) - 1
+            for i in range(last):
+                first = md.segments[i].first_entry_id
+                end = md.segments[i + 1].first_entry_id - 1 if i + 1 < len(md.segments) else md.last_entry_id
+                ensemble = md.segments[i].ensemble
+                for e in range(first, end + 1):
+                    for k in write_set(e, md.ensemble_size, md.write_quorum):
+                        if ensemble[k] in writable:
+                            yield i, ensemble[k], e
+
+        todo = copies()
+
+        async def reader() -> None:
+            for segment, bookie, entry in todo:  # one shared iterator: each copy read once
+                got = await self.ctx.bookies.client(bookie).read_entry(md.ledger_id.ledger, entry)
+                if not got.present or got.body is None:
+                    continue  # absent or no answer: the entry lists judged presence; this looks for rot
+                check = verify_entry(
+                    got.body,
+                    ledger_id=md.ledger_id.ledger,
+                    entry_id=entry,
+                    digest_type=creds.digest_type,
+                    key=creds.mac_key,
+                )
+                if check.verdict is not Verdict.OK:
+                    found.append((segment, CorruptReplica(entry, bookie, f"{check.verdict.value}: {check.detail}")))
+
+        await gather_all(reader() for _ in range(self.options.copy_limits.max_in_flight))
+        return sorted(found, key=lambda f: (f[0], f[1].entry_id, f[1].bookie_id))
 
     async def _heal(self, md: LedgerMetadata, tally: _Tally, guard: WriteGuard) -> None:
         """Heal the bit rot the copies met (BP-31: no repair in the read path): each corrupt copy on a
@@ -439,6 +487,51 @@ class RepairWorker:
             slots = self._target_slots[bookie] = asyncio.Semaphore(self.options.entries_in_flight_per_bookie)
         return slots
 
+    # ------------------------------------------------------------------ run-time limits
+    async def refresh_limits(self) -> None:
+        """Apply the operator's run-time limits (`bk-auditor repair-limits`), read before each ledger:
+        a limit set replaces this worker's setting, an unset one restores it. Copies under way keep the
+        per-bookie bound they started with; the byte rate changes at once."""
+        try:
+            limits = await self.limits_node.get()
+        except CorruptZnodeError as exc:
+            if not self._bad_limits:  # logged once; our own settings meanwhile
+                self._bad_limits = True
+                log.warning(
+                    "repair limits unreadable: the worker's own settings apply", path=exc.path, problem=exc.problem
+                )
+            limits = RepairLimits()
+        else:
+            self._bad_limits = False
+        if _limit_values(limits) == _limit_values(self.limits):
+            return
+        own = self._own_options
+        rate = limits.bytes_per_second if limits.bytes_per_second is not None else own.bytes_per_second
+        if rate <= 0:
+            self.byte_rate = None
+        elif self.byte_rate is None:
+            self.byte_rate = TokenBucket(rate)
+        else:
+            self.byte_rate.rate = rate
+        in_flight = limits.entries_in_flight or own.copy_limits.max_in_flight
+        per_bookie = limits.entries_in_flight_per_bookie or own.entries_in_flight_per_bookie
+        if per_bookie != self.options.entries_in_flight_per_bookie:
+            self._target_slots = {}  # new copies take new bounds
+        self.options = replace(
+            self.options,
+            bytes_per_second=rate,
+            copy_limits=replace(self.options.copy_limits, max_in_flight=in_flight),
+            entries_in_flight_per_bookie=per_bookie,
+        )
+        self.limits = limits
+        log.warning(
+            "repair limits applied",
+            bytesPerSecond=rate,
+            entriesInFlight=in_flight,
+            entriesInFlightPerBookie=per_bookie,
+            setBy=limits.set_by or None,
+        )
+
     # ------------------------------------------------------------------ the loop
     async def pending(self) -> list[WorkItem]:
         """Marked ledgers not locked elsewhere and not in backoff, assessed and ordered worst first."""
@@ -481,6 +574,7 @@ class RepairWorker:
             for item in queue:
                 if await self.locks.is_disabled():
                     return
+                await self.refresh_limits()
                 results.append(await self.repair(item.ledger_id))
 
         await gather_all(lane() for _ in range(max(1, self.options.ledgers_in_parallel)))
@@ -492,6 +586,10 @@ class RepairWorker:
             await self.locks.wait_enabled()
             await self.run_once()
             await asyncio.sleep(poll_s)
+
+
+def _limit_values(limits: RepairLimits) -> tuple[float | None, int | None, int | None]:
+    return limits.bytes_per_second, limits.entries_in_flight, limits.entries_in_flight_per_bookie
 
 
 def _worst() -> WorkClass:

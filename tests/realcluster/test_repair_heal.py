@@ -80,3 +80,36 @@ async def test_corrupt_copies_are_never_sent_and_are_healed_in_place(
         assert (after["missing"], after["corrupt"], after["unreadable"]) == ({}, {}, {}), after
         read = await asyncio.to_thread(cluster.read_ledger, lid, SIZE)
         assert (read["read"], read["badContent"]) == (ENTRIES, []), read
+
+
+async def test_a_ledger_marked_for_a_corrupt_copy_alone_is_healed(
+    cluster: Cluster, store: ZooKeeperMetadataStore
+) -> None:
+    """Nothing missing, one copy rotten: entry lists cannot show it, so the worker reads every copy of the
+    marked ledger, finds the corrupt one and heals it; the marker goes, Java's census is clean."""
+    b1, b2, b3 = (cluster.bookie(n).bookie_id for n in (1, 2, 3))
+    r = cluster.create_ledger(
+        ensemble=3, write_quorum=2, ack_quorum=2, entries=ENTRIES, entry_size=SIZE, bookies=[b1, b2, b3]
+    )
+    lid = r["ledgerId"]
+    corrupt(cluster, 2, lid, 4)  # entry 4's write set: indexes 1 and 2 (bookies 2 and 3)
+    (before,) = await asyncio.to_thread(cluster.copies, [str(lid)])
+    assert before["corrupt"] == {b2: [4]} and before["missing"] == {}, before
+    await mark_lost(store, b2, [lid])  # as the ledger check marks a ledger with a digest_mismatch
+    try:
+        run = await asyncio.to_thread(
+            cli, "repair", "--once", "--metadata-service-uri", cluster.metadata_service_uri, "--log-format", "json"
+        )
+        got = lines(run.stderr, lid)
+        repaired = next((ln for ln in got if ln["event"] == "ledger repaired"), None)
+        assert repaired is not None, run.stderr[-4000:]
+        assert repaired["entriesCopied"] == 1 and repaired["detail"] == "marker_deleted", repaired
+        healed = {ln["bookieId"]: ln["entries"] for ln in got if ln["event"].startswith("corrupt copies")}
+        assert healed == {b2: "4"}, got
+        info = await asyncio.to_thread(cluster.ledger_info, lid)
+        assert info["ensembles"]["0"] == [b1, b2, b3], info  # healed in place, no ensemble change
+        cluster.restart_bookie(2)  # SortedLedgerStorage: the re-added copy is served after a flush
+        (after,) = await asyncio.to_thread(cluster.copies, [str(lid)])
+        assert (after["missing"], after["corrupt"], after["unreadable"]) == ({}, {}, {}), after
+    finally:
+        cluster.ledger_tool("delete", "--ledger-id", str(lid))
