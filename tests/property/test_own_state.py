@@ -13,6 +13,7 @@ from auditor.daemon.bookie_watch import parse_incarnations
 from auditor.durability.ids import LedgerId
 from auditor.metadata.checkstate import MAX_MILLIS, CheckState
 from auditor.metadata.errors import CorruptZnodeError
+from auditor.metadata.repairlimits import COUNT_LIMIT, RepairLimits
 from auditor.metadata.repairstate import TEXT_LIMIT, RepairBlock
 from tests.property.contract import parse_contract
 
@@ -109,3 +110,48 @@ def test_repair_record_contract(data: bytes) -> None:
     out = parse_contract(lambda: RepairBlock.parse(data, REPAIR_PATH), CorruptZnodeError, names=REPAIR_PATH)
     if out.ok:
         assert isinstance(out.value, RepairBlock) and out.value.failures >= 1
+
+
+LIMITS_PATH = "/ledgers/bk-auditor/repair/limits"
+positive_counts = st.none() | st.integers(1, COUNT_LIMIT)
+limits = st.builds(
+    RepairLimits,
+    st.none() | st.floats(min_value=1e-3, max_value=1e12, allow_nan=False, allow_infinity=False),
+    positive_counts,
+    positive_counts,
+    st.text(max_size=200),
+    st.integers(0, MAX_MILLIS),
+)
+limits_like = st.fixed_dictionaries(
+    {},
+    optional={
+        "bytesPerSecond": json_values | st.floats(allow_nan=False, allow_infinity=False),
+        "entriesInFlight": json_values | st.integers(-5, COUNT_LIMIT + 5),
+        "entriesInFlightPerBookie": json_values | st.integers(-5, COUNT_LIMIT + 5),
+        "setBy": json_values,
+        "setAtMs": json_values | st.integers(-1, MAX_MILLIS + 1),
+    },
+)
+
+
+@given(limits)
+def test_repair_limits_round_trip(x: RepairLimits) -> None:
+    assert RepairLimits.parse(x.to_json(), LIMITS_PATH) == x
+
+
+@given(
+    st.binary(max_size=300)
+    | limits_like.map(lambda d: json.dumps(d).encode())
+    | json_values.map(lambda v: json.dumps(v).encode())
+)
+def test_repair_limits_contract(data: bytes) -> None:
+    """Anything a znode may hold: limits a worker can apply (each positive, or unset) or CorruptZnodeError
+    naming the znode; nothing else escapes."""
+    out = parse_contract(lambda: RepairLimits.parse(data, LIMITS_PATH), CorruptZnodeError, names=LIMITS_PATH)
+    if out.ok:
+        got = out.value
+        assert isinstance(got, RepairLimits)
+        assert got.bytes_per_second is None or got.bytes_per_second > 0
+        assert all(
+            v is None or 1 <= v <= COUNT_LIMIT for v in (got.entries_in_flight, got.entries_in_flight_per_bookie)
+        )

@@ -296,7 +296,14 @@ def test_every_admin_method_is_a_read_or_gated_as_mutating() -> None:
     """Reads are named; everything else (a repair control added later included) needs a certificate."""
     methods = {m.name for m in pb.DESCRIPTOR.services_by_name["AdminService"].methods}
     assert READ_METHODS <= methods
-    assert methods - READ_METHODS == {"TriggerCheck", "Pause", "Resume", "SetRecoveryDelay", "SetReplication"}
+    assert methods - READ_METHODS == {
+        "TriggerCheck",
+        "Pause",
+        "Resume",
+        "SetRecoveryDelay",
+        "SetReplication",
+        "SetRepairLimits",
+    }
     assert SERVICE_NAME == "bkauditor.admin.v1.AdminService"
     policy = AccessPolicy(tls=True, unauthenticated_reads=True)
     anonymous = Peer(authenticated=False)
