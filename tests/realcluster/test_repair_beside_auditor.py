@@ -74,9 +74,14 @@ def test_the_daemons_worker_repairs_what_its_auditor_marks_and_stops_with_it(
     others = [b for b in cluster.sorted_bookie_ids if b != victim]
     made = [
         cluster.create_ledger(
-            ensemble=3, write_quorum=wq, ack_quorum=2, entries=ENTRIES, entry_size=SIZE, bookies=[*others[:2], victim]
+            ensemble=e,
+            write_quorum=wq,
+            ack_quorum=2,
+            entries=ENTRIES,
+            entry_size=SIZE,
+            bookies=[*others[: e - 1], victim],
         )
-        for wq in (3, 2)
+        for e, wq in ((3, 3), (3, 2), (5, 2))
     ]
     lids = [r["ledgerId"] for r in made]
     cluster.kazoo.create(f"{cluster.ledgers_root}/underreplication/lostBookieRecoveryDelay", b"0", makepath=True)
@@ -98,17 +103,31 @@ def test_the_daemons_worker_repairs_what_its_auditor_marks_and_stops_with_it(
 
     with bookie_lost(cluster, VICTIM, made):
         cluster.wait_unregistered(VICTIM, timeout=30)
+
         # The auditor marks (delay 0), the worker repairs and deletes the markers.
-        a.wait(lambda: markers_for(cluster, lids) == {}, 120, "markers written and then cleared by the worker")
-        repaired = {ln["ledgerId"] for ln in a.logs() if ln.get("event") == "ledger repaired"}
-        assert {str(LedgerId.of(lid)) for lid in lids} <= repaired, repaired
-        marked = [ln for ln in a.logs() if ln.get("event") == "lost bookie's ledgers marked under-replicated"]
-        assert marked and marked[0]["bookieId"] == victim, a.tail()
+        def marked() -> list[dict[str, Any]]:
+            return [ln for ln in a.logs() if ln.get("event") == "lost bookie's ledgers marked under-replicated"]
+
+        def repaired() -> set[str]:
+            return {ln["ledgerId"] for ln in a.logs() if ln.get("event") == "ledger repaired"}
+
+        a.wait(lambda: marked(), 60, "the lost bookie's ledgers marked")
+        assert marked()[0]["bookieId"] == victim and marked()[0]["ledgers"] >= len(lids), marked()
+        wanted = {str(LedgerId.of(lid)) for lid in lids}
+        a.wait(lambda: wanted <= repaired(), 120, "every ledger repaired by the daemon's worker")
+        assert markers_for(cluster, lids) == {}
         for r in made:
             info = cluster.ledger_info(r["ledgerId"])
             assert all(victim not in ens for ens in info["ensembles"].values()), info
             read = cluster.read_ledger(r["ledgerId"], SIZE)
             assert (read["read"], read["badContent"]) == (ENTRIES, []), read
+            # The daemon's own reading of the bookies: every member holds exactly its stripe.
+            explained = a._call("explain", str(r["ledgerId"]))
+            copies = [
+                (bk.bookie_id, bk.status, bk.present_entries, bk.expected_entries)
+                for bk in explained.segments[0].bookies
+            ]
+            assert all(st == "ok" and have == want for _, st, have, want in copies), copies
         samples = worker_samples()
         done = sum(
             v
