@@ -29,3 +29,13 @@ def json_findings(stdout: str) -> list[dict[str, Any]]:
     """The findings `check --format json` printed (one object per line; the summary line left out)."""
     lines = [json.loads(line) for line in stdout.splitlines() if line.strip()]
     return [f for f in lines if "summary" not in f]
+
+
+def log_lines(stderr: str) -> list[dict[str, Any]]:
+    """The JSON log lines of a command's stderr, parsed."""
+    return [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
+
+
+def ledger_log_lines(stderr: str, ledger_id: int) -> list[dict[str, Any]]:
+    """The log lines about one ledger (scope 0): repair lines name it as text, findings as a number."""
+    return [ln for ln in log_lines(stderr) if ln.get("ledgerId") in (str(ledger_id), ledger_id)]

@@ -64,7 +64,14 @@ class ReplyRewritingProxy:
                     await w.wait_closed()
 
     async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Requests, forwarded as they come (`_on_request` sees each one decoded, when a subclass asks)."""
+        decoder = P.FrameDecoder() if self.watch_requests else None
         while data := await reader.read(65536):
+            if decoder is not None:
+                for body in decoder.feed(data):
+                    req = pb.Request()
+                    req.ParseFromString(body)
+                    self._on_request(req)
             writer.write(data)
             await writer.drain()
 
@@ -74,11 +81,21 @@ class ReplyRewritingProxy:
             for body in decoder.feed(data):
                 resp = pb.Response()
                 resp.ParseFromString(body)
-                if resp.header.operation == int(self.op) and self.rewrite(resp):
+                if resp.header.operation == int(self.op) and await self._on_reply(resp):
                     self.rewritten += 1
                     body = resp.SerializeToString()
                 writer.write(P.frame(body))
             await writer.drain()
+
+    # What a subclass may change: which requests it sees, and what it does with a reply of `op`.
+    watch_requests = False
+
+    def _on_request(self, req: Any) -> None:
+        pass
+
+    async def _on_reply(self, resp: Any) -> bool:
+        """Rewrite a reply of `op` in place (True) or forward it unchanged (False)."""
+        return self.rewrite(resp)
 
 
 class AddCountingProxy(ReplyRewritingProxy):
@@ -86,38 +103,22 @@ class AddCountingProxy(ReplyRewritingProxy):
     in flight between request and reply, keeps the most seen at once, and holds each add reply
     `reply_delay` seconds first, as a slow bookie would, so a sender's backlog shows."""
 
+    watch_requests = True
+
     def __init__(self, upstream: tuple[str, int], port: int, reply_delay: float = 0.0) -> None:
-        super().__init__(upstream, port, P.Op.ADD_ENTRY, self._replied)
+        super().__init__(upstream, port, P.Op.ADD_ENTRY, lambda resp: False)
         self.reply_delay = reply_delay
         self.adds = 0
         self.in_flight = 0
         self.max_in_flight = 0
 
-    def _replied(self, resp: Any) -> bool:
+    def _on_request(self, req: Any) -> None:
+        if req.header.operation == int(P.Op.ADD_ENTRY):
+            self.adds += 1
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+
+    async def _on_reply(self, resp: Any) -> bool:
+        await asyncio.sleep(self.reply_delay)
         self.in_flight -= 1
         return False
-
-    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        decoder = P.FrameDecoder()
-        while data := await reader.read(65536):
-            for body in decoder.feed(data):
-                req = pb.Request()
-                req.ParseFromString(body)
-                if req.header.operation == int(P.Op.ADD_ENTRY):
-                    self.adds += 1
-                    self.in_flight += 1
-                    self.max_in_flight = max(self.max_in_flight, self.in_flight)
-            writer.write(data)
-            await writer.drain()
-
-    async def _replies(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        decoder = P.FrameDecoder()
-        while data := await reader.read(65536):
-            for body in decoder.feed(data):
-                resp = pb.Response()
-                resp.ParseFromString(body)
-                if resp.header.operation == int(P.Op.ADD_ENTRY):
-                    await asyncio.sleep(self.reply_delay)
-                    self.rewrite(resp)
-                writer.write(P.frame(body))
-                await writer.drain()

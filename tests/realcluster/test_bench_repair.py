@@ -6,36 +6,22 @@ Java's census finds every ledger whole after either side."""
 from __future__ import annotations
 
 import argparse
-import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from bench.repair import JavaSide, OurSide, one_run
-from tests.realcluster import ports
 from tests.realcluster.cluster import Cluster
+from tests.realcluster.second_cluster import second_cluster
 
 pytestmark = pytest.mark.realcluster
 
 
 @pytest.fixture(scope="module")
 def six() -> Iterator[Cluster]:
-    workdir = Path(tempfile.mkdtemp(prefix="bk-auditor-bench-repair-"))
-    c = Cluster(
-        workdir,
-        zk_port=ports.SECOND_ZK_PORT,
-        port_base=ports.SECOND_PORT_BASE,
-        http_base=ports.SECOND_HTTP_BASE,
-        num_bookies=6,
-    )
-    try:
-        c.start()
+    with second_cluster("bk-auditor-bench-repair-", 6) as c:
         yield c
-    finally:
-        c.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def test_ours_adds_exactly_the_lost_copies_and_java_more(six: Cluster, tmp_path: Path) -> None:

@@ -6,19 +6,17 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.realcluster import ports
 from tests.realcluster.checks_util import rewrite_ensemble
 from tests.realcluster.cluster import Cluster
+from tests.realcluster.second_cluster import second_cluster
 
 pytestmark = pytest.mark.realcluster
 
@@ -27,20 +25,8 @@ BIN = Path(sys.executable).with_name("bk-auditor")
 
 @pytest.fixture(scope="module")
 def small() -> Iterator[Cluster]:
-    workdir = Path(tempfile.mkdtemp(prefix="bk-auditor-decom-"))
-    c = Cluster(
-        workdir,
-        zk_port=ports.SECOND_ZK_PORT,
-        port_base=ports.SECOND_PORT_BASE,
-        http_base=ports.SECOND_HTTP_BASE,
-        num_bookies=3,
-    )
-    try:
-        c.start()
+    with second_cluster("bk-auditor-decom-", 3) as c:
         yield c
-    finally:
-        c.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def verdict(c: Cluster, bookie: str) -> tuple[int, dict[str, Any]]:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import tempfile
-from pathlib import Path
+from collections.abc import Iterator
 
 import pytest
 
@@ -13,9 +12,10 @@ from auditor.durability.ids import LedgerId
 from auditor.metadata.location import LedgerManager
 from auditor.metadata.zkbookies import pulsar_racks
 from auditor.metadata.zkstore import ZooKeeperMetadataStore
-from tests.realcluster import ports, zkwriters
+from tests.realcluster import zkwriters
 from tests.realcluster.cluster import Cluster
 from tests.realcluster.metadata_helpers import collect, open_store
+from tests.realcluster.second_cluster import second_cluster
 
 pytestmark = pytest.mark.realcluster
 
@@ -123,21 +123,9 @@ async def test_pulsar_rack_map_from_zookeeper(cluster: Cluster) -> None:
 
 
 @pytest.fixture(scope="module")
-def long_cluster():
-    workdir = Path(tempfile.mkdtemp(prefix="bk-auditor-long-"))
-    c = Cluster(
-        workdir,
-        layout="longhierarchical",
-        zk_port=ports.SECOND_ZK_PORT,
-        port_base=ports.SECOND_PORT_BASE,
-        http_base=ports.SECOND_HTTP_BASE,
-        num_bookies=1,
-    )
-    try:
-        c.start()
+def long_cluster() -> Iterator[Cluster]:
+    with second_cluster("bk-auditor-long-", 1, layout="longhierarchical") as c:
         yield c
-    finally:
-        c.stop()
 
 
 async def test_long_hierarchical_cluster_and_cookie_incarnation(long_cluster: Cluster) -> None:

@@ -10,15 +10,12 @@ corrupt copies before), and the Java client reads every entry."""
 from __future__ import annotations
 
 import asyncio
-import json
-from typing import Any
 
 import pytest
 
-from auditor.durability.ids import LedgerId
 from auditor.metadata.zkstore import ZooKeeperMetadataStore
 from tests.realcluster.checks_util import bookie_lost, corrupt_entry_on_disk
-from tests.realcluster.cli_util import cli
+from tests.realcluster.cli_util import cli, ledger_log_lines
 from tests.realcluster.cluster import Cluster
 from tests.realcluster.metadata_helpers import mark_lost, store  # noqa: F401 (fixture)
 
@@ -27,11 +24,6 @@ pytestmark = pytest.mark.realcluster
 SIZE = 100
 ENTRIES = 30
 VICTIM = 5
-
-
-def lines(stderr: str, lid: int) -> list[dict[str, Any]]:
-    out = [json.loads(ln) for ln in stderr.splitlines() if ln.startswith("{")]
-    return [ln for ln in out if ln.get("ledgerId") == str(LedgerId.of(lid))]
 
 
 def corrupt(cluster: Cluster, n: int, lid: int, entry: int) -> None:
@@ -63,7 +55,7 @@ async def test_corrupt_copies_are_never_sent_and_are_healed_in_place(
         run = await asyncio.to_thread(
             cli, "repair", "--once", "--metadata-service-uri", cluster.metadata_service_uri, "--log-format", "json"
         )
-        got = lines(run.stderr, lid)
+        got = ledger_log_lines(run.stderr, lid)
         repaired = next((ln for ln in got if ln["event"] == "ledger repaired"), None)
         assert repaired is not None, run.stderr[-4000:]
         healed = {ln["bookieId"]: ln["entries"] for ln in got if ln["event"].startswith("corrupt copies")}
@@ -100,7 +92,7 @@ async def test_a_ledger_marked_for_a_corrupt_copy_alone_is_healed(
         run = await asyncio.to_thread(
             cli, "repair", "--once", "--metadata-service-uri", cluster.metadata_service_uri, "--log-format", "json"
         )
-        got = lines(run.stderr, lid)
+        got = ledger_log_lines(run.stderr, lid)
         repaired = next((ln for ln in got if ln["event"] == "ledger repaired"), None)
         assert repaired is not None, run.stderr[-4000:]
         assert repaired["entriesCopied"] == 1 and repaired["detail"] == "marker_deleted", repaired

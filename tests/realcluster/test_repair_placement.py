@@ -7,9 +7,7 @@ Java client reads every entry. Without racks the same worker would have taken th
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -18,7 +16,7 @@ from auditor.durability.ids import LedgerId
 from auditor.metadata.repairstate import RepairBlocks
 from auditor.metadata.zkstore import ZooKeeperMetadataStore
 from tests.realcluster.checks_util import bookie_lost
-from tests.realcluster.cli_util import cli
+from tests.realcluster.cli_util import cli, ledger_log_lines
 from tests.realcluster.cluster import Cluster
 from tests.realcluster.metadata_helpers import mark_lost, store  # noqa: F401 (fixture)
 
@@ -27,11 +25,6 @@ pytestmark = pytest.mark.realcluster
 SIZE = 100
 ENTRIES = 30
 VICTIM = 5
-
-
-def lines(stderr: str, lid: int) -> list[dict[str, Any]]:
-    out = [json.loads(ln) for ln in stderr.splitlines() if ln.startswith("{")]
-    return [ln for ln in out if ln.get("ledgerId") in (str(LedgerId.of(lid)), lid)]
 
 
 async def test_placement_is_respected_or_the_ledger_blocked(
@@ -69,10 +62,10 @@ async def test_placement_is_respected_or_the_ledger_blocked(
         write_racks("/r1")
         run = await asyncio.to_thread(cli, "repair", "--once", "--config", str(config))
         assert run.returncode == 1, run.stderr[-3000:]
-        [blocked] = [ln for ln in lines(run.stderr, lid) if ln["event"] == "ledger repair blocked"]
+        [blocked] = [ln for ln in ledger_log_lines(run.stderr, lid) if ln["event"] == "ledger repair blocked"]
         assert blocked["reason"] == "no_eligible_bookie", blocked
         assert "rackaware placement policy" in blocked["detail"] and "1 distinct racks, need 2" in blocked["detail"]
-        [finding] = [ln for ln in lines(run.stderr, lid) if ln.get("category") == "repair_blocked"]
+        [finding] = [ln for ln in ledger_log_lines(run.stderr, lid) if ln.get("category") == "repair_blocked"]
         assert finding["severity"] == "major" and finding["detail"]["reason"] == "no_eligible_bookie"
         record = await RepairBlocks(store).get(LedgerId.of(lid))
         assert record is not None and record.reason == "no_eligible_bookie"
@@ -82,7 +75,7 @@ async def test_placement_is_respected_or_the_ledger_blocked(
         write_racks("/r4")
         await asyncio.sleep(1.5)  # the backoff
         run = await asyncio.to_thread(cli, "repair", "--once", "--config", str(config))
-        [repaired] = [ln for ln in lines(run.stderr, lid) if ln["event"] == "ledger repaired"]
+        [repaired] = [ln for ln in ledger_log_lines(run.stderr, lid) if ln["event"] == "ledger repaired"]
         assert repaired["entriesCopied"] == ENTRIES * 2 // 3, repaired
         info = await asyncio.to_thread(cluster.ledger_info, lid)
         assert info["ensembles"]["0"] == [b[1], b[3], b[6]], info

@@ -8,7 +8,6 @@ marker and is not taken again before its backoff."""
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import time
@@ -31,7 +30,7 @@ from auditor.repair.evidence import BookieStates, assess
 from auditor.repair.metrics import RepairMetrics
 from auditor.repair.worker import RepairOptions, RepairWorker, Status, recheck_problem
 from tests.realcluster.checks_util import bookie_lost, rewrite_ensemble
-from tests.realcluster.cli_util import BIN, cli
+from tests.realcluster.cli_util import BIN, cli, log_lines
 from tests.realcluster.cluster import Cluster
 from tests.realcluster.metadata_helpers import mark_lost, store  # noqa: F401 (fixture)
 from tests.realcluster.ports import REPAIR_METRICS_PORT
@@ -67,14 +66,6 @@ def lost(cluster: Cluster) -> Iterator[dict[str, dict[str, Any]]]:
     with bookie_lost(cluster, VICTIM, made.values()):
         cluster.wait_unregistered(VICTIM)
         yield made
-
-
-def log_lines(stderr: str) -> list[dict[str, Any]]:
-    out = []
-    for line in stderr.splitlines():
-        if line.startswith("{"):
-            out.append(json.loads(line))
-    return out
 
 
 async def test_repair_once_repairs_what_java_reads_and_blocks_data_loss(
