@@ -131,6 +131,7 @@ class RepairWorker:
         self._locations = locations  # auditor.checks.build.Locations (racks), None: placement not judged
         self._bookie_config = bookie_config or ctx.bookies.config
         self.states = BookieStates(recovery_delay_s)
+        self._own_delay_s = recovery_delay_s  # when the cluster sets no lostBookieRecoveryDelay
         self.byte_rate = TokenBucket(options.bytes_per_second) if options.bytes_per_second > 0 else None
         self._own_options = options  # the settings; run-time limits (RepairLimitsNode) override them
         self.limits_node = RepairLimitsNode(locks.store)
@@ -253,8 +254,16 @@ class RepairWorker:
         except NoSuchLedgerError as exc:
             raise _Blocked(BlockReason.LEDGER_DELETED.value, str(exc)) from None
 
-    async def _assess(self, md: LedgerMetadata) -> Assessment:
+    async def _refresh_states(self) -> None:
+        """The bookies registered now, judged with the cluster's `lostBookieRecoveryDelay` as the auditor
+        reads it (the znode Java's shell sets; this worker's `schedule.lost_bookie_delay_seconds` when
+        there is none), so an operator's change applies to the next ledger."""
+        delay = await self.ctx.store.lost_bookie_recovery_delay()
+        self.states.recovery_delay_s = self._own_delay_s if delay is None else delay
         self.states.update(await self.ctx.store.registrations())
+
+    async def _assess(self, md: LedgerMetadata) -> Assessment:
+        await self._refresh_states()
         return await assess(self.ctx, md, self.states)
 
     async def _repair_locked(self, held: ZkHeldLock, tally: _Tally) -> None:
@@ -543,7 +552,7 @@ class RepairWorker:
             marked = set(ids)
             reasons = Counter(b.reason for lid, b in self._shared.items() if lid in marked)
             self.metrics.set_blocked(reasons)
-        self.states.update(await self.ctx.store.registrations())
+        await self._refresh_states()
         for lid in ids:
             if self.in_backoff(lid) or self.locks.store.markers.lock(lid).rsplit("/", 1)[-1] in locked:
                 continue

@@ -15,6 +15,7 @@ import pytest
 from auditor.bookie import BookieClientConfig, BookiePool
 from auditor.checks.context import AuditContext
 from auditor.durability.ids import LedgerId
+from auditor.durability.repairplan import Backoff
 from auditor.metadata.zkrepairlock import RepairLocks
 from auditor.metadata.zkstore import ZooKeeperMetadataStore
 from auditor.repair.worker import RepairOptions, RepairWorker, Status
@@ -87,3 +88,42 @@ async def test_a_concurrent_metadata_change_is_re_applied_on_or_blocks(
             assert cluster.kazoo.exists(store.markers.marker(LedgerId.of(lid))) is not None
             assert cluster.kazoo.exists(store.markers.lock(LedgerId.of(lid))) is None
             remove_markers(cluster, [store.markers.marker(LedgerId.of(lid))])  # its ledger goes with the block
+
+
+async def test_the_clusters_lost_bookie_recovery_delay_is_honoured(
+    cluster: Cluster, store: ZooKeeperMetadataStore
+) -> None:
+    """A bookie the worker saw registered and then lose its registration is waited for while the
+    cluster's `lostBookieRecoveryDelay` (the znode Java's shell sets) runs, and replaced once an operator
+    sets it to 0: the worker reads it before each ledger, not only its own setting (here 0)."""
+    b1, b2, victim = (cluster.bookie(n).bookie_id for n in (1, 2, VICTIM))
+    r = cluster.create_ledger(
+        ensemble=3, write_quorum=2, ack_quorum=2, entries=ENTRIES, entry_size=SIZE, bookies=[b1, b2, victim]
+    )
+    lid = LedgerId.of(r["ledgerId"])
+    delay_path = f"{cluster.ledgers_root}/underreplication/lostBookieRecoveryDelay"
+    if cluster.kazoo.exists(delay_path):
+        cluster.kazoo.set(delay_path, b"3600")
+    else:
+        cluster.kazoo.create(delay_path, b"3600", makepath=True)
+    try:
+        async with BookiePool(store.address_resolver(), CONFIG) as pool:
+            options = RepairOptions(backoff=Backoff(cap_s=32))  # 1 s after the first failure
+            worker = RepairWorker(AuditContext(store, pool), RepairLocks(store, "bk-auditor@delay"), options)
+            await worker.pending()  # sees the victim registered
+            with bookie_lost(cluster, VICTIM, [r]):
+                cluster.wait_unregistered(VICTIM, timeout=30)
+                await mark_lost(store, victim, [lid.ledger])
+                waiting = await worker.repair(lid)
+                assert (waiting.status, waiting.reason) == (Status.BLOCKED, "wait_unknown"), waiting
+                assert worker.states.recovery_delay_s == 3600
+                cluster.kazoo.set(delay_path, b"0")  # the operator: replace it now
+                await asyncio.sleep(1.2)  # the backoff
+                done = await worker.repair(lid)
+                assert done.status is Status.REPAIRED, done
+                info = await asyncio.to_thread(cluster.ledger_info, lid.ledger)
+                assert victim not in info["ensembles"]["0"], info
+                read = await asyncio.to_thread(cluster.read_ledger, lid.ledger, SIZE)
+                assert (read["read"], read["badContent"]) == (ENTRIES, []), read
+    finally:
+        cluster.kazoo.delete(delay_path)
