@@ -21,6 +21,16 @@ class TokenBucket:
         self._tokens = self.capacity
         self._stamp = time.monotonic()
 
+    def retune(self, rate: float, burst: float | None = None) -> None:
+        """A new rate (and burst, by default one second's worth), from now on: what accrued so far at
+        the old rate is kept, up to the new burst. Waiters already sleeping keep their wait."""
+        now = time.monotonic()
+        self._tokens = min(self.capacity, self._tokens + (now - self._stamp) * self.rate)
+        self._stamp = now
+        self.rate = rate
+        self.capacity = max(1.0, burst if burst is not None else rate)
+        self._tokens = min(self._tokens, self.capacity)
+
     def reserve(self, tokens: float = 1.0) -> float:
         """Take `tokens` tokens; return how long to wait before using them."""
         now = time.monotonic()

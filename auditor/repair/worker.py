@@ -29,12 +29,12 @@ from auditor.aio.tasks import gather_all
 from auditor.bookie.client import BookieClientConfig
 from auditor.checks.context import AuditContext
 from auditor.durability import verdicts
-from auditor.durability.entry import Verdict, verify_entry
+from auditor.durability.entry import EntryVerification, Verdict, verify_entry
 from auditor.durability.ids import LedgerId
 from auditor.durability.model import DigestType, LedgerMetadata
 from auditor.durability.placement import PlacementPolicy, PolicyKind
 from auditor.durability.ranges import RangeSet
-from auditor.durability.repackage import ledger_credentials
+from auditor.durability.repackage import LedgerCredentials, ledger_credentials
 from auditor.durability.repairblocked import blocked_finding
 from auditor.durability.repairplan import Action, ActionKind, Backoff, BlockReason, WorkClass, WorkItem, work_order
 from auditor.durability.replacement import Choice, choose_replacement
@@ -342,17 +342,9 @@ class RepairWorker:
 
         async def reader() -> None:
             for segment, bookie, entry in todo:  # one shared iterator: each copy read once
-                got = await self.ctx.bookies.client(bookie).read_entry(md.ledger_id.ledger, entry)
-                if not got.present or got.body is None:
-                    continue  # absent or no answer: the entry lists judged presence; this looks for rot
-                check = verify_entry(
-                    got.body,
-                    ledger_id=md.ledger_id.ledger,
-                    entry_id=entry,
-                    digest_type=creds.digest_type,
-                    key=creds.mac_key,
-                )
-                if check.verdict is not Verdict.OK:
+                check = await self._read_verified(md, creds, bookie, entry)
+                # None: absent or no answer (the entry lists judged presence; this looks for rot only)
+                if check is not None and check.verdict is not Verdict.OK:
                     found.append((segment, CorruptReplica(entry, bookie, f"{check.verdict.value}: {check.detail}")))
 
         await gather_all(reader() for _ in range(self.options.copy_limits.max_in_flight))
@@ -421,19 +413,23 @@ class RepairWorker:
     async def _unverified(self, md: LedgerMetadata, bookie: str, entries: list[int]) -> list[int]:
         """The entries `bookie` does not return with a verified digest (read back after a heal)."""
         creds = ledger_credentials(md, self.options.recovery_password, self.options.recovery_digest)
-        client = self.ctx.bookies.client(bookie)
         bad = []
         for e in entries:
-            got = await client.read_entry(md.ledger_id.ledger, e)
-            body = got.body if got.present else None
-            verdict = None
-            if body is not None:
-                verdict = verify_entry(
-                    body, ledger_id=md.ledger_id.ledger, entry_id=e, digest_type=creds.digest_type, key=creds.mac_key
-                ).verdict
-            if verdict is not Verdict.OK:
+            check = await self._read_verified(md, creds, bookie, e)
+            if check is None or check.verdict is not Verdict.OK:
                 bad.append(e)
         return bad
+
+    async def _read_verified(
+        self, md: LedgerMetadata, creds: LedgerCredentials, bookie: str, entry: int
+    ) -> EntryVerification | None:
+        """`bookie`'s copy of `entry` read (read-only) and verified; None when it has none or no answer."""
+        got = await self.ctx.bookies.client(bookie).read_entry(md.ledger_id.ledger, entry)
+        if not got.present or got.body is None:
+            return None
+        return verify_entry(
+            got.body, ledger_id=md.ledger_id.ledger, entry_id=entry, digest_type=creds.digest_type, key=creds.mac_key
+        )
 
     async def _choose(self, md: LedgerMetadata, action: Action, exclude: Iterable[str]) -> str:
         segment = md.segments[action.segment_index]
@@ -521,7 +517,7 @@ class RepairWorker:
         elif self.byte_rate is None:
             self.byte_rate = TokenBucket(rate)
         else:
-            self.byte_rate.rate = rate
+            self.byte_rate.retune(rate)  # copies under way share this bucket: at once for them too
         in_flight = limits.entries_in_flight or own.copy_limits.max_in_flight
         per_bookie = limits.entries_in_flight_per_bookie or own.entries_in_flight_per_bookie
         if per_bookie != self.options.entries_in_flight_per_bookie:
