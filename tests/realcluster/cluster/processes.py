@@ -52,6 +52,31 @@ class Proc:
             assert self.popen is not None
             os.kill(self.popen.pid, sig)
 
+    def pause(self, timeout: float = 10.0) -> None:
+        """SIGSTOP, then wait until every thread is stopped: kill() returns before the threads of a busy
+        process have all stopped, and a bookie thread still running could answer a request sent at once
+        (make test saw a paused bookie answer an entry-list request 1.3 ms later)."""
+        self.signal(signal.SIGSTOP)
+        if not self.running:
+            return
+        deadline = time.monotonic() + timeout
+        while not self._all_threads_stopped():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{self.name} (pid {self.pid}) did not stop within {timeout} s of SIGSTOP")
+            time.sleep(0.005)
+
+    def _all_threads_stopped(self) -> bool:
+        tasks = Path(f"/proc/{self.pid}/task")
+        for task in tasks.iterdir():
+            try:
+                stat = (task / "stat").read_text()
+            except OSError:
+                continue  # a thread that exited
+            # The state follows the command name, which is in parentheses and may itself hold spaces.
+            if stat[stat.rindex(")") + 2] not in "TtZX":  # stopped, or exiting
+                return False
+        return True
+
     def stop(self, timeout: float = 20.0) -> None:
         """SIGTERM, then SIGKILL after `timeout`; only ever our own pid."""
         if not self.running:

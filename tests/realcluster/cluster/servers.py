@@ -442,7 +442,7 @@ class Cluster(JavaTools):
 
     def pause_bookie(self, n: int) -> None:
         b = self.bookie(n)
-        b.proc.signal(signal.SIGSTOP)
+        b.proc.pause()
         b.paused = True
 
     def resume_bookie(self, n: int) -> None:
