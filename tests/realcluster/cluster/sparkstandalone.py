@@ -61,6 +61,13 @@ class SparkStandalone:
             return doc
 
     def start(self, timeout: float = 120.0) -> SparkStandalone:
+        try:
+            return self._launch(timeout)
+        except BaseException:
+            self.stop()  # whatever went wrong, no master or worker of ours outlives the failed start
+            raise
+
+    def _launch(self, timeout: float) -> SparkStandalone:
         self.workdir.mkdir(parents=True, exist_ok=True)
         master = self._spark_class(
             "spark-master",
@@ -89,15 +96,15 @@ class SparkStandalone:
         while time.monotonic() < deadline:
             for p in self.procs:
                 if not p.running:
-                    self.stop()
                     raise HarnessError(f"{p.name} exited while starting:\n{tail(p.log)}")
             try:
                 if self.status().get("aliveworkers") == len(self.worker_ports):
                     return self
-            except OSError:
+            except (OSError, ValueError):
+                # Not up yet: refused, or (seen once in make test, while the master was starting) its
+                # HTML page served for /json/.
                 pass
             time.sleep(1)
-        self.stop()
         raise HarnessError(
             f"the Spark master did not see {len(self.worker_ports)} workers within {timeout:.0f}s:\n{tail(master.log)}"
         )
