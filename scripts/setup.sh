@@ -2,6 +2,7 @@
 # Everything a fresh machine needs for the demo and the test suite. Idempotent; safe to re-run.
 #   - Debian packages: zookeeper (the real ZooKeeper), a JDK 17 and Maven if missing
 #   - BookKeeper 4.17.x jars from Maven Central into ~/.cache (outside git)
+#   - Pulsar's managed-ledger library (4.0.x) and its dependencies likewise, for the test harness's MlTool
 #   - a virtualenv in .venv with the pinned dependencies of requirements/dev.lock (runtime + the spark and
 #     test extras, hash-checked; scripts/lock.sh refreshes it), bk-auditor installed (editable) and its
 #     protobuf code generated
@@ -23,6 +24,8 @@ fi
 
 echo "== BookKeeper jars"
 "$here/scripts/fetch_bk_jars.sh"
+echo "== Pulsar managed-ledger jars (the test harness's MlTool)"
+"$here/scripts/fetch_ml_jars.sh"
 
 PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then

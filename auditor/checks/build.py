@@ -57,6 +57,8 @@ def check_options(settings: Settings, *, one_shot: bool = False) -> CheckOptions
         underreplicated_grace_period=settings.under_replication.grace_seconds,
         verification_percentage=settings.ledger_check.verification_percentage,
         placement=placement_policy(settings),
+        pulsar_root=settings.references.pulsar_root,
+        orphan_grace_seconds=settings.references.orphan_grace_seconds,
     )
 
 

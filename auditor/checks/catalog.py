@@ -35,6 +35,7 @@ from auditor.metadata.interfaces import LedgerRecord, MarkerRecord
 from .answers import LedgerAnswers, gather_answers, gather_read_answers, ledger_end
 from .context import AuditContext, RunStats
 from .names import ALIASES
+from .references import ReferencesCheck
 from .runner import LedgerOutcome
 
 Locations = Callable[[Iterable[str]], Awaitable[Mapping[str, str | None]]]
@@ -291,19 +292,25 @@ class OpenLedgerCheck(CoverageCheck):
 
 
 # The checks by the names the CLI, the admin API's trigger and the metrics use.
-CHECKS: dict[str, type[CoverageCheck]] = {c.name: c for c in (ScrutinyCheck, LedgerReadCheck, OpenLedgerCheck)}
+CHECKS: dict[str, type[CoverageCheck] | type[ReferencesCheck]] = {
+    c.name: c for c in (ScrutinyCheck, LedgerReadCheck, OpenLedgerCheck, ReferencesCheck)
+}
 
 
-def resolve_checks(names: list[str]) -> list[str]:
+def resolve_checks(names: list[str], *, per_ledger_only: bool = False) -> list[str]:
     """Check names (aliases, any case, `all`) -> registry names, in order, once each; ValueError naming an
-    unknown one. Shared by the one-shot command and the sweep."""
+    unknown one. Shared by the one-shot command and the sweep; the sweep (`per_ledger_only`) runs only
+    the checks that judge each ledger alone: `all` leaves the whole-run cross-checks out, naming one is
+    an error."""
     if not names or names == ["all"]:
-        return list(CHECKS)
+        return [n for n, c in CHECKS.items() if not (per_ledger_only and getattr(c, "whole_run", False))]
     out = []
     for n in names:
         key = ALIASES.get(n.lower(), n.lower())
         if key not in CHECKS:
             raise ValueError(f"unknown check {n!r}; choose from {', '.join(CHECKS)} (or all)")
+        if per_ledger_only and getattr(CHECKS[key], "whole_run", False):
+            raise ValueError(f"check {key!r} cross-checks the whole cluster: run it with `check` or the daemon")
         if key not in out:
             out.append(key)
     return out

@@ -34,6 +34,10 @@ class CheckOptions:
     text_limit: int = 20
     placement: PlacementPolicy | None = None  # None: placement is not judged
     racks: Mapping[str, str] | Callable[[str], str | None] | None = None
+    # The references check: Pulsar's metadata root (None: the parent of the ledgers root) and how old an
+    # unlisted ledger must be before it is an orphan (Pulsar creates a ledger before it records it).
+    pulsar_root: str | None = None
+    orphan_grace_seconds: float = 3600.0
 
 
 @dataclass
@@ -51,6 +55,7 @@ class RunStats:
     bookie_requests: Counter[str] = field(default_factory=Counter)
     bookie_unknown: Counter[str] = field(default_factory=Counter)
     reanalysed: int = 0
+    note: str | None = None  # what the run has to say beyond counts (e.g. no application metadata)
 
     @property
     def duration(self) -> float:
@@ -69,6 +74,7 @@ class RunStats:
             "bookieRequestsByBookie": dict(self.bookie_requests),
             "bookieUnknownByBookie": dict(self.bookie_unknown),
             "reanalysed": self.reanalysed,
+            **({"note": self.note} if self.note else {}),
         }
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 # scrutiny: closed ledgers: placement, every entry on its WQ bookies, markers
 # ledger: all ledgers: read first/last (+ a sample) of each fragment, verify digests
 # open: open ledgers: would a recovery now truncate acknowledged entries?
-CHECK_NAMES: tuple[str, ...] = ("scrutiny", "ledger", "open")
+# references: Pulsar's listed ledgers against BookKeeper's: missing (deleted, still listed) and orphans
+CHECK_NAMES: tuple[str, ...] = ("scrutiny", "ledger", "open", "references")
 
 ALIASES: dict[str, str] = {
     "replicas": "scrutiny",
@@ -15,6 +16,8 @@ ALIASES: dict[str, str] = {
     "checkallledgers": "ledger",
     "open-ledgers": "open",
     "truncation": "open",
+    "deletion": "references",
+    "orphans": "references",
 }
 
 

@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any, TextIO
 
-from auditor.durability.findings import Finding, FindingSummary
+from auditor.durability.findings import Category, Finding, FindingSummary
 from auditor.durability.topics import at_risk_by_topic
 from auditor.errors import error_line
 from auditor.logging import get_logger, log_new_finding
@@ -139,7 +139,11 @@ def print_table(findings: list[Finding], summary: FindingSummary, runs: list[dic
     if info:
         kinds = ", ".join(f"{c}: {n}" for c, n in sorted(Counter(f.category.value for f in info).items()))
         con.print(f"{len(info)} informational finding(s) not shown ({kinds}); --format json lists them")
+    print_cleanup_plan(info, out)
     for r in runs:
+        if r.get("note"):
+            con.print(f"{r['check']}: {r['note']}, {r['durationSeconds']}s")
+            continue
         skipped = ", ".join(f"{n} {why}" for why, n in sorted(r["ledgersSkipped"].items())) or "none"
         con.print(
             f"{r['check']}: {r['ledgersChecked']} ledgers checked "
@@ -147,6 +151,32 @@ def print_table(findings: list[Finding], summary: FindingSummary, runs: list[dic
             f"{r['ledgersRechecked']} re-checked, {r['bookieRequests']} bookie requests, "
             f"{r['durationSeconds']}s"
         )
+
+
+def print_cleanup_plan(findings: list[Finding], out: TextIO) -> None:
+    """Orphan ledgers, with their size and the command that would reclaim each: a dry run (bk-auditor
+    deletes nothing; check the evidence first)."""
+    orphans = [f for f in findings if f.category is Category.ORPHAN_LEDGER]
+    if not orphans:
+        return
+    rows = [
+        (
+            str(f.ledger),
+            str(f.detail.get("entries", "")),
+            str(f.detail.get("bytes", "")),
+            str(f.detail.get("owner", "")),
+            str(f.detail.get("reason", "")),
+            str(f.detail.get("cleanup", "")),
+        )
+        for f in sorted(orphans, key=lambda f: f.ledger.qualified_name if f.ledger else "")
+    ]
+    total = sum(int(f.detail.get("bytes") or 0) for f in orphans)
+    table_out(
+        ("ledger", "entries", "bytes", "owner", "why unowned", "cleanup (dry run: not executed)"),
+        rows,
+        title=f"{len(orphans)} orphan ledger(s), {total} bytes: cleanup plan (dry run)",
+        out=out,
+    )
 
 
 def print_topics(findings: list[Finding], out: TextIO) -> None:

@@ -223,8 +223,23 @@ class CheckRun:
             due = await self.queue.get()
             await self.recheck(due.item, due.attempt, due.is_last)
 
+    async def begin(self) -> bool:
+        """A whole-run check's preparation (a cross-check reads what it compares against); False: there
+        is nothing to scan (e.g. no application metadata). Per-ledger checks have none."""
+        prepare = getattr(self.check, "prepare", None)
+        return True if prepare is None else bool(await prepare(self.stats))
+
+    async def end(self) -> None:
+        """A whole-run check's verdicts on what the scan did not meet (e.g. listed ledgers that are gone)."""
+        finish = getattr(self.check, "finish", None)
+        if finish is not None:
+            for f in await finish(self.stats):
+                await _emit(self.sink, f)
+
     async def run(self, start: LedgerId | None = None, end: LedgerId | None = None) -> RunStats:
-        await self.scan(start, end)
-        await self.drain_rechecks()
+        if await self.begin():
+            await self.scan(start, end)
+            await self.drain_rechecks()
+            await self.end()
         self.stats.finished = time.time()
         return self.stats

@@ -27,6 +27,7 @@ from auditor.checks.build import Locations, audit_context
 from auditor.checks.catalog import CHECKS as CHECK_CLASSES
 from auditor.checks.context import AuditContext
 from auditor.checks.explain import LedgerExplanation, explain_ledger
+from auditor.checks.references import ReferencesCheck
 from auditor.checks.runner import CheckRun, LedgerCheck, Progress
 from auditor.durability.findings import Category, Finding
 from auditor.durability.ids import LedgerId
@@ -51,6 +52,7 @@ from auditor.settings import Settings
 
 from .backend import StateBackend
 from .bookie_watch import BookieWatch, LedgerIndex
+from .deletion_watch import DeletionWatch
 from .metrics import AuditorMetrics, RunSummary
 from .operator import OperatorBackend
 from .repair_workers import RepairWorkers
@@ -61,6 +63,7 @@ from .watchdog import ConfirmedGuard, LoopWatchdog
 log = get_logger("auditor.daemon")
 
 BOOKIE_WATCH = "bookies"
+REFERENCES = "references"
 UNDERREPLICATION = "underreplication"
 CURSOR_SAVE_SECONDS = 5.0
 # What a state save may meet that the next save retries: not the leader (any more), ZooKeeper trouble.
@@ -69,7 +72,12 @@ SAVE_ERRORS = (NotLeaderError, ConcurrentUpdateError, KazooException, asyncio.Ti
 
 def intervals(settings: Settings) -> dict[str, float]:
     s = settings.schedule
-    return {"scrutiny": s.scrutiny_seconds, "ledger": s.ledger_check_seconds, "open": s.open_ledger_check_seconds}
+    return {
+        "scrutiny": s.scrutiny_seconds,
+        "ledger": s.ledger_check_seconds,
+        "open": s.open_ledger_check_seconds,
+        "references": s.references_seconds,
+    }
 
 
 class Auditor:
@@ -84,6 +92,7 @@ class Auditor:
         self.election: LeaderElection | None = None
         self.index: LedgerIndex | None = None
         self.bookie_watch: BookieWatch | None = None
+        self.deletion_watch: DeletionWatch | None = None  # the leader's, after its first references pass
         self.checkstate: CheckStateStore | None = None
         self.tasks: Supervisor | None = None  # the leader's tasks (None while standing by)
         self.repair_blocks: RepairBlocks | None = None  # the repair role's records, read by the leader
@@ -147,9 +156,7 @@ class Auditor:
         if self.locations is not None and name == "scrutiny":
             await self.locations.refresh()  # racks may have moved since the last run
             self._report_rack_problem(name, seen)
-        check: LedgerCheck = CHECK_CLASSES[name](
-            self.ctx, self.locations, marker=self._marker if name == "ledger" else None
-        )
+        check: LedgerCheck = self._new_check(name)
         board = self.state.tasks
         last_save = [time.monotonic()]
 
@@ -170,15 +177,17 @@ class Auditor:
         board.start(name, cursor=start.qualified_name if start else None)
         ok = False
         try:
-            if records is not None:
+            if await run.begin():
+                if records is not None:
 
-                async def source() -> Any:
-                    yield records
+                    async def source() -> Any:
+                        yield records
 
-                await run.scan(records=source())
-            else:
-                await run.scan(start)
-            await run.drain_rechecks()
+                    await run.scan(records=source())
+                else:
+                    await run.scan(start)
+                await run.drain_rechecks()
+                await run.end()
             run.stats.finished = time.time()
             ok = True
         except asyncio.CancelledError:
@@ -190,6 +199,8 @@ class Auditor:
             self._runs.pop(name, None)
         if name == "scrutiny":
             self._report_rack_problem(name, seen)  # also when a rack script failed during the run
+        if ok and isinstance(check, ReferencesCheck) and full and self.deletion_watch is not None:
+            await self.deletion_watch.arm(check)
         if ok:
             board.succeed(name)
             if full and start is None:
@@ -214,6 +225,13 @@ class Auditor:
                 self.metrics.bookie_request_errors.labels(bookie, name, "unknown").inc(n)
             log.info("check finished", **run.stats.as_dict(), findingsByCategory=self._category_counts(seen))
         return run
+
+    def _new_check(self, name: str) -> LedgerCheck:
+        assert self.ctx is not None
+        if name == REFERENCES:
+            watch = self.deletion_watch
+            return ReferencesCheck(self.ctx, last_seen=watch.last_seen if watch is not None else None)
+        return CHECK_CLASSES[name](self.ctx, self.locations, marker=self._marker if name == "ledger" else None)
 
     def _category_counts(self, keys: set[Any]) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -381,6 +399,13 @@ class Auditor:
         cancelled as a whole on losing leadership."""
         assert self.ctx is not None
         tasks = self.tasks = Supervisor(metrics=self.metrics, board=self.state.tasks)
+        refs = self.settings.references
+        self.deletion_watch = DeletionWatch(
+            self.zk,
+            lambda f: self.report(REFERENCES, f),
+            enabled=refs.deletion_watch,
+            confirm_seconds=refs.confirm_seconds,
+        )
         try:
             tasks.keep(BOOKIE_WATCH, self._watch_bookies)
             tasks.keep(UNDERREPLICATION, self._underreplication_loop)
@@ -391,6 +416,9 @@ class Auditor:
         finally:
             self.tasks = None
             self.bookie_watch = None
+            if self.deletion_watch is not None:
+                self.deletion_watch.close()
+                self.deletion_watch = None
             await tasks.close()
 
     # ----------------------------------------------------------------------------- admin backend

@@ -66,6 +66,8 @@ class Category(str, enum.Enum):
     METADATA_UNREADABLE = "metadata_unreadable"
     OVERREPLICATED = "overreplicated"  # informational
     REPAIR_BLOCKED = "repair_blocked"  # a marked ledger the repair role could not repair (why, and until when)
+    LEDGER_MISSING = "ledger_missing"  # listed by the application (a Pulsar topic) but gone from BookKeeper
+    ORPHAN_LEDGER = "orphan_ledger"  # informational: tagged as an application's, listed by nobody
 
     def __str__(self) -> str:
         return self.value
@@ -111,6 +113,8 @@ SEVERITY_OF: Mapping[Category, Severity] = MappingProxyType(
         Category.METADATA_UNREADABLE: Severity.MAJOR,
         Category.OVERREPLICATED: Severity.INFO,
         Category.REPAIR_BLOCKED: Severity.MAJOR,  # critical when the reason is data loss
+        Category.LEDGER_MISSING: Severity.CRITICAL,  # info when only a shadow topic's stale copy lists it
+        Category.ORPHAN_LEDGER: Severity.INFO,
     }
 )
 

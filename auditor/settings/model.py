@@ -117,6 +117,7 @@ class ScheduleSettings(_Section):
     ledger_check_seconds: float = Field(604800.0, ge=0)  # 0 = off
     scrutiny_seconds: float = Field(86400.0, ge=0)  # replicas + placement; 0 = off
     open_ledger_check_seconds: float = Field(3600.0, ge=0)  # 0 = off
+    references_seconds: float = Field(86400.0, ge=0)  # Pulsar's listed ledgers vs BookKeeper's; 0 = off
     lost_bookie_delay_seconds: float = Field(0.0, ge=0)
     windows: Annotated[list[str], NoDecode] = Field(default_factory=list)  # [] = always
     windows_timezone: str = "UTC"
@@ -177,6 +178,27 @@ class UnderReplicationSettings(_Section):
     grace_seconds: float = Field(14400.0, ge=0)  # 0 = never report "under-replicated too long"
     # How often the leader lists the markers (the gauges) and the repair role's blocked records.
     poll_seconds: float = Field(60.0, gt=0)
+
+
+class ReferencesSettings(_Section):
+    """The references check (docs/deletion.md): missing ledgers Pulsar still lists, orphans it does not."""
+
+    pulsar_root: str | None = None  # Pulsar's metadata root in the same ZooKeeper; default: the ledgers root's parent
+    orphan_grace_seconds: float = Field(3600.0, ge=0)  # an unlisted ledger younger than this is not an orphan
+    deletion_watch: bool = True  # the leader watches listed ledgers: a deletion is cross-checked at once
+    confirm_seconds: float = Field(2.0, ge=0)  # wait after a deletion before re-reading its topic's listing
+
+    @field_validator("pulsar_root")
+    @classmethod
+    def _check_root(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        from auditor.metadata.location import zk_path_problem
+
+        problem = zk_path_problem(v)
+        if problem:
+            raise ValueError(f"{v!r} is not a valid ZooKeeper path: it {problem}")
+        return v
 
 
 class PlacementSettings(_Section):
@@ -377,6 +399,7 @@ class Settings(BaseSettings):
     recheck: RecheckSettings = Field(default_factory=RecheckSettings)
     ledger_check: LedgerCheckSettings = Field(default_factory=LedgerCheckSettings)
     under_replication: UnderReplicationSettings = Field(default_factory=UnderReplicationSettings)
+    references: ReferencesSettings = Field(default_factory=ReferencesSettings)
     placement: PlacementSettings = Field(default_factory=PlacementSettings)
     racks: RackSettings = Field(default_factory=RackSettings)
     bookie_client: BookieClientSettings = Field(default_factory=BookieClientSettings)

@@ -159,7 +159,7 @@ def run_sweep(
     from auditor.checks.catalog import resolve_checks
 
     opts = options or SweepOptions()
-    checks = resolve_checks(opts.checks)
+    checks = resolve_checks(opts.checks, per_ledger_only=True)
     sc = spark.sparkContext
     n = opts.partitions or max(1, sc.defaultParallelism * PARTITIONS_PER_CORE)
     started = time.monotonic()
@@ -258,7 +258,7 @@ def sweep_main(
 
     out, err = out or sys.stdout, err or sys.stderr
     try:
-        resolve_checks(options.checks)
+        resolve_checks(options.checks, per_ledger_only=True)
         if options.executor_log_level not in ("debug", "info", "warning", "error"):
             raise ValueError(
                 f"--executor-log-level must be debug, info, warning or error, got {options.executor_log_level!r}"

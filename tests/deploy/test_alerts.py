@@ -30,6 +30,7 @@ REQUIRED_ALERTS = {
     "BkAuditorDigestMismatch",
     "BkAuditorTaskFailing",
     "BkAuditorRepairBlocked",
+    "BkAuditorLedgerMissing",
 }
 
 
@@ -43,6 +44,7 @@ def test_required_alerts_exist_with_severities() -> None:
         "BkAuditorEntryBelowAckQuorum",
         "BkAuditorTruncationRisk",
         "BkAuditorDigestMismatch",
+        "BkAuditorLedgerMissing",
     ):
         assert severity[name] == "critical"
     for r in rules:
@@ -50,7 +52,7 @@ def test_required_alerts_exist_with_severities() -> None:
         assert {"summary", "description", "runbook"} <= set(r["annotations"]), r["alert"]
     # one staleness rule per check with a non-zero default interval
     stale = [r for r in rules if r["alert"] == "BkAuditorCheckStale"]
-    assert len(stale) == 4
+    assert len(stale) == 5
 
 
 @pytest.mark.parametrize("scenario", ["default", "all-features", "victoria-metrics"])

@@ -223,7 +223,7 @@ def test_all_features_values_reach_the_objects() -> None:
     # staleness: scrutiny every 43200 s (config), ledger check 302400 s is a Java key so the default
     # applies, open-ledger check off (0): no rules for it; factor 3
     stale = {re.search(r'check="(\w+)"', r["expr"]).group(1): r for r in rules if r["alert"] == "BkAuditorCheckStale"}
-    assert set(stale) == {"bookies", "ledger", "scrutiny"}
+    assert set(stale) == {"bookies", "ledger", "scrutiny", "references"}
     assert stale["scrutiny"]["expr"].rstrip().endswith(f"> {3 * 43200}")
     never = {r["labels"]["check"]: r for r in rules if r["alert"] == "BkAuditorCheckNeverSucceeded"}
     assert never["scrutiny"]["for"] == f"{3 * 43200}s"
@@ -242,7 +242,7 @@ def test_check_intervals_override_for_staleness_alerts() -> None:
     rule = yaml.safe_load(out["bk-auditor/templates/prometheusrule.yaml"])
     rules = rule["spec"]["groups"][0]["rules"]
     stale = {re.search(r'check="(\w+)"', r["expr"]).group(1): r for r in rules if r["alert"] == "BkAuditorCheckStale"}
-    assert set(stale) == {"bookies", "scrutiny", "open"}
+    assert set(stale) == {"bookies", "scrutiny", "open", "references"}
     assert stale["scrutiny"]["expr"].rstrip().endswith("> 1200")
     assert stale["bookies"]["expr"].rstrip().endswith("> 172800")  # the daemon's default, 1 d
 

@@ -48,6 +48,21 @@ two releases auditing the same cluster.
       destructive steps). List the ledgers with `bk-auditor findings --category entry_no_replica`,
       explain one with `bk-auditor explain <ledger>`, and look for the lost bookie's disks before
       anything else. Map ledgers to topics via the Pulsar metadata shown by `explain`.
+- alert: BkAuditorLedgerMissing
+  expr: {{ include "bk-auditor.leaderMax" (list . "bk_auditor_ledgers_with_findings" `category="ledger_missing"`) }} > 0
+  for: {{ $t.criticalFor }}
+  labels:
+    severity: critical
+  annotations:
+    summary: Ledgers that Pulsar topics still list are gone from BookKeeper (data lost by deletion)
+    description: >-
+      {{ $value }} ledger(s){{ $inNs }} are listed by a topic's managed ledger, cursor or schema but their
+      BookKeeper metadata is gone (not offloaded). bk-auditor re-read the topic's listing before reporting.
+    runbook: >-
+      Stop whatever deletes ledgers (cleanup jobs, scripts, a misconfigured retention) and keep the
+      ZooKeeper transaction logs and snapshots: they hold the deleted metadata. `bk-auditor findings
+      --category ledger_missing` names each topic and ledger; see docs/deletion.md. Readers of the topic
+      will fail at that ledger (or skip it with autoSkipNonRecoverableData).
 - alert: BkAuditorEntryBelowAckQuorum
   expr: {{ include "bk-auditor.leaderMax" (list . "bk_auditor_ledgers_with_findings" `category="entry_below_ack_quorum"`) }} > 0
   for: {{ $t.criticalFor }}
@@ -257,7 +272,7 @@ two releases auditing the same cluster.
       `bk-auditor status` shows the task's state (`failed`), last error and restarts; the logs have each
       failure with its traceback ("background task failed", task=...). Fix the cause it names (often
       ZooKeeper permissions or an unreadable znode); the task recovers at its next restart.
-{{- $checks := list (list "bookies" "bookie_check_seconds" 86400) (list "ledger" "ledger_check_seconds" 604800) (list "scrutiny" "scrutiny_seconds" 86400) (list "open" "open_ledger_check_seconds" 3600) }}
+{{- $checks := list (list "bookies" "bookie_check_seconds" 86400) (list "ledger" "ledger_check_seconds" 604800) (list "scrutiny" "scrutiny_seconds" 86400) (list "open" "open_ledger_check_seconds" 3600) (list "references" "references_seconds" 86400) }}
 {{- range $checks }}
 {{- $interval := include "bk-auditor.checkInterval" (list $ (index . 0) (index . 1) (index . 2)) | float64 }}
 {{- if gt $interval 0.0 }}

@@ -12,6 +12,8 @@ Modules, by subject:
   (`Cluster`, `BookieProc`);
 * `javatools`: the JVM and jars, and the Java tools run against a cluster (BookieShell, BkLedgerTool on
   the real Java client, the Java ReplicationWorker and AutoRecoveryMain);
+* `mltool`: Pulsar's own managed-ledger library (MlTool, jars from `scripts/fetch_ml_jars.sh`) writing,
+  trimming, offloading and deleting Pulsar topics' managed ledgers on a cluster (`Cluster.ml_*`);
 * `zksecurity`: a secured ZooKeeper (TLS, SASL), its test certificates and its clients' JVM flags
   (`secured_cluster` starts a one-bookie cluster on it);
 * `errors`: `HarnessError`.
@@ -20,6 +22,7 @@ Ports for tests come from `tests/realcluster/ports.py` (`BK_TEST_PORT_SLOT`).
 
 from tests.realcluster.cluster.errors import HarnessError
 from tests.realcluster.cluster.javatools import BK_HOME, BK_VERSION, check_prerequisites, payload
+from tests.realcluster.cluster.mltool import PULSAR_ML_HOME, PULSAR_ML_VERSION, check_ml_jars
 from tests.realcluster.cluster.processes import Proc
 from tests.realcluster.cluster.servers import PROXY_HOST, PROXY_NAME, BookieProc, Cluster, secured_cluster
 
@@ -28,10 +31,13 @@ __all__ = [
     "BK_VERSION",
     "PROXY_HOST",
     "PROXY_NAME",
+    "PULSAR_ML_HOME",
+    "PULSAR_ML_VERSION",
     "BookieProc",
     "Cluster",
     "HarnessError",
     "Proc",
+    "check_ml_jars",
     "check_prerequisites",
     "payload",
     "secured_cluster",

@@ -3,7 +3,7 @@
 Bookie N listens on 127.0.0.N so that each bookie can have its own rack. Every process is started by us,
 recorded by pid, and stopped by that pid; every wait is bounded; every process's output goes to a log file
 under `logs_dir` for post-mortems. The Java tools (writing ledgers with the real client, the shell) come
-from `javatools.JavaTools`.
+from `javatools.JavaTools`, Pulsar's managed-ledger library (MlTool) from `mltool.MlTools`.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from tests.realcluster.cluster.javatools import (
     check_prerequisites,
     classpath,
 )
+from tests.realcluster.cluster.mltool import MlTools
 from tests.realcluster.cluster.processes import Proc, tail
 from tests.realcluster.cluster.zksecurity import ZkTestSecurity
 
@@ -93,7 +94,7 @@ class BookieProc:
 
 
 @dataclass
-class Cluster(JavaTools):
+class Cluster(JavaTools, MlTools):
     workdir: Path
     num_bookies: int = 3
     storage: dict[int, str] = field(default_factory=dict)

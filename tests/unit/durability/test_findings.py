@@ -52,6 +52,8 @@ def test_vocabulary_is_stable() -> None:
         "metadata_unreadable",
         "overreplicated",
         "repair_blocked",
+        "ledger_missing",
+        "orphan_ledger",
     }
     assert set(SEVERITY_OF) == set(Category)
     assert SEVERITY_OF[Category.ENTRY_NO_REPLICA] is Severity.CRITICAL
