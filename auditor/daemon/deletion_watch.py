@@ -1,8 +1,9 @@
 """The leader's deletion watch: a missing ledger found within seconds of its deletion, not at the next pass.
 
 After each `references` pass the leader keeps a one-shot existence watch on the metadata znode of every
-ledger Pulsar lists (and that the pass found), and a data watch on every managed ledger's znode so that
-ledgers added by a rollover are watched too. When a listed ledger's znode is deleted, the watch waits
+ledger Pulsar lists (and that the pass found), a data watch on every managed ledger's znode so that
+ledgers added by a rollover are watched too, and a child watch on each namespace's `persistent` directory
+so that a new topic is followed from its creation (a new namespace waits for the next pass). When a listed ledger's znode is deleted, the watch waits
 `confirm_seconds` (a topic being deleted drops its ledgers just before its own znode; a trim updates the
 listing before it deletes) and then asks the references check to confirm: still gone, still listed by a
 fresh read of its topic. Read only: watches never write.
@@ -16,6 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from kazoo.exceptions import NoNodeError
 from kazoo.protocol.states import EventType, KazooState, WatchedEvent
 
 from auditor.aio.tasks import spawn
@@ -53,6 +55,7 @@ class DeletionWatch:
         self._armed: set[str] = set()
         self._watchers: dict[str, Callable[[WatchedEvent], None]] = {}
         self._paths: dict[str, int] = {}  # ledger znode path -> ledger id
+        self._children: dict[str, set[str]] = {}  # namespace directory -> managed ledgers seen in it
         self._tasks: set[asyncio.Task[Any]] = set()
         self.deletions_seen = 0
         zk.bridge.add_state_callback(self._on_state)
@@ -94,6 +97,8 @@ class DeletionWatch:
         if self.check is not None and self.check.refs is not None:
             for name in sorted(self.check.refs.managed_ledgers):
                 await self._arm_managed_ledger(name)
+            for directory in sorted({name.rsplit("/", 1)[0] for name in self.check.refs.managed_ledgers}):
+                await self._arm_directory(directory)
         log.info("deletion watch armed", ledgers=len(self.listed), watches=len(self._armed))
 
     def _watcher(self, path: str, on_event: Callable[[WatchedEvent], None]) -> Callable[[WatchedEvent], None]:
@@ -152,6 +157,28 @@ class DeletionWatch:
         self._armed.discard(event.path)
         if self.enabled and event.type == EventType.CHANGED:
             self._spawn(self._refresh(name), "deletion watch refresh")
+
+    async def _arm_directory(self, directory: str) -> None:
+        """A namespace's `persistent` directory: a topic created there is watched from its creation on."""
+        assert self.check is not None
+        path = managed_ledger_path(self.check.reader.root, directory)
+        if path in self._armed:
+            return
+        watcher = self._watcher(path, functools.partial(self._directory_event, directory))
+        try:
+            names = await self.zk.bridge.call(self.zk.client.get_children_async, path, watcher)
+        except NoNodeError:
+            return
+        self._armed.add(path)
+        known = self._children.setdefault(directory, set(names))
+        for new in sorted(set(names) - known):
+            known.add(new)
+            await self._refresh(f"{directory}/{new}")
+
+    def _directory_event(self, directory: str, event: WatchedEvent) -> None:
+        self._armed.discard(event.path)
+        if self.enabled and event.type == EventType.CHILD:
+            self._spawn(self._arm_directory(directory), "deletion watch directory")
 
     async def _refresh(self, name: str) -> None:
         """A managed ledger's list changed (a rollover, a trim): watch the ledgers it lists now."""

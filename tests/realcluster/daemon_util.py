@@ -55,6 +55,7 @@ class Daemon:
                 "ledger_check_seconds": 0,
                 "open_ledger_check_seconds": 0,
                 "bookie_check_seconds": 3600,
+                "references_seconds": 0,  # test_references.py turns it on
             },
             "recheck": {"delays_seconds": [1, 2], "attempts": 2},
             "bookie_client": {"timeout_seconds": 2},

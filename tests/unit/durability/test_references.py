@@ -138,6 +138,10 @@ def test_schema_ledgers_are_judged_against_their_locator() -> None:
 
 def test_ledgers_that_are_not_judged() -> None:
     assert orphan_candidate(md(1, {}), 0) is None  # no tags: not Pulsar's (or Pulsar 2.4)
-    compacted = {"application": "pulsar", "component": "compacted-ledger", "pulsar/compactedTopic": "persistent://a/b/c"}
+    compacted = {
+        "application": "pulsar",
+        "component": "compacted-ledger",
+        "pulsar/compactedTopic": "persistent://a/b/c",
+    }
     assert orphan_candidate(md(1, compacted), 0) is None  # its owner is recorded in a cursor ledger
     assert orphan_candidate(md(1, {"application": "other", "pulsar/managed-ledger": ML}), 0) is None
