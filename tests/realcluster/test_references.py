@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from auditor._proto import pulsar_mledger_pb2 as pb
 from tests.realcluster.cli_util import BIN, json_findings
 from tests.realcluster.cluster import Cluster
 from tests.realcluster.daemon_util import Daemon
@@ -28,6 +29,7 @@ pytestmark = pytest.mark.realcluster
 
 RUN = uuid.uuid4().hex[:6]
 TENANT = f"refs-{RUN}"
+SCHEMA_PATH = f"/schemas/{TENANT}/ns/victim"
 
 
 def ml(topic: str) -> str:
@@ -69,29 +71,36 @@ class Topics:
         c.delete_ledger(self.cursor_ledger)
         # A ledger tagged as topic `victim`'s that it does not list (a failed trim's leftover), and one
         # tagged as a topic that no longer exists.
-        tags = {"application": "pulsar", "component": "managed-ledger"}
-        self.orphan = c.create_ledger(
-            ensemble=2,
-            write_quorum=2,
-            ack_quorum=2,
-            entries=7,
-            entry_size=50,
-            custom={**tags, "pulsar/managed-ledger": ml("victim")},
-        )["ledgerId"]
-        self.orphan_of_deleted = c.create_ledger(
-            ensemble=2,
-            write_quorum=2,
-            ack_quorum=2,
-            entries=3,
-            entry_size=10,
-            custom={**tags, "pulsar/managed-ledger": ml("deleted")},
+        self.orphan = self.tagged(ml("victim"), entries=7, entry_size=50)
+        self.orphan_of_deleted = self.tagged(ml("deleted"), entries=3, entry_size=10)
+        # Schemas (Pulsar's broker writes these; here by hand, in its format): a locator listing two
+        # versions' ledgers, one of them deleted behind its back; and a schema ledger it does not list.
+        schema = {"application": "pulsar", "component": "schema", "pulsar/schemaId": f"{TENANT}/ns/victim"}
+        self.schema_kept, self.schema_lost, self.schema_orphan = (
+            c.create_ledger(ensemble=2, write_quorum=2, ack_quorum=2, entries=1, custom=schema)["ledgerId"]
+            for _ in range(3)
+        )
+        locator = pb.SchemaLocator()
+        for version, lid in enumerate((self.schema_lost, self.schema_kept)):
+            entry = locator.index.add(version=version)
+            entry.position.ledger_id, entry.position.entry_id = lid, 0
+        locator.info.CopyFrom(locator.index[-1])
+        c.kazoo.create(SCHEMA_PATH, locator.SerializeToString(), makepath=True)
+        c.delete_ledger(self.schema_lost)
+
+    def tagged(self, managed_ledger: str, entries: int, entry_size: int) -> int:
+        """A ledger written by the real client with the tags Pulsar puts on a topic's data ledger."""
+        tags = {"application": "pulsar", "component": "managed-ledger", "pulsar/managed-ledger": managed_ledger}
+        return self.cluster.create_ledger(
+            ensemble=2, write_quorum=2, ack_quorum=2, entries=entries, entry_size=entry_size, custom=tags
         )["ledgerId"]
 
     def cleanup(self) -> None:
         """Leave the session cluster as other tests expect it: no listed ledger missing."""
         for name in ("trimmed", "offloaded", "zstd", "victim"):
             self.cluster.ml_delete(ml(name), offload_dir=self.offload_dir)
-        for lid in (self.orphan, self.orphan_of_deleted):
+        self.cluster.kazoo.delete(f"/schemas/{TENANT}", recursive=True)
+        for lid in (self.orphan, self.orphan_of_deleted, self.schema_kept, self.schema_orphan):
             self.cluster.delete_ledger(lid)
 
 
@@ -137,18 +146,21 @@ def test_check_reports_missing_and_orphan_ledgers_and_nothing_pulsar_did(cluster
     rc, findings, _ = run_check(cluster)
     assert rc == 1
     missing = mine(findings, "ledger_missing")
-    assert set(missing) == {topics.victim_ledger, topics.cursor_ledger}, missing
+    assert set(missing) == {topics.victim_ledger, topics.cursor_ledger, topics.schema_lost}, missing
     data = missing[topics.victim_ledger]
     assert data["severity"] == "critical" and data["pulsar"]["topic"] == topic("victim")
     assert data["detail"]["listedBy"][0]["kind"] == "data" and data["detail"]["listedBy"][0]["entries"] == 3
     cursor = missing[topics.cursor_ledger]
     assert cursor["pulsar"]["cursor"] == "sub" and cursor["detail"]["listedBy"][0]["kind"] == "cursor"
+    schema = missing[topics.schema_lost]["detail"]["listedBy"]
+    assert schema == [{"kind": "schema", "listedBy": SCHEMA_PATH, "schemaId": f"{TENANT}/ns/victim"}]
     orphans = mine(findings, "orphan_ledger")
-    assert {topics.orphan, topics.orphan_of_deleted} <= set(orphans), orphans
+    assert {topics.orphan, topics.orphan_of_deleted, topics.schema_orphan} <= set(orphans), orphans
+    assert topics.schema_kept not in orphans and "does not list it" in orphans[topics.schema_orphan]["detail"]["reason"]
     # The library itself leaves unlisted ledgers behind when its process ends during a rollover or
     # before an asynchronous delete (Pulsar's own leaks): real orphans. Each must be unlisted by the
     # library's own reading of its managed ledger.
-    for lid in set(orphans) - {topics.orphan, topics.orphan_of_deleted}:
+    for lid in set(orphans) - {topics.orphan, topics.orphan_of_deleted, topics.schema_orphan}:
         info = cluster.ml_info(orphans[lid]["pulsar"]["managedLedger"])
         cursor_ledgers = [c["cursorsLedgerId"] for c in info["cursors"].values()]
         assert lid not in ids(info) + cursor_ledgers, (lid, info)
@@ -164,7 +176,7 @@ def test_check_reports_missing_and_orphan_ledgers_and_nothing_pulsar_did(cluster
 def test_a_young_unlisted_ledger_is_not_an_orphan(cluster: Cluster, topics: Topics) -> None:
     _, findings, _ = run_check(cluster, grace=3600)
     assert mine(findings, "orphan_ledger") == {}
-    assert set(mine(findings, "ledger_missing")) == {topics.victim_ledger, topics.cursor_ledger}
+    assert set(mine(findings, "ledger_missing")) == {topics.victim_ledger, topics.cursor_ledger, topics.schema_lost}
 
 
 def test_the_table_has_a_dry_run_cleanup_plan(cluster: Cluster, topics: Topics) -> None:

@@ -98,26 +98,41 @@ def classpath() -> str:
     return str(BK_HOME / "lib" / "*")
 
 
-def tool_classes() -> Path:
-    """Compile BkLedgerTool once per source version into a cache outside git."""
-    digest = hashlib.sha256(TOOL_SOURCE.read_bytes() + BK_VERSION.encode()).hexdigest()[:16]
-    out = BK_HOME / "tool" / digest
-    if not (out / "BkLedgerTool.class").exists():
-        tmp = Path(tempfile.mkdtemp(dir=BK_HOME))
+def compile_once(source: Path, cp: str, cache: Path, version: str) -> Path:
+    """Compile one Java tool once per source and library version into `cache/tool/<hash>` (outside git);
+    a concurrent compile of the same source keeps the first result."""
+    digest = hashlib.sha256(source.read_bytes() + version.encode()).hexdigest()[:16]
+    out = cache / "tool" / digest
+    if not (out / f"{source.stem}.class").exists():
+        tmp = Path(tempfile.mkdtemp(dir=cache))
         proc = subprocess.run(
-            ["javac", "-nowarn", "-cp", classpath(), "-d", str(tmp), str(TOOL_SOURCE)],
-            capture_output=True,
-            text=True,
-            timeout=300,
+            ["javac", "-nowarn", "-cp", cp, "-d", str(tmp), str(source)], capture_output=True, text=True, timeout=300
         )
         if proc.returncode != 0:
-            raise HarnessError(f"javac failed for {TOOL_SOURCE}:\n{proc.stderr[-3000:]}")
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise HarnessError(f"javac failed for {source}:\n{proc.stderr[-3000:]}")
         out.parent.mkdir(parents=True, exist_ok=True)
         if out.exists():
             shutil.rmtree(tmp)
         else:
             tmp.rename(out)
     return out
+
+
+def tool_classes() -> Path:
+    """Compile BkLedgerTool once per source version."""
+    return compile_once(TOOL_SOURCE, classpath(), BK_HOME, BK_VERSION)
+
+
+def tool_result(what: str, rc: int, out: str, err: str) -> dict[str, Any]:
+    """A Java tool's last JSON line on stdout; HarnessError (with the tail of its log) when it failed."""
+    lines = [line for line in out.splitlines() if line.startswith("{")]
+    if not lines:
+        raise HarnessError(f"{what} printed no JSON (rc={rc}):\n{out[-2000:]}\n{err[-3000:]}")
+    result: dict[str, Any] = json.loads(lines[-1])
+    if "error" in result or rc != 0:
+        raise HarnessError(f"{what} failed (rc={rc}): {result.get('error')}\n{err[-3000:]}")
+    return result
 
 
 class JavaTools:
@@ -207,17 +222,7 @@ class JavaTools:
 
     @staticmethod
     def _tool_result(command: str, args: Iterable[str], rc: int, out: str, err: str) -> dict[str, Any]:
-        lines = [line for line in out.splitlines() if line.startswith("{")]
-        if not lines:
-            raise HarnessError(
-                f"ledger tool {command} {' '.join(args)} printed no JSON (rc={rc}):\n{out[-2000:]}\n{err[-3000:]}"
-            )
-        result = json.loads(lines[-1])
-        if "error" in result or rc != 0:
-            raise HarnessError(
-                f"ledger tool {command} {' '.join(args)} failed (rc={rc}): {result.get('error')}\n{err[-3000:]}"
-            )
-        return result
+        return tool_result(f"ledger tool {command} {' '.join(args)}", rc, out, err)
 
     def _create_args(
         self,

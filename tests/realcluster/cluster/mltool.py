@@ -22,19 +22,15 @@ command's own keys.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
-import shutil
 import subprocess
-import tempfile
 import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from tests.realcluster.cluster.errors import HarnessError
-from tests.realcluster.cluster.javatools import JVM_CLIENT, JVM_COMMON
+from tests.realcluster.cluster.javatools import JVM_CLIENT, JVM_COMMON, compile_once, tool_result
 from tests.realcluster.cluster.zksecurity import ZkTestSecurity
 
 PULSAR_ML_VERSION = os.environ.get("PULSAR_ML_VERSION", "4.0.7")
@@ -78,38 +74,13 @@ def ml_classpath() -> str:
 def ml_tool_classes() -> Path:
     """Compile MlTool once per source and library version into a cache outside git."""
     check_ml_jars()
-    digest = hashlib.sha256(ML_TOOL_SOURCE.read_bytes() + PULSAR_ML_VERSION.encode()).hexdigest()[:16]
-    out = PULSAR_ML_HOME / "tool" / digest
     with _compile_lock:
-        if not (out / "MlTool.class").exists():
-            tmp = Path(tempfile.mkdtemp(dir=PULSAR_ML_HOME))
-            proc = subprocess.run(
-                ["javac", "-nowarn", "-cp", ml_classpath(), "-d", str(tmp), str(ML_TOOL_SOURCE)],
-                capture_output=True,
-                text=True,
-                timeout=300,
-            )
-            if proc.returncode != 0:
-                shutil.rmtree(tmp, ignore_errors=True)
-                raise HarnessError(f"javac failed for {ML_TOOL_SOURCE}:\n{proc.stderr[-3000:]}")
-            out.parent.mkdir(parents=True, exist_ok=True)
-            if out.exists():
-                shutil.rmtree(tmp)
-            else:
-                tmp.rename(out)
-    return out
+        return compile_once(ML_TOOL_SOURCE, ml_classpath(), PULSAR_ML_HOME, PULSAR_ML_VERSION)
 
 
 def ml_result(command: str, args: Iterable[str], rc: int, out: str, err: str) -> dict[str, Any]:
     """The tool's last JSON line; a HarnessError (with the tail of its log) when it failed."""
-    lines = [line for line in out.splitlines() if line.startswith("{")]
-    what = f"ML tool {command} {' '.join(args)}"
-    if not lines:
-        raise HarnessError(f"{what} printed no JSON (rc={rc}):\n{out[-2000:]}\n{err[-3000:]}")
-    result: dict[str, Any] = json.loads(lines[-1])
-    if "error" in result or rc != 0:
-        raise HarnessError(f"{what} failed (rc={rc}): {result.get('error')}\n{err[-3000:]}")
-    return result
+    return tool_result(f"ML tool {command} {' '.join(args)}", rc, out, err)
 
 
 class MlTools:
