@@ -44,6 +44,7 @@ class DeletionWatch:
         *,
         enabled: bool = True,
         confirm_seconds: float = 2.0,
+        on_deletion: Callable[[], None] | None = None,
     ) -> None:
         self.zk = zk
         self._report = report
@@ -58,6 +59,7 @@ class DeletionWatch:
         self._children: dict[str, set[str]] = {}  # namespace directory -> managed ledgers seen in it
         self._tasks: set[asyncio.Task[Any]] = set()
         self.deletions_seen = 0
+        self._on_deletion = on_deletion  # counts each deletion seen (a metric)
         zk.bridge.add_state_callback(self._on_state)
 
     def last_seen(self, ledger_id: int) -> int | None:
@@ -125,6 +127,8 @@ class DeletionWatch:
             return
         if event.type == EventType.DELETED:
             self.deletions_seen += 1
+            if self._on_deletion is not None:
+                self._on_deletion()
             log.info("listed ledger deleted: cross-checking", ledgerId=lid, path=event.path)
             self._spawn(self._confirm(lid), "deletion confirm")
         else:  # its metadata changed (closed, ensemble change): still there; watch on

@@ -191,6 +191,11 @@ class AuditorMetrics:
             "Unregistered bookies that still answered when a second bookie was lost (not a second failure)",
             registry=r,
         )
+        self.listed_ledger_deletions = Counter(
+            p + "listed_ledger_deletions",
+            "Deletions of ledgers Pulsar listed, seen by the leader's deletion watch (each cross-checked)",
+            registry=r,
+        )
         self.delayed_bookie_audits_cancelled = Counter(
             p + "delayed_bookie_audits_cancelled",
             "Delayed bookie audits cancelled (bookie back, or overridden)",

@@ -405,6 +405,7 @@ class Auditor:
             lambda f: self.report(REFERENCES, f),
             enabled=refs.deletion_watch,
             confirm_seconds=refs.confirm_seconds,
+            on_deletion=self.metrics.listed_ledger_deletions.inc,
         )
         try:
             tasks.keep(BOOKIE_WATCH, self._watch_bookies)

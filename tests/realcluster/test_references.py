@@ -232,7 +232,8 @@ def test_the_daemon_finds_a_deleted_listed_ledger_within_seconds(
         wire = json.loads(f.fields_json)
         assert wire["pulsar"]["topic"] == topic("victim") and f.severity == "critical"
         assert wire["detail"]["lastSeenMs"] > 0  # the pass saw it before the deletion
-        assert d.metric("bk_auditor_ledgers_with_findings", category="ledger_missing") is not None
+        assert d.metric("bk_auditor_ledgers_with_findings", category="ledger_missing") >= 4
+        assert d.metric("bk_auditor_listed_ledger_deletions_total") == 2
         # Still only the leader's pass had to run once: the watch did the rest.
         assert d.task("references").runs == 1
     finally:
