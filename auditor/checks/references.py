@@ -19,6 +19,7 @@ from typing import Any
 
 from auditor.durability.findings import Category, Finding, Method
 from auditor.durability.ids import LedgerId
+from auditor.durability.ranges import RangeSet
 from auditor.durability.references import (
     SCHEMA,
     OrphanCandidate,
@@ -31,7 +32,9 @@ from auditor.durability.references import (
 from auditor.logging import get_logger
 from auditor.metadata.errors import CorruptZnodeError, NoSuchLedgerError
 from auditor.metadata.interfaces import LedgerRecord
+from auditor.metadata.referencestate import SeenLedgers, SeenStore
 from auditor.metadata.zkconnection import ZooKeeperConnection
+from auditor.metadata.zkownstate import OwnZnodes
 from auditor.metadata.zkpulsar import PulsarReferenceReader
 
 from .context import AuditContext, RunStats
@@ -69,6 +72,7 @@ class ReferencesCheck:
         self.present: set[int] = set()
         self.note: str | None = None
         self._last_seen = last_seen
+        self.seen: SeenLedgers | None = None  # what the leader's last complete pass found present
         store = ctx.store
         if not isinstance(store, ZooKeeperConnection):
             raise ValueError("the references check reads Pulsar's metadata from ZooKeeper")
@@ -78,6 +82,7 @@ class ReferencesCheck:
         """Read what Pulsar lists; False (nothing to scan) when there is no application metadata."""
         refs = await self.reader.read()
         self.refs = refs
+        self.seen = await self._read_seen()
         self.by_ledger = refs.by_ledger()
         if not refs.found:
             self.note = stats.note = f"{NO_APPLICATION_METADATA} under {self.reader.root}"
@@ -94,6 +99,26 @@ class ReferencesCheck:
             unreadable=len(refs.unreadable),
         )
         return True
+
+    async def _read_seen(self) -> SeenLedgers | None:
+        if not isinstance(self.ctx.store, OwnZnodes):
+            return None
+        try:
+            return await SeenStore(self.ctx.store).read()
+        except CorruptZnodeError as exc:  # only "last seen" is lost; the next pass rewrites it
+            log.warning("references state unreadable: last-seen times unknown", path=exc.path, problem=exc.problem)
+            return None
+
+    def last_seen(self, ledger_id: int) -> int | None:
+        """When the ledger's metadata was last seen present: by this leader (its watch or pass), else by
+        the last complete pass of whichever leader recorded it."""
+        mine = self._last_seen(ledger_id) if self._last_seen is not None else None
+        stored = self.seen.last_seen(ledger_id) if self.seen is not None else None
+        return max((t for t in (mine, stored) if t is not None), default=None)
+
+    def seen_now(self, pass_ms: int) -> SeenLedgers:
+        """What this pass found listed and present, to be stored by the leader."""
+        return SeenLedgers(pass_ms, RangeSet.from_ids(set(self.by_ledger) & self.present))
 
     def unreadable_findings(self) -> list[Finding]:
         assert self.refs is not None
@@ -157,5 +182,4 @@ class ReferencesCheck:
         for owner in sorted({(r.kind == SCHEMA, r.owner) for r in refs}):
             fresh = await self.reader.read_owner(*owner)
             still += fresh.by_ledger().get(ledger_id, [])
-        last_seen = self._last_seen(ledger_id) if self._last_seen is not None else None
-        return missing_finding(ledger_id, still, last_seen) if still else None
+        return missing_finding(ledger_id, still, self.last_seen(ledger_id)) if still else None

@@ -46,6 +46,7 @@ from auditor.metadata.errors import (
     UnsupportedLayoutError,
 )
 from auditor.metadata.interfaces import WriteGuard
+from auditor.metadata.referencestate import SeenStore
 from auditor.metadata.repairstate import RepairBlocks
 from auditor.metadata.zkstore import ZooKeeperMetadataStore
 from auditor.settings import Settings
@@ -199,8 +200,8 @@ class Auditor:
             self._runs.pop(name, None)
         if name == "scrutiny":
             self._report_rack_problem(name, seen)  # also when a rack script failed during the run
-        if ok and isinstance(check, ReferencesCheck) and full and self.deletion_watch is not None:
-            await self.deletion_watch.arm(check)
+        if ok and isinstance(check, ReferencesCheck) and full and start is None and check.refs is not None:
+            await self._references_done(check, started_ms)
         if ok:
             board.succeed(name)
             if full and start is None:
@@ -232,6 +233,16 @@ class Auditor:
             watch = self.deletion_watch
             return ReferencesCheck(self.ctx, last_seen=watch.last_seen if watch is not None else None)
         return CHECK_CLASSES[name](self.ctx, self.locations, marker=self._marker if name == "ledger" else None)
+
+    async def _references_done(self, check: ReferencesCheck, started_ms: int) -> None:
+        """After a complete references pass: remember what it saw present (last-seen times for any leader
+        and for `check`), and watch it."""
+        try:
+            await SeenStore(self.zk).write(check.seen_now(started_ms), self._guard())
+        except SAVE_ERRORS as exc:
+            log.info("references state not saved", error=str(exc))
+        if self.deletion_watch is not None:
+            await self.deletion_watch.arm(check)
 
     def _category_counts(self, keys: set[Any]) -> dict[str, int]:
         out: dict[str, int] = {}

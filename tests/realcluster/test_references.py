@@ -239,3 +239,11 @@ def test_the_daemon_finds_a_deleted_listed_ledger_within_seconds(
     finally:
         d.stop()
         cluster.ml_delete(ml("watched"))
+    # The pass's memory is in our own subtree: a one-shot check after the daemon is gone knows when a
+    # ledger deleted since was last seen.
+    stored = json.loads(cluster.kazoo.get("/ledgers/bk-auditor/references/seen")[0])
+    later = topics.victim_listed[2]
+    cluster.delete_ledger(later)
+    _, findings, _ = run_check(cluster, grace=3600)
+    f = mine(findings, "ledger_missing")[later]
+    assert f["detail"]["lastSeenMs"] == stored["passMs"] > 0
