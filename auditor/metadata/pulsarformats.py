@@ -31,6 +31,11 @@ MAGIC = b"\x47\x78"
 # Bound on what one znode may expand to: ZooKeeper's default znode limit is 1 MiB, and Pulsar compresses
 # only large payloads; a header claiming more is hostile or corrupt.
 MAX_UNCOMPRESSED = 64 * 1024 * 1024
+# ... and on what a few compressed bytes may claim: the codecs size their output buffer by the header's
+# claim, so a 20-byte znode claiming 64 MiB would make us allocate 64 MiB (found by the property tests).
+# Pulsar's ledger and cursor lists compress far less than this; a znode beyond it is reported unreadable.
+MAX_RATIO = 256
+SMALL = 4096  # claims up to this are always allowed
 CODECS = {0: "NONE", 1: "LZ4", 2: "ZLIB", 3: "ZSTD", 4: "SNAPPY"}
 
 M = TypeVar("M", bound=Message)
@@ -70,8 +75,10 @@ def unwrap(data: bytes) -> bytes | None:
     body = data[6 + n :]
     codec = CODECS.get(header.compression_type)
     size = header.uncompressed_size
-    if codec is None or not 0 <= size <= MAX_UNCOMPRESSED:
+    if codec is None or not 0 <= size <= min(MAX_UNCOMPRESSED, SMALL + MAX_RATIO * len(body)):
         return None
+    if codec == "SNAPPY" and _snappy_length(body) != size:
+        return None  # raw Snappy starts with its own length, which sizes the codec's buffer: it must agree
     if codec == "NONE":
         return body
     try:
@@ -79,6 +86,17 @@ def unwrap(data: bytes) -> bytes | None:
     except Exception:  # any codec failure: fall back like Pulsar (then the plain parse decides)
         return None
     return out if len(out) == size else None
+
+
+def _snappy_length(body: bytes) -> int | None:
+    """The uncompressed length a raw Snappy block declares (a little-endian base-128 varint, at most 5
+    bytes: a 32-bit length)."""
+    value = 0
+    for i, b in enumerate(body[:5]):
+        value |= (b & 0x7F) << (7 * i)
+        if not b & 0x80:
+            return value
+    return None
 
 
 def _parse(msg: M, data: bytes, path: str, what: str) -> M:

@@ -104,3 +104,34 @@ def test_schema_locator_lists_every_version() -> None:
         e.position.ledger_id = lid
     s = parse_schema_locator("public/default/t", loc.SerializeToString(), "/schemas/public/default/t")
     assert s.ledger_ids == (20, 30)
+
+
+@pytest.mark.parametrize("codec", [1, 3, 4])
+def test_a_tiny_wrapper_claiming_a_huge_size_allocates_nothing_big(codec: int) -> None:
+    """Found at 100,000 inputs: 20 bytes of ZSTD claiming 64 MiB made the codec allocate 64 MiB."""
+    import tracemalloc
+
+    header = pb.MlCompressionHeader(compression_type=codec, uncompressed_size=64 * 1024 * 1024 - 5).SerializeToString()
+    empty = {
+        1: cramjam.lz4.compress_block(b"", store_size=False),
+        3: cramjam.zstd.compress(b""),
+        4: cramjam.snappy.compress_raw(b""),
+    }[codec]
+    data = b"\x47\x78" + struct.pack(">i", len(header)) + header + bytes(empty)
+    tracemalloc.start()
+    try:
+        with pytest.raises(CorruptZnodeError):
+            parse_managed_ledger("a/b/persistent/c", data, PATH)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 1024 * 1024
+
+
+def test_a_snappy_block_must_declare_the_claimed_size() -> None:
+    body = ml_info()
+    header = pb.MlCompressionHeader(compression_type=4, uncompressed_size=len(body) + 1).SerializeToString()
+    packed = bytes(cramjam.snappy.compress_raw(body))
+    data = b"\x47\x78" + struct.pack(">i", len(header)) + header + packed
+    with pytest.raises(CorruptZnodeError):
+        parse_managed_ledger("a/b/persistent/c", data, PATH)
