@@ -70,7 +70,6 @@ class ReferencesCheck:
         self.refs: References | None = None
         self.by_ledger: dict[int, list[Reference]] = {}
         self.present: set[int] = set()
-        self.note: str | None = None
         self._last_seen = last_seen
         self.seen: SeenLedgers | None = None  # what the leader's last complete pass found present
         store = ctx.store
@@ -85,7 +84,7 @@ class ReferencesCheck:
         self.seen = await self._read_seen()
         self.by_ledger = refs.by_ledger()
         if not refs.found:
-            self.note = stats.note = f"{NO_APPLICATION_METADATA} under {self.reader.root}"
+            stats.note = f"{NO_APPLICATION_METADATA} under {self.reader.root}"
             log.info(NO_APPLICATION_METADATA, check=self.name, root=self.reader.root)
             return False
         log.info(

@@ -58,7 +58,6 @@ class DeletionWatch:
         self._paths: dict[str, int] = {}  # ledger znode path -> ledger id
         self._children: dict[str, set[str]] = {}  # namespace directory -> managed ledgers seen in it
         self._tasks: set[asyncio.Task[Any]] = set()
-        self.deletions_seen = 0
         self._on_deletion = on_deletion  # counts each deletion seen (a metric)
         zk.bridge.add_state_callback(self._on_state)
 
@@ -126,7 +125,6 @@ class DeletionWatch:
         if lid is None or not self.enabled or lid not in self.listed:
             return
         if event.type == EventType.DELETED:
-            self.deletions_seen += 1
             if self._on_deletion is not None:
                 self._on_deletion()
             log.info("listed ledger deleted: cross-checking", ledgerId=lid, path=event.path)
