@@ -131,7 +131,7 @@ class _Pending:
 
 # The modules whose BookieTransport subclasses may encode requests: the auditor's read-only client here,
 # the repair role's recovery-add client (docs/repair.md, "The write gate").
-_GATE_MODULES = frozenset({__name__, "auditor.repair.writer"})
+_GATE_MODULES = frozenset({__name__, "auditor.repair.writer", "auditor.repair.fencing"})
 
 # Txn ids of requests that timed out (or were cancelled) remembered per connection, so that each may
 # still get exactly one late reply; older ones are forgotten (their late reply then closes the link).
@@ -563,35 +563,9 @@ class BookieTransport:
         self._schedule_retry(message)
         return message
 
-    def _status_name(self, reply: Reply) -> str:
-        return reply.status.name if reply.status is not None else f"unknown({reply.raw_status})"
-
-    def _explain(self, reply: Reply) -> str:
-        if reply.problem:
-            return f"bookie {self.bookie_id}: {reply.problem}"
-        return f"bookie {self.bookie_id} answered {self._status_name(reply)}"
-
-
-class BookieClient(BookieTransport):
-    """Read-only client for one bookie. Safe to share between many concurrent tasks.
-
-    Its gate is `protocol.encode_request`, fixed by the class (not a parameter): nothing the auditor
-    holds can make it send a write or a fence.
-    """
-
-    def _encode(self, request: Message) -> bytes:
-        if not isinstance(request, P.Request):
-            raise P.UnsafeRequestError(f"not a bookie Request: {type(request).__name__}")
-        return P.encode_request(request)  # raises UnsafeRequestError before anything is written
-
-    # ----- public operations ------------------------------------------------------------------------
-    async def read_entry(
-        self, ledger_id: int | LedgerId, entry_id: int, *, timeout: float | None = None
-    ) -> ReadEntryResult:
-        """READ_ENTRY without fence or long poll. entry_id -1 reads the bookie's highest entry."""
-        lid = _wire_ledger_id(ledger_id)
-        P.check_entry_id(entry_id)  # a bad argument raises here, before anything is queued
-        reply, elapsed = await self._call(Op.READ_ENTRY, lambda t: P.read_entry_request(t, lid, entry_id), timeout)
+    def _read_entry_result(self, reply: Reply | str, elapsed: float, lid: int, entry_id: int) -> ReadEntryResult:
+        """A READ_ENTRY reply judged: PRESENT (with its body), ABSENT, or UNKNOWN naming why. Shared by the
+        read-only client and the recovery role's fencing reads, whose replies are the same."""
         base = _EntryCall(bookie_id=self.bookie_id, elapsed=elapsed, ledger_id=lid, entry_id=entry_id)
         if isinstance(reply, str):
             return ReadEntryResult(outcome=Outcome.UNKNOWN, status=None, error=reply, **base)
@@ -629,6 +603,37 @@ class BookieClient(BookieTransport):
             max_lac=sub.maxLAC if sub.HasField("maxLAC") else None,
             **base,
         )
+
+    def _status_name(self, reply: Reply) -> str:
+        return reply.status.name if reply.status is not None else f"unknown({reply.raw_status})"
+
+    def _explain(self, reply: Reply) -> str:
+        if reply.problem:
+            return f"bookie {self.bookie_id}: {reply.problem}"
+        return f"bookie {self.bookie_id} answered {self._status_name(reply)}"
+
+
+class BookieClient(BookieTransport):
+    """Read-only client for one bookie. Safe to share between many concurrent tasks.
+
+    Its gate is `protocol.encode_request`, fixed by the class (not a parameter): nothing the auditor
+    holds can make it send a write or a fence.
+    """
+
+    def _encode(self, request: Message) -> bytes:
+        if not isinstance(request, P.Request):
+            raise P.UnsafeRequestError(f"not a bookie Request: {type(request).__name__}")
+        return P.encode_request(request)  # raises UnsafeRequestError before anything is written
+
+    # ----- public operations ------------------------------------------------------------------------
+    async def read_entry(
+        self, ledger_id: int | LedgerId, entry_id: int, *, timeout: float | None = None
+    ) -> ReadEntryResult:
+        """READ_ENTRY without fence or long poll. entry_id -1 reads the bookie's highest entry."""
+        lid = _wire_ledger_id(ledger_id)
+        P.check_entry_id(entry_id)  # a bad argument raises here, before anything is queued
+        reply, elapsed = await self._call(Op.READ_ENTRY, lambda t: P.read_entry_request(t, lid, entry_id), timeout)
+        return self._read_entry_result(reply, elapsed, lid, entry_id)
 
     async def read_last_entry(self, ledger_id: int | LedgerId, *, timeout: float | None = None) -> ReadEntryResult:
         return await self.read_entry(ledger_id, -1, timeout=timeout)

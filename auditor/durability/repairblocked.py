@@ -27,12 +27,13 @@ class BlockRecord(Protocol):
 def blocked_finding(ledger_id: LedgerId, block: BlockRecord, retry_s: float) -> Finding:
     """`repair_blocked`: why, how often, and when the next attempt may come; critical for data loss."""
     loss = block.reason == BlockReason.DATA_LOSS.value
+    critical = loss or block.reason == BlockReason.RECOVERY_REFUSED.value
     return Finding.of(
         Category.REPAIR_BLOCKED,
         f"ledger {ledger_id}: repair blocked ({'DATA LOSS' if loss else block.reason}): {block.detail}; "
         f"{block.failures} failed attempt(s), next in {retry_s:g} s",
         ledger=ledger_id,
-        severity=Severity.CRITICAL if loss else None,
+        severity=Severity.CRITICAL if critical else None,
         method=Method.REPAIR,
         confirmed=True,
         detail={

@@ -136,6 +136,9 @@ class BlockReason(str, enum.Enum):
     NO_ELIGIBLE_BOOKIE = "no_eligible_bookie"  # replacement.choose_replacement found none
     LEDGER_DELETED = "ledger_deleted"
     SEGMENT_CHANGED = "segment_changed"  # the ensemble update found the segment changed meanwhile
+    OPEN_LEDGER_GRACE = "open_ledger_grace"  # open, last ensemble has unregistered bookies: recovery after the grace
+    RECOVERY_STOPPED = "recovery_stopped"  # open-ledger recovery met an unknown answer: not closed, retried
+    RECOVERY_REFUSED = "recovery_refused"  # open-ledger recovery would cut off acknowledged entries: not closed
 
     @property
     def is_loss(self) -> bool:

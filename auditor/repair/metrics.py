@@ -54,6 +54,13 @@ class RepairMetrics:
             ["outcome"],
             registry=r,
         )
+        self.recoveries = Counter(
+            p + "open_ledger_recoveries",
+            "Open-ledger recoveries (repair.recover_open_ledgers) by outcome: closed, adopted (someone else "
+            "closed it), stopped (an unknown answer: not closed), refused (would truncate: not closed)",
+            ["outcome"],
+            registry=r,
+        )
         for c in WorkClass:
             self.queue.labels(c.name.lower())
 
@@ -64,6 +71,9 @@ class RepairMetrics:
         self.entries_copied.inc(entries)
         self.bytes_copied.inc(nbytes)
         self.ledger_seconds.observe(seconds)
+
+    def recovered(self, outcome: str) -> None:
+        self.recoveries.labels(outcome).inc()
 
     def corrupt(self, outcome: str, copies: int) -> None:
         self.corrupt_copies.labels(outcome).inc(copies)

@@ -52,6 +52,7 @@ from .copy import CopyLimits, CopyResult, CopyTask, CorruptReplica, FailureKind,
 from .evidence import Assessment, BookieStates, assess
 from .gate import RecoveryAddPermit
 from .metrics import RepairMetrics
+from .recover import LedgerRecoverer, RecoveryOutcome
 from .writer import RecoveryAddClient
 
 log = get_logger("auditor.repair")
@@ -76,6 +77,8 @@ class RepairOptions:
     ledgers_in_parallel: int = 1  # ledgers repaired at once, each under its own lock
     heal_verify_s: float = 5.0  # how long to read a healed copy back until it verifies
     entries_in_flight_per_bookie: int = 32  # adds outstanding to one bookie, over every lane's copies
+    recover_open_ledgers: bool = False  # opt-in ledger recovery of open ledgers whose writer is gone
+    open_ledger_grace_s: float = 30.0  # Java's openLedgerRereplicationGracePeriod
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,12 +97,14 @@ class LedgerRepair:
 
 
 class _Blocked(AuditorError):
-    """Internal: the attempt ends here (lock released, marker kept, backoff); never leaves `repair`."""
+    """Internal: the attempt ends here (lock released, marker kept, backoff); never leaves `repair`.
+    `retry_s`: when to try again instead of the backoff (the end of a grace period)."""
 
-    def __init__(self, reason: str, detail: str) -> None:
+    def __init__(self, reason: str, detail: str, retry_s: float | None = None) -> None:
         super().__init__(f"{reason}: {detail}")
         self.reason = reason
         self.detail = detail
+        self.retry_s = retry_s
 
 
 @dataclass
@@ -144,6 +149,9 @@ class RepairWorker:
         # Every worker's blocked records (shared backoff), as last listed by `pending`.
         self.blocks = RepairBlocks(locks.store)
         self._shared: dict[LedgerId, RepairBlock] = {}
+        # Open ledgers with unregistered bookies in their last ensemble: when this worker first saw each
+        # so (monotonic), for the recovery grace period.
+        self._open_seen: dict[LedgerId, float] = {}
 
     # ------------------------------------------------------------------ backoff
     def in_backoff(self, ledger_id: LedgerId, now_ms: int | None = None) -> bool:
@@ -162,8 +170,8 @@ class RepairWorker:
             before = None  # replaced below
         n = max(self._failures.get(lid, 0), before.failures if before else 0) + 1
         now = int(time.time() * 1000)
-        delay = self.options.backoff.delay_s(n)
-        block = RepairBlock(b.reason, b.detail, n, now, self.options.backoff.next_attempt_ms(now, n), self.locks.holder)
+        delay = self.options.backoff.delay_s(n) if b.retry_s is None else b.retry_s
+        block = RepairBlock(b.reason, b.detail, n, now, now + int(delay * 1000), self.locks.holder)
         self._failures[lid] = n
         self._not_before_ms[lid] = block.not_before_ms
         self._shared[lid] = block
@@ -269,6 +277,8 @@ class RepairWorker:
     async def _repair_locked(self, held: ZkHeldLock, tally: _Tally) -> None:
         md = await self._read(held.ledger_id)
         a = await self._assess(md)
+        if not md.is_closed and self.options.recover_open_ledgers and self._writer_gone(md):
+            md, a = await self._recover_open(held, md, a)
         if a.plan is None:
             raise _Blocked(BlockReason.WAIT_UNKNOWN.value, "the end of the open ledger is not proven yet")
         chosen: dict[int, set[str]] = {}  # segment -> targets already chosen in it
@@ -287,13 +297,65 @@ class RepairWorker:
         if problem is not None:
             raise _Blocked("recheck_not_clean", problem)
 
+    def _writer_gone(self, md: LedgerMetadata) -> list[str]:
+        """Unregistered bookies of the last ensemble (Java's isLastSegmentOpenAndMissingBookies): a live
+        writer would have replaced them at its next add."""
+        regs = self.states.registrations
+        available = regs.available if regs is not None else frozenset()
+        return [b for b in dict.fromkeys(md.segments[-1].ensemble) if b not in available]
+
+    async def _recover_open(
+        self, held: ZkHeldLock, md: LedgerMetadata, a: Assessment
+    ) -> tuple[LedgerMetadata, Assessment]:
+        """Opt-in ledger recovery (recover.py) once the grace period is over; the closed ledger's metadata
+        and assessment, for the repair that follows under the same lock."""
+        lid = md.ledger_id
+        gone = self._writer_gone(md)
+        now = time.monotonic()
+        wait = self.options.open_ledger_grace_s - (now - self._open_seen.setdefault(lid, now))
+        if wait > 0:
+            raise _Blocked(
+                BlockReason.OPEN_LEDGER_GRACE.value,
+                f"open, with unregistered bookies {', '.join(gone)} in its last ensemble: recovered after the grace period",
+                retry_s=round(wait, 3),
+            )
+        if a.end is None:
+            raise _Blocked(
+                BlockReason.WAIT_UNKNOWN.value, "no bookie of the last ensemble answered: nothing to recover from"
+            )
+        regs = self.states.registrations
+        recoverer = LedgerRecoverer(
+            self.ctx,
+            self.locks.store,
+            self.locks.store.address_resolver(),
+            self._bookie_config,
+            ledger_credentials(md, self.options.recovery_password, self.options.recovery_digest),
+            regs.available if regs is not None else frozenset(),
+            self._choose_in_last,
+        )
+        result = await recoverer.recover(md, a.end, held.guard)
+        if self.metrics is not None:
+            self.metrics.recovered(result.outcome.value)
+        if result.outcome is RecoveryOutcome.REFUSED:
+            raise _Blocked(BlockReason.RECOVERY_REFUSED.value, result.detail)
+        if result.outcome not in (RecoveryOutcome.CLOSED, RecoveryOutcome.ADOPTED):
+            raise _Blocked(BlockReason.RECOVERY_STOPPED.value, result.detail)
+        self._open_seen.pop(lid, None)
+        closed = await self._read(lid)
+        return closed, await self._assess(closed)
+
+    async def _choose_in_last(self, md: LedgerMetadata, index: int, exclude: set[str]) -> str:
+        return await self._choose(md, len(md.segments) - 1, index, exclude)
+
     async def _act(
         self, md: LedgerMetadata, action: Action, chosen: dict[int, set[str]], tally: _Tally, guard: WriteGuard
     ) -> LedgerMetadata:
         """One action on the current metadata; returns the metadata after it (changed by a REPLACE)."""
         target = action.bookie
         if action.kind is ActionKind.REPLACE:
-            target = await self._choose(md, action, chosen.setdefault(action.segment_index, set()))
+            target = await self._choose(
+                md, action.segment_index, action.index, chosen.setdefault(action.segment_index, set())
+            )
             chosen[action.segment_index].add(target)
         entries = tuple(e for a, b in action.entries.iter_runs() for e in range(a, b + 1))
         if entries:
@@ -431,12 +493,12 @@ class RepairWorker:
             got.body, ledger_id=md.ledger_id.ledger, entry_id=entry, digest_type=creds.digest_type, key=creds.mac_key
         )
 
-    async def _choose(self, md: LedgerMetadata, action: Action, exclude: Iterable[str]) -> str:
-        segment = md.segments[action.segment_index]
+    async def _choose(self, md: LedgerMetadata, segment_index: int, index: int, exclude: Iterable[str]) -> str:
+        segment = md.segments[segment_index]
         policy, racks = await self._placement(md, self.states.writable)
         choice = choose_replacement(
             segment.ensemble,
-            action.index,
+            index,
             md.write_quorum,
             md.ack_quorum,
             policy,

@@ -331,6 +331,12 @@ class RepairSettings(_Section):
     # How long to read a healed copy (re-added over a corrupt one) back until it verifies; a bookie with
     # SortedLedgerStorage serves the old copy until its memtable is next flushed (full, or at shutdown).
     heal_verify_seconds: float = Field(5.0, gt=0)
+    # Opt-in ledger recovery (docs/repair.md): a marked ledger still open, with unregistered bookies in
+    # its last ensemble, is fenced, recovered and closed once this worker has seen it so for
+    # open_ledger_grace_seconds (Java's openLedgerRereplicationGracePeriod, 30 s). Off: such a ledger
+    # waits (blocked, open_segment) for its writer or for someone else to close it.
+    recover_open_ledgers: bool = False
+    open_ledger_grace_seconds: float = Field(30.0, ge=0)
     # `bk-auditor run` starts this many `bk-auditor repair` processes beside the auditor (same settings),
     # restarts one that exits and stops them with itself; 0: none (run the role apart, or Java's).
     workers_beside_auditor: int = Field(0, ge=0, le=16)

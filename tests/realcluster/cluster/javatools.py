@@ -339,6 +339,65 @@ class JavaTools:
             )
         return results
 
+    def plant_ledgers(
+        self,
+        *,
+        ensemble: int,
+        write_quorum: int,
+        ack_quorum: int,
+        bookies: list[str],
+        layout: str,
+        entry_size: int = 64,
+        count: int = 1,
+        password: str = "pw",
+        digest: str = "CRC32C",
+        ensembles: dict[int, list[str]] | None = None,
+    ) -> list[dict[str, Any]]:
+        """`count` OPEN ledgers as a writer that died mid-write leaves them, each entry stored exactly where
+        `layout` says (the tool's `plant`, one JVM): created by the Java client on `bookies` (pinned), never
+        closed, entries added straight to the chosen bookies with a real digest and the client's master key.
+
+        `layout` is `ENTRIES=WHERE[@LAC];...`: ENTRIES `k` or `a-b`; WHERE `ws` (the round-robin write set),
+        `none` or ensemble indexes `i,j`; `@LAC` overrides the piggybacked LAC (default e-1). Entries not named
+        are written nowhere. `ensembles` ({first entry: bookie ids}) adds segments to the OPEN metadata first.
+        Returns one row per ledger: `create_ledger`'s fields plus `layout` and `planted` (entry -> bookies).
+        """
+        args = [
+            "--ensemble",
+            str(ensemble),
+            "--write-quorum",
+            str(write_quorum),
+            "--ack-quorum",
+            str(ack_quorum),
+            "--digest",
+            digest,
+            "--password",
+            password,
+            "--bookies",
+            ",".join(bookies),
+            "--entry-size",
+            str(entry_size),
+            "--layout",
+            layout,
+            "--count",
+            str(count),
+        ]
+        if ensembles:
+            args += ["--ensembles", ";".join(f"{k}:{','.join(v)}" for k, v in sorted(ensembles.items()))]
+        proc = subprocess.run(
+            self._tool_argv("plant", args), capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL
+        )
+        with open(self.logs_dir / "ledger-tool.log", "a") as log:
+            log.write(f"=== plant {' '.join(args)} rc={proc.returncode}\n{proc.stdout}\n{proc.stderr[-5000:]}\n")
+        results = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+        errors = [r["error"] for r in results if "error" in r]
+        if proc.returncode != 0 or errors or len(results) != count:
+            raise HarnessError(
+                f"ledger tool plant x{count} failed (rc={proc.returncode}): {errors or proc.stdout[-2000:]}\n"
+                f"{proc.stderr[-3000:]}"
+            )
+        return results
+
     def recover_ledger(self, ledger_id: int, password: str = "pw") -> dict[str, Any]:
         return self.ledger_tool("recover", "--ledger-id", str(ledger_id), "--password", password)
 

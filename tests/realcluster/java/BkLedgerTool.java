@@ -54,6 +54,25 @@ import org.apache.bookkeeper.stats.StatsLogger;
  *                                              bookie of its write set by the real BookieClient and its
  *                                              digest verified; one JSON line per ledger lists per bookie
  *                                              the entries missing, corrupt or unreadable there
+ *   plant   [--count N] --ensemble E --write-quorum W --ack-quorum A --digest CRC32|CRC32C|MAC|DUMMY --password P
+ *           --bookies a,b,c --entry-size B --layout SPEC [--ensembles "K:x,y,z;..."]
+ *                                              an OPEN ledger as a writer that died mid-write leaves it:
+ *                                              created by the normal client (pinned like create), no entry
+ *                                              added through it, never closed; then each entry is written
+ *                                              straight to the bookies SPEC names by the real BookieClient
+ *                                              (normal adds, real digest, the client's master key for P,
+ *                                              piggybacked LAC e-1, length = bytes of entries 0..e), every
+ *                                              add acknowledged. SPEC is ITEM;ITEM... with ITEM =
+ *                                              ENTRIES=WHERE[@LAC]: ENTRIES is k or a-b; WHERE is ws (the
+ *                                              entry's round-robin write set), none, or ensemble indexes
+ *                                              i,j,...; @LAC overrides the piggybacked LAC (-1 <= LAC < e).
+ *                                              Entries not named are written nowhere. --ensembles adds
+ *                                              segments (entry K onwards on bookies x,y,z) to the OPEN
+ *                                              metadata before planting (version-checked update); WHERE
+ *                                              indexes refer to the ensemble in force at each entry.
+ *                                              --count N plants N ledgers with the same layout; one line
+ *                                              each: create's fields plus "layout" (SPEC) and "planted"
+ *                                              (entry -> bookies written)
  *   replication-worker --seconds S             run only a Java ReplicationWorker (no auditor, no
  *                                              election) for S seconds: it acts on under-replication
  *                                              markers exactly as in AutoRecoveryMain
@@ -78,7 +97,7 @@ public class BkLedgerTool {
 
     public static void main(String[] argv) throws Exception {
         if (argv.length < 1) {
-            fail("usage: BkLedgerTool create|recover|delete|info --metadata-uri URI [options]");
+            fail("usage: BkLedgerTool create|recover|delete|info|read|copies|plant --metadata-uri URI [options]");
         }
         String cmd = argv[0];
         Map<String, List<String>> opts = parse(Arrays.copyOfRange(argv, 1, argv.length));
@@ -141,6 +160,10 @@ public class BkLedgerTool {
                     break;
                 case "copies":
                     copies((org.apache.bookkeeper.client.BookKeeper) bk, conf, opts);
+                    break;
+                case "plant":
+                    org.apache.bookkeeper.client.BookKeeper legacy = (org.apache.bookkeeper.client.BookKeeper) bk;
+                    plant(legacy, opts, new RawBookieClient(conf, legacy));
                     break;
                 default:
                     fail("unknown command " + cmd);
@@ -278,14 +301,8 @@ public class BkLedgerTool {
     static void copies(org.apache.bookkeeper.client.BookKeeper bk, ClientConfiguration conf,
                        Map<String, List<String>> opts) throws Exception {
         byte[] password = one(opts, "password", "pw").getBytes(StandardCharsets.UTF_8);
-        io.netty.channel.EventLoopGroup group = new io.netty.channel.nio.NioEventLoopGroup(2);
-        org.apache.bookkeeper.common.util.OrderedExecutor executor =
-                org.apache.bookkeeper.common.util.OrderedExecutor.newBuilder().numThreads(2).name("copies").build();
-        java.util.concurrent.ScheduledExecutorService scheduler =
-                java.util.concurrent.Executors.newSingleThreadScheduledExecutor();
-        org.apache.bookkeeper.proto.BookieClient client = new org.apache.bookkeeper.proto.BookieClientImpl(
-                conf, group, io.netty.buffer.UnpooledByteBufAllocator.DEFAULT, executor, scheduler,
-                org.apache.bookkeeper.stats.NullStatsLogger.INSTANCE, bk.getBookieAddressResolver());
+        RawBookieClient raw = new RawBookieClient(conf, bk);
+        org.apache.bookkeeper.proto.BookieClient client = raw.client;
         for (String spec : one(opts, "ledgers", "").split(",")) {
             if (spec.isEmpty()) {
                 continue;
@@ -348,10 +365,7 @@ public class BkLedgerTool {
                     + ",\"reads\":" + reads.size() + ",\"missing\":" + lists(missing) + ",\"corrupt\":"
                     + lists(corrupt) + ",\"unreadable\":" + lists(unreadable) + "}");
         }
-        client.close();
-        group.shutdownGracefully();
-        executor.shutdown();
-        scheduler.shutdown();
+        raw.close();
     }
 
     static String lists(Map<String, List<Long>> m) {
@@ -362,6 +376,259 @@ public class BkLedgerTool {
             sb.append(sb.length() > 1 ? "," : "").append(str(e.getKey())).append(":").append(v);
         }
         return sb.append('}').toString();
+    }
+
+    /** The low-level BookieClient (one entry to one bookie, no ledger handle) and the threads it runs on. */
+    static final class RawBookieClient implements AutoCloseable {
+        final io.netty.channel.EventLoopGroup group = new io.netty.channel.nio.NioEventLoopGroup(2);
+        final org.apache.bookkeeper.common.util.OrderedExecutor executor =
+                org.apache.bookkeeper.common.util.OrderedExecutor.newBuilder().numThreads(2).name("raw").build();
+        final java.util.concurrent.ScheduledExecutorService scheduler =
+                java.util.concurrent.Executors.newSingleThreadScheduledExecutor();
+        final org.apache.bookkeeper.proto.BookieClient client;
+
+        RawBookieClient(ClientConfiguration conf, org.apache.bookkeeper.client.BookKeeper bk) throws Exception {
+            client = new org.apache.bookkeeper.proto.BookieClientImpl(
+                    conf, group, io.netty.buffer.UnpooledByteBufAllocator.DEFAULT, executor, scheduler,
+                    org.apache.bookkeeper.stats.NullStatsLogger.INSTANCE, bk.getBookieAddressResolver());
+        }
+
+        @Override
+        public void close() {
+            client.close();
+            group.shutdownGracefully();
+            executor.shutdown();
+            scheduler.shutdown();
+        }
+    }
+
+    /** Where `plant` writes one entry: ensemble indexes (none: nowhere) and the LAC piggybacked on it. */
+    static final class Planted {
+        final int[] indexes;
+        final long lac;
+
+        Planted(int[] indexes, long lac) {
+            this.indexes = indexes;
+            this.lac = lac;
+        }
+    }
+
+    /**
+     * An OPEN ledger whose entries sit exactly where --layout says, as a writer that died mid-write leaves
+     * it: the ledger is created by the normal client and never closed, its entries are added straight to
+     * the chosen bookies. Validation comes first, so a bad spec creates nothing.
+     */
+    static void plant(org.apache.bookkeeper.client.BookKeeper bk, Map<String, List<String>> opts,
+                      RawBookieClient raw) throws Exception {
+        int e = Integer.parseInt(one(opts, "ensemble", "3"));
+        int w = Integer.parseInt(one(opts, "write-quorum", "2"));
+        int a = Integer.parseInt(one(opts, "ack-quorum", "2"));
+        DigestType digest = DigestType.valueOf(one(opts, "digest", "CRC32C"));
+        String password = one(opts, "password", "");
+        int size = Integer.parseInt(one(opts, "entry-size", "64"));
+        int count = Integer.parseInt(one(opts, "count", "1"));
+        String spec = one(opts, "layout", null);
+        if (spec == null) {
+            fail("plant: --layout is required");
+        }
+        if (!opts.containsKey("bookies")) {
+            fail("plant: --bookies is required (the layout names ensemble indexes)");
+        }
+        if (e < 1 || w < 1 || a < 1 || w > e || a > w) {
+            fail("plant: want 1 <= ack quorum <= write quorum <= ensemble, got E" + e + " W" + w + " A" + a);
+        }
+        java.util.TreeMap<Long, Planted> layout = parseLayout(spec, e, w);
+        java.util.TreeMap<Long, List<BookieId>> segments = parseEnsembles(one(opts, "ensembles", ""), e);
+        byte[] pw = password.getBytes(StandardCharsets.UTF_8);
+        // What the normal client sends as the ledger's master key (LedgerHandle's ledgerKey): the bookies
+        // compare it on every later add, fencing read and recovery add.
+        byte[] masterKey = org.apache.bookkeeper.proto.checksum.DigestManager.generateMasterKey(pw);
+        long span = layout.isEmpty() ? 0 : layout.lastKey() + 1;
+        for (int i = 0; i < count; i++) {
+            WriteHandle wh = bk.newCreateLedgerOp().withEnsembleSize(e).withWriteQuorumSize(w).withAckQuorumSize(a)
+                    .withDigestType(digest).withPassword(pw).execute().get(30, TimeUnit.SECONDS);
+            long id = wh.getId();
+            LedgerMetadata md = segments.isEmpty() ? wh.getLedgerMetadata() : addSegments(bk, id, segments);
+            // V3 packaging (useV2Protocol false), as the client sends by default.
+            org.apache.bookkeeper.proto.checksum.DigestManager dm =
+                    org.apache.bookkeeper.proto.checksum.DigestManager.instantiate(id, pw,
+                            org.apache.bookkeeper.client.BookKeeper.DigestType.toProtoDigestType(
+                                    org.apache.bookkeeper.client.BookKeeper.DigestType.fromApiDigestType(digest)),
+                            io.netty.buffer.UnpooledByteBufAllocator.DEFAULT, false);
+            StringBuilder planted = new StringBuilder("{");
+            for (Map.Entry<Long, Planted> item : layout.entrySet()) {
+                long entry = item.getKey();
+                Planted p = item.getValue();
+                if (p.indexes.length == 0) {
+                    continue;
+                }
+                List<BookieId> ensemble = md.getEnsembleAt(entry);
+                List<BookieId> targets = new ArrayList<>();
+                for (int index : p.indexes) {
+                    targets.add(ensemble.get(index));
+                }
+                // The writer's length through entry e: every entry 0..e is `size` bytes.
+                long length = (entry + 1) * (long) size;
+                io.netty.util.ReferenceCounted toSend = dm.computeDigestAndPackageForSending(entry, p.lac, length,
+                        io.netty.buffer.Unpooled.wrappedBuffer(payload(id, entry, size)), masterKey,
+                        org.apache.bookkeeper.proto.BookieProtocol.FLAG_NONE);
+                List<CompletableFuture<Integer>> acks = new ArrayList<>();
+                for (BookieId bookie : targets) {
+                    CompletableFuture<Integer> ack = new CompletableFuture<>();
+                    acks.add(ack);
+                    // addEntry retains the buffer for each bookie; our reference is released below.
+                    raw.client.addEntry(bookie, id, masterKey, entry, toSend,
+                            (rc, lid, eid, addr, ctx) -> ack.complete(rc), null,
+                            org.apache.bookkeeper.proto.BookieProtocol.FLAG_NONE, false,
+                            org.apache.bookkeeper.client.api.WriteFlag.NONE);
+                }
+                toSend.release();
+                for (int k = 0; k < targets.size(); k++) {
+                    int rc = acks.get(k).get(60, TimeUnit.SECONDS);
+                    if (rc != org.apache.bookkeeper.client.BKException.Code.OK) {
+                        throw new IllegalStateException("plant: add of entry " + entry + " of ledger " + id
+                                + " to bookie " + targets.get(k) + " failed: rc=" + rc + " ("
+                                + org.apache.bookkeeper.client.api.BKException.getMessage(rc) + ")");
+                    }
+                }
+                planted.append(planted.length() > 1 ? "," : "").append('"').append(entry).append("\":[");
+                for (int k = 0; k < targets.size(); k++) {
+                    planted.append(k > 0 ? "," : "").append(str(targets.get(k).toString()));
+                }
+                planted.append(']');
+            }
+            planted.append('}');
+            String json = describe(id, md, wh.getLastAddConfirmed(), opts, password, (int) span, size);
+            emit(json.substring(0, json.length() - 1) + ",\"layout\":" + str(spec) + ",\"planted\":" + planted
+                    + "}");
+        }
+        // No close and no client shutdown: the ledgers stay OPEN in their metadata.
+        Runtime.getRuntime().halt(0);
+    }
+
+    /** --layout: entry -> where it goes; fails with one line on anything malformed or outside the ensemble. */
+    static java.util.TreeMap<Long, Planted> parseLayout(String spec, int e, int w) {
+        java.util.TreeMap<Long, Planted> out = new java.util.TreeMap<>();
+        org.apache.bookkeeper.client.RoundRobinDistributionSchedule schedule =
+                new org.apache.bookkeeper.client.RoundRobinDistributionSchedule(w, 1, e);
+        for (String raw : spec.split(";")) {
+            String item = raw.trim();
+            if (item.isEmpty()) {
+                continue;
+            }
+            int eq = item.indexOf('=');
+            if (eq < 0) {
+                fail("--layout item '" + item + "': want ENTRIES=WHERE[@LAC]");
+            }
+            String entries = item.substring(0, eq).trim();
+            String where = item.substring(eq + 1).trim();
+            Long lac = null;
+            int at = where.indexOf('@');
+            if (at >= 0) {
+                lac = number(where.substring(at + 1), "--layout item '" + item + "': LAC");
+                where = where.substring(0, at).trim();
+            }
+            int dash = entries.indexOf('-', 1);
+            long first = number(dash < 0 ? entries : entries.substring(0, dash), "--layout item '" + item + "': entry");
+            long last = dash < 0 ? first : number(entries.substring(dash + 1), "--layout item '" + item + "': entry");
+            if (first < 0 || last < first) {
+                fail("--layout item '" + item + "': want entries k or a-b with 0 <= a <= b");
+            }
+            int[] fixed = null;
+            if (where.equals("none")) {
+                fixed = new int[0];
+            } else if (!where.equals("ws")) {
+                String[] parts = where.split(",");
+                fixed = new int[parts.length];
+                Set<Integer> seen = new HashSet<>();
+                for (int k = 0; k < parts.length; k++) {
+                    long index = number(parts[k], "--layout item '" + item + "': ensemble index");
+                    if (index < 0 || index >= e) {
+                        fail("--layout item '" + item + "': ensemble index " + index + " outside the ensemble 0.."
+                                + (e - 1));
+                    }
+                    if (!seen.add((int) index)) {
+                        fail("--layout item '" + item + "': ensemble index " + index + " twice");
+                    }
+                    fixed[k] = (int) index;
+                }
+            }
+            for (long entry = first; entry <= last; entry++) {
+                long pig = lac != null ? lac : entry - 1;
+                if (pig < -1 || pig >= entry) {
+                    fail("--layout item '" + item + "': LAC " + pig + " of entry " + entry + " not in -1.."
+                            + (entry - 1));
+                }
+                int[] indexes = fixed;
+                if (indexes == null) {
+                    DistributionSchedule.WriteSet ws = schedule.getWriteSet(entry);
+                    indexes = new int[ws.size()];
+                    for (int k = 0; k < ws.size(); k++) {
+                        indexes[k] = ws.get(k);
+                    }
+                    ws.recycle();
+                }
+                if (out.put(entry, new Planted(indexes, pig)) != null) {
+                    fail("--layout item '" + item + "': entry " + entry + " placed twice");
+                }
+            }
+        }
+        return out;
+    }
+
+    /** --ensembles "K:a,b,c;...": the segments to add, each of E distinct bookies, K > 0 and increasing. */
+    static java.util.TreeMap<Long, List<BookieId>> parseEnsembles(String spec, int e) {
+        java.util.TreeMap<Long, List<BookieId>> out = new java.util.TreeMap<>();
+        for (String raw : spec.split(";")) {
+            String item = raw.trim();
+            if (item.isEmpty()) {
+                continue;
+            }
+            int colon = item.indexOf(':');
+            if (colon < 0) {
+                fail("--ensembles item '" + item + "': want FIRSTENTRY:bookie,bookie,...");
+            }
+            long key = number(item.substring(0, colon), "--ensembles item '" + item + "': first entry");
+            if (key <= 0 || (!out.isEmpty() && key <= out.lastKey())) {
+                fail("--ensembles item '" + item + "': first entries must be > 0 and increasing");
+            }
+            List<BookieId> bookies = new ArrayList<>();
+            for (String b : item.substring(colon + 1).split(",")) {
+                try {
+                    bookies.add(BookieId.parse(b.trim()));
+                } catch (RuntimeException bad) {
+                    fail("--ensembles item '" + item + "': bad bookie id '" + b.trim() + "'");
+                }
+            }
+            if (bookies.size() != e || new HashSet<>(bookies).size() != e) {
+                fail("--ensembles item '" + item + "': want " + e + " distinct bookies");
+            }
+            out.put(key, bookies);
+        }
+        return out;
+    }
+
+    /** Appends segments to an OPEN ledger's metadata as read back (version-checked write; stays OPEN). */
+    static LedgerMetadata addSegments(org.apache.bookkeeper.client.BookKeeper bk, long id,
+                                      java.util.TreeMap<Long, List<BookieId>> segments) throws Exception {
+        org.apache.bookkeeper.versioning.Versioned<LedgerMetadata> current =
+                bk.getLedgerManager().readLedgerMetadata(id).get(30, TimeUnit.SECONDS);
+        org.apache.bookkeeper.client.LedgerMetadataBuilder b =
+                org.apache.bookkeeper.client.LedgerMetadataBuilder.from(current.getValue());
+        for (Map.Entry<Long, List<BookieId>> seg : segments.entrySet()) {
+            b.newEnsembleEntry(seg.getKey(), seg.getValue());
+        }
+        return bk.getLedgerManager().writeLedgerMetadata(id, b.build(), current.getVersion())
+                .get(30, TimeUnit.SECONDS).getValue();
+    }
+
+    static long number(String s, String what) {
+        try {
+            return Long.parseLong(s.trim());
+        } catch (NumberFormatException bad) {
+            fail(what + " '" + s.trim() + "' is not a number");
+            return 0;
+        }
     }
 
     static void replicationWorker(String uri, int seconds) throws Exception {

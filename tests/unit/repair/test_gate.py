@@ -103,7 +103,10 @@ def test_body_must_be_a_verified_entry_of_the_requested_ids() -> None:
 def test_unknown_fields_and_version_are_refused() -> None:
     smuggled = rpb.Request()
     smuggled.MergeFromString(_good().SerializeToString() + b"\xa2\x06\x04\x08\x01\x10\x00")  # + readRequest (100)
-    _refused(smuggled, "unknown fields")
+    _refused(smuggled, "must carry exactly addRequest")
+    unknown = rpb.Request()
+    unknown.MergeFromString(_good().SerializeToString() + b"\xb2\x06\x00")  # + authRequest (102): not in rpb
+    _refused(unknown, "unknown fields")
     add = _good().addRequest.SerializeToString() + b"\x30\x01"  # + an unknown field 6 inside the add
     inner = rpb.Request()
     inner.header.CopyFrom(_good().header)
