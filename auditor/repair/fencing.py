@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from typing import cast
 
 from google.protobuf.message import Message
-from google.protobuf.unknown_fields import UnknownFieldSet
 
 from auditor._proto import bookkeeper_protocol_pb2 as pb
 from auditor._proto import bookkeeper_repair_pb2 as rpb
@@ -27,7 +26,7 @@ from auditor.bookie import protocol as P
 from auditor.bookie.client import Address, BookieClientConfig, BookieTransport, Resolver
 from auditor.bookie.results import ReadEntryResult
 
-from .gate import MASTER_KEY_LENGTH, RepairGateError
+from .gate import MASTER_KEY_LENGTH, RepairGateError, check_envelope
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,26 +72,15 @@ def check_fencing_read(req: object, permit: FencePermit, destination: str) -> No
         raise RepairGateError(f"not a fencing-read Request: {type(req).__name__}")
     if destination != permit.bookie_id:
         raise RepairGateError(f"ledger {permit.ledger_id} may be fenced only on {permit.bookie_id}, not {destination}")
-    if not req.IsInitialized():
-        raise RepairGateError(f"request misses required fields: {req.FindInitializationErrors()}")
-    header = req.header
-    if header.version != pb.VERSION_THREE:
-        raise RepairGateError(f"protocol version {header.version} (only 3 may be sent)")
-    if header.operation != int(P.Op.READ_ENTRY):
-        try:
-            name = P.Op(header.operation).name
-        except ValueError:
-            name = f"unknown operation {header.operation}"
-        raise RepairGateError(f"operation {name} may never be sent by the fencing gate (only a fencing READ_ENTRY)")
-    if header.HasField("priority"):
-        raise RepairGateError("fencing reads carry no priority")
-    present = [fd.name for fd, _ in req.ListFields() if fd.name != "header"]
-    if present != ["readRequest"]:
-        raise RepairGateError(f"READ_ENTRY must carry exactly readRequest, has {present}")
+    check_envelope(
+        req,
+        P.Op.READ_ENTRY,
+        "readRequest",
+        gate="the fencing gate (only a fencing READ_ENTRY)",
+        what="fencing read",
+        no_priority="fencing reads carry no priority",
+    )
     read = req.readRequest
-    for part in (req, header, read):
-        if len(UnknownFieldSet(part)):
-            raise RepairGateError("fencing read carries unknown fields")
     if not read.HasField("flag") or read.flag != rpb.ReadRequest.FENCE_LEDGER:
         raise RepairGateError("a read without FENCE_LEDGER is the auditor's, never sent through the fencing gate")
     if read.ledgerId != permit.ledger_id:

@@ -88,6 +88,31 @@ def recovery_add_request(txn_id: int, permit: RecoveryAddPermit, entry_id: int, 
     return req
 
 
+def check_envelope(req: rpb.Request, op: P.Op, sub: str, *, gate: str, what: str, no_priority: str) -> None:
+    """What every request of the repair role's gates must be: initialized, v3, operation `op`, no header
+    priority, exactly `sub` beside the header, and no unknown field in the request, the header or `sub`
+    (a smuggled flag or second sub-message would otherwise be re-serialised and sent)."""
+    if not req.IsInitialized():
+        raise RepairGateError(f"request misses required fields: {req.FindInitializationErrors()}")
+    header = req.header
+    if header.version != pb.VERSION_THREE:
+        raise RepairGateError(f"protocol version {header.version} (only 3 may be sent)")
+    if header.operation != int(op):
+        try:
+            name = P.Op(header.operation).name
+        except ValueError:
+            name = f"unknown operation {header.operation}"
+        raise RepairGateError(f"operation {name} may never be sent by {gate}")
+    if header.HasField("priority"):
+        raise RepairGateError(no_priority)
+    present = [fd.name for fd, _ in req.ListFields() if fd.name != "header"]
+    if present != [sub]:
+        raise RepairGateError(f"{op.name} must carry exactly {sub}, has {present}")
+    for part in (req, header, getattr(req, sub)):
+        if len(UnknownFieldSet(part)):
+            raise RepairGateError(f"{what} carries unknown fields")
+
+
 def check_recovery_add(req: object, permit: RecoveryAddPermit, destination: str) -> None:
     """Raise RepairGateError unless `req` is a recovery add `permit` allows, going to `destination`."""
     if not isinstance(req, rpb.Request):
@@ -96,26 +121,15 @@ def check_recovery_add(req: object, permit: RecoveryAddPermit, destination: str)
         raise RepairGateError(
             f"ledger {permit.ledger_id} may be re-added only to bookie {permit.bookie_id}, not {destination}"
         )
-    if not req.IsInitialized():
-        raise RepairGateError(f"request misses required fields: {req.FindInitializationErrors()}")
-    header = req.header
-    if header.version != pb.VERSION_THREE:
-        raise RepairGateError(f"protocol version {header.version} (only 3 may be sent)")
-    if header.operation != int(P.Op.ADD_ENTRY):
-        try:
-            name = P.Op(header.operation).name
-        except ValueError:
-            name = f"unknown operation {header.operation}"
-        raise RepairGateError(f"operation {name} may never be sent by the repair gate (only RECOVERY_ADD)")
-    if header.HasField("priority"):
-        raise RepairGateError("recovery adds carry no priority (it would let them onto a read-only bookie)")
-    present = [fd.name for fd, _ in req.ListFields() if fd.name != "header"]
-    if present != ["addRequest"]:
-        raise RepairGateError(f"ADD_ENTRY must carry exactly addRequest, has {present}")
+    check_envelope(
+        req,
+        P.Op.ADD_ENTRY,
+        "addRequest",
+        gate="the repair gate (only RECOVERY_ADD)",
+        what="recovery add",
+        no_priority="recovery adds carry no priority (it would let them onto a read-only bookie)",
+    )
     add = req.addRequest
-    for part in (req, header, add):
-        if len(UnknownFieldSet(part)):
-            raise RepairGateError("recovery add carries unknown fields")
     if not add.HasField("flag") or add.flag != rpb.AddRequest.RECOVERY_ADD:
         raise RepairGateError("an add without the RECOVERY_ADD flag is a client write, never a repair")
     if add.HasField("writeFlags"):

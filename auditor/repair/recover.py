@@ -34,7 +34,7 @@ from auditor.bookie.client import BookieClientConfig, Resolver
 from auditor.bookie.protocol import Status
 from auditor.bookie.results import Outcome, ReadEntryResult
 from auditor.checks.context import AuditContext
-from auditor.durability.entry import parse_header, verify_entry
+from auditor.durability.entry import EntryVerification, parse_header, verify_entry
 from auditor.durability.model import LedgerMetadata, Segment
 from auditor.durability.ranges import RangeSet
 from auditor.durability.recovery import (
@@ -222,6 +222,15 @@ class LedgerRecoverer:
             )
         raise _Stop(RecoveryOutcome.STOPPED, f"closing: {done.outcome.value} {done.reason}".strip(), m)
 
+    def _verify(self, md: LedgerMetadata, body: bytes, entry_id: int) -> EntryVerification:
+        return verify_entry(
+            body,
+            ledger_id=md.ledger_id.ledger,
+            entry_id=entry_id,
+            digest_type=self.creds.digest_type,
+            key=self.creds.mac_key,
+        )
+
     # ------------------------------------------------------------------ 2. fencing
     async def _fence(self, md: LedgerMetadata, fencers: dict[str, FencingClient]) -> LacStart:
         ensemble = md.segments[-1].ensemble
@@ -254,13 +263,7 @@ class LedgerRecoverer:
             entry_id = parse_header(r.body).entry_id
         except Exception as exc:  # a body that is not an entry: not an answer
             return FenceAnswer(index, bookie, Reply.UNKNOWN, detail=f"unreadable body: {exc}")
-        check = verify_entry(
-            r.body,
-            ledger_id=md.ledger_id.ledger,
-            entry_id=entry_id,
-            digest_type=self.creds.digest_type,
-            key=self.creds.mac_key,
-        )
+        check = self._verify(md, r.body, entry_id)
         if not check.ok or check.header is None:
             return FenceAnswer(index, bookie, Reply.UNKNOWN, detail=f"{check.verdict.value}: {check.detail}")
         h = check.header
@@ -310,13 +313,7 @@ class LedgerRecoverer:
             return Reply.NEGATIVE, r.status.name if r.status else "absent"
         if r.outcome is not Outcome.PRESENT or r.body is None:
             return Reply.UNKNOWN, r.error or "no answer"
-        check = verify_entry(
-            r.body,
-            ledger_id=md.ledger_id.ledger,
-            entry_id=entry,
-            digest_type=self.creds.digest_type,
-            key=self.creds.mac_key,
-        )
+        check = self._verify(md, r.body, entry)
         if not check.ok or check.header is None or check.header.format_version != 1:
             return Reply.UNKNOWN, f"{check.verdict.value}: {check.detail}"
         return Reply.POSITIVE, "present"
@@ -372,13 +369,7 @@ class LedgerRecoverer:
         for k in write_set(entry, md.ensemble_size, md.write_quorum):
             r = await self.ctx.bookies.client(span.ensemble[k]).read_entry(md.ledger_id.ledger, entry)
             if r.outcome is Outcome.PRESENT and r.body is not None:
-                check = verify_entry(
-                    r.body,
-                    ledger_id=md.ledger_id.ledger,
-                    entry_id=entry,
-                    digest_type=self.creds.digest_type,
-                    key=self.creds.mac_key,
-                )
+                check = self._verify(md, r.body, entry)
                 if check.ok and check.header is not None:
                     return check.header.length
         raise _Stop(RecoveryOutcome.STOPPED, f"the length at entry {entry} could not be read from its write set")
