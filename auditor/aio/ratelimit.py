@@ -31,6 +31,10 @@ class TokenBucket:
         self.capacity = max(1.0, burst if burst is not None else rate)
         self._tokens = min(self._tokens, self.capacity)
 
+    def backlogged(self) -> bool:
+        """Reservations are waiting beyond what has accrued: the limiter is holding callers back now."""
+        return self._tokens + (time.monotonic() - self._stamp) * self.rate < 0
+
     def reserve(self, tokens: float = 1.0) -> float:
         """Take `tokens` tokens; return how long to wait before using them."""
         now = time.monotonic()

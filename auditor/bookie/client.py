@@ -7,7 +7,9 @@
   reply naming a txn id never sent, a second reply for a txn, or a second wrong-operation reply is
   hostile: the connection is closed (so a replayed reply cannot keep the event loop busy forever).
 * At most `max_in_flight` requests are on the wire at once, and at most `rate_limit` per second
-  (token bucket), so an audit can never overload a bookie.
+  (token bucket), so an audit can never overload a bookie. With `adaptive` the bucket's rate moves below
+  that cap on the bookie's own signals (auditor/aio/adaptive.py): up while it answers fast and the
+  limiter holds callers back, halved on ETOOMANYREQUESTS or a timeout, lowered while its answers are slow.
 * Each request has its own timeout, which also bounds waiting for a connection that does not drain (a
   peer that stops reading). Timeouts do not close the connection (a bookie answers late, or never —
   DbLedgerStorage and GET_LIST — without being broken). Only when several requests in a row time out
@@ -39,6 +41,7 @@ from typing import Any, Self, TypedDict
 
 from google.protobuf.message import Message
 
+from auditor.aio.adaptive import AdaptivePolicy, AdaptiveRate
 from auditor.aio.cooperative import finish
 from auditor.aio.ratelimit import TokenBucket
 from auditor.durability.entrylist import EntryList, EntryListError
@@ -84,6 +87,7 @@ class BookieClientConfig:
     max_in_flight: int = 128  # concurrency limit: requests on the wire at once
     rate_limit: float | None = None  # requests per second; None = only the concurrency limit
     rate_burst: float | None = None  # token bucket size; default max(1, rate_limit)
+    adaptive: AdaptivePolicy | None = None  # with rate_limit: the rate adapts below it (None: fixed)
     max_frame_size: int = P.DEFAULT_MAX_FRAME_SIZE
     backoff_initial: float = 0.1
     backoff_max: float = 10.0
@@ -262,7 +266,14 @@ class BookieTransport:
         self._retry_at = 0.0
         self._next_txn = 1
         self._window = asyncio.Semaphore(self.config.max_in_flight)
-        self._bucket = TokenBucket(self.config.rate_limit, self.config.rate_burst) if self.config.rate_limit else None
+        self._bucket: TokenBucket | None = None
+        self._adaptive: AdaptiveRate | None = None
+        if self.config.rate_limit:
+            rate = self.config.rate_limit
+            if self.config.adaptive is not None:
+                self._adaptive = AdaptiveRate(self.config.adaptive, rate, time.monotonic())
+                rate = self._adaptive.rate
+            self._bucket = TokenBucket(rate, self.config.rate_burst)
         self._closed = False
         self._liveness_check: asyncio.Future[bool] | None = None
         self._last_tls_error: str | None = None
@@ -308,7 +319,11 @@ class BookieTransport:
         if self._closed:
             return f"bookie {self.bookie_id}: client closed", 0.0
         if self._bucket is not None:
-            await self._bucket.acquire()
+            wait = self._bucket.reserve()
+            if wait > 0:
+                if self._adaptive is not None:
+                    self._adaptive.waited()
+                await asyncio.sleep(wait)
         async with self._window:
             started = time.monotonic()
             conn = await self._connection()
@@ -348,7 +363,26 @@ class BookieTransport:
                 timer.cancel()
                 if conn.pending.pop(txn, None) is not None:  # cancelled while waiting: a reply may follow
                     conn.expect_late_reply(txn, op)
+            if self._adaptive is not None:
+                self._adapt(op, result, time.monotonic() - sent_at)
             return result, time.monotonic() - started
+
+    def _adapt(self, op: Op, result: Reply | str, latency: float) -> None:
+        """Feed one request's outcome to the adaptive rate; retune the bucket when it moves. A GET_LIST
+        timeout says nothing (DbLedgerStorage bookies never answer it)."""
+        if self._adaptive is None or self._bucket is None:
+            return
+        timed_out = isinstance(result, _TimedOut) and op is not Op.GET_LIST_OF_ENTRIES_OF_LEDGER
+        refused = isinstance(result, Reply) and result.status is Status.ETOOMANYREQUESTS
+        answered = isinstance(result, Reply)
+        if self._bucket.backlogged():
+            self._adaptive.waited()
+        new = self._adaptive.observe(latency if answered else None, timed_out or refused, time.monotonic())
+        if new is None:
+            return
+        self._bucket.retune(new, self.config.rate_burst)
+        level = logging.WARNING if (timed_out or refused) else logging.DEBUG
+        log.log(level, "bookie %s: request rate now %.0f/s (%s)", self.bookie_id, new, _why(timed_out, refused))
 
     def _expire(self, conn: _Connection, txn: int, limit: float) -> None:
         p = conn.pending.pop(txn, None)
@@ -845,6 +879,14 @@ def _alert_meaning(text: str, tls: BookieTls) -> str:
             return " (most likely the bookie demands a client certificate and none is configured)"
         return " (most likely the bookie rejected our client certificate)"
     return ""
+
+
+def _why(timed_out: bool, refused: bool) -> str:
+    if refused:
+        return "it answered ETOOMANYREQUESTS"
+    if timed_out:
+        return "a request timed out"
+    return "adapting to its latency"
 
 
 def _wire_ledger_id(ledger_id: int | LedgerId) -> int:

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from contextlib import asynccontextmanager
 from typing import Any
 
+from auditor.aio.adaptive import AdaptivePolicy
 from auditor.bookie.client import BookieClientConfig, BookieTls
 from auditor.bookie.pool import BookiePool
 from auditor.durability.findings import Category, Finding, Method
@@ -85,6 +86,13 @@ def bookie_config(settings: Settings) -> BookieClientConfig:
         connect_timeout=b.connect_timeout_seconds,
         max_in_flight=b.max_in_flight,
         rate_limit=b.requests_per_second or None,
+        adaptive=AdaptivePolicy(
+            start=b.start_requests_per_second,
+            floor=b.min_requests_per_second,
+            target_latency_s=b.target_latency_seconds,
+        )
+        if b.adaptive_rate
+        else None,
         max_frame_size=b.max_frame_bytes,
         liveness_timeout=min(2.0, t),
         entry_list_probe_timeout=min(1.0, t),

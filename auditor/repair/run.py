@@ -96,7 +96,10 @@ async def _until_stopped(worker: RepairWorker, poll_s: float, *, stop_with_paren
 def repair_settings(settings: Settings) -> Settings:
     """The settings the repair role runs with: its bookie clients paced by `repair.requests_per_second`
     (its own budget), not by the auditor's `bookie_client.requests_per_second`."""
-    paced = settings.bookie_client.model_copy(update={"requests_per_second": settings.repair.requests_per_second})
+    # A fixed budget: the adaptive rate paces checks; a repair runs at the rate its operator set.
+    paced = settings.bookie_client.model_copy(
+        update={"requests_per_second": settings.repair.requests_per_second, "adaptive_rate": False}
+    )
     return settings.model_copy(update={"bookie_client": paced})
 
 

@@ -110,7 +110,7 @@ def test_zookeeper_and_bookie_settings_point_at_the_mounts() -> None:
         "key_file": "/pulsar/certs/bookie-client/tls.key",
         "verify_hostname": False,
     }
-    assert cfg["bookie_client"]["requests_per_second"] == 50  # the rest of the section is kept
+    assert cfg["bookie_client"]["requests_per_second"] == 1000  # the rest of the section is kept
     out = render_manifests.render_chart(
         {"auth": {"zookeeper": {"enabled": True, "secretName": "zk", "scheme": "digest", "username": "bk"}}}
     )

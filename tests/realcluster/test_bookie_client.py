@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from auditor.aio.adaptive import AdaptivePolicy
 from auditor.bookie import BookieClient, BookieClientConfig, BookiePool, Capability, Outcome, Status
 from auditor.durability.entry import Verdict, parse_header
 from auditor.durability.entrylist import EntryList
@@ -244,6 +245,36 @@ async def test_rate_limit_against_a_real_bookie(cluster: Cluster) -> None:
         results = await asyncio.gather(*(c.ping() for _ in range(26)))
         assert all(r.present for r in results)
         assert time.monotonic() - t0 >= 0.45  # 25 intervals of 20 ms
+
+
+async def test_adaptive_rate_rises_on_a_real_bookie_and_halves_when_it_stops_answering(cluster: Cluster) -> None:
+    """From its start rate the client drives an answering bookie towards the cap; timeouts (the bookie
+    SIGSTOPped for a moment, below its ZooKeeper session timeout) halve the rate at once."""
+    n = 3
+    b = cluster.bookie(n)
+    lid = cluster.create_ledger(ensemble=1, write_quorum=1, ack_quorum=1, entries=4, bookies=[b.bookie_id])["ledgerId"]
+    cfg = BookieClientConfig(
+        request_timeout=0.5,
+        connect_timeout=1.0,
+        backoff_initial=0.05,
+        backoff_max=0.5,
+        rate_limit=1000,
+        rate_burst=1,
+        adaptive=AdaptivePolicy(start=50, floor=5, hold_s=0.2),
+    )
+    async with BookieClient(b.bookie_id, (b.host, b.port), cfg) as c:
+        assert c._bucket is not None
+        for _ in range(60):  # a scan's bounded fan-out
+            assert all(r.present for r in await c.read_entries(lid, [0, 1, 2, 3] * 2))
+        risen = c._bucket.rate
+        assert risen > 200, risen
+        cluster.pause_bookie(n)
+        try:
+            stalled = await c.read_entries(lid, [0] * 8)
+        finally:
+            cluster.resume_bookie(n)
+        assert all(r.unknown for r in stalled)
+        assert c._bucket.rate <= risen / 2, (risen, c._bucket.rate)
 
 
 async def test_paused_bookie_is_unknown_then_recovers(cluster: Cluster) -> None:

@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from auditor._proto import bookkeeper_protocol_pb2 as pb
+from auditor.aio.adaptive import AdaptivePolicy
 from auditor.bookie import (
     BookieClient,
     BookieClientConfig,
@@ -1135,3 +1136,34 @@ def test_a_refused_tls_session_names_the_likely_reason(failure: str, has_cert: b
 
     text = _alert_meaning(failure, BookieTls(ssl.create_default_context(), client_certificate=has_cert))
     assert (meaning in text) if meaning else text == ""
+
+
+async def test_adaptive_rate_rises_on_a_fast_bookie_and_halves_when_it_refuses() -> None:
+    refusing = False
+
+    async def handler(peer: Peer, req: pb.Request, writer: asyncio.StreamWriter) -> None:
+        if refusing:
+            send(writer, _response(req, Status.ETOOMANYREQUESTS, **_echo_ids(req)))
+        else:
+            await answer_ok(peer, req, writer)
+
+    peer = await Peer(handler).start()
+    policy = AdaptivePolicy(start=100, floor=10, hold_s=0.05)
+    async with await _client(peer, rate_limit=400.0, rate_burst=1.0, adaptive=policy) as c:
+        assert c._bucket is not None and c._bucket.rate == 100
+        for _ in range(40):  # a scan's bounded fan-out, held back by the limiter, answered at once
+            await c.read_entries(1, [0] * 8)
+        assert c._bucket.rate == 400  # up to the cap
+        refusing = True
+        results = await c.read_entries(1, [0] * 30)
+        assert all(r.unknown for r in results)
+        assert c._bucket.rate <= 200  # halved (at least once) by the refusals
+    await peer.stop()
+
+
+async def test_without_adaptive_the_rate_stays_fixed() -> None:
+    peer = await Peer(answer_ok).start()
+    async with await _client(peer, rate_limit=300.0, rate_burst=1.0) as c:
+        await c.read_entries(1, [0] * 60)
+        assert c._bucket is not None and c._bucket.rate == 300 and c._adaptive is None
+    await peer.stop()
