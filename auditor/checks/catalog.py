@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 
 from auditor.durability import verdicts
 from auditor.durability.findings import Category, Finding, Method
+from auditor.durability.ids import LedgerId
 from auditor.durability.ledgerend import LedgerEnd, closed_end, lac_findings
 from auditor.durability.model import LedgerMetadata, LedgerState
 from auditor.durability.placement import PlacementPolicy
@@ -81,6 +82,20 @@ class CoverageCheck:
         self.ctx = ctx
         self._locations = locations
         self._marker = marker  # called with confirmed entry findings (the daemon's optional marking)
+        # Ledgers marked when the run began (skip_marked checks): only those get their marker read; None
+        # (no snapshot) reads every ledger's. A marker made later is met by the confirmation's re-read.
+        self._marked: frozenset[LedgerId] | None = None
+
+    async def prepare(self, stats: RunStats) -> bool:
+        """One listing of the markers' names per run instead of one marker read per ledger."""
+        if self.skip_marked:
+            self._marked = frozenset(await self.ctx.store.marked_ids())
+        return True
+
+    async def _read_marker(self, lid: LedgerId) -> MarkerRecord | None:
+        if not self.skip_marked or (self._marked is not None and lid not in self._marked):
+            return None
+        return await self.ctx.store.read_marker(lid)
 
     def wants(self, md: LedgerMetadata) -> bool:
         return md.is_closed
@@ -160,7 +175,7 @@ class CoverageCheck:
         for _ in range(self.ctx.options.max_reanalysis):
             if not self.wants(md):
                 return LedgerOutcome(skipped=md.state.name.lower())
-            marker = await store.read_marker(md.ledger_id) if self.skip_marked else None
+            marker = await self._read_marker(md.ledger_id)
             where = await self.end_of(md, stats) if marker is None else closed_end(md)
             end = where.end
             if end is None:
@@ -180,6 +195,9 @@ class CoverageCheck:
             unreachable = await self._unreachable(result, answers, md, attempt) if last_attempt else []
             if not first and not unreachable:
                 return LedgerOutcome()
+            if not unreachable and all(f.method is Method.METADATA and not f.actionable for f in first):
+                # Informational verdicts on the metadata as read (quorum settings): nothing to read again.
+                return LedgerOutcome(findings=[f.confirm() for f in first])
             # Confirmation: the marker and the metadata again, then the bookies with gaps again.
             if self.skip_marked and marker is None and await store.read_marker(md.ledger_id) is not None:
                 return LedgerOutcome(skipped="underreplicated")

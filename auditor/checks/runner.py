@@ -224,8 +224,9 @@ class CheckRun:
             await self.recheck(due.item, due.attempt, due.is_last)
 
     async def begin(self) -> bool:
-        """A whole-run check's preparation (a cross-check reads what it compares against); False: there
-        is nothing to scan (e.g. no application metadata). Per-ledger checks have none."""
+        """A check's preparation for one run (a cross-check reads what it compares against; a per-ledger
+        check may list what it would otherwise read per ledger); False: there is nothing to scan (e.g. no
+        application metadata)."""
         prepare = getattr(self.check, "prepare", None)
         return True if prepare is None else bool(await prepare(self.stats))
 

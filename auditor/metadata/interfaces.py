@@ -195,6 +195,8 @@ class MetadataStore(Protocol):
 
     def list_markers(self) -> AsyncIterator[MarkerRecord]: ...
 
+    async def marked_ids(self) -> set[LedgerId]: ...
+
     async def mark_underreplicated(
         self,
         ledger_id: LedgerId,

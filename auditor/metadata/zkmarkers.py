@@ -157,36 +157,41 @@ class UnderReplicationMarkers(ZooKeeperConnection):
             parent = parent.rsplit("/", 1)[0]
         return True
 
-    def list_markers(self, include_scoped: bool = True) -> AsyncIterator[MarkerRecord]:
-        """Every marker (walks the 4 hex levels; scoped markers from their own tree), streamed."""
-
-        async def walk(base: str, levels: int) -> AsyncIterator[str]:
+    async def _marker_ids(self, include_scoped: bool) -> AsyncIterator[LedgerId]:
+        """Every marker's ledger, from the names alone (walks the 4 hex levels; scoped markers from their
+        own tree), streamed."""
+        trees = [(self.markers.ledgers, 4)] + ([(self.markers.scoped_ledgers, 8)] if include_scoped else [])
+        for base, levels in trees:
             stack = [(base, 0)]
             while stack:
                 d, depth = stack.pop()
-                names = sorted(await self.children(d) or [], reverse=True)
-                for n in names:
+                for n in sorted(await self.children(d) or [], reverse=True):
                     p = join(d, n)
-                    if depth == levels:
-                        yield p
-                    else:
+                    if depth < levels:
                         stack.append((p, depth + 1))
-
-        async def gen() -> AsyncIterator[MarkerRecord]:
-            trees = [(self.markers.ledgers, 4)] + ([(self.markers.scoped_ledgers, 8)] if include_scoped else [])
-            for base, levels in trees:
-                async for p in walk(base, levels):
+                        continue
                     lid = self.markers.parse_marker(p)
                     if lid is None:
                         log.info("skipping non-marker znode %s", p)
-                        continue
-                    try:
-                        rec = await self.read_marker(lid)
-                    except CorruptZnodeError as exc:
-                        log.warning("corrupt marker: %s", exc)
-                        continue
-                    if rec is not None:
-                        yield rec
+                    else:
+                        yield lid
+
+    async def marked_ids(self) -> set[LedgerId]:
+        """The ledgers marked now, from one listing of the marker tree (no marker read)."""
+        return {lid async for lid in self._marker_ids(True)}
+
+    def list_markers(self, include_scoped: bool = True) -> AsyncIterator[MarkerRecord]:
+        """Every marker, read, streamed."""
+
+        async def gen() -> AsyncIterator[MarkerRecord]:
+            async for lid in self._marker_ids(include_scoped):
+                try:
+                    rec = await self.read_marker(lid)
+                except CorruptZnodeError as exc:
+                    log.warning("corrupt marker: %s", exc)
+                    continue
+                if rec is not None:
+                    yield rec
 
         return gen()
 

@@ -233,6 +233,53 @@ def test_stale_underreplication_marker_is_reported_past_the_grace_period(cluster
     assert stats["scrutiny"].ledgers_skipped["underreplicated"] == 1  # the fresh one: left to the workers
 
 
+def test_markers_are_listed_once_per_run_and_read_again_before_anything_is_reported(cluster: Cluster) -> None:
+    """The scrutiny lists the markers when its run begins and reads the marker only of ledgers marked then;
+    a ledger marked after that is still left to the workers (the confirmation reads its marker), and one
+    whose marker went away meanwhile is checked as any other."""
+    from auditor.checks.build import audit_context
+    from auditor.checks.catalog import CHECKS
+    from auditor.checks.runner import CheckRun
+
+    b = ids(cluster, 1, 2, 3, 4)
+    late = cluster.create_ledger(ensemble=3, write_quorum=2, ack_quorum=2, entries=10, bookies=b[:3])
+    gone = cluster.create_ledger(ensemble=3, write_quorum=2, ack_quorum=2, entries=10, bookies=b[:3])
+    for r in (late, gone):
+        rewrite_ensemble(cluster, r["ledgerId"], b[2], b[3])  # bookie 4 never got the entries: gaps
+    marker = f'replica: "{b[3]}"\nctime: {int(time.time() * 1000)}\n'.encode()
+    cluster.kazoo.create(marker_path(cluster, gone["ledgerId"]), marker, makepath=True)
+
+    async def scenario() -> tuple[list, object]:
+        found: list = []
+        async with audit_context(settings_for(cluster), one_shot=True) as (ctx, locations):
+            run = CheckRun(ctx, CHECKS["scrutiny"](ctx, locations), found.append)
+            assert await run.begin()
+            cluster.kazoo.create(marker_path(cluster, late["ledgerId"]), marker, makepath=True)
+            cluster.kazoo.delete(marker_path(cluster, gone["ledgerId"]))
+            recs = [
+                r
+                for r in await ctx.store.read_ledgers([LedgerId.of(late["ledgerId"]), LedgerId.of(gone["ledgerId"])])
+                if r
+            ]
+
+            async def source():  # type: ignore[no-untyped-def]
+                yield recs
+
+            await run.scan(records=source())
+            await run.drain_rechecks()
+        return found, run.stats
+
+    try:
+        found, stats = asyncio.run(scenario())
+    finally:
+        if cluster.kazoo.exists(marker_path(cluster, late["ledgerId"])):
+            cluster.kazoo.delete(marker_path(cluster, late["ledgerId"]))
+    got = {(f.category, f.ledger.ledger) for f in actionable(found)}
+    assert any(l == gone["ledgerId"] for _, l in got), got  # its gaps, reported
+    assert all(l != late["ledgerId"] for _, l in got), got
+    assert stats.ledgers_skipped["underreplicated"] == 1  # type: ignore[attr-defined]
+
+
 def test_paused_bookie_becomes_bookie_unreachable_after_rechecks(cluster: Cluster) -> None:
     b = ids(cluster, 1, 2, 3)
     r = cluster.create_ledger(ensemble=3, write_quorum=2, ack_quorum=2, entries=20, bookies=b)

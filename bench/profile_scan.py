@@ -1,0 +1,321 @@
+"""Where a scrutiny scan's CPU goes: `bk-auditor check --checks scrutiny`, limits off, timed and profiled on
+a real cluster (issue 12, docs/benchmarks.md).
+
+    BK_TEST_PORT_SLOT=6 .venv/bin/python -m bench.profile_scan                          # 3,000 ledgers, both loops
+    BK_TEST_PORT_SLOT=6 .venv/bin/python -m bench.profile_scan --loop uvloop --profile scan.html
+    BK_TEST_PORT_SLOT=6 .venv/bin/python -m bench.profile_scan --ledgers 300 --runs 1    # a quick smoke
+
+Starts its own real cluster ("second cluster" ports of tests/realcluster/ports.py): ZooKeeper and
+`--bookies` real 4.17.3 bookies. Writes `--ledgers` closed ledgers with the real Java client, in equal
+shares of `--shapes` (default thirds E3/WQ3/AQ2, E3/WQ2/AQ2 and E5/WQ2/AQ2; `--shapes 3/3` for E == WQ
+alone), with 10 to 200 entries of `--entry-size` bytes (the
+entry counts cycle over `--entry-counts`). Then runs the scrutiny check in-process exactly as
+`bk-auditor check --checks scrutiny --format json` does (`auditor.checks.oneshot.main` with settings
+from `load_settings`, JSON logs to a file as on a pipe), with `bookie_client.requests_per_second` and
+`zookeeper.reads_per_second` at 0 (off), on each `--loop`, `--runs` times (loops alternating). Each run
+reports wall time, process CPU (getrusage: every thread, kazoo's included), the event-loop thread's own
+CPU, and CPU µs per ledger. With `--profile FILE` (repeatable) one more run per loop is made under a
+profiler (FILE.html or FILE.txt: pyinstrument; FILE.prof: cProfile; FILE.svg or FILE.raw: py-spy attached
+from outside, every thread, kazoo's included; the loop name is inserted before the
+suffix when several loops run) and not counted in the timings. The cluster is stopped at the end, on
+error too. Prints one JSON line of results (the runs and, per loop, the medians). Not a test: nothing
+here asserts a speed.
+
+Profilers are dev tools, not dependencies: `.venv/bin/pip install pyinstrument py-spy` (py-spy needs
+ptrace rights over this process).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import io
+import json
+import os
+import resource
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bench.harness import save_results, second_cluster
+from tests.realcluster.cluster import BookieProc, Cluster
+
+# The test harness's bookies keep 512 index pages (pageLimit=512): enough for tests, but with thousands of
+# ledgers on SortedLedgerStorage every GET_LIST then force-flushes dirty index pages ("Could not grab a
+# clean page ... force flushing dirty ledgers"), bookies answer in seconds, and the scan measures the
+# bookies' thrashing instead of our CPU. 16,384 pages of 8 KiB (128 MiB of the bookie's 256 MiB heap)
+# hold one page per ledger of the largest runs here.
+PAGE_LIMIT = 16384
+SHAPES = "3/3,3/2,5/2"  # ensemble/write quorum, ack quorum 2: the issue's real cluster
+CREATE_BATCH = 250  # ledgers per Java ledger-tool call (one JVM each)
+
+
+class ScanCluster(Cluster):
+    """The bench harness's cluster, its bookies with `pageLimit` raised to PAGE_LIMIT."""
+
+    def _make_bookie(self, n: int) -> BookieProc:
+        b = super()._make_bookie(n)
+        lines = b.conf_path.read_text().splitlines()
+        b.conf_path.write_text(
+            "\n".join(f"pageLimit={PAGE_LIMIT}" if x.startswith("pageLimit=") else x for x in lines) + "\n"
+        )
+        return b
+
+
+def write_ledgers(
+    cluster: Any, count: int, shapes: list[tuple[int, int]], entry_counts: list[int], entry_size: int
+) -> list[dict[str, Any]]:
+    """`count` closed ledgers, equal shares of `shapes`, entry counts cycling over `entry_counts`."""
+    made: list[dict[str, Any]] = []
+    per_shape = max(1, count // len(shapes))
+    for e, wq in shapes:
+        left, k = per_shape, 0
+        while left > 0:
+            n = min(CREATE_BATCH, left)
+            made += cluster.create_ledgers(
+                n,
+                ensemble=e,
+                write_quorum=wq,
+                ack_quorum=2,
+                entries=entry_counts[k % len(entry_counts)],
+                entry_size=entry_size,
+            )
+            left -= n
+            k += 1
+        print(f"wrote {per_shape} ledgers E{e}/WQ{wq}/AQ2", file=sys.stderr, flush=True)
+    return made
+
+
+def settings_for(uri: str, args: argparse.Namespace) -> Any:
+    from auditor.settings import load_settings
+
+    return load_settings(
+        None,
+        overrides={
+            "metadata_service_uri": uri,
+            "event_loop": "asyncio",  # the loop is chosen per run below
+            "bookie_client": {"requests_per_second": 0, "max_in_flight": args.max_in_flight},
+            "zookeeper": {"reads_per_second": 0},
+            "max_concurrent_ledgers": args.max_concurrent_ledgers,
+            "log": {"format": "json", "level": "info"},
+        },
+    )
+
+
+def run_loop(loop: str, coro_fn: Callable[[], Any]) -> Any:
+    """Run a coroutine on the chosen loop, as `auditor.cli._run_with_loop` does."""
+    if loop == "uvloop":
+        import uvloop
+
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            return runner.run(coro_fn())
+    return asyncio.run(coro_fn())
+
+
+def rusage_cpu() -> tuple[float, float]:
+    """(user, system) CPU seconds of this process, every thread."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime, r.ru_stime
+
+
+class Profiler:
+    """pyinstrument (.html, .txt), cProfile (.prof) or py-spy from outside (.svg flame graph, .raw collapsed
+    stacks of every thread) around one run, written to `path`."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self._p: Any = None
+
+    def __enter__(self) -> Profiler:
+        if self.path is None:
+            return self
+        if self.path.suffix == ".prof":
+            import cProfile
+
+            self._p = cProfile.Profile()
+            self._p.enable()
+        elif self.path.suffix in (".svg", ".raw"):
+            spy = Path(sys.executable).with_name("py-spy")
+            fmt = "flamegraph" if self.path.suffix == ".svg" else "raw"
+            argv = [str(spy), "record", "--pid", str(os.getpid()), "--rate", "500", "--nonblocking"]
+            self._p = subprocess.Popen([*argv, "--format", fmt, "-o", str(self.path)], stdout=subprocess.DEVNULL)
+            time.sleep(1.0)  # let it attach before the run starts
+            if self._p.poll() is not None:
+                raise RuntimeError(f"py-spy exited at once (code {self._p.returncode}): needs ptrace rights")
+        else:
+            from pyinstrument import Profiler as Pyinstrument
+
+            self._p = Pyinstrument(interval=0.0005, async_mode="disabled")
+            self._p.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._p is None or self.path is None:
+            return
+        if self.path.suffix == ".prof":
+            self._p.disable()
+            self._p.dump_stats(str(self.path))
+        elif isinstance(self._p, subprocess.Popen):
+            self._p.send_signal(signal.SIGINT)  # py-spy writes its output on SIGINT
+            self._p.wait(60)
+        else:
+            self._p.stop()
+            text = self._p.output_html() if self.path.suffix == ".html" else self._p.output_text(unicode=True)
+            self.path.write_text(text)
+
+
+def one_run(uri: str, loop: str, args: argparse.Namespace, logs: Path, profile: Path | None = None) -> dict[str, Any]:
+    from auditor.checks import oneshot
+    from auditor.logging import configure_logging
+
+    settings = settings_for(uri, args)
+    out = io.StringIO()
+    with logs.open("a") as log_stream:
+        configure_logging(settings.log.level, settings.log.format, stream=log_stream)
+        thread_cpu: list[float] = []
+
+        async def go() -> int:
+            t0 = time.thread_time()
+            try:
+                return await oneshot.main(settings, ["scrutiny"], "json", out=out, err=log_stream)
+            finally:
+                thread_cpu.append(time.thread_time() - t0)
+
+        threads_before = threading.active_count()
+        wall, (user, system) = time.perf_counter(), rusage_cpu()
+        with Profiler(profile):
+            code = run_loop(loop, go)
+        (user_end, system_end), wall = rusage_cpu(), time.perf_counter() - wall
+        user, system = user_end - user, system_end - system
+        cpu = user + system
+    lines = [json.loads(x) for x in out.getvalue().splitlines() if x.strip()]
+    summary = next((x["summary"] for x in lines if "summary" in x), None)
+    if summary is None:
+        raise RuntimeError(f"the check printed no summary (exit {code}); logs in {logs}")
+    stats = next(c for c in summary["checks"] if c["check"] == "scrutiny")
+    checked = stats["ledgersChecked"]
+    categories = Counter(x["category"] for x in lines if "category" in x)
+    return {
+        "loop": loop,
+        "profiled": str(profile) if profile else None,
+        "exit": code,
+        "ledgers_seen": stats["ledgersSeen"],
+        "ledgers_checked": checked,
+        "bookie_requests": stats["bookieRequests"],
+        "findings": dict(sorted(categories.items())),
+        "wall_s": round(wall, 3),
+        "check_s": stats["durationSeconds"],
+        "ledgers_per_s": round(checked / wall, 1),
+        "cpu_s": round(cpu, 3),
+        "system_cpu_share": round(system / cpu, 2) if cpu else None,
+        "loop_thread_cpu_s": round(thread_cpu[0], 3),
+        "cpu_us_per_ledger": round(cpu / checked * 1e6, 1),
+        "loop_thread_cpu_us_per_ledger": round(thread_cpu[0] / checked * 1e6, 1),
+        "cpu_share_of_one_core": round(cpu / wall, 2),
+        "threads": threads_before,
+    }
+
+
+def profile_path(base: str, loop: str, several: bool) -> Path:
+    p = Path(base)
+    return p.with_name(f"{p.stem}-{loop}{p.suffix}") if several else p
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--ledgers", type=int, default=3000, help="ledgers to write (equal thirds of the 3 shapes)")
+    ap.add_argument("--bookies", type=int, default=5)
+    ap.add_argument(
+        "--entry-counts", default="10,50,100,200", help="entries per ledger, cycled over batches (comma list)"
+    )
+    ap.add_argument("--entry-size", type=int, default=100)
+    ap.add_argument("--shapes", default=SHAPES, help="ensemble/write-quorum list, equal shares (default %(default)s)")
+    ap.add_argument("--loop", choices=("asyncio", "uvloop", "both"), default="both")
+    ap.add_argument("--runs", type=int, default=2, help="timed runs per loop (loops alternate)")
+    ap.add_argument(
+        "--profile",
+        metavar="FILE",
+        action="append",
+        default=[],
+        help="one extra run per loop under a profiler: .html/.txt (pyinstrument), .prof (cProfile), "
+        ".svg/.raw (py-spy, all threads); repeatable",
+    )
+    ap.add_argument("--max-in-flight", type=int, default=8, help="bookie_client.max_in_flight (default as shipped)")
+    ap.add_argument("--max-concurrent-ledgers", type=int, default=100, help="as shipped")
+    ap.add_argument("--keep", action="store_true", help="keep the work directory (cluster and check logs)")
+    args = ap.parse_args()
+    if any(Path(p).suffix not in (".html", ".txt", ".prof", ".svg", ".raw") for p in args.profile):
+        ap.error("--profile must end in .html, .txt (pyinstrument), .prof (cProfile), .svg or .raw (py-spy)")
+    loops = ["asyncio", "uvloop"] if args.loop == "both" else [args.loop]
+    entry_counts = [int(x) for x in args.entry_counts.split(",") if x.strip()]
+    shapes = [(int(e), int(w)) for e, w in (x.split("/") for x in args.shapes.split(",") if x.strip())]
+    workdir = Path(tempfile.mkdtemp(prefix="bench-profile-scan-"))
+    logs = workdir / "check-logs.jsonl"
+    template = second_cluster(workdir, num_bookies=args.bookies)
+    cluster = ScanCluster(
+        workdir,
+        num_bookies=args.bookies,
+        zk_port=template.zk_port,
+        port_base=template.port_base,
+        http_base=template.http_base,
+    )
+    # A SIGTERM (e.g. `kill PID`) must stop the cluster too: turn it into SystemExit so `finally` runs.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    rows: list[dict[str, Any]] = []
+    try:
+        cluster.start()
+        t0 = time.monotonic()
+        made = write_ledgers(cluster, args.ledgers, shapes, entry_counts, args.entry_size)
+        print(f"wrote {len(made)} ledgers in {time.monotonic() - t0:.0f}s", file=sys.stderr, flush=True)
+        uri = cluster.metadata_service_uri
+        for i in range(args.runs):
+            for loop in loops if i % 2 == 0 else loops[::-1]:
+                row = one_run(uri, loop, args, logs)
+                rows.append(row)
+                print(json.dumps(row), file=sys.stderr, flush=True)
+        profiled: list[dict[str, Any]] = []
+        for base in args.profile:
+            for loop in loops:
+                row = one_run(uri, loop, args, logs, profile_path(base, loop, len(loops) > 1))
+                profiled.append(row)
+                print(json.dumps(row), file=sys.stderr, flush=True)
+        per_loop: dict[str, Any] = {}
+        for loop in loops:
+            mine = [r for r in rows if r["loop"] == loop]
+            if mine:
+                per_loop[loop] = {
+                    key + "_median": statistics.median(r[key] for r in mine)
+                    for key in ("wall_s", "ledgers_per_s", "cpu_us_per_ledger", "loop_thread_cpu_us_per_ledger")
+                }
+        summary = {
+            "ledgers_written": len(made),
+            "bookies": args.bookies,
+            "shapes": args.shapes,
+            "entry_counts": entry_counts,
+            "max_in_flight": args.max_in_flight,
+            "max_concurrent_ledgers": args.max_concurrent_ledgers,
+            "cpus": os.cpu_count(),
+            "loadavg_at_end": [round(x, 2) for x in os.getloadavg()],
+            "per_loop": per_loop,
+        }
+        saved = save_results("profile_scan", summary, rows + profiled)
+        print(json.dumps({**summary, "runs": rows, "profiled_runs": profiled, "results_file": str(saved)}))
+    finally:
+        cluster.stop()
+        if args.keep:
+            print(f"work directory kept: {workdir}", file=sys.stderr)
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
