@@ -134,7 +134,8 @@ class _Pending:
 
 
 # The modules whose BookieTransport subclasses may encode requests: the auditor's read-only client here,
-# the repair role's recovery-add client (docs/repair.md, "The write gate").
+# the repair role's recovery-add client and its fencing client for opt-in ledger recovery (docs/repair.md,
+# "The write gate", "Recovering open ledgers").
 _GATE_MODULES = frozenset({__name__, "auditor.repair.writer", "auditor.repair.fencing"})
 
 # Txn ids of requests that timed out (or were cancelled) remembered per connection, so that each may

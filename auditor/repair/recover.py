@@ -190,11 +190,8 @@ class LedgerRecoverer:
     ) -> RecoveryResult:
         start = await self._fence(md, fencers)
         self.ev.start_lac = start.lac
-        known = {
-            a.entry_id: a.length
-            for a in [start.source]
-            if a is not None and a.entry_id is not None and a.length is not None
-        }
+        s = start.source  # the answer reading starts from: its own entry's length is known
+        known = {s.entry_id: s.length} if s and s.entry_id is not None and s.length is not None else {}
         bodies: list[tuple[int, bytes, int]] = []  # (entry, stored body, header length)
         close_at = await self._read_forward(md, start.lac, fencers, bodies)
         why = truncation_refusal(close_at, proven_end)

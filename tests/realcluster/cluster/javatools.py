@@ -320,21 +320,20 @@ class JavaTools:
         )
         if kw:
             raise HarnessError(f"unknown options {sorted(kw)}")
+        return self._tool_rows("create", [*args, "--count", str(count)], count, timeout=600)
+
+    def _tool_rows(self, command: str, args: list[str], count: int, timeout: float) -> list[dict[str, Any]]:
+        """One JVM of the tool that prints one JSON line per ledger: exactly `count` rows, none an error."""
         proc = subprocess.run(
-            self._tool_argv("create", [*args, "--count", str(count)]),
-            capture_output=True,
-            text=True,
-            timeout=600,
-            stdin=subprocess.DEVNULL,
+            self._tool_argv(command, args), capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
         )
         with open(self.logs_dir / "ledger-tool.log", "a") as log:
-            log.write(
-                f"=== create x{count} {' '.join(args)} rc={proc.returncode}\n{proc.stdout}\n{proc.stderr[-5000:]}\n"
-            )
+            log.write(f"=== {command} {' '.join(args)} rc={proc.returncode}\n{proc.stdout}\n{proc.stderr[-5000:]}\n")
         results = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
-        if proc.returncode != 0 or len(results) != count or any("error" in r for r in results):
+        errors = [r["error"] for r in results if "error" in r]
+        if proc.returncode != 0 or errors or len(results) != count:
             raise HarnessError(
-                f"ledger tool create x{count} failed (rc={proc.returncode}): {proc.stdout[-2000:]}\n"
+                f"ledger tool {command} x{count} failed (rc={proc.returncode}): {errors or proc.stdout[-2000:]}\n"
                 f"{proc.stderr[-3000:]}"
             )
         return results
@@ -384,19 +383,7 @@ class JavaTools:
         ]
         if ensembles:
             args += ["--ensembles", ";".join(f"{k}:{','.join(v)}" for k, v in sorted(ensembles.items()))]
-        proc = subprocess.run(
-            self._tool_argv("plant", args), capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL
-        )
-        with open(self.logs_dir / "ledger-tool.log", "a") as log:
-            log.write(f"=== plant {' '.join(args)} rc={proc.returncode}\n{proc.stdout}\n{proc.stderr[-5000:]}\n")
-        results = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
-        errors = [r["error"] for r in results if "error" in r]
-        if proc.returncode != 0 or errors or len(results) != count:
-            raise HarnessError(
-                f"ledger tool plant x{count} failed (rc={proc.returncode}): {errors or proc.stdout[-2000:]}\n"
-                f"{proc.stderr[-3000:]}"
-            )
-        return results
+        return self._tool_rows("plant", args, count, timeout=300)
 
     def recover_ledger(self, ledger_id: int, password: str = "pw") -> dict[str, Any]:
         return self.ledger_tool("recover", "--ledger-id", str(ledger_id), "--password", password)
