@@ -28,25 +28,20 @@ ptrace rights over this process).
 from __future__ import annotations
 
 import argparse
-import asyncio
-import io
 import json
 import os
-import resource
 import shutil
 import signal
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from bench.harness import save_results, second_cluster
+from bench.scan_child import measure
 from tests.realcluster.cluster import BookieProc, Cluster
 
 # The test harness's bookies keep 512 index pages (pageLimit=512): enough for tests, but with thousands of
@@ -55,6 +50,7 @@ from tests.realcluster.cluster import BookieProc, Cluster
 # bookies' thrashing instead of our CPU. 16,384 pages of 8 KiB (128 MiB of the bookie's 256 MiB heap)
 # hold one page per ledger of the largest runs here.
 PAGE_LIMIT = 16384
+CHILD = Path(__file__).with_name("scan_child.py")
 SHAPES = "3/3,3/2,5/2"  # ensemble/write quorum, ack quorum 2: the issue's real cluster
 CREATE_BATCH = 250  # ledgers per Java ledger-tool call (one JVM each)
 
@@ -93,38 +89,6 @@ def write_ledgers(
             k += 1
         print(f"wrote {per_shape} ledgers E{e}/WQ{wq}/AQ2", file=sys.stderr, flush=True)
     return made
-
-
-def settings_for(uri: str, args: argparse.Namespace) -> Any:
-    from auditor.settings import load_settings
-
-    return load_settings(
-        None,
-        overrides={
-            "metadata_service_uri": uri,
-            "event_loop": "asyncio",  # the loop is chosen per run below
-            "bookie_client": {"requests_per_second": 0, "max_in_flight": args.max_in_flight},
-            "zookeeper": {"reads_per_second": 0},
-            "max_concurrent_ledgers": args.max_concurrent_ledgers,
-            "log": {"format": "json", "level": "info"},
-        },
-    )
-
-
-def run_loop(loop: str, coro_fn: Callable[[], Any]) -> Any:
-    """Run a coroutine on the chosen loop, as `auditor.cli._run_with_loop` does."""
-    if loop == "uvloop":
-        import uvloop
-
-        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-            return runner.run(coro_fn())
-    return asyncio.run(coro_fn())
-
-
-def rusage_cpu() -> tuple[float, float]:
-    """(user, system) CPU seconds of this process, every thread."""
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime, r.ru_stime
 
 
 class Profiler:
@@ -173,56 +137,28 @@ class Profiler:
             self.path.write_text(text)
 
 
-def one_run(uri: str, loop: str, args: argparse.Namespace, logs: Path, profile: Path | None = None) -> dict[str, Any]:
-    from auditor.checks import oneshot
-    from auditor.logging import configure_logging
+def one_run(
+    uri: str, loop: str, args: argparse.Namespace, logs: Path, profile: Path | None = None, tree: str | None = None
+) -> dict[str, Any]:
+    """One timed scan: in this process (this tree's code, optionally profiled), or with `tree` in a child
+    process whose `auditor` package is that tree's (bench/scan_child.py), so versions compare in one run."""
+    if tree is None:
+        row = measure(uri, loop, args.max_in_flight, args.max_concurrent_ledgers, logs, Profiler(profile))
+        return {"tree": None, "profiled": str(profile) if profile else None, **row}
+    argv = [sys.executable, str(CHILD), uri, loop, str(args.max_in_flight), str(args.max_concurrent_ledgers), str(logs)]
+    env = {**os.environ, "PYTHONPATH": tree}
+    done = subprocess.run(argv, env=env, cwd=tree, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"the scan with the code of {tree} failed (exit {done.returncode}): {done.stderr[-2000:]}")
+    return {"tree": tree_label(tree), "profiled": None, **json.loads(done.stdout.splitlines()[-1])}
 
-    settings = settings_for(uri, args)
-    out = io.StringIO()
-    with logs.open("a") as log_stream:
-        configure_logging(settings.log.level, settings.log.format, stream=log_stream)
-        thread_cpu: list[float] = []
 
-        async def go() -> int:
-            t0 = time.thread_time()
-            try:
-                return await oneshot.main(settings, ["scrutiny"], "json", out=out, err=log_stream)
-            finally:
-                thread_cpu.append(time.thread_time() - t0)
-
-        threads_before = threading.active_count()
-        wall, (user, system) = time.perf_counter(), rusage_cpu()
-        with Profiler(profile):
-            code = run_loop(loop, go)
-        (user_end, system_end), wall = rusage_cpu(), time.perf_counter() - wall
-        user, system = user_end - user, system_end - system
-        cpu = user + system
-    lines = [json.loads(x) for x in out.getvalue().splitlines() if x.strip()]
-    summary = next((x["summary"] for x in lines if "summary" in x), None)
-    if summary is None:
-        raise RuntimeError(f"the check printed no summary (exit {code}); logs in {logs}")
-    stats = next(c for c in summary["checks"] if c["check"] == "scrutiny")
-    checked = stats["ledgersChecked"]
-    categories = Counter(x["category"] for x in lines if "category" in x)
-    return {
-        "loop": loop,
-        "profiled": str(profile) if profile else None,
-        "exit": code,
-        "ledgers_seen": stats["ledgersSeen"],
-        "ledgers_checked": checked,
-        "bookie_requests": stats["bookieRequests"],
-        "findings": dict(sorted(categories.items())),
-        "wall_s": round(wall, 3),
-        "check_s": stats["durationSeconds"],
-        "ledgers_per_s": round(checked / wall, 1),
-        "cpu_s": round(cpu, 3),
-        "system_cpu_share": round(system / cpu, 2) if cpu else None,
-        "loop_thread_cpu_s": round(thread_cpu[0], 3),
-        "cpu_us_per_ledger": round(cpu / checked * 1e6, 1),
-        "loop_thread_cpu_us_per_ledger": round(thread_cpu[0] / checked * 1e6, 1),
-        "cpu_share_of_one_core": round(cpu / wall, 2),
-        "threads": threads_before,
-    }
+def tree_label(tree: str) -> str:
+    """`path@commit` (with `+dirty` for uncommitted changes): which code a row measured."""
+    git = ["git", "-C", tree]
+    rev = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run([*git, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True)
+    return f"{tree}@{rev or '?'}{'+dirty' if dirty.stdout.strip() else ''}"
 
 
 def profile_path(base: str, loop: str, several: bool) -> Path:
@@ -251,8 +187,17 @@ def main() -> None:
     )
     ap.add_argument("--max-in-flight", type=int, default=8, help="bookie_client.max_in_flight (default as shipped)")
     ap.add_argument("--max-concurrent-ledgers", type=int, default=100, help="as shipped")
+    ap.add_argument(
+        "--tree",
+        metavar="DIR",
+        action="append",
+        default=[],
+        help="compare code versions: each run is made once per tree (a checkout of this repository, e.g. a "
+        "git worktree of an older commit; '.' for this one), in a child process, trees alternating; repeatable",
+    )
     ap.add_argument("--keep", action="store_true", help="keep the work directory (cluster and check logs)")
     args = ap.parse_args()
+    trees: list[str | None] = [str(Path(t).resolve()) for t in args.tree] or [None]
     if any(Path(p).suffix not in (".html", ".txt", ".prof", ".svg", ".raw") for p in args.profile):
         ap.error("--profile must end in .html, .txt (pyinstrument), .prof (cProfile), .svg or .raw (py-spy)")
     loops = ["asyncio", "uvloop"] if args.loop == "both" else [args.loop]
@@ -279,9 +224,10 @@ def main() -> None:
         uri = cluster.metadata_service_uri
         for i in range(args.runs):
             for loop in loops if i % 2 == 0 else loops[::-1]:
-                row = one_run(uri, loop, args, logs)
-                rows.append(row)
-                print(json.dumps(row), file=sys.stderr, flush=True)
+                for tree in trees if i % 2 == 0 else trees[::-1]:
+                    row = one_run(uri, loop, args, logs, tree=tree)
+                    rows.append(row)
+                    print(json.dumps(row), file=sys.stderr, flush=True)
         profiled: list[dict[str, Any]] = []
         for base in args.profile:
             for loop in loops:
@@ -290,12 +236,13 @@ def main() -> None:
                 print(json.dumps(row), file=sys.stderr, flush=True)
         per_loop: dict[str, Any] = {}
         for loop in loops:
-            mine = [r for r in rows if r["loop"] == loop]
-            if mine:
-                per_loop[loop] = {
-                    key + "_median": statistics.median(r[key] for r in mine)
-                    for key in ("wall_s", "ledgers_per_s", "cpu_us_per_ledger", "loop_thread_cpu_us_per_ledger")
-                }
+            for label in dict.fromkeys(r["tree"] for r in rows):
+                mine = [r for r in rows if r["loop"] == loop and r["tree"] == label]
+                if mine:
+                    per_loop[loop if label is None else f"{loop} {label}"] = {
+                        key + "_median": statistics.median(r[key] for r in mine)
+                        for key in ("wall_s", "ledgers_per_s", "cpu_us_per_ledger", "loop_thread_cpu_us_per_ledger")
+                    }
         summary = {
             "ledgers_written": len(made),
             "bookies": args.bookies,

@@ -11,7 +11,7 @@ the AUTH probe and START_TLS, which opens a TLS connection (`protocol.UnsafeRequ
 
 from auditor.aio.ratelimit import TokenBucket
 
-from .client import BookieClient, BookieClientConfig, BookieTls, ClientStats, parse_bookie_id_address
+from .client import BookieClient, BookieClientConfig, BookieTls, ClientStats, Sent, parse_bookie_id_address
 from .pool import BookieClients, BookiePool, legacy_resolver
 from .protocol import Op, ProtocolError, Status, UnsafeRequestError
 from .results import (
@@ -42,6 +42,7 @@ __all__ = [
     "ProtocolError",
     "ReadEntryResult",
     "ReadLacResult",
+    "Sent",
     "Status",
     "TokenBucket",
     "UnsafeRequestError",

@@ -7,7 +7,10 @@
   reply naming a txn id never sent, a second reply for a txn, or a second wrong-operation reply is
   hostile: the connection is closed (so a replayed reply cannot keep the event loop busy forever).
 * At most `max_in_flight` requests are on the wire at once, and at most `rate_limit` per second
-  (token bucket), so an audit can never overload a bookie. With `adaptive` the bucket's rate moves below
+  (token bucket), so an audit can never overload a bookie. Requests queue per client and leave in order
+  (`_pump`): no task or coroutine per request, and every request that may go in one loop iteration goes
+  out in one write (one system call for a batch, not one per request). `send_*` methods return a `Sent`:
+  a ledger's requests to all its bookies go out before its first answer is awaited. With `adaptive` the bucket's rate moves below
   that cap on the bookie's own signals (auditor/aio/adaptive.py): up while it answers fast and the
   limiter holds callers back, halved on ETOOMANYREQUESTS or a timeout, lowered while its answers are slow.
 * Each request has its own timeout, which also bounds waiting for a connection that does not drain (a
@@ -28,6 +31,8 @@
 from __future__ import annotations
 
 import asyncio
+import collections
+import functools
 import inspect
 import logging
 import random
@@ -37,7 +42,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Self, TypedDict
+from typing import Any, Generic, Self, TypedDict, TypeVar
 
 from google.protobuf.message import Message
 
@@ -127,10 +132,79 @@ class _TimedOut(str):
 
 @dataclass(slots=True)
 class _Pending:
+    """A request on the wire, waiting for its reply. Its outcome (a Reply, or why there is none) goes to
+    `on_result` (a submitted request) or to `future` (the connection's own TLS exchange)."""
+
     op: Op
-    future: asyncio.Future[Reply | str]
+    future: asyncio.Future[Reply | str] | None
     sent_at: float
     mismatched: bool = False  # one reply with the right txn but the wrong operation was dropped
+    on_result: Callable[[Reply | str], None] | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.future.done() if self.future is not None else False
+
+    def resolve(self, value: Reply | str) -> None:
+        if self.on_result is not None:
+            self.on_result(value)
+        elif self.future is not None and not self.future.done():
+            self.future.set_result(value)
+
+
+@dataclass(slots=True, eq=False)
+class _Request:
+    """A submitted request: queued until it may go (its turn in the rate limiter, a window slot, a
+    connection that takes writes), then on the wire until its reply, its timeout or the connection's end.
+    `result` gets (the Reply or why there is none, seconds from leaving the queue to the outcome)."""
+
+    op: Op
+    build: Callable[[int], Message]
+    limit: float
+    result: asyncio.Future[tuple[Reply | str, float]]
+    queued_at: float
+    not_before: float = 0.0  # its turn in the rate limiter
+    started: float = 0.0  # when it left the queue
+    conn: _Connection | None = None
+    txn: int = 0
+    timer: asyncio.TimerHandle | None = None
+    finished: bool = False  # its outcome is in, or it was cancelled: its window slot is back
+
+
+R = TypeVar("R")
+
+
+class Sent(Generic[R]):
+    """A request already on its way (queued or on the wire): `await sent.result()` is its judged outcome.
+    Several can be sent before the first is awaited, so one coroutine asks many bookies at once without
+    a task per request. `cancel()` withdraws it (a reply that still comes is dropped quietly)."""
+
+    __slots__ = ("_future", "_judge", "_value")
+
+    def __init__(
+        self,
+        future: asyncio.Future[tuple[Reply | str, float]] | None,
+        judge: Callable[[Reply | str, float], Awaitable[R]] | None,
+        value: R | None = None,
+    ) -> None:
+        self._future = future
+        self._judge = judge
+        self._value = value
+
+    @classmethod
+    def ready(cls, value: R) -> Sent[R]:
+        """An outcome known without sending anything."""
+        return cls(None, None, value)
+
+    async def result(self) -> R:
+        if self._future is None or self._judge is None:
+            return self._value  # type: ignore[return-value]
+        reply, elapsed = await self._future
+        return await self._judge(reply, elapsed)
+
+    def cancel(self) -> None:
+        if self._future is not None:
+            self._future.cancel()
 
 
 # The modules whose BookieTransport subclasses may encode requests: the auditor's read-only client here,
@@ -157,8 +231,8 @@ class _Connection(asyncio.Protocol):
         self.valid_replies = 0
         self.silent_timeouts = 0
         self.start_tls_txn: int | None = None  # the START_TLS request's txn, once answered EOK
-        self._can_write = asyncio.Event()
-        self._can_write.set()
+        self.writable = True  # False while the transport is paused (a peer that stops reading)
+        self.paused_at = 0.0  # when the transport last paused writing (a peer that stops reading)
 
     # asyncio.Protocol ---------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -198,10 +272,16 @@ class _Connection(asyncio.Protocol):
         self.fail(f"connection lost ({exc})" if exc else "connection closed by the bookie")
 
     def pause_writing(self) -> None:
-        self._can_write.clear()
+        self.writable = False
+        self.paused_at = time.monotonic()
 
     def resume_writing(self) -> None:
-        self._can_write.set()
+        self.writable = True
+        self._resume_senders()
+
+    def _resume_senders(self) -> None:
+        if not self.client._closed:
+            self.client._schedule_pump()
 
     # ours -----------------------------------------------------------------------------------------
     def fail(self, reason: str) -> None:
@@ -209,19 +289,15 @@ class _Connection(asyncio.Protocol):
         if self.closing:
             return
         self.closing = True
-        self._can_write.set()
+        self.writable = True
         message = f"bookie {self.client.bookie_id}: {reason}"
         self.client._on_connection_failed(self, message)
         pending, self.pending = self.pending, {}
         for p in pending.values():
-            if not p.future.done():
-                p.future.set_result(message)
+            p.resolve(message)
         if self.transport is not None:
             self.transport.abort()
-
-    async def wait_writable(self) -> None:
-        if not self._can_write.is_set():
-            await self._can_write.wait()
+        self._resume_senders()
 
     def expect_late_reply(self, txn: int, op: Op) -> None:
         self.expired[txn] = op
@@ -266,7 +342,10 @@ class BookieTransport:
         self._failures = 0
         self._retry_at = 0.0
         self._next_txn = 1
-        self._window = asyncio.Semaphore(self.config.max_in_flight)
+        self._queue: collections.deque[_Request] = collections.deque()  # submitted, not yet sent
+        self._slots = 0  # requests on the wire (at most config.max_in_flight)
+        self._pump_scheduled = False
+        self._pump_timer: asyncio.TimerHandle | None = None
         self._bucket: TokenBucket | None = None
         self._adaptive: AdaptiveRate | None = None
         if self.config.rate_limit:
@@ -295,6 +374,7 @@ class BookieTransport:
         if self._conn is not None:
             self._conn.fail("client closed")
             self._conn = None
+        self._fail_queue(f"bookie {self.bookie_id}: client closed")
 
     async def __aenter__(self) -> Self:
         return self
@@ -317,56 +397,173 @@ class BookieTransport:
     # ----- machinery -------------------------------------------------------------------------------
     async def _call(self, op: Op, build: Callable[[int], Message], timeout: float | None) -> tuple[Reply | str, float]:
         """Send one request; return the Reply, or a string saying why there is none, and the elapsed time."""
+        return await self._submit(op, build, timeout)
+
+    def _submit(
+        self, op: Op, build: Callable[[int], Message], timeout: float | None
+    ) -> asyncio.Future[tuple[Reply | str, float]]:
+        """Queue one request; the returned future gets (Reply or why none, elapsed). Requests leave the queue
+        in order (`_pump`), a batch per loop iteration in one write, with no task or coroutine per request.
+        The request gate runs as each is encoded, before anything is written; its refusal is the future's
+        exception."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[tuple[Reply | str, float]] = loop.create_future()
         if self._closed:
-            return f"bookie {self.bookie_id}: client closed", 0.0
+            fut.set_result((f"bookie {self.bookie_id}: client closed", 0.0))
+            return fut
+        now = time.monotonic()
+        limit = self.config.request_timeout if timeout is None else timeout
+        req = _Request(op, build, limit, fut, now)
         if self._bucket is not None:
             wait = self._bucket.reserve()
             if wait > 0:
                 if self._adaptive is not None:
                     self._adaptive.waited()
-                await asyncio.sleep(wait)
-        async with self._window:
-            started = time.monotonic()
-            conn = await self._connection()
-            if isinstance(conn, str):
-                return conn, time.monotonic() - started
+                req.not_before = now + wait
+        fut.add_done_callback(lambda f: self._withdrawn(req) if f.cancelled() else None)
+        self._queue.append(req)
+        self._schedule_pump()
+        return fut
+
+    def _schedule_pump(self) -> None:
+        if not self._pump_scheduled:
+            self._pump_scheduled = True
+            asyncio.get_running_loop().call_soon(self._pump)
+
+    def _pump_at(self, when: float) -> None:
+        """Pump again at `when` (monotonic): a rate-limited turn, or a paused transport's deadline."""
+        if self._pump_timer is not None:
+            self._pump_timer.cancel()
+        loop = asyncio.get_running_loop()
+        self._pump_timer = loop.call_later(max(0.0, when - time.monotonic()), self._schedule_pump)
+
+    def _pump(self) -> None:
+        """Send what may go now: in queue order, while the rate limiter allows, a window slot is free and
+        the connection takes writes; every frame of the batch in one write."""
+        self._pump_scheduled = False
+        queue = self._queue
+        if self._closed:
+            self._fail_queue(f"bookie {self.bookie_id}: client closed")
+            return
+        conn = self._conn if self._conn is not None and not self._conn.closing else None
+        frames: list[bytes] = []
+        now = time.monotonic()
+        while queue:
+            req = queue[0]
+            if req.result.done():  # withdrawn while queued
+                queue.popleft()
+                continue
+            if self._slots >= self.config.max_in_flight:
+                break  # a reply, timeout or withdrawal frees a slot and pumps again
+            if req.not_before > now:
+                self._pump_at(req.not_before)
+                break
+            if conn is None or conn.transport is None:
+                self._connect_then_pump()
+                break
+            if not conn.writable:
+                # A peer that stops reading pauses the transport: waiting for it counts against the
+                # request's own timeout, or the request would wait forever.
+                since = max(req.queued_at, conn.paused_at)
+                if now - since < req.limit:
+                    self._pump_at(since + req.limit)
+                    break
+                queue.popleft()
+                self.stats.timeouts += 1
+                self._count_silence(conn, since)
+                req.finished = True
+                message = f"bookie {self.bookie_id}: {req.op.name} not sent within {req.limit:g} s (the connection does not drain)"
+                req.result.set_result((_TimedOut(message), now - since))
+                conn = self._conn if self._conn is not None and not self._conn.closing else None
+                continue
+            queue.popleft()
             txn = self._next_txn
             self._next_txn += 1
-            frame = self._encode(build(txn))  # the gate raises before anything is written
-            limit = self.config.request_timeout if timeout is None else timeout
             try:
-                # A peer that stops reading pauses the transport: waiting for it counts against the
-                # request's own timeout, or the request (and its window slot) would wait forever.
-                async with asyncio.timeout(limit):
-                    await conn.wait_writable()
-            except TimeoutError:
-                self.stats.timeouts += 1
-                self._count_silence(conn, started)
-                return (
-                    _TimedOut(
-                        f"bookie {self.bookie_id}: {op.name} not sent within {limit:g} s "
-                        "(the connection does not drain)"
-                    ),
-                    time.monotonic() - started,
-                )
-            if conn.closing or conn.transport is None:
-                return f"bookie {self.bookie_id}: connection closed before sending", time.monotonic() - started
-            loop = asyncio.get_running_loop()
-            fut: asyncio.Future[Reply | str] = loop.create_future()
-            sent_at = time.monotonic()
-            conn.pending[txn] = _Pending(op, fut, sent_at)
-            timer = loop.call_later(limit, self._expire, conn, txn, limit)
-            conn.transport.write(frame)
-            self.stats.sent += 1
-            try:
-                result = await fut
-            finally:
-                timer.cancel()
-                if conn.pending.pop(txn, None) is not None:  # cancelled while waiting: a reply may follow
-                    conn.expect_late_reply(txn, op)
-            if self._adaptive is not None:
-                self._adapt(op, result, time.monotonic() - sent_at)
-            return result, time.monotonic() - started
+                frame = self._encode(req.build(txn))  # the gate raises before anything is written
+            except Exception as exc:
+                req.finished = True
+                req.result.set_exception(exc)
+                continue
+            req.conn, req.txn, req.started = conn, txn, now
+            self._slots += 1
+            conn.pending[txn] = _Pending(req.op, None, now, on_result=functools.partial(self._answered, req))
+            req.timer = asyncio.get_running_loop().call_later(req.limit, self._expire, conn, txn, req.limit)
+            frames.append(frame)
+        if frames and conn is not None and conn.transport is not None:
+            conn.transport.write(frames[0] if len(frames) == 1 else b"".join(frames))
+            self.stats.sent += len(frames)
+
+    def _answered(self, req: _Request, value: Reply | str) -> None:
+        """A sent request's outcome: its reply, its timeout, or the end of its connection."""
+        if req.finished:
+            return
+        req.finished = True
+        if req.timer is not None:
+            req.timer.cancel()
+        self._slots -= 1
+        now = time.monotonic()
+        if self._adaptive is not None:
+            self._adapt(req.op, value, now - req.started)
+        if not req.result.done():
+            req.result.set_result((value, now - req.started))
+        if self._queue:
+            self._schedule_pump()
+
+    def _withdrawn(self, req: _Request) -> None:
+        """The caller cancelled: a queued request is skipped; a sent one frees its slot now, and the one
+        reply that may still come for it is dropped quietly."""
+        if req.finished:
+            return
+        req.finished = True
+        if req.conn is None:
+            return
+        if req.timer is not None:
+            req.timer.cancel()
+        self._slots -= 1
+        if req.conn.pending.pop(req.txn, None) is not None:
+            req.conn.expect_late_reply(req.txn, req.op)
+        if self._queue:
+            self._schedule_pump()
+
+    def _fail_queue(self, message: str) -> None:
+        """Every request still queued ends with `message` (no connection to send it on)."""
+        queue, self._queue = self._queue, collections.deque()
+        for req in queue:
+            if not req.result.done():
+                req.finished = True
+                req.result.set_result((message, 0.0))
+
+    def _connect_then_pump(self) -> None:
+        """No usable connection: connect (one attempt for everything queued), or, while backing off after
+        failures, end what is queued at once as UNKNOWN."""
+        if self._connecting is not None:
+            return  # an attempt is under way, or just ended and its end (`_connected`) is still to run
+        wait = self._retry_at - time.monotonic()
+        if wait > 0:
+            self._fail_queue(
+                f"bookie {self.bookie_id}: not connected ({self.stats.last_error}); next attempt in {wait:.2f} s"
+            )
+            return
+        self._connecting = connecting = asyncio.ensure_future(self._connect())
+        connecting.add_done_callback(self._connected)
+
+    def _connected(self, connecting: asyncio.Future[_Connection | str]) -> None:
+        if self._connecting is connecting:
+            self._connecting = None
+        if connecting.cancelled():
+            self._fail_queue(f"bookie {self.bookie_id}: connecting was cancelled")
+            return
+        exc = connecting.exception()
+        conn = connecting.result() if exc is None else f"bookie {self.bookie_id}: cannot connect: {exc!r}"
+        if isinstance(conn, str):
+            self._fail_queue(conn)
+        elif conn.closing:
+            self._fail_queue(
+                f"bookie {self.bookie_id}: connection closed right after connecting ({self.stats.last_error})"
+            )
+        else:
+            self._schedule_pump()
 
     def _adapt(self, op: Op, result: Reply | str, latency: float) -> None:
         """Feed one request's outcome to the adaptive rate; retune the bucket when it moves. A GET_LIST
@@ -387,11 +584,11 @@ class BookieTransport:
 
     def _expire(self, conn: _Connection, txn: int, limit: float) -> None:
         p = conn.pending.pop(txn, None)
-        if p is None or p.future.done():
+        if p is None or p.done:
             return
         self.stats.timeouts += 1
         conn.expect_late_reply(txn, p.op)
-        p.future.set_result(_TimedOut(f"bookie {self.bookie_id}: no reply to {p.op.name} within {limit:g} s"))
+        p.resolve(_TimedOut(f"bookie {self.bookie_id}: no reply to {p.op.name} within {limit:g} s"))
         # GET_LIST timeouts are excluded: DbLedgerStorage bookies never answer them on a healthy link.
         if p.op is not Op.GET_LIST_OF_ENTRIES_OF_LEDGER:
             self._count_silence(conn, p.sent_at)
@@ -455,8 +652,7 @@ class BookieTransport:
             conn.valid_replies += 1
             if conn.valid_replies == 1:
                 self._failures = 0
-        if not p.future.done():
-            p.future.set_result(reply)
+        p.resolve(reply)
 
     def _on_connection_failed(self, conn: _Connection, message: str) -> None:
         self.stats.last_error = message
@@ -475,26 +671,6 @@ class BookieTransport:
         delay = min(c.backoff_max, c.backoff_initial * c.backoff_multiplier ** (self._failures - 1))
         self._retry_at = time.monotonic() + delay * random.uniform(0.8, 1.2)
         self.stats.last_error = message
-
-    async def _connection(self) -> _Connection | str:
-        if self._conn is not None and not self._conn.closing:
-            return self._conn
-        if self._connecting is not None and self._connecting.done():
-            self._connecting = None  # a finished attempt whose waiters were all cancelled
-        if self._connecting is None:
-            wait = self._retry_at - time.monotonic()
-            if wait > 0:
-                return f"bookie {self.bookie_id}: not connected ({self.stats.last_error}); next attempt in {wait:.2f} s"
-            self._connecting = asyncio.ensure_future(self._connect())
-        connecting = self._connecting
-        try:
-            conn = await asyncio.shield(connecting)
-        finally:
-            if connecting.done() and self._connecting is connecting:
-                self._connecting = None
-        if isinstance(conn, _Connection) and conn.closing:
-            return f"bookie {self.bookie_id}: connection closed right after connecting ({self.stats.last_error})"
-        return conn
 
     async def _connect(self) -> _Connection | str:
         loop = asyncio.get_running_loop()
@@ -522,7 +698,10 @@ class BookieTransport:
                 self._last_tls_error = message
                 self.stats.connect_failures += 1
                 if conn.closing:
-                    return message  # already failed by the peer: the retry is scheduled
+                    # Already failed by the peer (the retry is scheduled): requests refused while backing
+                    # off name this reason, not the bare reset that ended the link.
+                    self.stats.last_error = message
+                    return message
                 conn.fail(f"TLS: {problem}")  # the link never worked: schedules the retry
                 self.stats.last_error = message
                 return message
@@ -746,14 +925,22 @@ class BookieClient(BookieTransport):
     async def get_entry_list(self, ledger_id: int | LedgerId, *, timeout: float | None = None) -> EntryListResult:
         """GET_LIST_OF_ENTRIES_OF_LEDGER. On a bookie known not to answer it (DbLedgerStorage) this
         returns UNKNOWN with `unsupported=True` at once, without sending anything."""
+        return await self.send_get_entry_list(ledger_id, timeout=timeout).result()
+
+    def send_get_entry_list(self, ledger_id: int | LedgerId, *, timeout: float | None = None) -> Sent[EntryListResult]:
+        """`get_entry_list`, sent now and awaited later (`await sent.result()`): a ledger's requests to all
+        its bookies go out before the first answer is awaited, with no task per request."""
         lid = _wire_ledger_id(ledger_id)
         if self.entry_list_support is Capability.UNSUPPORTED:
-            return EntryListResult(
-                self.bookie_id, Outcome.UNKNOWN, None, self._unsupported_message(), 0.0, lid, None, True
+            return Sent.ready(
+                EntryListResult(
+                    self.bookie_id, Outcome.UNKNOWN, None, self._unsupported_message(), 0.0, lid, None, True
+                )
             )
-        reply, elapsed = await self._call(
-            Op.GET_LIST_OF_ENTRIES_OF_LEDGER, lambda t: P.entry_list_request(t, lid), timeout
-        )
+        fut = self._submit(Op.GET_LIST_OF_ENTRIES_OF_LEDGER, lambda t: P.entry_list_request(t, lid), timeout)
+        return Sent(fut, functools.partial(self._entry_list_result, lid))
+
+    async def _entry_list_result(self, lid: int, reply: Reply | str, elapsed: float) -> EntryListResult:
         if isinstance(reply, str):
             # Only silence is evidence; a broken link (e.g. a restart) says nothing about the capability.
             unsupported = self._entry_lists_unsupported() or (

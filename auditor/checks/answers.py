@@ -15,7 +15,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from auditor.aio.cooperative import finish
-from auditor.bookie.results import Capability, Outcome, ReadEntryResult
+from auditor.bookie.client import Sent
+from auditor.bookie.results import Capability, EntryListResult, Outcome, ReadEntryResult
 from auditor.durability.coverage import UNKNOWN, Answer
 from auditor.durability.entry import EntryVerification
 from auditor.durability.entrylist import EntryListError, answer_steps
@@ -43,6 +44,7 @@ class LedgerAnswers:
     methods: dict[str, str] = field(default_factory=dict)  # bookie -> Method value or READ_SAMPLE
     errors: dict[str, str] = field(default_factory=dict)  # bookie -> why its answer is UNKNOWN
     corrupt: list[CorruptCopy] = field(default_factory=list)
+    expected: dict[str, StripedSet] | None = None  # expected_by_bookie of the ledger, when it was asked
 
     @property
     def unknown(self) -> list[str]:
@@ -108,6 +110,14 @@ async def _read_answer(
         out.answers[bookie] = RangeSet.from_ids(r.entry_id for r in results if r.present)
 
 
+def _send_list(ctx: AuditContext, md: LedgerMetadata, bookie: str) -> Sent[EntryListResult]:
+    client = ctx.bookies.client(bookie)
+    # A bookie not yet known to list entries gets a short first try: DbLedgerStorage stays silent.
+    probing = client.entry_list_support is Capability.UNKNOWN
+    timeout = client.config.entry_list_probe_timeout if probing else None
+    return client.send_get_entry_list(md.ledger_id, timeout=timeout)
+
+
 async def _list_answer(
     ctx: AuditContext,
     md: LedgerMetadata,
@@ -116,12 +126,9 @@ async def _list_answer(
     end: int,
     out: LedgerAnswers,
     stats: RunStats,
+    sent: Sent[EntryListResult],
 ) -> None:
-    client = ctx.bookies.client(bookie)
-    # A bookie not yet known to list entries gets a short first try: DbLedgerStorage stays silent.
-    probing = client.entry_list_support is Capability.UNKNOWN
-    timeout = client.config.entry_list_probe_timeout if probing else None
-    result = await client.get_entry_list(md.ledger_id, timeout=timeout)
+    result = await sent.result()
     stats.bookie_requests[bookie] += 1
     if result.unsupported:
         await _read_answer(ctx, md, bookie, expected, out, stats)
@@ -143,17 +150,21 @@ async def _list_answer(
 async def gather_answers(
     ctx: AuditContext, md: LedgerMetadata, end: int, stats: RunStats, only: Iterable[str] | None = None
 ) -> LedgerAnswers:
-    """One answer per bookie that should hold some entry in [0, end] (or only the bookies named)."""
+    """One answer per bookie that should hold some entry in [0, end] (or only the bookies named). Every
+    bookie's request is sent before the first answer is awaited: one coroutine, no task per bookie."""
     expected = expected_by_bookie(md, end)
     wanted = set(only) if only is not None else set(expected)
-    out = LedgerAnswers()
-    await asyncio.gather(
-        *(
-            _list_answer(ctx, md, b, expected[b], end, out, stats)
-            for b in sorted(wanted)
-            if b in expected and expected[b]
-        )
-    )
+    out = LedgerAnswers(expected=expected)
+    asked = [b for b in sorted(wanted) if b in expected and expected[b]]
+    sent: dict[str, Sent[EntryListResult]] = {}
+    try:
+        for b in asked:
+            sent[b] = _send_list(ctx, md, b)
+        for b in asked:
+            await _list_answer(ctx, md, b, expected[b], end, out, stats, sent[b])
+    finally:
+        for s in sent.values():
+            s.cancel()  # nothing for those answered; a withdrawn request if this ledger's check ended early
     return out
 
 
@@ -186,7 +197,7 @@ async def gather_read_answers(
     """Answers from reads (digests verified): fragment ends plus a sample, per bookie."""
     expected = expected_by_bookie(md, end)
     wanted = set(only) if only is not None else set(expected)
-    out = LedgerAnswers()
+    out = LedgerAnswers(expected=expected)
     await asyncio.gather(
         *(
             _read_answer(

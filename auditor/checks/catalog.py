@@ -139,6 +139,7 @@ class CoverageCheck:
             now_ms=int(time.time() * 1000),
             method=method_of(answers),
             text_limit=opts.text_limit,
+            expected=answers.expected,
         )
         return result, answers
 

@@ -291,8 +291,14 @@ class _Sweep:
         return out
 
 
-def analyze_coverage(metadata: LedgerMetadata, answers: Mapping[str, Answer], end: int | None = None) -> Coverage:
-    """Classify every entry in [0, end] (end defaults to the metadata's last entry id)."""
+def analyze_coverage(
+    metadata: LedgerMetadata,
+    answers: Mapping[str, Answer],
+    end: int | None = None,
+    expected: Mapping[str, StripedSet] | None = None,
+) -> Coverage:
+    """Classify every entry in [0, end] (end defaults to the metadata's last entry id). `expected`: the
+    caller's `expected_by_bookie(metadata, end)`, when it already has it (computed here otherwise)."""
     e, wq, aq = metadata.ensemble_size, metadata.write_quorum, metadata.ack_quorum
     check_quorum_sizes(e, wq, aq)
     stop = metadata.last_entry_id if end is None else end
@@ -306,7 +312,8 @@ def analyze_coverage(metadata: LedgerMetadata, answers: Mapping[str, Answer], en
 
     # A bookie holding exactly what it should (the common case) is recognised once, at C speed, and
     # skipped by the gap walks below.
-    expected = expected_by_bookie(metadata, stop)
+    if expected is None:
+        expected = expected_by_bookie(metadata, stop)
     within: dict[str, RangeSet] = {}
     exact: set[str] = set()
     for b, a in answers.items():

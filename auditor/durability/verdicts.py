@@ -41,6 +41,7 @@ from .findings import DEFAULT_TEXT_LIMIT, Category, Finding, Method, Severity
 from .ids import LedgerId
 from .model import LedgerMetadata, LedgerState
 from .placement import PlacementPolicy, PlacementVerdict, check_ledger
+from .schedule import StripedSet
 
 __all__ = [
     "QuorumRisk",
@@ -500,6 +501,7 @@ def scrutinize_ledger(
     writable_bookies: int | None = None,
     method: str | Method = Method.ENTRY_LIST,
     text_limit: int = DEFAULT_TEXT_LIMIT,
+    expected: Mapping[str, StripedSet] | None = None,
 ) -> LedgerScrutiny:
     """Steps 1-4 for one ledger. `answers` None: no entry lists were gathered (metadata checks only).
     An open ledger needs `end` (the LAC `ledgerend.decide_end` proves) for its coverage; placement is judged for closed
@@ -537,7 +539,7 @@ def scrutinize_ledger(
     needs_recheck = False
     if answers is not None and (metadata.is_closed or end is not None):
         try:
-            coverage = analyze_coverage(metadata, answers, end)
+            coverage = analyze_coverage(metadata, answers, end, expected)
         except ValueError as exc:
             return _unreadable(metadata, findings, exc)
         t = triage(coverage)

@@ -1,7 +1,7 @@
 """Bridge kazoo (thread-based) to asyncio without ever blocking the event loop.
 
 Every request goes through kazoo's `*_async` calls; the completion callback (run on a kazoo thread)
-hops to the loop with `call_soon_threadsafe`. A semaphore bounds the requests in flight. Watches and
+hops to the loop with `call_soon_threadsafe`. A window (`auditor.aio.window`) bounds the requests in flight. Watches and
 connection-state listeners hop to the loop the same way. Bulk reads (`get_many`) keep their own window
 full from kazoo's callback thread and wake the loop once, when all are answered: a scan is then as
 fast as kazoo itself, not bounded by one loop round trip per znode.
@@ -21,6 +21,7 @@ from kazoo.exceptions import AuthFailedError, NoNodeError
 from kazoo.protocol.states import KazooState, KeeperState, WatchedEvent
 
 from auditor.aio.ratelimit import TokenBucket
+from auditor.aio.window import Window
 
 from .errors import ZooKeeperUnreachableError
 
@@ -42,7 +43,7 @@ class KazooBridge:
         self.client = client
         self.loop = loop or asyncio.get_running_loop()
         self.max_in_flight = max_in_flight
-        self._sem = asyncio.Semaphore(max_in_flight)
+        self._window = Window(max_in_flight)
         # ZooKeeper requests per second (None: only the in-flight bound), so a scan can't load the ensemble.
         self.rate = TokenBucket(rate_limit) if rate_limit else None
         # Writes (transactions) per second, apart from reads: a lost bookie's thousands of markers are
@@ -59,7 +60,7 @@ class KazooBridge:
         return await self._request(self.rate, method, *args, **kwargs)
 
     async def _request(self, bucket: TokenBucket | None, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        async with self._sem:
+        async with self._window:
             if bucket is not None:
                 await bucket.acquire()
             fut: asyncio.Future[Any] = self.loop.create_future()

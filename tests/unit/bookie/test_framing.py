@@ -579,6 +579,65 @@ async def test_in_flight_window_is_bounded() -> None:
     await peer.stop()
 
 
+async def test_requests_sent_in_one_loop_iteration_go_out_in_one_write_with_no_task_each() -> None:
+    peer = await Peer(answer_ok).start()
+    async with await _client(peer, max_in_flight=8) as c:
+        assert (await c.ping()).present  # connected
+        writes: list[int] = []
+        conn = c._conn
+        assert conn is not None
+
+        class CountingTransport:  # a proxy: uvloop's transports do not let `write` be replaced
+            def __init__(self, inner: Any) -> None:
+                self.inner = inner
+
+            def write(self, data: bytes) -> None:
+                writes.append(len(data))
+                self.inner.write(data)
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(self.inner, name)
+
+        conn.transport = CountingTransport(conn.transport)  # type: ignore[assignment]
+        tasks_before = len(asyncio.all_tasks())
+        sent = [c.send_get_entry_list(1) for _ in range(20)]
+        assert len(asyncio.all_tasks()) == tasks_before  # queued, no task per request
+        results = [await s.result() for s in sent]
+        assert all(r.present and r.entries is not None for r in results)
+        # 20 requests through a window of 8: a batch of 8 at once, then what each iteration's replies freed.
+        assert sum(writes) == 20 * len(P.encode_request(P.entry_list_request(1, 1)))
+        assert writes[0] == 8 * len(P.encode_request(P.entry_list_request(1, 1)))
+        assert len(writes) < 20
+    await peer.stop()
+
+
+async def test_a_withdrawn_request_frees_its_slot_and_its_late_reply_is_dropped_quietly() -> None:
+    held: list[tuple[pb.Request, asyncio.StreamWriter]] = []
+
+    async def hold_first(peer: Peer, req: pb.Request, writer: asyncio.StreamWriter) -> None:
+        if len(peer.requests) == 1:
+            held.append((req, writer))  # answered only after the client gave up on it
+            return
+        await answer_ok(peer, req, writer)
+
+    peer = await Peer(hold_first).start()
+    async with await _client(peer, max_in_flight=1) as c:
+        first = c.send_get_entry_list(1)
+        second = c.send_get_entry_list(1)
+        await asyncio.sleep(0.05)
+        assert len(peer.requests) == 1  # the window of one is taken by the first
+        first.cancel()
+        assert (await second.result()).present  # its slot went to the second
+        req, writer = held[0]
+        send(
+            writer,
+            _response(req, Status.EOK, availabilityOfEntriesOfLedger=encode_entry_ids(range(10)), **_echo_ids(req)),
+        )
+        assert (await c.ping()).present  # the late reply did not close the connection
+        assert c.stats.late_replies == 1 and c.stats.protocol_errors == 0
+    await peer.stop()
+
+
 def test_token_bucket_arithmetic() -> None:
     b = TokenBucket(rate=10, burst=2)
     assert b.reserve() == 0 and b.reserve() == 0
@@ -1090,6 +1149,8 @@ UVLOOP_SCENARIOS: dict[str, Callable[[], Awaitable[None]]] = {
     "basic": test_basic_operations_and_outcomes,
     "pipelined": test_pipelined_out_of_order_replies_are_matched,
     "window": test_in_flight_window_is_bounded,
+    "one write": test_requests_sent_in_one_loop_iteration_go_out_in_one_write_with_no_task_each,
+    "withdrawn": test_a_withdrawn_request_frees_its_slot_and_its_late_reply_is_dropped_quietly,
     "late reply": test_timeout_is_unknown_and_late_reply_is_dropped,
     "hostile": lambda: test_hostile_reply_closes_the_connection("unknown txn"),
     "garbage": lambda: test_hostile_reply_closes_the_connection("garbage"),

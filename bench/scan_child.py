@@ -1,0 +1,120 @@
+"""One timed scrutiny scan, as `bk-auditor check --checks scrutiny --format json` runs it (limits off).
+
+Used two ways by `bench/profile_scan.py`:
+* in-process: `measure(...)` with the `auditor` package of this tree;
+* as a script against another tree, so two versions of the code are compared on one cluster in one run:
+  `PYTHONPATH=OTHER_TREE python bench/scan_child.py URI LOOP MAX_IN_FLIGHT MAX_LEDGERS LOGFILE` prints
+  the same row as JSON. Run as a file, this module imports nothing of `bench` or `tests`, only `auditor`,
+  which then comes from OTHER_TREE.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import resource
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
+from typing import Any
+
+
+def settings_for(uri: str, max_in_flight: int, max_concurrent_ledgers: int) -> Any:
+    from auditor.settings import load_settings
+
+    return load_settings(
+        None,
+        overrides={
+            "metadata_service_uri": uri,
+            "event_loop": "asyncio",  # the loop is chosen per run below
+            "bookie_client": {"requests_per_second": 0, "max_in_flight": max_in_flight},
+            "zookeeper": {"reads_per_second": 0},
+            "max_concurrent_ledgers": max_concurrent_ledgers,
+            "log": {"format": "json", "level": "info"},
+        },
+    )
+
+
+def run_loop(loop: str, coro_fn: Callable[[], Any]) -> Any:
+    """Run a coroutine on the chosen loop, as `auditor.cli._run_with_loop` does."""
+    if loop == "uvloop":
+        import uvloop
+
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            return runner.run(coro_fn())
+    return asyncio.run(coro_fn())
+
+
+def rusage_cpu() -> tuple[float, float]:
+    """(user, system) CPU seconds of this process, every thread."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime, r.ru_stime
+
+
+def measure(
+    uri: str,
+    loop: str,
+    max_in_flight: int,
+    max_concurrent_ledgers: int,
+    logs: Path,
+    profiler: AbstractContextManager[Any] | None = None,
+) -> dict[str, Any]:
+    """One scrutiny scan: wall time, process CPU (every thread), the loop thread's CPU, per ledger."""
+    from auditor.checks import oneshot
+    from auditor.logging import configure_logging
+
+    settings = settings_for(uri, max_in_flight, max_concurrent_ledgers)
+    out = io.StringIO()
+    with logs.open("a") as log_stream:
+        configure_logging(settings.log.level, settings.log.format, stream=log_stream)
+        thread_cpu: list[float] = []
+
+        async def go() -> int:
+            t0 = time.thread_time()
+            try:
+                return await oneshot.main(settings, ["scrutiny"], "json", out=out, err=log_stream)
+            finally:
+                thread_cpu.append(time.thread_time() - t0)
+
+        threads_before = threading.active_count()
+        wall, (user, system) = time.perf_counter(), rusage_cpu()
+        with profiler if profiler is not None else nullcontext():
+            code = run_loop(loop, go)
+        (user_end, system_end), wall = rusage_cpu(), time.perf_counter() - wall
+        user, system = user_end - user, system_end - system
+        cpu = user + system
+    lines = [json.loads(x) for x in out.getvalue().splitlines() if x.strip()]
+    summary = next((x["summary"] for x in lines if "summary" in x), None)
+    if summary is None:
+        raise RuntimeError(f"the check printed no summary (exit {code}); logs in {logs}")
+    stats = next(c for c in summary["checks"] if c["check"] == "scrutiny")
+    checked = stats["ledgersChecked"]
+    categories = Counter(x["category"] for x in lines if "category" in x)
+    return {
+        "loop": loop,
+        "exit": code,
+        "ledgers_seen": stats["ledgersSeen"],
+        "ledgers_checked": checked,
+        "bookie_requests": stats["bookieRequests"],
+        "findings": dict(sorted(categories.items())),
+        "wall_s": round(wall, 3),
+        "check_s": stats["durationSeconds"],
+        "ledgers_per_s": round(checked / wall, 1),
+        "cpu_s": round(cpu, 3),
+        "system_cpu_share": round(system / cpu, 2) if cpu else None,
+        "loop_thread_cpu_s": round(thread_cpu[0], 3),
+        "cpu_us_per_ledger": round(cpu / checked * 1e6, 1),
+        "loop_thread_cpu_us_per_ledger": round(thread_cpu[0] / checked * 1e6, 1),
+        "cpu_share_of_one_core": round(cpu / wall, 2),
+        "threads": threads_before,
+    }
+
+
+if __name__ == "__main__":
+    uri_, loop_, in_flight_, ledgers_, logs_ = sys.argv[1:6]
+    print(json.dumps(measure(uri_, loop_, int(in_flight_), int(ledgers_), Path(logs_))))
