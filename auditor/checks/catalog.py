@@ -30,14 +30,19 @@ from auditor.durability.ids import LedgerId
 from auditor.durability.ledgerend import LedgerEnd, closed_end, lac_findings
 from auditor.durability.model import LedgerMetadata, LedgerState
 from auditor.durability.placement import PlacementPolicy
+from auditor.durability.ranges import RangeSet
+from auditor.durability.schedule import expected_by_bookie
+from auditor.logging import get_logger
 from auditor.metadata.errors import NoSuchLedgerError
 from auditor.metadata.interfaces import LedgerRecord, MarkerRecord
 
-from .answers import LedgerAnswers, gather_answers, gather_read_answers, ledger_end
+from .answers import LedgerAnswers, gather_answers, gather_read_answers, ledger_end, read_answer
 from .context import AuditContext, RunStats
 from .names import ALIASES
 from .references import ReferencesCheck
 from .runner import LedgerOutcome
+
+log = get_logger("auditor.checks")
 
 Locations = Callable[[Iterable[str]], Awaitable[Mapping[str, str | None]]]
 Marker = Callable[[LedgerMetadata, list[Finding]], Awaitable[None]]
@@ -117,14 +122,17 @@ class CoverageCheck:
         only: Iterable[str] | None = None,
         previous: LedgerAnswers | None = None,
     ) -> tuple[verdicts.LedgerScrutiny, LedgerAnswers]:
-        opts = self.ctx.options
         answers = LedgerAnswers()
         if marker is None:
             answers = await self.ask(md, end, stats, only)
             if previous is not None:  # a targeted re-ask: keep the other bookies' first answers
-                for b, a in previous.answers.items():
-                    answers.answers.setdefault(b, a)
-                    answers.methods.setdefault(b, previous.methods.get(b, ""))
+                _keep_others(answers, previous)
+        return await self._judge(md, end, marker, answers), answers
+
+    async def _judge(
+        self, md: LedgerMetadata, end: int, marker: MarkerRecord | None, answers: LedgerAnswers
+    ) -> verdicts.LedgerScrutiny:
+        opts = self.ctx.options
         policy, locations = await self._placement(md)
         result = verdicts.scrutinize_ledger(
             md,
@@ -140,7 +148,54 @@ class CoverageCheck:
             method=method_of(answers),
             text_limit=opts.text_limit,
         )
-        return result, answers
+        return result
+
+    async def _read_listed_gaps(
+        self,
+        md: LedgerMetadata,
+        end: int,
+        stats: RunStats,
+        confirmed: list[Finding],
+        result: verdicts.LedgerScrutiny,
+        answers: LedgerAnswers,
+        last_attempt: bool,
+    ) -> list[Finding]:
+        """Entry findings two entry lists agree on, checked once more by reading the entries the lists
+        lacked: a bookie whose index lists fewer entries than it serves must not make a finding (asking
+        its list again only repeats it). Findings the reads do not see again are dropped, with a warning
+        naming the bookie and the entries it served. Over `fallback_read_budget` missing entries, or when
+        a read gets no answer, the two lists stand."""
+        if result.coverage is None or not any(f.category in _ENTRY_LEVEL for f in confirmed):
+            return confirmed
+        listed = [g for g in result.coverage.gaps if answers.methods.get(g.bookie) == Method.ENTRY_LIST.value]
+        if not listed or sum(g.missing.count() for g in listed) > self.ctx.options.fallback_read_budget:
+            return confirmed
+        missing: dict[str, set[int]] = {}
+        for g in listed:
+            missing.setdefault(g.bookie, set()).update(e for a, b in g.missing.iter_runs() for e in range(a, b + 1))
+        expected = expected_by_bookie(md, end)
+        read = LedgerAnswers()
+        for bookie, entries in sorted(missing.items()):
+            await read_answer(self.ctx, md, bookie, expected[bookie], read, stats, entries=sorted(entries))
+        if read.unknown or read.corrupt:  # no answer, or a damaged copy: the two lists stand
+            return confirmed
+        _keep_others(read, answers)
+        again = {
+            f.dedup_key() for f in self._reportable(await self._judge(md, end, None, read), read, md, last_attempt)
+        }
+        kept = [f for f in confirmed if f.category not in _ENTRY_LEVEL or f.dedup_key() in again]
+        if len(kept) < len(confirmed):
+            served = {
+                b: RangeSet.from_ids(sorted(e for e in entries if e in read.answers[b])).to_text()  # type: ignore[operator]
+                for b, entries in missing.items()
+            }
+            log.warning(
+                "entry lists omit entries the bookie serves: findings from them dropped",
+                ledgerId=str(md.ledger_id),
+                served={b: t for b, t in served.items() if t},
+                dropped=[f.category.value for f in confirmed if f not in kept],
+            )
+        return kept
 
     async def _placement(self, md: LedgerMetadata) -> tuple[PlacementPolicy | None, Mapping[str, str | None]]:
         """The policy to judge (None: this check does not, or there is no rack information) and racks."""
@@ -221,6 +276,9 @@ class CoverageCheck:
                 again = await ledger_end(self.ctx, md, stats, only=where.suspect_bookies)
                 second += lac_findings(md, again)
             confirmed = verdicts.confirm(first, second)
+            confirmed = await self._read_listed_gaps(
+                md, end, stats, confirmed, second_result, second_answers, last_attempt
+            )
             if any(f.category is Category.DIGEST_MISMATCH for f in confirmed):
                 # Damage needs a third identical read (verdicts.confirm_damage says why).
                 third: list[Finding] = []
@@ -270,6 +328,24 @@ class CoverageCheck:
             if f is not None:
                 out.append(f.confirm())
         return out
+
+
+# Findings about entries' copies: what a bookie's entry list can get wrong.
+_ENTRY_LEVEL = frozenset(
+    {
+        Category.ENTRY_NO_REPLICA,
+        Category.ENTRY_BELOW_ACK_QUORUM,
+        Category.ENTRY_BELOW_WRITE_QUORUM,
+        Category.TRUNCATION_RISK,
+    }
+)
+
+
+def _keep_others(answers: LedgerAnswers, previous: LedgerAnswers) -> None:
+    """A targeted re-ask: the bookies not asked again keep their earlier answers."""
+    for b, a in previous.answers.items():
+        answers.answers.setdefault(b, a)
+        answers.methods.setdefault(b, previous.methods.get(b, ""))
 
 
 class ScrutinyCheck(CoverageCheck):
