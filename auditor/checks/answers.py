@@ -71,7 +71,7 @@ def sample_entries(expected: StripedSet, budget: int) -> list[int]:
     return sorted(picked)
 
 
-async def read_answer(
+async def _read_answer(
     ctx: AuditContext,
     md: LedgerMetadata,
     bookie: str,
@@ -124,7 +124,7 @@ async def _list_answer(
     result = await client.get_entry_list(md.ledger_id, timeout=timeout)
     stats.bookie_requests[bookie] += 1
     if result.unsupported:
-        await read_answer(ctx, md, bookie, expected, out, stats)
+        await _read_answer(ctx, md, bookie, expected, out, stats)
         return
     out.methods[bookie] = Method.ENTRY_LIST.value
     if result.outcome is Outcome.UNKNOWN or result.entries is None:
@@ -189,7 +189,7 @@ async def gather_read_answers(
     out = LedgerAnswers()
     await asyncio.gather(
         *(
-            read_answer(
+            _read_answer(
                 ctx,
                 md,
                 b,

@@ -31,12 +31,11 @@ from auditor.durability.ledgerend import LedgerEnd, closed_end, lac_findings
 from auditor.durability.model import LedgerMetadata, LedgerState
 from auditor.durability.placement import PlacementPolicy
 from auditor.durability.ranges import RangeSet
-from auditor.durability.schedule import expected_by_bookie
 from auditor.logging import get_logger
 from auditor.metadata.errors import NoSuchLedgerError
 from auditor.metadata.interfaces import LedgerRecord, MarkerRecord
 
-from .answers import LedgerAnswers, gather_answers, gather_read_answers, ledger_end, read_answer
+from .answers import LedgerAnswers, gather_answers, gather_read_answers, ledger_end, sample_entries
 from .context import AuditContext, RunStats
 from .names import ALIASES
 from .references import ReferencesCheck
@@ -153,49 +152,38 @@ class CoverageCheck:
     async def _read_listed_gaps(
         self,
         md: LedgerMetadata,
-        end: int,
         stats: RunStats,
         confirmed: list[Finding],
         result: verdicts.LedgerScrutiny,
         answers: LedgerAnswers,
-        last_attempt: bool,
     ) -> list[Finding]:
-        """Entry findings two entry lists agree on, checked once more by reading the entries the lists
-        lacked: a bookie whose index lists fewer entries than it serves must not make a finding (asking
-        its list again only repeats it). Findings the reads do not see again are dropped, with a warning
-        naming the bookie and the entries it served. Over `fallback_read_budget` missing entries, or when
-        a read gets no answer, the two lists stand."""
+        """Entry findings two entry lists agree on, checked by reading a few of the entries the lists lacked
+        (`GAP_READS` per bookie, ends of runs first): a bookie whose index lists fewer entries than it
+        serves must not make a finding, and asking its list again only repeats it. If a bookie serves one of
+        them (its digest verified), its lists are not evidence: the entry findings are dropped, with a
+        warning naming the bookie and the entries it served. Reads that find them absent, get no answer
+        or a damaged copy leave the two lists standing."""
         if result.coverage is None or not any(f.category in _ENTRY_LEVEL for f in confirmed):
             return confirmed
-        listed = [g for g in result.coverage.gaps if answers.methods.get(g.bookie) == Method.ENTRY_LIST.value]
-        if not listed or sum(g.missing.count() for g in listed) > self.ctx.options.fallback_read_budget:
+        served: dict[str, list[int]] = {}
+        for g in result.coverage.gaps:
+            if answers.methods.get(g.bookie) != Method.ENTRY_LIST.value:
+                continue
+            entries = sample_entries(g.missing, GAP_READS)
+            got = await self.ctx.bookies.client(g.bookie).read_entries(md.ledger_id, entries)
+            stats.bookie_requests[g.bookie] += len(got)
+            ok = [r.entry_id for r in got if r.present and r.verify(md.digest_type, md.password).ok]
+            if ok:
+                served.setdefault(g.bookie, []).extend(ok)
+        if not served:
             return confirmed
-        missing: dict[str, set[int]] = {}
-        for g in listed:
-            missing.setdefault(g.bookie, set()).update(e for a, b in g.missing.iter_runs() for e in range(a, b + 1))
-        expected = expected_by_bookie(md, end)
-        read = LedgerAnswers()
-        for bookie, entries in sorted(missing.items()):
-            await read_answer(self.ctx, md, bookie, expected[bookie], read, stats, entries=sorted(entries))
-        if read.unknown or read.corrupt:  # no answer, or a damaged copy: the two lists stand
-            return confirmed
-        _keep_others(read, answers)
-        again = {
-            f.dedup_key() for f in self._reportable(await self._judge(md, end, None, read), read, md, last_attempt)
-        }
-        kept = [f for f in confirmed if f.category not in _ENTRY_LEVEL or f.dedup_key() in again]
-        if len(kept) < len(confirmed):
-            served = {
-                b: RangeSet.from_ids(sorted(e for e in entries if e in read.answers[b])).to_text()  # type: ignore[operator]
-                for b, entries in missing.items()
-            }
-            log.warning(
-                "entry lists omit entries the bookie serves: findings from them dropped",
-                ledgerId=str(md.ledger_id),
-                served={b: t for b, t in served.items() if t},
-                dropped=[f.category.value for f in confirmed if f not in kept],
-            )
-        return kept
+        log.warning(
+            "entry lists omit entries the bookie serves: its entry findings dropped",
+            ledgerId=str(md.ledger_id),
+            served={b: RangeSet.from_ids(sorted(e)).to_text() for b, e in served.items()},
+            dropped=[f.category.value for f in confirmed if f.category in _ENTRY_LEVEL],
+        )
+        return [f for f in confirmed if f.category not in _ENTRY_LEVEL]
 
     async def _placement(self, md: LedgerMetadata) -> tuple[PlacementPolicy | None, Mapping[str, str | None]]:
         """The policy to judge (None: this check does not, or there is no rack information) and racks."""
@@ -276,9 +264,7 @@ class CoverageCheck:
                 again = await ledger_end(self.ctx, md, stats, only=where.suspect_bookies)
                 second += lac_findings(md, again)
             confirmed = verdicts.confirm(first, second)
-            confirmed = await self._read_listed_gaps(
-                md, end, stats, confirmed, second_result, second_answers, last_attempt
-            )
+            confirmed = await self._read_listed_gaps(md, stats, confirmed, second_result, second_answers)
             if any(f.category is Category.DIGEST_MISMATCH for f in confirmed):
                 # Damage needs a third identical read (verdicts.confirm_damage says why).
                 third: list[Finding] = []
@@ -329,6 +315,8 @@ class CoverageCheck:
                 out.append(f.confirm())
         return out
 
+
+GAP_READS = 8  # entries read per gap bookie to check a confirmed entry-list gap (step 6, _read_listed_gaps)
 
 # Findings about entries' copies: what a bookie's entry list can get wrong.
 _ENTRY_LEVEL = frozenset(

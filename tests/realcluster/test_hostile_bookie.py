@@ -179,14 +179,9 @@ def test_an_88_byte_entry_list_costs_only_the_ledgers_own_entries(cluster: Clust
         tracemalloc.stop()
     assert rewritten >= 2
     assert peak < 64 * 1024 * 1024, peak  # the old expansion alone took 1.4 GiB
-    # What the answer says, inside the ledger: bookie 2 (index 1) holds only the even entries. Its odd
-    # entries (by the round-robin rule: index 1 holds e iff (1 - e) mod 3 < 2) have one copy left.
-    should = {e for e in range(30) if (1 - e) % 3 < 2}
-    lost = sorted(e for e in should if e % 2)
-    got = actionable(findings)
-    assert [f.category for f in got] == [Category.ENTRY_BELOW_ACK_QUORUM], got  # 1 copy < AQ 2
-    assert got[0].confirmed and got[0].affected_count == len(lost)
-    assert [m["bookie"] for m in got[0].detail["missing"]] == [b[1]]
+    # The answer says bookie 2 (index 1) holds only the even entries, twice; but the real bookie serves
+    # the odd ones its list leaves out (they are read before anything is reported): no entry finding.
+    assert not [f for f in actionable(findings) if f.category in LOSS], findings
 
 
 def test_an_entry_list_that_omits_an_entry_the_bookie_serves_is_not_a_finding(cluster: Cluster) -> None:
