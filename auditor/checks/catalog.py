@@ -30,14 +30,18 @@ from auditor.durability.ids import LedgerId
 from auditor.durability.ledgerend import LedgerEnd, closed_end, lac_findings
 from auditor.durability.model import LedgerMetadata, LedgerState
 from auditor.durability.placement import PlacementPolicy
+from auditor.durability.ranges import RangeSet
+from auditor.logging import get_logger
 from auditor.metadata.errors import NoSuchLedgerError
 from auditor.metadata.interfaces import LedgerRecord, MarkerRecord
 
-from .answers import LedgerAnswers, gather_answers, gather_read_answers, ledger_end
+from .answers import LedgerAnswers, gather_answers, gather_read_answers, ledger_end, sample_entries
 from .context import AuditContext, RunStats
 from .names import ALIASES
 from .references import ReferencesCheck
 from .runner import LedgerOutcome
+
+log = get_logger("auditor.checks")
 
 Locations = Callable[[Iterable[str]], Awaitable[Mapping[str, str | None]]]
 Marker = Callable[[LedgerMetadata, list[Finding]], Awaitable[None]]
@@ -117,14 +121,17 @@ class CoverageCheck:
         only: Iterable[str] | None = None,
         previous: LedgerAnswers | None = None,
     ) -> tuple[verdicts.LedgerScrutiny, LedgerAnswers]:
-        opts = self.ctx.options
         answers = LedgerAnswers()
         if marker is None:
             answers = await self.ask(md, end, stats, only)
             if previous is not None:  # a targeted re-ask: keep the other bookies' first answers
-                for b, a in previous.answers.items():
-                    answers.answers.setdefault(b, a)
-                    answers.methods.setdefault(b, previous.methods.get(b, ""))
+                _keep_others(answers, previous)
+        return await self._judge(md, end, marker, answers), answers
+
+    async def _judge(
+        self, md: LedgerMetadata, end: int, marker: MarkerRecord | None, answers: LedgerAnswers
+    ) -> verdicts.LedgerScrutiny:
+        opts = self.ctx.options
         policy, locations = await self._placement(md)
         result = verdicts.scrutinize_ledger(
             md,
@@ -141,7 +148,43 @@ class CoverageCheck:
             text_limit=opts.text_limit,
             expected=answers.expected,
         )
-        return result, answers
+        return result
+
+    async def _read_listed_gaps(
+        self,
+        md: LedgerMetadata,
+        stats: RunStats,
+        confirmed: list[Finding],
+        result: verdicts.LedgerScrutiny,
+        answers: LedgerAnswers,
+    ) -> list[Finding]:
+        """Entry findings two entry lists agree on, checked by reading a few of the entries the lists lacked
+        (`GAP_READS` per bookie, ends of runs first): a bookie whose index lists fewer entries than it
+        serves must not make a finding, and asking its list again only repeats it. If a bookie serves one of
+        them (its digest verified), its lists are not evidence: the entry findings are dropped, with a
+        warning naming the bookie and the entries it served. Reads that find them absent, get no answer
+        or a damaged copy leave the two lists standing."""
+        if result.coverage is None or not any(f.category in _ENTRY_LEVEL for f in confirmed):
+            return confirmed
+        served: dict[str, list[int]] = {}
+        for g in result.coverage.gaps:
+            if answers.methods.get(g.bookie) != Method.ENTRY_LIST.value:
+                continue
+            entries = sample_entries(g.missing, GAP_READS)
+            got = await self.ctx.bookies.client(g.bookie).read_entries(md.ledger_id, entries)
+            stats.bookie_requests[g.bookie] += len(got)
+            ok = [r.entry_id for r in got if r.present and r.verify(md.digest_type, md.password).ok]
+            if ok:
+                served.setdefault(g.bookie, []).extend(ok)
+        if not served:
+            return confirmed
+        log.warning(
+            "entry lists omit entries the bookie serves: its entry findings dropped",
+            ledgerId=str(md.ledger_id),
+            served={b: RangeSet.from_ids(sorted(e)).to_text() for b, e in served.items()},
+            dropped=[f.category.value for f in confirmed if f.category in _ENTRY_LEVEL],
+        )
+        return [f for f in confirmed if f.category not in _ENTRY_LEVEL]
 
     async def _placement(self, md: LedgerMetadata) -> tuple[PlacementPolicy | None, Mapping[str, str | None]]:
         """The policy to judge (None: this check does not, or there is no rack information) and racks."""
@@ -222,6 +265,7 @@ class CoverageCheck:
                 again = await ledger_end(self.ctx, md, stats, only=where.suspect_bookies)
                 second += lac_findings(md, again)
             confirmed = verdicts.confirm(first, second)
+            confirmed = await self._read_listed_gaps(md, stats, confirmed, second_result, second_answers)
             if any(f.category is Category.DIGEST_MISMATCH for f in confirmed):
                 # Damage needs a third identical read (verdicts.confirm_damage says why).
                 third: list[Finding] = []
@@ -271,6 +315,26 @@ class CoverageCheck:
             if f is not None:
                 out.append(f.confirm())
         return out
+
+
+GAP_READS = 8  # entries read per gap bookie to check a confirmed entry-list gap (step 6, _read_listed_gaps)
+
+# Findings about entries' copies: what a bookie's entry list can get wrong.
+_ENTRY_LEVEL = frozenset(
+    {
+        Category.ENTRY_NO_REPLICA,
+        Category.ENTRY_BELOW_ACK_QUORUM,
+        Category.ENTRY_BELOW_WRITE_QUORUM,
+        Category.TRUNCATION_RISK,
+    }
+)
+
+
+def _keep_others(answers: LedgerAnswers, previous: LedgerAnswers) -> None:
+    """A targeted re-ask: the bookies not asked again keep their earlier answers."""
+    for b, a in previous.answers.items():
+        answers.answers.setdefault(b, a)
+        answers.methods.setdefault(b, previous.methods.get(b, ""))
 
 
 class ScrutinyCheck(CoverageCheck):
