@@ -1,0 +1,153 @@
+"""Scrutiny vs the Java Auditor's replicas check and placement policy check, on one real cluster (issue 12).
+
+    BK_TEST_PORT_SLOT=6 .venv/bin/python -m bench.replicas_check                    # 3,000 ledgers, 3 runs a side
+    BK_TEST_PORT_SLOT=6 .venv/bin/python -m bench.replicas_check --ledgers 300 --runs 1   # a quick smoke
+
+Starts its own real cluster (bench/profile_scan.py's: ZooKeeper and `--bookies` real 4.17.3 bookies with
+production-sized index caches and their Prometheus stats on), writes `--ledgers` closed ledgers with the
+real Java client (equal thirds E3/WQ3/AQ2, E3/WQ2/AQ2, E5/WQ2/AQ2, 10 to 200 entries), then, `--runs` times,
+in rotating order:
+* **Java replicas**: `AuditorReplicasCheckTask.runTask()` of the 4.17.3 jars, once, in a fresh JVM with
+  default JIT (bench/java/JavaAuditorChecks.java; the task's own time, client start-up excluded);
+* **Java placement**: `AuditorPlacementPolicyCheckTask.runTask()` the same way;
+* **ours**: `bk-auditor check --checks scrutiny` (placement, every entry on its write set, stale markers:
+  both of Java's checks in one pass) with bookie and ZooKeeper rate limits off, in a child process
+  (bench/scan_child.py; the scan's own wall time, process start-up excluded).
+Every run's bookie requests are the bookies' own counters (`bookkeeper_server_*_REQUEST`), read before and
+after it. Prints one JSON line: the runs, per side the medians (ledgers/s, seconds, bookie requests per
+ledger) and the ratios ours / Java. Not a test: nothing here asserts a speed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from bench.harness import save_results, second_cluster
+from bench.profile_scan import SHAPES, ScanCluster, one_run, write_ledgers
+from bench.repair import counters
+from tests.realcluster.cluster.javatools import BK_HOME, BK_VERSION, JVM_COMMON, classpath, compile_once
+
+RUNNER = Path(__file__).resolve().parent / "java" / "JavaAuditorChecks.java"
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def java_run(cluster: Any, which: str, classes: Path) -> dict[str, Any]:
+    argv = [
+        "java",
+        *JVM_COMMON,
+        "-Xmx512m",  # a server-sized JVM with the default tiered JIT, as the Auditor runs in production
+        f"-Dlog4j.configurationFile={cluster.conf_dir / 'log4j2-shell.xml'}",
+        "-cp",
+        f"{classes}:{classpath()}",
+        "JavaAuditorChecks",
+        which,
+        cluster.metadata_service_uri,
+    ]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=3600, stdin=subprocess.DEVNULL)
+    lines = [x for x in done.stdout.splitlines() if x.startswith("{")]
+    if done.returncode != 0 or not lines:
+        raise RuntimeError(f"Java {which} check failed (exit {done.returncode}): {done.stderr[-2000:]}")
+    return json.loads(lines[-1])
+
+
+def requests_of(before: Counter[str], after: Counter[str]) -> dict[str, int]:
+    return {k: after[k] - before[k] for k in after if k.isupper() and after[k] - before[k] > 0}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--ledgers", type=int, default=3000)
+    ap.add_argument("--bookies", type=int, default=5)
+    ap.add_argument("--runs", type=int, default=3, help="runs per side (sides rotate)")
+    ap.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio", help="our event loop")
+    ap.add_argument("--max-in-flight", type=int, default=8, help="bookie_client.max_in_flight (default as shipped)")
+    ap.add_argument("--max-concurrent-ledgers", type=int, default=100, help="as shipped")
+    ap.add_argument("--keep", action="store_true", help="keep the work directory (cluster and logs)")
+    args = ap.parse_args()
+    classes = compile_once(RUNNER, classpath(), BK_HOME, BK_VERSION)
+    shapes = [(int(e), int(w)) for e, w in (x.split("/") for x in SHAPES.split(","))]
+    workdir = Path(tempfile.mkdtemp(prefix="bench-replicas-check-"))
+    template = second_cluster(workdir, num_bookies=args.bookies)
+    cluster = ScanCluster(
+        workdir,
+        num_bookies=args.bookies,
+        zk_port=template.zk_port,
+        port_base=template.port_base,
+        http_base=template.http_base,
+    )
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    bookies = list(range(1, args.bookies + 1))
+    rows: list[dict[str, Any]] = []
+    try:
+        cluster.start()
+        made = write_ledgers(cluster, args.ledgers, shapes, [10, 50, 100, 200], 100)
+        n = len(made)
+        sides = ["java-replicas", "ours", "java-placement"]
+        for i in range(args.runs):
+            for side in sides[i % len(sides) :] + sides[: i % len(sides)]:
+                before = counters(cluster, bookies)
+                if side == "ours":
+                    got = one_run(cluster.metadata_service_uri, args.loop, args, workdir / "ours.jsonl", tree=str(ROOT))
+                    seconds, detail = got["wall_s"], got
+                else:
+                    got = java_run(cluster, side.removeprefix("java-"), classes)
+                    seconds, detail = got["seconds"], got
+                asked = requests_of(before, counters(cluster, bookies))
+                row = {
+                    "side": side,
+                    "seconds": round(seconds, 3),
+                    "ledgers_per_s": round(n / seconds, 1),
+                    "bookie_requests": asked,
+                    "bookie_requests_per_ledger": round(sum(asked.values()) / n, 2),
+                    "detail": detail,
+                }
+                rows.append(row)
+                print(json.dumps(row), file=sys.stderr, flush=True)
+        medians = {
+            side: {
+                key: statistics.median(r[key] for r in rows if r["side"] == side)
+                for key in ("seconds", "ledgers_per_s", "bookie_requests_per_ledger")
+            }
+            for side in sides
+        }
+        ours = medians["ours"]["ledgers_per_s"]
+        summary = {
+            "ledgers": n,
+            "bookies": args.bookies,
+            "loop": args.loop,
+            "cpus": os.cpu_count(),
+            "loadavg_at_end": [round(x, 2) for x in os.getloadavg()],
+            "medians": medians,
+            "ours_over_java_replicas": round(ours / medians["java-replicas"]["ledgers_per_s"], 2),
+            "ours_over_java_placement": round(ours / medians["java-placement"]["ledgers_per_s"], 2),
+            # Java needs both passes for what one scrutiny pass judges: their times add up.
+            "ours_over_java_both": round(
+                (medians["java-replicas"]["seconds"] + medians["java-placement"]["seconds"])
+                / medians["ours"]["seconds"],
+                2,
+            ),
+        }
+        saved = save_results("replicas_check", summary, rows)
+        print(json.dumps({**summary, "runs": rows, "results_file": str(saved), "time": time.strftime("%F %T")}))
+    finally:
+        cluster.stop()
+        if args.keep:
+            print(f"work directory kept: {workdir}", file=sys.stderr)
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
