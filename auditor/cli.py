@@ -324,7 +324,9 @@ def sweep(
     master: Annotated[
         str | None,
         typer.Option(
-            "--master", help="Spark master; default: spark-submit's, $SPARK_MASTER, spark-defaults, else local[*]."
+            "--master",
+            help="Spark master; default: spark-submit's, $SPARK_MASTER, spark-defaults, else local[*]. "
+            "processes[N] or processes[*]: N local worker processes (one per CPU), no Spark.",
         ),
     ] = None,
     partitions: Annotated[
@@ -353,10 +355,15 @@ def sweep(
 ) -> None:
     """Sweep the whole cluster as a Spark job (local[*] by default); exit 0 clean, 1 findings, 2 errors."""
     from auditor.spark.session import parse_conf, require_pyspark
-    from auditor.spark.sweep import SweepOptions, quiet_spark_client_logs, sweep_main
+    from auditor.spark.sweep import SweepOptions, local_processes, quiet_spark_client_logs, sweep_main
 
+    try:
+        processes = local_processes(master)
+    except ValueError as exc:
+        _fail(str(exc))
     with _exit_on_error():
-        require_pyspark()  # first: nothing else matters without it
+        if processes is None:
+            require_pyspark()  # first: nothing else matters without it (the local process engine needs no Spark)
     settings, fmt = _prepare_run(config, metadata_service_uri, fmt, log_level, log_format)
     with _exit_on_error():
         spark_conf = parse_conf(conf)

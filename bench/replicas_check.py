@@ -12,7 +12,10 @@ in rotating order:
 * **Java placement**: `AuditorPlacementPolicyCheckTask.runTask()` the same way;
 * **ours**: `bk-auditor check --checks scrutiny` (placement, every entry on its write set, stale markers:
   both of Java's checks in one pass) with bookie and ZooKeeper rate limits off, in a child process
-  (bench/scan_child.py; the scan's own wall time, process start-up excluded).
+  (bench/scan_child.py; the scan's own wall time, process start-up excluded);
+* **ours-processes** (with `--processes N`, default 2): the same scrutiny as `bk-auditor sweep --master
+  processes[N] --checks scrutiny`, N local worker processes over the planner's id ranges (the wall time
+  from planning to the aggregated result, the workers' start-up included).
 Every run's bookie requests are the bookies' own counters (`bookkeeper_server_*_REQUEST`), read before and
 after it. Prints one JSON line: the runs, per side the medians (ledgers/s, seconds, bookie requests per
 ledger) and the ratios ours / Java. Not a test: nothing here asserts a speed.
@@ -62,6 +65,23 @@ def java_run(cluster: Any, which: str, classes: Path) -> dict[str, Any]:
     return json.loads(lines[-1])
 
 
+def processes_run(uri: str, args: argparse.Namespace) -> dict[str, Any]:
+    argv = [
+        sys.executable,
+        str(ROOT / "bench" / "scan_child.py"),
+        "--processes",
+        str(args.processes),
+        uri,
+        str(args.max_in_flight),
+        str(args.max_concurrent_ledgers),
+    ]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(argv, env=env, cwd=ROOT, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"the sweep on {args.processes} processes failed: {done.stderr[-2000:]}")
+    return dict(json.loads(done.stdout.splitlines()[-1]))
+
+
 def requests_of(before: Counter[str], after: Counter[str]) -> dict[str, int]:
     return {k: after[k] - before[k] for k in after if k.isupper() and after[k] - before[k] > 0}
 
@@ -74,6 +94,7 @@ def main() -> None:
     ap.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio", help="our event loop")
     ap.add_argument("--max-in-flight", type=int, default=8, help="bookie_client.max_in_flight (default as shipped)")
     ap.add_argument("--max-concurrent-ledgers", type=int, default=100, help="as shipped")
+    ap.add_argument("--processes", type=int, default=2, help="worker processes of the ours-processes side (0: none)")
     ap.add_argument("--keep", action="store_true", help="keep the work directory (cluster and logs)")
     args = ap.parse_args()
     classes = compile_once(RUNNER, classpath(), BK_HOME, BK_VERSION)
@@ -94,12 +115,15 @@ def main() -> None:
         cluster.start()
         made = write_ledgers(cluster, args.ledgers, shapes, [10, 50, 100, 200], 100)
         n = len(made)
-        sides = ["java-replicas", "ours", "java-placement"]
+        sides = ["java-replicas", "ours", "java-placement"] + (["ours-processes"] if args.processes else [])
         for i in range(args.runs):
             for side in sides[i % len(sides) :] + sides[: i % len(sides)]:
                 before = counters(cluster, bookies)
                 if side == "ours":
                     got = one_run(cluster.metadata_service_uri, args.loop, args, workdir / "ours.jsonl", tree=str(ROOT))
+                    seconds, detail = got["wall_s"], got
+                elif side == "ours-processes":
+                    got = processes_run(cluster.metadata_service_uri, args)
                     seconds, detail = got["wall_s"], got
                 else:
                     got = java_run(cluster, side.removeprefix("java-"), classes)
@@ -132,6 +156,15 @@ def main() -> None:
             "medians": medians,
             "ours_over_java_replicas": round(ours / medians["java-replicas"]["ledgers_per_s"], 2),
             "ours_over_java_placement": round(ours / medians["java-placement"]["ledgers_per_s"], 2),
+            **(
+                {
+                    "ours_processes_over_java_replicas": round(
+                        medians["ours-processes"]["ledgers_per_s"] / medians["java-replicas"]["ledgers_per_s"], 2
+                    )
+                }
+                if args.processes
+                else {}
+            ),
             # Java needs both passes for what one scrutiny pass judges: their times add up.
             "ours_over_java_both": round(
                 (medians["java-replicas"]["seconds"] + medians["java-placement"]["seconds"])

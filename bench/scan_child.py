@@ -4,7 +4,8 @@ Used two ways by `bench/profile_scan.py`:
 * in-process: `measure(...)` with the `auditor` package of this tree;
 * as a script against another tree, so two versions of the code are compared on one cluster in one run:
   `PYTHONPATH=OTHER_TREE python bench/scan_child.py URI LOOP MAX_IN_FLIGHT MAX_LEDGERS LOGFILE` prints
-  the same row as JSON. Run as a file, this module imports nothing of `bench` or `tests`, only `auditor`,
+  the same row as JSON; `... scan_child.py --processes N URI MAX_IN_FLIGHT MAX_LEDGERS`: the same scrutiny
+  on N local worker processes (`sweep --master processes[N]`). Run as a file, this module imports nothing of `bench` or `tests`, only `auditor`,
   which then comes from OTHER_TREE.
 """
 
@@ -115,6 +116,40 @@ def measure(
     }
 
 
+def measure_processes(uri: str, processes: int, max_in_flight: int, max_concurrent_ledgers: int) -> dict[str, Any]:
+    """The scrutiny as `bk-auditor sweep --master processes[N] --checks scrutiny` runs it (limits off): wall
+    time from planning to the aggregated result (the worker processes' start-up included), CPU of this
+    process and of the workers (reaped children)."""
+    from auditor.spark.sweep import SweepOptions, run_sweep_on_processes
+
+    settings = settings_for(uri, max_in_flight, max_concurrent_ledgers)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    wall, (user, system) = time.perf_counter(), rusage_cpu()
+    result = run_sweep_on_processes(settings, processes, SweepOptions(checks=["scrutiny"]))
+    (user_end, system_end), wall = rusage_cpu(), time.perf_counter() - wall
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (user_end - user) + (system_end - system)
+    cpu += (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    run = next(r for r in result.runs if r["check"] == "scrutiny")
+    checked = run["ledgersChecked"]
+    return {
+        "processes": processes,
+        "partitions": len(result.plan.partitions),
+        "failed_partitions": len(result.failed),
+        "ledgers_checked": checked,
+        "bookie_requests": run["bookieRequests"],
+        "findings": result.summary.as_dict()["byCategory"],
+        "wall_s": round(wall, 3),
+        "ledgers_per_s": round(checked / wall, 1),
+        "cpu_s": round(cpu, 3),
+        "cpu_us_per_ledger": round(cpu / checked * 1e6, 1) if checked else None,
+    }
+
+
 if __name__ == "__main__":
-    uri_, loop_, in_flight_, ledgers_, logs_ = sys.argv[1:6]
-    print(json.dumps(measure(uri_, loop_, int(in_flight_), int(ledgers_), Path(logs_))))
+    if sys.argv[1] == "--processes":
+        n_, uri_, in_flight_, ledgers_ = sys.argv[2:6]
+        print(json.dumps(measure_processes(uri_, int(n_), int(in_flight_), int(ledgers_))))
+    else:
+        uri_, loop_, in_flight_, ledgers_, logs_ = sys.argv[1:6]
+        print(json.dumps(measure(uri_, loop_, int(in_flight_), int(ledgers_), Path(logs_))))

@@ -25,10 +25,13 @@ import argparse
 import asyncio
 import functools
 import json
+import multiprocessing
+import os
+import re
 import sys
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
@@ -156,31 +159,116 @@ def run_sweep(
 ) -> SweepResult:
     """Plan, run every partition on the cluster, aggregate. Raises on planning errors (cannot reach
     ZooKeeper, bad layout); a failing partition is reported in the result instead."""
-    from auditor.checks.catalog import resolve_checks
-
     opts = options or SweepOptions()
-    checks = resolve_checks(opts.checks, per_ledger_only=True)
+    checks = _checks(opts)
     sc = spark.sparkContext
-    n = opts.partitions or max(1, sc.defaultParallelism * PARTITIONS_PER_CORE)
     started = time.monotonic()
-    plan = asyncio.run(plan_sweep(settings, n, start=opts.start, end=opts.end, refine=opts.refine))
-    check_cover(plan.partitions, opts.start, opts.end)  # never sweep a gap or a ledger twice
+    plan = _plan(settings, opts, opts.partitions or max(1, sc.defaultParallelism * PARTITIONS_PER_CORE))
     parts = plan.partitions
     rdd = sc.parallelize([p.to_wire() for p in parts], len(parts))
     fn = functools.partial(
         run_partitions, settings_to_wire(settings), checks, opts.trace_ledgers, opts.executor_log_level
     )
     mapped = rdd.mapPartitions(fn)
+
+    def run_one(part: IdPartition) -> list[Row]:
+        sc.setJobDescription(f"bk-auditor sweep partition {part.index + 1}/{len(parts)} {part.describe()}")
+        got: list[Row] = sc.runJob(mapped, lambda it: it, [part.index])
+        return got
+
     in_flight = opts.max_concurrent_partitions or max(2, sc.defaultParallelism * 2)
+    # Ctrl-C: cancel the jobs, do not leave tasks hammering the cluster.
+    return _run_planned(plan, checks, run_one, in_flight, progress, sc.master, started, abort=sc.cancelAllJobs)
+
+
+def run_sweep_on_processes(
+    settings: Settings, processes: int, options: SweepOptions | None = None, *, progress: ProgressFn | None = None
+) -> SweepResult:
+    """The same sweep without Spark: `processes` local worker processes (spawned, each with its own event
+    loop, ZooKeeper session and bookie connections) run the partitions with the executors' code
+    (`worker.run_partitions`). For one machine's cores: Python's one thread per process binds a scan to
+    one core, the id space cut as the Spark planner cuts it spreads it over several."""
+    opts = options or SweepOptions()
+    checks = _checks(opts)
+    started = time.monotonic()
+    plan = _plan(settings, opts, opts.partitions or processes * PARTITIONS_PER_CORE)
+    wire = settings_to_wire(settings)
+    in_flight = min(opts.max_concurrent_partitions or processes, processes)
+    with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn")) as pool:
+
+        def run_one(part: IdPartition) -> list[Row]:
+            job = pool.submit(
+                _partition_rows, wire, checks, opts.trace_ledgers, opts.executor_log_level, part.to_wire()
+            )
+            return job.result()
+
+        master = f"processes[{processes}]"
+        return _run_planned(
+            plan, checks, run_one, in_flight, progress, master, started, abort=lambda: _stop_workers(pool)
+        )
+
+
+def _stop_workers(pool: ProcessPoolExecutor) -> None:
+    """Ctrl-C: queued partitions are dropped and the worker processes (ours, started by the pool) end."""
+    pool.shutdown(wait=False, cancel_futures=True)
+    for proc in list(getattr(pool, "_processes", {}).values()):
+        proc.terminate()
+
+
+def _partition_rows(
+    settings_wire: dict[str, Any], checks: list[str], trace: bool, log_level: str, part: Any
+) -> list[Row]:
+    """One partition in a worker process (a top-level function: it is pickled by name)."""
+    return list(run_partitions(settings_wire, checks, trace, log_level, [part]))
+
+
+def local_processes(master: str | None) -> int | None:
+    """`processes[N]` (or `processes[*]`: one per CPU): the Spark-free engine with N worker processes;
+    None for any other master (Spark's)."""
+    if master is None:
+        return None
+    m = re.fullmatch(r"processes\[(\d+|\*)\]", master.strip())
+    if m is None:
+        return None
+    n = (os.cpu_count() or 1) if m.group(1) == "*" else int(m.group(1))
+    if n < 1:
+        raise ValueError(f"--master {master}: at least one process")
+    return n
+
+
+def _checks(opts: SweepOptions) -> list[str]:
+    from auditor.checks.catalog import resolve_checks
+
+    return resolve_checks(opts.checks, per_ledger_only=True)
+
+
+def _plan(settings: Settings, opts: SweepOptions, partitions: int) -> SweepPlan:
+    plan = asyncio.run(plan_sweep(settings, partitions, start=opts.start, end=opts.end, refine=opts.refine))
+    check_cover(plan.partitions, opts.start, opts.end)  # never sweep a gap or a ledger twice
+    return plan
+
+
+def _run_planned(
+    plan: SweepPlan,
+    checks: list[str],
+    run_one: Callable[[IdPartition], list[Row]],
+    in_flight: int,
+    progress: ProgressFn | None,
+    master: str,
+    started: float,
+    abort: Callable[[], None],
+) -> SweepResult:
+    """Run every planned partition (`in_flight` at once), gather rows and reports, aggregate; `abort`
+    stops the engine's work in flight when this is interrupted."""
+    parts = plan.partitions
     rows: list[Row] = []
     reports: dict[int, PartitionReport] = {}
 
     def one(part: IdPartition) -> tuple[PartitionReport, list[Row]]:
-        sc.setJobDescription(f"bk-auditor sweep partition {part.index + 1}/{len(parts)} {part.describe()}")
         t0 = time.time()
         try:
-            got = sc.runJob(mapped, lambda it: it, [part.index])
-        except Exception as exc:  # Py4JJavaError after Spark's own task retries
+            got = run_one(part)
+        except Exception as exc:  # Py4JJavaError after Spark's own task retries; a worker process's error
             return PartitionReport(part, t0, time.time(), error=_error_line(exc)), []
         visited = [json.loads(r[4]).get("ledgersVisited", 0) for r in got if r[0] == STATS]
         return PartitionReport(
@@ -202,13 +290,13 @@ def run_sweep(
                     )
                 )
     except BaseException:
-        sc.cancelAllJobs()  # Ctrl-C: do not leave tasks hammering the cluster
+        abort()
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
     summary, per_part, runs = aggregate(rows, checks)
     return SweepResult(
-        plan, checks, summary, runs, per_part, [reports[p.index] for p in parts], sc.master, time.monotonic() - started
+        plan, checks, summary, runs, per_part, [reports[p.index] for p in parts], master, time.monotonic() - started
     )
 
 
@@ -268,14 +356,26 @@ def sweep_main(
         return EXIT_ERROR
     log = get_logger("auditor.sweep")
     try:
-        spark, created = get_session(master, conf)
-    except Exception as exc:
-        print(error_line(f"cannot start Spark: {type(exc).__name__}: {exc}"), file=err)
+        processes = local_processes(master)
+    except ValueError as exc:
+        print(error_line(str(exc)), file=err)
         return EXIT_ERROR
-    try:
-        log.info("sweep starting", **describe(spark))
+    spark: Any = None
+    created = False
+    if processes is None:
         try:
-            result = run_sweep(spark, settings, options, progress=print_progress(err))
+            spark, created = get_session(master, conf)
+        except Exception as exc:
+            print(error_line(f"cannot start Spark: {type(exc).__name__}: {exc}"), file=err)
+            return EXIT_ERROR
+    try:
+        try:
+            if spark is None:
+                log.info("sweep starting", master=f"processes[{processes}]", engine="local processes, no Spark")
+                result = run_sweep_on_processes(settings, processes or 1, options, progress=print_progress(err))
+            else:
+                log.info("sweep starting", **describe(spark))
+                result = run_sweep(spark, settings, options, progress=print_progress(err))
         except Exception as exc:  # ZooKeeper unreachable, bad layout, ...: one clear line
             print(error_line(exc), file=err)
             return EXIT_ERROR
@@ -289,7 +389,7 @@ def sweep_main(
                 print(error_line(f"cannot write {output}: {type(exc).__name__}: {exc}"), file=err)
                 return EXIT_ERROR
     finally:
-        if created:
+        if created and spark is not None:
             spark.stop()
     if fmt == "json":
         for f in result.summary.findings:
@@ -320,7 +420,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", "-c", help="YAML or Java .properties/.conf file (bk_server.conf works)")
     p.add_argument("--metadata-service-uri", help="e.g. zk+hierarchical://zk1:2181;zk2:2181/ledgers")
     p.add_argument("--checks", default="", help="comma-separated checks; empty = all")
-    p.add_argument("--master", help="Spark master (default: spark-submit's / spark-defaults / local[*])")
+    p.add_argument(
+        "--master",
+        help="Spark master (default: spark-submit's / spark-defaults / local[*]); processes[N] or processes[*]: "
+        "N local worker processes, no Spark",
+    )
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark conf")
     p.add_argument("--partitions", type=int, help="id-range partitions (default: parallelism x 4)")
     p.add_argument(
@@ -357,8 +461,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     args = build_parser().parse_args(argv)
     try:
-        require_pyspark()
-    except ConfigError as exc:
+        if local_processes(args.master) is None:
+            require_pyspark()
+    except (ConfigError, ValueError) as exc:
         print(error_line(exc), file=sys.stderr)
         return EXIT_ERROR
     overrides: dict[str, Any] = {}
