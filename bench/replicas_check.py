@@ -82,6 +82,13 @@ def processes_run(uri: str, args: argparse.Namespace) -> dict[str, Any]:
     return dict(json.loads(done.stdout.splitlines()[-1]))
 
 
+def cpu_times() -> tuple[int, int]:
+    """(busy, total) jiffies of the whole machine, every CPU (/proc/stat): how busy the run kept it."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle + iowait
+    return sum(fields) - idle, sum(fields)
+
+
 def requests_of(before: Counter[str], after: Counter[str]) -> dict[str, int]:
     return {k: after[k] - before[k] for k in after if k.isupper() and after[k] - before[k] > 0}
 
@@ -119,6 +126,7 @@ def main() -> None:
         for i in range(args.runs):
             for side in sides[i % len(sides) :] + sides[: i % len(sides)]:
                 before = counters(cluster, bookies)
+                busy0, total0 = cpu_times()
                 if side == "ours":
                     got = one_run(cluster.metadata_service_uri, args.loop, args, workdir / "ours.jsonl", tree=str(ROOT))
                     seconds, detail = got["wall_s"], got
@@ -128,6 +136,7 @@ def main() -> None:
                 else:
                     got = java_run(cluster, side.removeprefix("java-"), classes)
                     seconds, detail = got["seconds"], got
+                busy1, total1 = cpu_times()
                 asked = requests_of(before, counters(cluster, bookies))
                 row = {
                     "side": side,
@@ -135,6 +144,9 @@ def main() -> None:
                     "ledgers_per_s": round(n / seconds, 1),
                     "bookie_requests": asked,
                     "bookie_requests_per_ledger": round(sum(asked.values()) / n, 2),
+                    # Share of the machine's CPUs busy during the run (the bookies, ZooKeeper and the JVM
+                    # or Python side together; start-up and the counters' reads included).
+                    "machine_busy": round((busy1 - busy0) / max(1, total1 - total0), 2),
                     "detail": detail,
                 }
                 rows.append(row)
@@ -142,7 +154,7 @@ def main() -> None:
         medians = {
             side: {
                 key: statistics.median(r[key] for r in rows if r["side"] == side)
-                for key in ("seconds", "ledgers_per_s", "bookie_requests_per_ledger")
+                for key in ("seconds", "ledgers_per_s", "bookie_requests_per_ledger", "machine_busy")
             }
             for side in sides
         }
