@@ -37,6 +37,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +67,31 @@ class ScanCluster(Cluster):
             "\n".join(f"pageLimit={PAGE_LIMIT}" if x.startswith("pageLimit=") else x for x in lines) + "\n"
         )
         return b
+
+
+@contextmanager
+def scan_cluster(bookies: int, prefix: str, keep: bool) -> Iterator[tuple[ScanCluster, Path]]:
+    """A started ScanCluster on the slot's "second cluster" ports and its work directory; stopped at the end,
+    on error or SIGTERM too (turned into SystemExit so the cleanup runs); the directory kept with `keep`."""
+    workdir = Path(tempfile.mkdtemp(prefix=prefix))
+    template = second_cluster(workdir, num_bookies=bookies)
+    cluster = ScanCluster(
+        workdir,
+        num_bookies=bookies,
+        zk_port=template.zk_port,
+        port_base=template.port_base,
+        http_base=template.http_base,
+    )
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    try:
+        cluster.start()
+        yield cluster, workdir
+    finally:
+        cluster.stop()
+        if keep:
+            print(f"work directory kept: {workdir}", file=sys.stderr)
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
 
 
 def write_ledgers(
@@ -203,21 +230,9 @@ def main() -> None:
     loops = ["asyncio", "uvloop"] if args.loop == "both" else [args.loop]
     entry_counts = [int(x) for x in args.entry_counts.split(",") if x.strip()]
     shapes = [(int(e), int(w)) for e, w in (x.split("/") for x in args.shapes.split(",") if x.strip())]
-    workdir = Path(tempfile.mkdtemp(prefix="bench-profile-scan-"))
-    logs = workdir / "check-logs.jsonl"
-    template = second_cluster(workdir, num_bookies=args.bookies)
-    cluster = ScanCluster(
-        workdir,
-        num_bookies=args.bookies,
-        zk_port=template.zk_port,
-        port_base=template.port_base,
-        http_base=template.http_base,
-    )
-    # A SIGTERM (e.g. `kill PID`) must stop the cluster too: turn it into SystemExit so `finally` runs.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     rows: list[dict[str, Any]] = []
-    try:
-        cluster.start()
+    with scan_cluster(args.bookies, "bench-profile-scan-", args.keep) as (cluster, workdir):
+        logs = workdir / "check-logs.jsonl"
         t0 = time.monotonic()
         made = write_ledgers(cluster, args.ledgers, shapes, entry_counts, args.entry_size)
         print(f"wrote {len(made)} ledgers in {time.monotonic() - t0:.0f}s", file=sys.stderr, flush=True)
@@ -256,12 +271,6 @@ def main() -> None:
         }
         saved = save_results("profile_scan", summary, rows + profiled)
         print(json.dumps({**summary, "runs": rows, "profiled_runs": profiled, "results_file": str(saved)}))
-    finally:
-        cluster.stop()
-        if args.keep:
-            print(f"work directory kept: {workdir}", file=sys.stderr)
-        else:
-            shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -26,19 +26,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
-import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from bench.harness import save_results, second_cluster
-from bench.profile_scan import SHAPES, ScanCluster, one_run, write_ledgers
+from bench.harness import save_results
+from bench.profile_scan import SHAPES, one_run, scan_cluster, write_ledgers
 from bench.repair import counters
 from tests.realcluster.cluster.javatools import BK_HOME, BK_VERSION, JVM_COMMON, classpath, compile_once
 
@@ -106,20 +103,9 @@ def main() -> None:
     args = ap.parse_args()
     classes = compile_once(RUNNER, classpath(), BK_HOME, BK_VERSION)
     shapes = [(int(e), int(w)) for e, w in (x.split("/") for x in SHAPES.split(","))]
-    workdir = Path(tempfile.mkdtemp(prefix="bench-replicas-check-"))
-    template = second_cluster(workdir, num_bookies=args.bookies)
-    cluster = ScanCluster(
-        workdir,
-        num_bookies=args.bookies,
-        zk_port=template.zk_port,
-        port_base=template.port_base,
-        http_base=template.http_base,
-    )
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     bookies = list(range(1, args.bookies + 1))
     rows: list[dict[str, Any]] = []
-    try:
-        cluster.start()
+    with scan_cluster(args.bookies, "bench-replicas-check-", args.keep) as (cluster, workdir):
         made = write_ledgers(cluster, args.ledgers, shapes, [10, 50, 100, 200], 100)
         n = len(made)
         sides = ["java-replicas", "ours", "java-placement"] + (["ours-processes"] if args.processes else [])
@@ -186,12 +172,6 @@ def main() -> None:
         }
         saved = save_results("replicas_check", summary, rows)
         print(json.dumps({**summary, "runs": rows, "results_file": str(saved), "time": time.strftime("%F %T")}))
-    finally:
-        cluster.stop()
-        if args.keep:
-            print(f"work directory kept: {workdir}", file=sys.stderr)
-        else:
-            shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":
