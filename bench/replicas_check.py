@@ -71,6 +71,7 @@ def processes_run(uri: str, args: argparse.Namespace) -> dict[str, Any]:
         uri,
         str(args.max_in_flight),
         str(args.max_concurrent_ledgers),
+        args.loop,
     ]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run(argv, env=env, cwd=ROOT, capture_output=True, text=True, check=False)
@@ -95,7 +96,7 @@ def main() -> None:
     ap.add_argument("--ledgers", type=int, default=3000)
     ap.add_argument("--bookies", type=int, default=5)
     ap.add_argument("--runs", type=int, default=3, help="runs per side (sides rotate)")
-    ap.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio", help="our event loop")
+    ap.add_argument("--loop", choices=("asyncio", "uvloop"), default="uvloop", help="our event loop (as shipped)")
     ap.add_argument("--max-in-flight", type=int, default=8, help="bookie_client.max_in_flight (default as shipped)")
     ap.add_argument("--max-concurrent-ledgers", type=int, default=100, help="as shipped")
     ap.add_argument("--processes", type=int, default=2, help="worker processes of the ours-processes side (0: none)")

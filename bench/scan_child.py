@@ -4,9 +4,9 @@ Used two ways by `bench/profile_scan.py`:
 * in-process: `measure(...)` with the `auditor` package of this tree;
 * as a script against another tree, so two versions of the code are compared on one cluster in one run:
   `PYTHONPATH=OTHER_TREE python bench/scan_child.py URI LOOP MAX_IN_FLIGHT MAX_LEDGERS LOGFILE` prints
-  the same row as JSON; `... scan_child.py --processes N URI MAX_IN_FLIGHT MAX_LEDGERS`: the same scrutiny
-  on N local worker processes (`sweep --master processes[N]`). Run as a file, this module imports nothing of `bench` or `tests`, only `auditor`,
-  which then comes from OTHER_TREE.
+  the same row as JSON; `... scan_child.py --processes N URI MAX_IN_FLIGHT MAX_LEDGERS LOOP`: the same
+  scrutiny on N local worker processes (`sweep --master processes[N]`). Run as a file, this module imports
+  nothing of `bench` or `tests`, only `auditor`, which then comes from OTHER_TREE.
 """
 
 from __future__ import annotations
@@ -25,14 +25,14 @@ from pathlib import Path
 from typing import Any
 
 
-def settings_for(uri: str, max_in_flight: int, max_concurrent_ledgers: int) -> Any:
+def settings_for(uri: str, max_in_flight: int, max_concurrent_ledgers: int, loop: str = "asyncio") -> Any:
     from auditor.settings import load_settings
 
     return load_settings(
         None,
         overrides={
             "metadata_service_uri": uri,
-            "event_loop": "asyncio",  # the loop is chosen per run below
+            "event_loop": loop,  # in-process runs choose theirs per run below; sweep workers use this
             "bookie_client": {"requests_per_second": 0, "max_in_flight": max_in_flight},
             "zookeeper": {"reads_per_second": 0},
             "max_concurrent_ledgers": max_concurrent_ledgers,
@@ -116,13 +116,15 @@ def measure(
     }
 
 
-def measure_processes(uri: str, processes: int, max_in_flight: int, max_concurrent_ledgers: int) -> dict[str, Any]:
+def measure_processes(
+    uri: str, processes: int, max_in_flight: int, max_concurrent_ledgers: int, loop: str
+) -> dict[str, Any]:
     """The scrutiny as `bk-auditor sweep --master processes[N] --checks scrutiny` runs it (limits off): wall
     time from planning to the aggregated result (the worker processes' start-up included), CPU of this
     process and of the workers (reaped children)."""
     from auditor.spark.sweep import SweepOptions, run_sweep_on_processes
 
-    settings = settings_for(uri, max_in_flight, max_concurrent_ledgers)
+    settings = settings_for(uri, max_in_flight, max_concurrent_ledgers, loop)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     wall, (user, system) = time.perf_counter(), rusage_cpu()
     result = run_sweep_on_processes(settings, processes, SweepOptions(checks=["scrutiny"]))
@@ -134,6 +136,7 @@ def measure_processes(uri: str, processes: int, max_in_flight: int, max_concurre
     checked = run["ledgersChecked"]
     return {
         "processes": processes,
+        "loop": loop,
         "partitions": len(result.plan.partitions),
         "failed_partitions": len(result.failed),
         "ledgers_checked": checked,
@@ -148,8 +151,8 @@ def measure_processes(uri: str, processes: int, max_in_flight: int, max_concurre
 
 if __name__ == "__main__":
     if sys.argv[1] == "--processes":
-        n_, uri_, in_flight_, ledgers_ = sys.argv[2:6]
-        print(json.dumps(measure_processes(uri_, int(n_), int(in_flight_), int(ledgers_))))
+        n_, uri_, in_flight_, ledgers_, loop_ = sys.argv[2:7]
+        print(json.dumps(measure_processes(uri_, int(n_), int(in_flight_), int(ledgers_), loop_)))
     else:
         uri_, loop_, in_flight_, ledgers_, logs_ = sys.argv[1:6]
         print(json.dumps(measure(uri_, loop_, int(in_flight_), int(ledgers_), Path(logs_))))

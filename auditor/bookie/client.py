@@ -855,8 +855,21 @@ class BookieClient(BookieTransport):
     async def read_entries(
         self, ledger_id: int | LedgerId, entry_ids: list[int], *, timeout: float | None = None
     ) -> list[ReadEntryResult]:
-        """Many READ_ENTRYs pipelined on the one connection (bounded by the window and rate limit)."""
-        return list(await asyncio.gather(*(self.read_entry(ledger_id, e, timeout=timeout) for e in entry_ids)))
+        """Many READ_ENTRYs pipelined on the one connection (bounded by the window and rate limit): all
+        queued at once, no task per entry."""
+        lid = _wire_ledger_id(ledger_id)
+        for e in entry_ids:
+            P.check_entry_id(e)  # a bad argument raises here, before anything is queued
+        sent = [
+            self._submit(Op.READ_ENTRY, functools.partial(_read_entry_request, ledger_id=lid, entry_id=e), timeout)
+            for e in entry_ids
+        ]
+        try:
+            replies = [await f for f in sent]
+        finally:
+            for f in sent:
+                f.cancel()  # nothing for those answered; withdrawn if this read was cancelled or failed
+        return [self._read_entry_result(r, elapsed, lid, e) for (r, elapsed), e in zip(replies, entry_ids)]
 
     async def read_lac(self, ledger_id: int | LedgerId, *, timeout: float | None = None) -> ReadLacResult:
         lid = _wire_ledger_id(ledger_id)
@@ -1075,6 +1088,10 @@ def _why(timed_out: bool, refused: bool) -> str:
     if timed_out:
         return "a request timed out"
     return "adapting to its latency"
+
+
+def _read_entry_request(txn: int, ledger_id: int, entry_id: int) -> Message:
+    return P.read_entry_request(txn, ledger_id, entry_id)
 
 
 def _wire_ledger_id(ledger_id: int | LedgerId) -> int:
