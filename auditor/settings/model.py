@@ -422,7 +422,7 @@ class Settings(BaseSettings):
     admin: AdminSettings = Field(default_factory=AdminSettings)
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
     log: LogSettings = Field(default_factory=LogSettings)
-    event_loop: Literal["asyncio", "uvloop"] = "asyncio"
+    event_loop: Literal["asyncio", "uvloop"] = "uvloop"
 
     _config_file: Path | None = PrivateAttr(default=None)
     _ignored_java_keys: tuple[str, ...] = PrivateAttr(default=())

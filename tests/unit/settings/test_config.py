@@ -52,7 +52,7 @@ def test_defaults_without_any_source() -> None:
     assert s.admin.bind == "127.0.0.1:7979"
     assert s.metrics.bind == "127.0.0.1:9181"
     assert s.log.format == "json" and s.log.level == "info"
-    assert s.event_loop == "asyncio"
+    assert s.event_loop == "uvloop"
     assert s.ledger_check.mark_under_replicated is False
     assert s.election.join_java_election is False
     assert s.election_path == "/ledgers/bk-auditor/election"
