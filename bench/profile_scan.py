@@ -165,14 +165,29 @@ class Profiler:
 
 
 def one_run(
-    uri: str, loop: str, args: argparse.Namespace, logs: Path, profile: Path | None = None, tree: str | None = None
+    uri: str,
+    loop: str,
+    args: argparse.Namespace,
+    logs: Path,
+    profile: Path | None = None,
+    tree: str | None = None,
+    check: str = "scrutiny",
 ) -> dict[str, Any]:
     """One timed scan: in this process (this tree's code, optionally profiled), or with `tree` in a child
     process whose `auditor` package is that tree's (bench/scan_child.py), so versions compare in one run."""
     if tree is None:
-        row = measure(uri, loop, args.max_in_flight, args.max_concurrent_ledgers, logs, Profiler(profile))
+        row = measure(uri, loop, args.max_in_flight, args.max_concurrent_ledgers, logs, Profiler(profile), check)
         return {"tree": None, "profiled": str(profile) if profile else None, **row}
-    argv = [sys.executable, str(CHILD), uri, loop, str(args.max_in_flight), str(args.max_concurrent_ledgers), str(logs)]
+    argv = [
+        sys.executable,
+        str(CHILD),
+        uri,
+        loop,
+        str(args.max_in_flight),
+        str(args.max_concurrent_ledgers),
+        str(logs),
+        check,
+    ]
     env = {**os.environ, "PYTHONPATH": tree}
     done = subprocess.run(argv, env=env, cwd=tree, capture_output=True, text=True, check=False)
     if done.returncode != 0:

@@ -13,6 +13,8 @@ in rotating order:
 * **ours**: `bk-auditor check --checks scrutiny` (placement, every entry on its write set, stale markers:
   both of Java's checks in one pass) with bookie and ZooKeeper rate limits off, in a child process
   (bench/scan_child.py; the scan's own wall time, process start-up excluded);
+* with `--ledger-check`: **Java checkall**, `AuditorCheckAllLedgersTask.runTask()` (checkAllLedgers,
+  verification percentage 0 as shipped) the same way, and **ours-ledger**, `check --checks ledger`;
 * **ours-processes** (with `--processes N`, default 2): the same scrutiny as `bk-auditor sweep --master
   processes[N] --checks scrutiny`, N local worker processes over the planner's id ranges (the wall time
   from planning to the aggregated result, the workers' start-up included).
@@ -100,6 +102,11 @@ def main() -> None:
     ap.add_argument("--max-in-flight", type=int, default=8, help="bookie_client.max_in_flight (default as shipped)")
     ap.add_argument("--max-concurrent-ledgers", type=int, default=100, help="as shipped")
     ap.add_argument("--processes", type=int, default=2, help="worker processes of the ours-processes side (0: none)")
+    ap.add_argument(
+        "--ledger-check",
+        action="store_true",
+        help="also Java's checkAllLedgers (percentage 0) against our `--checks ledger`",
+    )
     ap.add_argument("--keep", action="store_true", help="keep the work directory (cluster and logs)")
     args = ap.parse_args()
     classes = compile_once(RUNNER, classpath(), BK_HOME, BK_VERSION)
@@ -110,12 +117,16 @@ def main() -> None:
         made = write_ledgers(cluster, args.ledgers, shapes, [10, 50, 100, 200], 100)
         n = len(made)
         sides = ["java-replicas", "ours", "java-placement"] + (["ours-processes"] if args.processes else [])
+        if args.ledger_check:
+            sides += ["java-checkall", "ours-ledger"]
         for i in range(args.runs):
             for side in sides[i % len(sides) :] + sides[: i % len(sides)]:
                 before = counters(cluster, bookies)
                 busy0, total0 = cpu_times()
-                if side == "ours":
-                    got = one_run(cluster.metadata_service_uri, args.loop, args, workdir / "ours.jsonl", tree=str(ROOT))
+                if side in ("ours", "ours-ledger"):
+                    check = "scrutiny" if side == "ours" else "ledger"
+                    logs = workdir / "ours.jsonl"
+                    got = one_run(cluster.metadata_service_uri, args.loop, args, logs, tree=str(ROOT), check=check)
                     seconds, detail = got["wall_s"], got
                 elif side == "ours-processes":
                     got = processes_run(cluster.metadata_service_uri, args)
@@ -162,6 +173,15 @@ def main() -> None:
                     )
                 }
                 if args.processes
+                else {}
+            ),
+            **(
+                {
+                    "ours_ledger_over_java_checkall": round(
+                        medians["ours-ledger"]["ledgers_per_s"] / medians["java-checkall"]["ledgers_per_s"], 2
+                    )
+                }
+                if args.ledger_check
                 else {}
             ),
             # Java needs both passes for what one scrutiny pass judges: their times add up.

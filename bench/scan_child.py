@@ -3,7 +3,7 @@
 Used two ways by `bench/profile_scan.py`:
 * in-process: `measure(...)` with the `auditor` package of this tree;
 * as a script against another tree, so two versions of the code are compared on one cluster in one run:
-  `PYTHONPATH=OTHER_TREE python bench/scan_child.py URI LOOP MAX_IN_FLIGHT MAX_LEDGERS LOGFILE` prints
+  `PYTHONPATH=OTHER_TREE python bench/scan_child.py URI LOOP MAX_IN_FLIGHT MAX_LEDGERS LOGFILE [CHECK]` prints
   the same row as JSON; `... scan_child.py --processes N URI MAX_IN_FLIGHT MAX_LEDGERS LOOP`: the same
   scrutiny on N local worker processes (`sweep --master processes[N]`). Run as a file, this module imports
   nothing of `bench` or `tests`, only `auditor`, which then comes from OTHER_TREE.
@@ -64,8 +64,9 @@ def measure(
     max_concurrent_ledgers: int,
     logs: Path,
     profiler: AbstractContextManager[Any] | None = None,
+    check: str = "scrutiny",
 ) -> dict[str, Any]:
-    """One scrutiny scan: wall time, process CPU (every thread), the loop thread's CPU, per ledger."""
+    """One scan of `check`: wall time, process CPU (every thread), the loop thread's CPU, per ledger."""
     from auditor.checks import oneshot
     from auditor.logging import configure_logging
 
@@ -78,7 +79,7 @@ def measure(
         async def go() -> int:
             t0 = time.thread_time()
             try:
-                return await oneshot.main(settings, ["scrutiny"], "json", out=out, err=log_stream)
+                return await oneshot.main(settings, [check], "json", out=out, err=log_stream)
             finally:
                 thread_cpu.append(time.thread_time() - t0)
 
@@ -93,11 +94,12 @@ def measure(
     summary = next((x["summary"] for x in lines if "summary" in x), None)
     if summary is None:
         raise RuntimeError(f"the check printed no summary (exit {code}); logs in {logs}")
-    stats = next(c for c in summary["checks"] if c["check"] == "scrutiny")
+    stats = next(c for c in summary["checks"] if c["check"] == check)
     checked = stats["ledgersChecked"]
     categories = Counter(x["category"] for x in lines if "category" in x)
     return {
         "loop": loop,
+        "check": check,
         "exit": code,
         "ledgers_seen": stats["ledgersSeen"],
         "ledgers_checked": checked,
@@ -155,4 +157,5 @@ if __name__ == "__main__":
         print(json.dumps(measure_processes(uri_, int(n_), int(in_flight_), int(ledgers_), loop_)))
     else:
         uri_, loop_, in_flight_, ledgers_, logs_ = sys.argv[1:6]
-        print(json.dumps(measure(uri_, loop_, int(in_flight_), int(ledgers_), Path(logs_))))
+        check_ = sys.argv[6] if len(sys.argv) > 6 else "scrutiny"
+        print(json.dumps(measure(uri_, loop_, int(in_flight_), int(ledgers_), Path(logs_), check=check_)))

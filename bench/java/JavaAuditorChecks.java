@@ -1,11 +1,12 @@
 // The Java Auditor's periodic checks, one run each, timed: the other side of bench/replicas_check.py.
 //
-//   java -cp CLASSES:BK_HOME/lib/* JavaAuditorChecks replicas|placement METADATA_URI
+//   java -cp CLASSES:BK_HOME/lib/* JavaAuditorChecks replicas|placement|checkall METADATA_URI
 //
 // Builds what org.apache.bookkeeper.replication.Auditor builds for its tasks (a system-role client from
 // a ServerConfiguration, BookKeeperAdmin, the ledger manager and the under-replication manager of the
-// client's ledger manager factory), constructs AuditorReplicasCheckTask or AuditorPlacementPolicyCheckTask
-// (package-private: through reflection), runs the task's runTask() once on this thread and prints one
+// client's ledger manager factory), constructs AuditorReplicasCheckTask, AuditorPlacementPolicyCheckTask or
+// AuditorCheckAllLedgersTask (checkAllLedgers, auditorLedgerVerificationPercentage 0 as shipped; it marks
+// what it finds under-replicated, nothing on a healthy cluster) (package-private: through reflection), runs the task's runTask() once on this thread and prints one
 // JSON line: the check, the seconds runTask took (client start-up excluded, as ours excludes process
 // start-up) and the task's own gauges. Nothing here decides anything: it is Java's code, timed.
 
@@ -25,8 +26,9 @@ import org.apache.bookkeeper.stats.NullStatsLogger;
 
 public final class JavaAuditorChecks {
     public static void main(String[] argv) throws Exception {
-        if (argv.length != 2 || !(argv[0].equals("replicas") || argv[0].equals("placement"))) {
-            System.err.println("usage: JavaAuditorChecks replicas|placement METADATA_URI");
+        if (argv.length != 2
+                || !(argv[0].equals("replicas") || argv[0].equals("placement") || argv[0].equals("checkall"))) {
+            System.err.println("usage: JavaAuditorChecks replicas|placement|checkall METADATA_URI");
             System.exit(2);
         }
         String which = argv[0];
@@ -44,7 +46,8 @@ public final class JavaAuditorChecks {
         AuditorStats stats = new AuditorStats(NullStatsLogger.INSTANCE);
         BiConsumer<AtomicBoolean, Throwable> noBookieCheckRunning = (has, error) -> has.set(false);
 
-        String name = which.equals("replicas") ? "AuditorReplicasCheckTask" : "AuditorPlacementPolicyCheckTask";
+        String name = which.equals("replicas") ? "AuditorReplicasCheckTask"
+                : which.equals("placement") ? "AuditorPlacementPolicyCheckTask" : "AuditorCheckAllLedgersTask";
         Class<?> cls = Class.forName("org.apache.bookkeeper.replication." + name);
         Constructor<?> ctor = cls.getDeclaredConstructors()[0];
         ctor.setAccessible(true);
