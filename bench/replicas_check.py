@@ -13,6 +13,8 @@ in rotating order:
 * **ours**: `bk-auditor check --checks scrutiny` (placement, every entry on its write set, stale markers:
   both of Java's checks in one pass) with bookie and ZooKeeper rate limits off, in a child process
   (bench/scan_child.py; the scan's own wall time, process start-up excluded);
+* with `--floor`: **floor**, bench/floor_scan.py: the same ZooKeeper reads and GET_LISTs with answers
+  discarded, what no scan on this client stack can beat;
 * with `--ledger-check`: **Java checkall**, `AuditorCheckAllLedgersTask.runTask()` (checkAllLedgers,
   verification percentage 0 as shipped) the same way, and **ours-ledger**, `check --checks ledger`;
 * **ours-processes** (with `--processes N`, default 2): the same scrutiny as `bk-auditor sweep --master
@@ -64,6 +66,22 @@ def java_run(cluster: Any, which: str, classes: Path) -> dict[str, Any]:
     return json.loads(lines[-1])
 
 
+def floor_run(cluster: Any, args: argparse.Namespace) -> dict[str, Any]:
+    argv = [
+        sys.executable,
+        str(ROOT / "bench" / "floor_scan.py"),
+        cluster.zk_hosts,
+        cluster.ledgers_root,
+        str(args.max_in_flight),
+        args.loop,
+    ]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(argv, env=env, cwd=ROOT, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"the floor client failed: {done.stderr[-2000:]}")
+    return dict(json.loads(done.stdout.splitlines()[-1]))
+
+
 def processes_run(uri: str, args: argparse.Namespace) -> dict[str, Any]:
     argv = [
         sys.executable,
@@ -103,6 +121,11 @@ def main() -> None:
     ap.add_argument("--max-concurrent-ledgers", type=int, default=100, help="as shipped")
     ap.add_argument("--processes", type=int, default=2, help="worker processes of the ours-processes side (0: none)")
     ap.add_argument(
+        "--floor",
+        action="store_true",
+        help="also the floor: the same ZooKeeper reads and GET_LISTs, answers discarded (bench/floor_scan.py)",
+    )
+    ap.add_argument(
         "--ledger-check",
         action="store_true",
         help="also Java's checkAllLedgers (percentage 0) against our `--checks ledger`",
@@ -119,6 +142,8 @@ def main() -> None:
         sides = ["java-replicas", "ours", "java-placement"] + (["ours-processes"] if args.processes else [])
         if args.ledger_check:
             sides += ["java-checkall", "ours-ledger"]
+        if args.floor:
+            sides.append("floor")
         for i in range(args.runs):
             for side in sides[i % len(sides) :] + sides[: i % len(sides)]:
                 before = counters(cluster, bookies)
@@ -128,6 +153,9 @@ def main() -> None:
                     logs = workdir / "ours.jsonl"
                     got = one_run(cluster.metadata_service_uri, args.loop, args, logs, tree=str(ROOT), check=check)
                     seconds, detail = got["wall_s"], got
+                elif side == "floor":
+                    got = floor_run(cluster, args)
+                    seconds, detail = got["seconds"], got
                 elif side == "ours-processes":
                     got = processes_run(cluster.metadata_service_uri, args)
                     seconds, detail = got["wall_s"], got
@@ -184,6 +212,7 @@ def main() -> None:
                 if args.ledger_check
                 else {}
             ),
+            **({"ours_over_floor": round(ours / medians["floor"]["ledgers_per_s"], 2)} if args.floor else {}),
             # Java needs both passes for what one scrutiny pass judges: their times add up.
             "ours_over_java_both": round(
                 (medians["java-replicas"]["seconds"] + medians["java-placement"]["seconds"])

@@ -1,0 +1,176 @@
+"""The floor of a scrutiny scan (issue 12): the same ZooKeeper reads and bookie requests, answers discarded.
+
+    PYTHONPATH=. .venv/bin/python bench/floor_scan.py ZK_HOSTS LEDGERS_ROOT MAX_IN_FLIGHT asyncio|uvloop
+
+What no scan can beat on the same cluster with the same client stack. It lists the hierarchical ledger
+tree and gets every ledger znode with raw kazoo, 64 reads in flight, in a thread. Each answer is cut
+down to what addressing needs: the v3 header, then the protobuf's bookies of its non-empty segments.
+The event loop sends one GET_LIST_OF_ENTRIES_OF_LEDGER per ledger and bookie as ledgers arrive,
+`MAX_IN_FLIGHT` per bookie connection like ours (one pre-encoded frame each), and counts the reply
+frames without decoding them. It prints one JSON line: ledgers, requests, seconds, ledgers/s, CPU.
+Used as the "floor" side of bench/replicas_check.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import json
+import resource
+import sys
+import threading
+import time
+from typing import Any
+
+from kazoo.client import KazooClient
+
+from auditor._proto import bookkeeper_formats_pb2 as pb
+from auditor.bookie import protocol as P
+
+ZK_IN_FLIGHT = 64
+HEADER = b"BookieMetadataFormatVersion\t3\n"
+
+
+def bookies_of(data: bytes) -> set[str]:
+    """The bookies of a v3 znode's non-empty segments (the ones a scan asks)."""
+    body = data[len(HEADER) :]
+    size, shift, i = 0, 0, 0
+    while True:  # the message's varint length prefix
+        b = body[i]
+        size |= (b & 0x7F) << shift
+        i += 1
+        if b < 0x80:
+            break
+        shift += 7
+    msg = pb.LedgerMetadataFormat()
+    msg.ParseFromString(body[i : i + size])
+    last = msg.lastEntryId
+    out: set[str] = set()
+    for n, seg in enumerate(msg.segment):
+        end = msg.segment[n + 1].firstEntryId - 1 if n + 1 < len(msg.segment) else last
+        if end >= seg.firstEntryId:
+            out.update(seg.ensembleMember)
+    return out
+
+
+def read_metadata(zk: KazooClient, root: str, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[Any]) -> None:
+    """In a thread: list, get and cut down every ledger znode; hand them to the loop in chunks."""
+    paths: list[tuple[int, str]] = []
+    for a in sorted(k for k in zk.get_children(root) if len(k) == 2 and k.isdigit()):
+        for b in sorted(zk.get_children(f"{root}/{a}")):
+            leaf = f"{root}/{a}/{b}"
+            for n in sorted(zk.get_children(leaf)):
+                if n.startswith("L"):
+                    paths.append((int(a + b + n[1:]), f"{leaf}/{n}"))
+    window: collections.deque[Any] = collections.deque()
+    chunk: list[tuple[int, set[str]]] = []
+
+    def take() -> None:
+        lid, got = window.popleft()
+        chunk.append((lid, bookies_of(got.get(timeout=30)[0])))
+        if len(chunk) >= 256:
+            loop.call_soon_threadsafe(queue.put_nowait, list(chunk))
+            chunk.clear()
+
+    for lid, path in paths:
+        if len(window) >= ZK_IN_FLIGHT:
+            take()
+        window.append((lid, zk.get_async(path)))
+    while window:
+        take()
+    loop.call_soon_threadsafe(queue.put_nowait, list(chunk))
+    loop.call_soon_threadsafe(queue.put_nowait, None)
+
+
+class Connection:
+    """One bookie connection: pre-encoded GET_LIST frames out, `window` at a time, each iteration's frames
+    in one write (no task per request); replies counted, not decoded."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, window: int) -> None:
+        self.reader, self.writer, self.window = reader, writer, window
+        self.queue: collections.deque[int] = collections.deque()
+        self.in_flight = 0
+        self.txn = 0
+        self.sent = 0
+        self.replies = 0
+        self.done = asyncio.get_running_loop().create_future()
+        self.closing = False
+        self.reading = asyncio.ensure_future(self._read())
+
+    def send(self, lid: int) -> None:
+        self.queue.append(lid)
+        self._pump()
+
+    def _pump(self) -> None:
+        frames = []
+        while self.queue and self.in_flight < self.window:
+            self.txn += 1
+            self.in_flight += 1
+            frames.append(P.encode_request(P.entry_list_request(self.txn, self.queue.popleft())))
+        if frames:
+            self.writer.write(b"".join(frames))
+            self.sent += len(frames)
+
+    async def _read(self) -> None:
+        while True:
+            head = await self.reader.readexactly(4)
+            await self.reader.readexactly(int.from_bytes(head, "big"))
+            self.replies += 1
+            self.in_flight -= 1
+            self._pump()
+            if self.closing and not self.queue and self.in_flight == 0 and not self.done.done():
+                self.done.set_result(None)
+
+    async def drained(self) -> None:
+        self.closing = True
+        if self.queue or self.in_flight:
+            await self.done
+
+
+async def floor(hosts: str, root: str, window: int) -> dict[str, Any]:
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[Any] = asyncio.Queue()
+    zk = KazooClient(hosts=hosts)
+    zk.start(timeout=15)
+    conns: dict[str, Connection] = {}
+    ledgers = 0
+    t0, r0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
+    reader = threading.Thread(target=read_metadata, args=(zk, root, loop, queue), daemon=True)
+    reader.start()
+    while (chunk := await queue.get()) is not None:
+        for lid, bookies in chunk:
+            ledgers += 1
+            for b in sorted(bookies):
+                if b not in conns:
+                    host, port = b.rsplit(":", 1)
+                    conns[b] = Connection(*await asyncio.open_connection(host, int(port)), window)
+                conns[b].send(lid)
+    for c in conns.values():
+        await c.drained()
+    seconds = time.perf_counter() - t0
+    r1 = resource.getrusage(resource.RUSAGE_SELF)
+    for c in conns.values():
+        c.reading.cancel()
+        c.writer.close()
+    zk.stop()
+    zk.close()
+    cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+    requests = sum(c.sent for c in conns.values())
+    return {
+        "ledgers": ledgers,
+        "bookie_requests": requests,
+        "seconds": round(seconds, 3),
+        "ledgers_per_s": round(ledgers / seconds, 1),
+        "cpu_us_per_ledger": round(cpu / ledgers * 1e6, 1) if ledgers else None,
+    }
+
+
+if __name__ == "__main__":
+    coro = floor(sys.argv[1], sys.argv[2], int(sys.argv[3]))
+    if sys.argv[4] == "uvloop":
+        import uvloop
+
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            print(json.dumps(runner.run(coro)))
+    else:
+        print(json.dumps(asyncio.run(coro)))
