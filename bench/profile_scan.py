@@ -178,21 +178,21 @@ def one_run(
     if tree is None:
         row = measure(uri, loop, args.max_in_flight, args.max_concurrent_ledgers, logs, Profiler(profile), check)
         return {"tree": None, "profiled": str(profile) if profile else None, **row}
-    argv = [
-        sys.executable,
-        str(CHILD),
-        uri,
-        loop,
-        str(args.max_in_flight),
-        str(args.max_concurrent_ledgers),
-        str(logs),
-        check,
-    ]
+    row = run_child(
+        CHILD, [uri, loop, str(args.max_in_flight), str(args.max_concurrent_ledgers), str(logs), check], tree
+    )
+    return {"tree": tree_label(tree), "profiled": None, **row}
+
+
+def run_child(script: Path, argv: list[str], tree: str, what: str | None = None) -> dict[str, Any]:
+    """Run a bench script as a file with `tree`'s `auditor` package (PYTHONPATH) and return the JSON object
+    it prints last; an error naming `what` (default: the code of `tree`) with the tail of its stderr."""
     env = {**os.environ, "PYTHONPATH": tree}
-    done = subprocess.run(argv, env=env, cwd=tree, capture_output=True, text=True, check=False)
+    done = subprocess.run([sys.executable, str(script), *argv], env=env, cwd=tree, capture_output=True, text=True)
     if done.returncode != 0:
-        raise RuntimeError(f"the scan with the code of {tree} failed (exit {done.returncode}): {done.stderr[-2000:]}")
-    return {"tree": tree_label(tree), "profiled": None, **json.loads(done.stdout.splitlines()[-1])}
+        name = what or f"the scan with the code of {tree}"
+        raise RuntimeError(f"{name} failed (exit {done.returncode}): {done.stderr[-2000:]}")
+    return dict(json.loads(done.stdout.splitlines()[-1]))
 
 
 def tree_label(tree: str) -> str:

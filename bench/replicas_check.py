@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness import save_results
-from bench.profile_scan import SHAPES, one_run, scan_cluster, write_ledgers
+from bench.profile_scan import SHAPES, one_run, run_child, scan_cluster, write_ledgers
 from bench.repair import counters
 from tests.realcluster.cluster.javatools import BK_HOME, BK_VERSION, JVM_COMMON, classpath, compile_once
 
@@ -67,37 +67,14 @@ def java_run(cluster: Any, which: str, classes: Path) -> dict[str, Any]:
 
 
 def floor_run(cluster: Any, args: argparse.Namespace) -> dict[str, Any]:
-    argv = [
-        sys.executable,
-        str(ROOT / "bench" / "floor_scan.py"),
-        cluster.zk_hosts,
-        cluster.ledgers_root,
-        str(args.max_in_flight),
-        args.loop,
-    ]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run(argv, env=env, cwd=ROOT, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise RuntimeError(f"the floor client failed: {done.stderr[-2000:]}")
-    return dict(json.loads(done.stdout.splitlines()[-1]))
+    script = ROOT / "bench" / "floor_scan.py"
+    argv = [cluster.zk_hosts, cluster.ledgers_root, str(args.max_in_flight), args.loop]
+    return run_child(script, argv, str(ROOT), "the floor client")
 
 
 def processes_run(uri: str, args: argparse.Namespace) -> dict[str, Any]:
-    argv = [
-        sys.executable,
-        str(ROOT / "bench" / "scan_child.py"),
-        "--processes",
-        str(args.processes),
-        uri,
-        str(args.max_in_flight),
-        str(args.max_concurrent_ledgers),
-        args.loop,
-    ]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run(argv, env=env, cwd=ROOT, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise RuntimeError(f"the sweep on {args.processes} processes failed: {done.stderr[-2000:]}")
-    return dict(json.loads(done.stdout.splitlines()[-1]))
+    argv = ["--processes", str(args.processes), uri, str(args.max_in_flight), str(args.max_concurrent_ledgers)]
+    return run_child(ROOT / "bench" / "scan_child.py", [*argv, args.loop], str(ROOT), "the sweep on processes")
 
 
 def cpu_times() -> tuple[int, int]:
