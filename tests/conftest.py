@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -39,6 +40,18 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
             print(f"\nreal-cluster logs kept in {c.logs_dir}")
         else:
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def _session_cluster_whole(request: pytest.FixtureRequest) -> None:
+    """Each test that uses the session cluster gets all its bookies up and registered, whatever the test
+    before it left behind (a bookie can exit on its own after a ZooKeeper restart). What had to be healed
+    is a warning, so it shows in the summary instead of as the next test's failure."""
+    if "cluster" not in request.fixturenames:
+        return
+    c: Cluster = request.getfixturevalue("cluster")
+    for line in c.heal_bookies():
+        warnings.warn(f"session cluster healed before {request.node.nodeid}: {line}", stacklevel=1)
 
 
 @pytest.fixture

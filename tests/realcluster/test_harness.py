@@ -46,7 +46,7 @@ def test_ledger_above_2_pow_31_uses_long_path(cluster: Cluster) -> None:
     assert cluster.kazoo.exists(path) is not None
 
 
-def test_killed_bookie_unregisters_within_session_timeout_and_returns(cluster: Cluster) -> None:
+def test_killed_bookie_unregisters_within_session_timeout_and_is_healed(cluster: Cluster) -> None:
     n = 4
     path = cluster.registration_path(n)
     assert cluster.kazoo.exists(path)
@@ -58,8 +58,10 @@ def test_killed_bookie_unregisters_within_session_timeout_and_returns(cluster: C
         # zkTimeout=6000 ms; ZooKeeper may take up to one more tick plus session-expiry checks.
         assert gone_after < 6.0 + 4.0, gone_after
     finally:
-        cluster.start_bookie(n)
+        healed = cluster.heal_bookies()  # what the session fixture does before every test
+    assert len(healed) == 1 and healed[0].startswith(f"bookie {n} had exited (code -9); restarted"), healed
     assert cluster.kazoo.exists(path)
+    assert cluster.heal_bookies() == []
 
 
 def test_deterministic_payload_matches_what_the_shell_reads(cluster: Cluster) -> None:
