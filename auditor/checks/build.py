@@ -192,6 +192,7 @@ async def connect_store(settings: Settings) -> ZooKeeperMetadataStore:
         writes_per_second=z.writes_per_second or None,
         connect_timeout=z.connect_timeout_seconds,
         security=zookeeper_security(settings),
+        wire_reads=z.wire_reads,
     )
 
 

@@ -24,6 +24,7 @@ from auditor.aio.ratelimit import TokenBucket
 from auditor.aio.window import Window
 
 from .errors import ZooKeeperUnreachableError
+from .zkwire import WireReader, WireUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +40,7 @@ class KazooBridge:
         op_timeout: float | None = 30.0,
         rate_limit: float | None = None,
         write_rate_limit: float | None = None,
+        wire: WireReader | None = None,
     ) -> None:
         self.client = client
         self.loop = loop or asyncio.get_running_loop()
@@ -50,6 +52,7 @@ class KazooBridge:
         # written at a bounded rate (Java's unbounded publish storm: apache/bookkeeper#3529).
         self.write_rate = TokenBucket(write_rate_limit) if write_rate_limit else None
         self.op_timeout = op_timeout
+        self.wire = wire  # bulk reads on a session of our own, if given
         self._state_callbacks: list[StateCallback] = []
         self._listener = self._on_state_thread
         client.add_listener(self._listener)
@@ -84,10 +87,21 @@ class KazooBridge:
         """Data and Stat of each znode (None: it does not exist; an exception: that read failed), in order.
 
         Up to `max_in_flight` reads are outstanding at once (apart from single requests, which have their
-        own bound); each answer's callback sends the next read from kazoo's thread, and the loop is woken
-        once at the end. The rate limit releases reads in slices of the window. TimeoutError when no
-        answer arrives for `op_timeout` seconds.
+        own bound), and the rate limit releases them in slices of that window. They go over the wire
+        session (`auditor.metadata.zkwire`) when there is one; a batch it cannot serve, and every batch
+        for a while after, goes through kazoo.
         """
+        wire = self.wire
+        if wire is not None and wire.usable(self.loop):
+            try:
+                return await wire.get_many(paths, self.max_in_flight, self.rate, self.op_timeout)
+            except WireUnavailable as exc:
+                wire.failed(self.loop, exc)
+        return await self._kazoo_get_many(paths)
+
+    async def _kazoo_get_many(self, paths: Sequence[str]) -> list[tuple[bytes, Any] | None | Exception]:
+        """get_many through kazoo: each answer's callback sends the next read from kazoo's thread, and
+        the loop is woken once at the end. TimeoutError when no answer arrives for `op_timeout` seconds."""
         n = len(paths)
         results: list[tuple[bytes, Any] | None | Exception] = [None] * n
         if n == 0:
@@ -206,6 +220,8 @@ class KazooBridge:
     def detach(self) -> None:
         self.client.remove_listener(self._listener)
         self._state_callbacks.clear()
+        if self.wire is not None:
+            self.wire.close()
 
 
 async def start_client(client: KazooClient, timeout: float = 30.0, how: str = "") -> None:

@@ -40,6 +40,7 @@ from .layout import LedgerLayout, parse_layout, resolve_manager
 from .location import LedgerManager, MetadataLocation, join, parse_service_uri
 from .paths import LedgerPaths, MarkerPaths
 from .zksecurity import PLAINTEXT, ZkSecurity, ZooKeeperAuthError
+from .zkwire import reader_for
 
 log = logging.getLogger(__name__)
 
@@ -126,6 +127,7 @@ class ZooKeeperConnection:
         reads_per_second: float | None = None,
         writes_per_second: float | None = None,
         security: ZkSecurity = PLAINTEXT,
+        wire_reads: bool = True,
     ) -> Self:
         """Connect, check that the ledgers root is a BookKeeper cluster's, read LAYOUT (never written) and
         check it against the configured manager.
@@ -133,7 +135,9 @@ class ZooKeeperConnection:
         NotALedgersRootError when the root has neither LAYOUT nor `available` (a wrong path would
         otherwise look like a healthy, empty cluster). Nothing is created, whatever the outcome.
         `security` says how (TLS, credentials) and which ACL our creates carry; with TLS asked for,
-        nothing is ever sent in plaintext. ZooKeeperAuthError when ZooKeeper refuses us.
+        nothing is ever sent in plaintext. ZooKeeperAuthError when ZooKeeper refuses us. With
+        `wire_reads`, bulk reads use a read-only session of our own (`zkwire`), on a plaintext connection
+        without credentials only: it implements neither TLS nor authentication.
         """
         loc = parse_service_uri(location) if isinstance(location, str) else location
         owns = client is None
@@ -163,6 +167,9 @@ class ZooKeeperConnection:
             op_timeout=op_timeout,
             rate_limit=reads_per_second or None,
             write_rate_limit=writes_per_second or None,
+            wire=reader_for(client, loc.session_timeout_ms / 1000.0, connect_timeout)
+            if wire_reads and security == PLAINTEXT
+            else None,
         )
         layout_path = join(loc.ledgers_root, "LAYOUT")
         try:

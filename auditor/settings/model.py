@@ -102,6 +102,9 @@ class ZooKeeperSettings(_Section):
     # thousands of markers are no write storm, high enough that 10,000 are written in seconds.
     writes_per_second: float = Field(5000.0, ge=0)  # 0 = unlimited
     max_concurrent_reads: int = Field(64, ge=1)
+    # Bulk reads (a scan's ledger metadata) on a read-only session of our own on the event loop instead
+    # of kazoo's threads: about 7x less CPU per znode. Plaintext connections without credentials only.
+    wire_reads: bool = True
     tls: ZooKeeperTlsSettings = Field(default_factory=ZooKeeperTlsSettings)
     auth: ZooKeeperAuthSettings = Field(default_factory=ZooKeeperAuthSettings)
 

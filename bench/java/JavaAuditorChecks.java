@@ -1,6 +1,6 @@
 // The Java Auditor's periodic checks, one run each, timed: the other side of bench/replicas_check.py.
 //
-//   java -cp CLASSES:BK_HOME/lib/* JavaAuditorChecks replicas|placement|checkall METADATA_URI
+//   java -cp CLASSES:BK_HOME/lib/* JavaAuditorChecks replicas|placement|checkall|indexer METADATA_URI
 //
 // Builds what org.apache.bookkeeper.replication.Auditor builds for its tasks (a system-role client from
 // a ServerConfiguration, BookKeeperAdmin, the ledger manager and the under-replication manager of the
@@ -8,10 +8,15 @@
 // AuditorCheckAllLedgersTask (checkAllLedgers, auditorLedgerVerificationPercentage 0 as shipped; it marks
 // what it finds under-replicated, nothing on a healthy cluster) (package-private: through reflection), runs the task's runTask() once on this thread and prints one
 // JSON line: the check, the seconds runTask took (client start-up excluded, as ours excludes process
-// start-up) and the task's own gauges. Nothing here decides anything: it is Java's code, timed.
+// start-up) and the task's own gauges. `indexer` times BookieLedgerIndexer.getBookieToLedgerIndex() instead,
+// the metadata walk of every bookie check (the other side of bench/metadata_scan.py), and prints the
+// ledgers it indexed. Nothing here decides anything: it is Java's code, timed.
 
 import java.lang.reflect.Constructor;
 import java.lang.reflect.Method;
+import java.util.HashSet;
+import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.BiConsumer;
 import org.apache.bookkeeper.client.BookKeeper;
@@ -22,13 +27,14 @@ import org.apache.bookkeeper.meta.LedgerManager;
 import org.apache.bookkeeper.meta.LedgerManagerFactory;
 import org.apache.bookkeeper.meta.LedgerUnderreplicationManager;
 import org.apache.bookkeeper.replication.AuditorStats;
+import org.apache.bookkeeper.replication.BookieLedgerIndexer;
 import org.apache.bookkeeper.stats.NullStatsLogger;
 
 public final class JavaAuditorChecks {
     public static void main(String[] argv) throws Exception {
-        if (argv.length != 2
-                || !(argv[0].equals("replicas") || argv[0].equals("placement") || argv[0].equals("checkall"))) {
-            System.err.println("usage: JavaAuditorChecks replicas|placement|checkall METADATA_URI");
+        if (argv.length != 2 || !(argv[0].equals("replicas") || argv[0].equals("placement")
+                || argv[0].equals("checkall") || argv[0].equals("indexer"))) {
+            System.err.println("usage: JavaAuditorChecks replicas|placement|checkall|indexer METADATA_URI");
             System.exit(2);
         }
         String which = argv[0];
@@ -45,6 +51,17 @@ public final class JavaAuditorChecks {
         LedgerUnderreplicationManager underreplication = factory.newLedgerUnderreplicationManager();
         AuditorStats stats = new AuditorStats(NullStatsLogger.INSTANCE);
         BiConsumer<AtomicBoolean, Throwable> noBookieCheckRunning = (has, error) -> has.set(false);
+        if (which.equals("indexer")) {
+            long t0 = System.nanoTime();
+            Map<String, Set<Long>> index = new BookieLedgerIndexer(ledgers).getBookieToLedgerIndex();
+            double seconds = (System.nanoTime() - t0) / 1e9;
+            Set<Long> all = new HashSet<>();
+            index.values().forEach(all::addAll);
+            System.out.println("{\"check\":\"indexer\",\"seconds\":" + seconds + ",\"ledgers\":" + all.size()
+                    + ",\"bookies\":" + index.size() + "}");
+            System.out.flush();
+            Runtime.getRuntime().halt(0);
+        }
 
         String name = which.equals("replicas") ? "AuditorReplicasCheckTask"
                 : which.equals("placement") ? "AuditorPlacementPolicyCheckTask" : "AuditorCheckAllLedgersTask";
