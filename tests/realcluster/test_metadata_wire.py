@@ -144,3 +144,22 @@ async def test_with_wire_reads_off_kazoo_serves(cluster: Cluster, area: str) -> 
         assert got[2][0] == b"value 2" * 2
     finally:
         await s.close()
+
+
+def test_the_wire_serves_on_uvloop(cluster: Cluster, area: str) -> None:
+    """The shipped event loop is uvloop, whose transports are not asyncio.Transport: the same batch there."""
+    import uvloop
+
+    async def read() -> tuple[list, int, int]:
+        s = await open_store(cluster.metadata_service_uri)
+        try:
+            assert s.bridge.wire is not None
+            got = await s.bridge.get_many(_paths(area)[:300])
+            return got, s.bridge.wire.batches, s.bridge.wire.handed_back
+        finally:
+            await s.close()
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        got, batches, handed_back = runner.run(read())
+    assert (batches, handed_back) == (1, 0)
+    assert [g[0] for g in got] == [f"value {i}".encode() * (i % 7) for i in range(300)]
