@@ -161,7 +161,7 @@ class _Request:
     op: Op
     build: Callable[[int], Message]
     limit: float
-    result: asyncio.Future[tuple[Reply | str, float]]
+    result: asyncio.Future[tuple[Reply | str, float]] | _BatchSlot
     queued_at: float
     not_before: float = 0.0  # its turn in the rate limiter
     started: float = 0.0  # when it left the queue
@@ -169,6 +169,48 @@ class _Request:
     txn: int = 0
     timer: asyncio.TimerHandle | None = None
     finished: bool = False  # its outcome is in, or it was cancelled: its window slot is back
+
+
+class _Batch:
+    """The outcomes of many requests to one bookie, gathered without a future per request: each request's
+    outcome lands in its slot, and the one future completes when the last slot is filled (one wake-up of
+    the caller for the whole batch). Cancelling the future withdraws every request of the batch."""
+
+    __slots__ = ("values", "left", "future")
+
+    def __init__(self, n: int, future: asyncio.Future[None]) -> None:
+        self.values: list[tuple[Reply | str, float] | None] = [None] * n
+        self.left = n
+        self.future = future
+
+
+class _BatchSlot:
+    """One request's place in a `_Batch`: the part of asyncio.Future that `_Request.result` needs."""
+
+    __slots__ = ("batch", "index", "filled")
+
+    def __init__(self, batch: _Batch, index: int) -> None:
+        self.batch = batch
+        self.index = index
+        self.filled = False
+
+    def done(self) -> bool:
+        return self.filled or self.batch.future.done()
+
+    def set_result(self, value: tuple[Reply | str, float]) -> None:
+        if self.filled:
+            return
+        self.filled = True
+        batch = self.batch
+        batch.values[self.index] = value
+        batch.left -= 1
+        if batch.left == 0 and not batch.future.done():
+            batch.future.set_result(None)
+
+    def set_exception(self, exc: BaseException) -> None:
+        self.filled = True
+        if not self.batch.future.done():
+            self.batch.future.set_exception(exc)
 
 
 R = TypeVar("R")
@@ -206,6 +248,10 @@ class Sent(Generic[R]):
         if self._future is not None:
             self._future.cancel()
 
+
+# An entry list of at most this many bytes (about 2,700 runs) is decoded in one go where the caller does
+# not await each answer: well under a millisecond. Larger ones take the stepwise, awaited path.
+SMALL_ENTRY_LIST = 64 * 1024
 
 # The modules whose BookieTransport subclasses may encode requests: the auditor's read-only client here,
 # the repair role's recovery-add client and its fencing client for opt-in ledger recovery (docs/repair.md,
@@ -411,19 +457,47 @@ class BookieTransport:
         if self._closed:
             fut.set_result((f"bookie {self.bookie_id}: client closed", 0.0))
             return fut
+        req = self._enqueue(op, build, timeout, fut, time.monotonic())
+        fut.add_done_callback(lambda f: self._withdrawn(req) if f.cancelled() else None)
+        self._schedule_pump()
+        return fut
+
+    def _submit_many(
+        self, op: Op, builds: list[Callable[[int], Message]], timeout: float | None
+    ) -> tuple[_Batch, list[_Request]]:
+        """Queue many requests at once (`_submit` without a future, a done-callback or a pump per
+        request): their outcomes fill one `_Batch`, whose future completes when the last is in."""
+        batch = _Batch(len(builds), asyncio.get_running_loop().create_future())
+        if not builds:
+            batch.future.set_result(None)
+            return batch, []
+        if self._closed:
+            for i in range(len(builds)):
+                _BatchSlot(batch, i).set_result((f"bookie {self.bookie_id}: client closed", 0.0))
+            return batch, []
         now = time.monotonic()
+        reqs = [self._enqueue(op, build, timeout, _BatchSlot(batch, i), now) for i, build in enumerate(builds)]
+        self._schedule_pump()
+        return batch, reqs
+
+    def _enqueue(
+        self,
+        op: Op,
+        build: Callable[[int], Message],
+        timeout: float | None,
+        result: asyncio.Future[tuple[Reply | str, float]] | _BatchSlot,
+        now: float,
+    ) -> _Request:
         limit = self.config.request_timeout if timeout is None else timeout
-        req = _Request(op, build, limit, fut, now)
+        req = _Request(op, build, limit, result, now)
         if self._bucket is not None:
             wait = self._bucket.reserve()
             if wait > 0:
                 if self._adaptive is not None:
                     self._adaptive.waited()
                 req.not_before = now + wait
-        fut.add_done_callback(lambda f: self._withdrawn(req) if f.cancelled() else None)
         self._queue.append(req)
-        self._schedule_pump()
-        return fut
+        return req
 
     def _schedule_pump(self) -> None:
         if not self._pump_scheduled:
@@ -953,6 +1027,54 @@ class BookieClient(BookieTransport):
         fut = self._submit(Op.GET_LIST_OF_ENTRIES_OF_LEDGER, lambda t: P.entry_list_request(t, lid), timeout)
         return Sent(fut, functools.partial(self._entry_list_result, lid))
 
+    async def get_entry_lists(
+        self, ledger_ids: list[int] | list[LedgerId], *, timeout: float | None = None
+    ) -> list[EntryListResult]:
+        """`get_entry_list` of many ledgers at once, in order: queued together (bounded by the window and
+        the rate limit as ever), one wake-up of the caller when the last answer is in, and small answers
+        judged without a coroutine each. Cancelling withdraws every request not answered yet."""
+        lids = [_wire_ledger_id(x) for x in ledger_ids]
+        if self.entry_list_support is Capability.UNSUPPORTED:
+            return [await self.send_get_entry_list(lid, timeout=timeout).result() for lid in lids]
+        builds: list[Callable[[int], Message]] = [functools.partial(_entry_list_request, ledger_id=lid) for lid in lids]
+        batch, reqs = self._submit_many(Op.GET_LIST_OF_ENTRIES_OF_LEDGER, builds, timeout)
+        try:
+            await batch.future
+        except BaseException:
+            batch.future.cancel()  # the requests still queued are skipped, the sent ones withdrawn
+            for req in reqs:
+                self._withdrawn(req)
+            raise
+        out: list[EntryListResult] = []
+        for lid, value in zip(lids, batch.values):
+            assert value is not None
+            reply, elapsed = value
+            judged = self._entry_list_judged(lid, reply, elapsed)
+            out.append(judged if judged is not None else await self._entry_list_result(lid, reply, elapsed))
+        return out
+
+    def _entry_list_judged(self, lid: int, reply: Reply | str, elapsed: float) -> EntryListResult | None:
+        """`_entry_list_result` without awaiting, for the common answers: an EOK list small enough to decode
+        in one step, ENOLEDGER. None: the answer needs the awaited path (no reply, a large list, ...)."""
+        if isinstance(reply, str) or reply.status is not Status.EOK and reply.status is not Status.ENOLEDGER:
+            return None
+        sub = reply.sub
+        if sub is None or sub.ledgerId != lid:
+            return None
+        if reply.status is Status.ENOLEDGER:
+            return EntryListResult(self.bookie_id, Outcome.ABSENT, reply.status, None, elapsed, lid, EntryList())
+        if not sub.HasField("availabilityOfEntriesOfLedger"):
+            return None
+        raw = sub.availabilityOfEntriesOfLedger
+        if len(raw) > SMALL_ENTRY_LIST:
+            return None
+        try:
+            entries = EntryList.decode(raw)
+        except EntryListError:
+            return None  # the awaited path says what is wrong with it
+        self.entry_list_support = Capability.SUPPORTED
+        return EntryListResult(self.bookie_id, Outcome.PRESENT, reply.status, None, elapsed, lid, entries)
+
     async def _entry_list_result(self, lid: int, reply: Reply | str, elapsed: float) -> EntryListResult:
         if isinstance(reply, str):
             # Only silence is evidence; a broken link (e.g. a restart) says nothing about the capability.
@@ -1092,6 +1214,10 @@ def _why(timed_out: bool, refused: bool) -> str:
 
 def _read_entry_request(txn: int, ledger_id: int, entry_id: int) -> Message:
     return P.read_entry_request(txn, ledger_id, entry_id)
+
+
+def _entry_list_request(txn: int, ledger_id: int) -> Message:
+    return P.entry_list_request(txn, ledger_id)
 
 
 def _wire_ledger_id(ledger_id: int | LedgerId) -> int:

@@ -33,9 +33,16 @@ from auditor.durability.placement import PlacementPolicy
 from auditor.durability.ranges import RangeSet
 from auditor.logging import get_logger
 from auditor.metadata.errors import NoSuchLedgerError
-from auditor.metadata.interfaces import LedgerRecord, MarkerRecord
+from auditor.metadata.interfaces import CorruptLedger, LedgerRecord, MarkerRecord
 
-from .answers import LedgerAnswers, gather_answers, gather_read_answers, ledger_end, sample_entries
+from .answers import (
+    LedgerAnswers,
+    gather_answers,
+    gather_answers_many,
+    gather_read_answers,
+    ledger_end,
+    sample_entries,
+)
 from .context import AuditContext, RunStats
 from .names import ALIASES
 from .references import ReferencesCheck
@@ -112,6 +119,29 @@ class CoverageCheck:
     async def ask(self, md: LedgerMetadata, end: int, stats: RunStats, only: Iterable[str] | None) -> LedgerAnswers:
         return await gather_answers(self.ctx, md, end, stats, only=only)
 
+    def batchable(self, record: LedgerRecord | CorruptLedger) -> bool:
+        """Whether `first_answers` can ask for this ledger together with others: a readable, unscoped,
+        closed ledger of a check that asks entry lists up to the last entry, not marked when the run began
+        (a marked one has its marker read instead)."""
+        if type(self).end_of is not CoverageCheck.end_of or type(self).ask is not CoverageCheck.ask:
+            return False
+        if not isinstance(record, LedgerRecord):
+            return False
+        md = record.metadata
+        if md.ledger_id.scope != 0 or not self.wants(md) or not md.is_closed:
+            return False
+        return not self.skip_marked or (self._marked is not None and md.ledger_id not in self._marked)
+
+    async def first_answers(self, records: list[LedgerRecord], stats: RunStats) -> list[LedgerAnswers]:
+        """The first round of answers of many `batchable` ledgers, asked together (`gather_answers_many`);
+        each then goes through `check` with its answers as `asked`."""
+        ledgers = []
+        for r in records:
+            end = closed_end(r.metadata).end
+            assert end is not None
+            ledgers.append((r.metadata, end))
+        return await gather_answers_many(self.ctx, ledgers, stats)
+
     async def _scrutinize(
         self,
         md: LedgerMetadata,
@@ -120,9 +150,12 @@ class CoverageCheck:
         stats: RunStats,
         only: Iterable[str] | None = None,
         previous: LedgerAnswers | None = None,
+        asked: LedgerAnswers | None = None,
     ) -> tuple[verdicts.LedgerScrutiny, LedgerAnswers]:
         answers = LedgerAnswers()
-        if marker is None:
+        if marker is None and asked is not None:
+            answers = asked
+        elif marker is None:
             answers = await self.ask(md, end, stats, only)
             if previous is not None:  # a targeted re-ask: keep the other bookies' first answers
                 _keep_others(answers, previous)
@@ -211,7 +244,16 @@ class CoverageCheck:
             found = [f for f in found if f.category is not Category.OVERREPLICATED]
         return found
 
-    async def check(self, record: LedgerRecord, stats: RunStats, attempt: int, last_attempt: bool) -> LedgerOutcome:
+    async def check(
+        self,
+        record: LedgerRecord,
+        stats: RunStats,
+        attempt: int,
+        last_attempt: bool,
+        asked: LedgerAnswers | None = None,
+    ) -> LedgerOutcome:
+        """One ledger's check. `asked`: its bookies' answers, already asked for with other ledgers'
+        (`first_answers`), taken as the first round instead of asking."""
         store = self.ctx.store
         md = record.metadata
         if md.ledger_id.scope != 0:
@@ -226,7 +268,8 @@ class CoverageCheck:
                 if last_attempt:
                     return LedgerOutcome(skipped="lac_unknown")
                 return LedgerOutcome(suspect=True, unknown_bookies={"*": "no bookie answered READ_LAC"})
-            result, answers = await self._scrutinize(md, end, marker, stats)
+            result, answers = await self._scrutinize(md, end, marker, stats, asked=asked)
+            asked = None  # a re-analysis (changed metadata) asks afresh
             if result.disposition is verdicts.Disposition.SKIP:
                 return LedgerOutcome(skipped="underreplicated")
             if result.disposition is verdicts.Disposition.RECHECK and not last_attempt:

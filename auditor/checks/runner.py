@@ -11,9 +11,9 @@ from __future__ import annotations
 import asyncio
 import collections
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import structlog
 
@@ -26,6 +26,12 @@ from .context import AuditContext, RunStats
 from .recheck import RecheckQueue
 
 log = structlog.get_logger("auditor.checks")
+
+# Ledgers whose bookies a check that can (`first_answers`) asks together, in one batch per bookie: a scan
+# of thousands of ledgers wakes once per bookie per group instead of once per request. At most half of
+# `max_concurrent_ledgers`, so two groups are in flight: one being judged while the next one's answers
+# arrive.
+GROUP_LEDGERS = 64
 
 
 @dataclass
@@ -42,6 +48,22 @@ class LedgerCheck(Protocol):
     name: str
 
     async def check(self, record: LedgerRecord, stats: RunStats, attempt: int, last_attempt: bool) -> LedgerOutcome: ...
+
+
+@runtime_checkable
+class BatchingCheck(Protocol):
+    """A check that can ask the bookies of many ledgers together: the answers `first_answers` returns for
+    the `batchable` ledgers go back to `check` one by one as `asked`."""
+
+    name: str
+
+    def batchable(self, record: LedgerRecord | CorruptLedger) -> bool: ...
+
+    async def first_answers(self, records: list[LedgerRecord], stats: RunStats) -> list[Any]: ...
+
+    async def check(
+        self, record: LedgerRecord, stats: RunStats, attempt: int, last_attempt: bool, asked: Any = None
+    ) -> LedgerOutcome: ...
 
 
 FindingSink = Callable[[Finding], Awaitable[None] | None]
@@ -114,7 +136,9 @@ class CheckRun:
         self._progress_sink = progress
         self.scan_stats = ScanStats()
 
-    async def _one(self, record: LedgerRecord | CorruptLedger, attempt: int = 0, last: bool = False) -> None:
+    async def _one(
+        self, record: LedgerRecord | CorruptLedger, attempt: int = 0, last: bool = False, first: Any = None
+    ) -> None:
         lid = record.ledger_id if isinstance(record, CorruptLedger) else record.metadata.ledger_id
         try:
             if isinstance(record, CorruptLedger):
@@ -125,7 +149,11 @@ class CheckRun:
                     self.stats.metadata_unreadable += 1
                     await _emit(self.sink, unreadable_finding(CorruptLedger(lid, exc.path, exc.problem)))
                     return
-            outcome = await self.check.check(record, self.stats, attempt, last)
+            if first is None:
+                outcome = await self.check.check(record, self.stats, attempt, last)
+            else:
+                assert isinstance(self.check, BatchingCheck)
+                outcome = await self.check.check(record, self.stats, attempt, last, asked=first)
         except NoSuchLedgerError:
             self.stats.ledgers_skipped["deleted"] += 1
             return
@@ -172,18 +200,48 @@ class CheckRun:
             if not t.cancelled() and (exc := t.exception()) is not None:
                 failures.append(exc)  # retrieved here, raised by the scan at its end
 
+        def done_with(slot: list) -> None:
+            limit.release()
+            slot[1] = True
+            advance()
+            self.progress.ledgers_done += 1
+            self.progress.cursor = self.completed_cursor
+            if self._progress_sink:
+                self._progress_sink(self.progress)
+
         async def guarded(r: LedgerRecord | CorruptLedger, slot: list) -> None:
             try:
                 await self._one(r)
             finally:
-                limit.release()
-                slot[1] = True
-                advance()
-                self.progress.ledgers_done += 1
-                self.progress.cursor = self.completed_cursor
-                if self._progress_sink:
-                    self._progress_sink(self.progress)
+                done_with(slot)
 
+        async def guarded_group(group: list[tuple[LedgerRecord | CorruptLedger, list]]) -> None:
+            """A group of `batchable` ledgers: their first answers asked together in one batch per bookie
+            (`first_answers`), then each ledger's check in turn."""
+            assert batching is not None
+            left = collections.deque(group)
+            try:
+                together = [r for r, _ in group if isinstance(r, LedgerRecord)]
+                firsts = dict(zip(map(id, together), await batching.first_answers(together, self.stats)))
+                while left:
+                    r, slot = left[0]
+                    try:
+                        await self._one(r, first=firsts.get(id(r)))
+                    finally:
+                        left.popleft()
+                        done_with(slot)
+            finally:
+                for _, slot in left:  # cancelled or failed before these were checked
+                    done_with(slot)
+
+        def spawn(coro: Coroutine[Any, Any, None]) -> None:
+            t = asyncio.create_task(coro)
+            tasks.add(t)
+            t.add_done_callback(finished)
+
+        batching = self.check if isinstance(self.check, BatchingCheck) else None
+        group_size = min(GROUP_LEDGERS, max(1, self.ctx.options.max_concurrent_ledgers // 2))
+        group: list[tuple[LedgerRecord | CorruptLedger, list]] = []
         try:
             async for batch in source:
                 for r in batch:
@@ -193,14 +251,24 @@ class CheckRun:
                     await limit.acquire()
                     slot = [r.ledger_id if isinstance(r, CorruptLedger) else r.metadata.ledger_id, False]
                     order.append(slot)
-                    t = asyncio.create_task(guarded(r, slot))
-                    tasks.add(t)
-                    t.add_done_callback(finished)
+                    if batching is None or group_size == 1 or not batching.batchable(r):
+                        spawn(guarded(r, slot))
+                        continue
+                    group.append((r, slot))
+                    if len(group) >= group_size:
+                        spawn(guarded_group(group))
+                        group = []
+                if group:  # a directory's last ledgers do not wait for the next directory's
+                    spawn(guarded_group(group))
+                    group = []
             if tasks:
                 await asyncio.gather(*tasks)
             if failures:
                 raise failures[0]
         finally:
+            for _, slot in group:  # dispatch ended early: never checked
+                limit.release()
+                slot[1] = True
             # The scan fails with the first error of any ledger (after dispatching the rest, as before);
             # every task is retrieved, so none is lost ("Task exception was never retrieved") or left running.
             for t in tasks:

@@ -31,6 +31,8 @@ from kazoo.protocol.states import ZnodeStat
 
 from auditor.aio.ratelimit import TokenBucket
 
+from .errors import MetadataError
+
 log = logging.getLogger(__name__)
 
 OP_GET_DATA = 4
@@ -54,8 +56,8 @@ Answer = tuple[bytes, ZnodeStat] | None | Exception
 Reply = Callable[[int, int, memoryview], None]  # (tag, error code, reply body)
 
 
-class WireUnavailable(Exception):
-    """The wire session cannot serve this batch; read it another way."""
+class WireUnavailable(MetadataError):
+    """The wire session cannot serve this batch; read it another way (never seen outside the bridge)."""
 
 
 def encode_connect(timeout_ms: int) -> bytes:

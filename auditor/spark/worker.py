@@ -24,10 +24,10 @@ from typing import Any
 
 from auditor.checks.build import audit_context
 from auditor.checks.catalog import CHECKS
-from auditor.checks.runner import CheckRun, LedgerCheck, LedgerOutcome
+from auditor.checks.runner import BatchingCheck, CheckRun, LedgerCheck, LedgerOutcome
 from auditor.durability.findings import Finding
 from auditor.durability.ids import LedgerId
-from auditor.metadata.interfaces import LedgerRecord
+from auditor.metadata.interfaces import CorruptLedger, LedgerRecord
 from auditor.settings import Settings
 
 from .partitions import IdPartition
@@ -50,7 +50,17 @@ class _Tracked:
         self.last: LedgerId | None = None
         self.ids: list[str] | None = [] if keep_ids else None
 
-    async def check(self, record: LedgerRecord, stats: Any, attempt: int, last: bool) -> LedgerOutcome:
+    def batchable(self, record: LedgerRecord | CorruptLedger) -> bool:
+        inner = self.inner
+        return isinstance(inner, BatchingCheck) and inner.batchable(record)
+
+    async def first_answers(self, records: list[LedgerRecord], stats: Any) -> list[Any]:
+        assert isinstance(self.inner, BatchingCheck)
+        return await self.inner.first_answers(records, stats)
+
+    async def check(
+        self, record: LedgerRecord, stats: Any, attempt: int, last: bool, asked: Any = None
+    ) -> LedgerOutcome:
         if attempt == 0:  # the scan's visit; re-checks come back with attempt >= 1
             lid = record.metadata.ledger_id
             self.count += 1
@@ -58,6 +68,9 @@ class _Tracked:
             self.last = lid if self.last is None else max(self.last, lid)
             if self.ids is not None:
                 self.ids.append(lid.qualified_name)
+        if asked is not None:
+            assert isinstance(self.inner, BatchingCheck)
+            return await self.inner.check(record, stats, attempt, last, asked=asked)
         return await self.inner.check(record, stats, attempt, last)
 
 

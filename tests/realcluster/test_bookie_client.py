@@ -371,3 +371,69 @@ async def test_db_bookie_detected_by_first_timeout_without_probe(cluster: Cluste
         assert first.unknown and first.unsupported and "DbLedgerStorage" in (first.error or "")
         assert c.entry_list_support is Capability.UNSUPPORTED
         assert (await c.read_entry(ledger["ledgerId"], 2)).present
+
+
+async def test_entry_lists_of_many_ledgers_in_one_batch_equal_one_by_one(cluster: Cluster) -> None:
+    """`get_entry_lists` (a scan's batch): the same answers, in order, as one `get_entry_list` each, for
+    held, striped and never-written ledgers, through a window far smaller than the batch."""
+    ids = [cluster.bookie(n).bookie_id for n in range(1, 6)]
+    made = [
+        cluster.create_ledger(ensemble=5, write_quorum=2, ack_quorum=2, entries=n, bookies=ids) for n in (10, 31, 52)
+    ] + cluster.create_ledgers(3, ensemble=5, write_quorum=2, ack_quorum=2, entries=17, bookies=ids)
+    lids = [m["ledgerId"] for m in made] + [NEVER_WRITTEN_LEDGER]
+    b = cluster.bookie(2)
+    async with BookieClient(b.bookie_id, (b.host, b.port), BookieClientConfig(max_in_flight=4)) as c:
+        batch = await c.get_entry_lists(lids * 5)  # 35 requests, 4 in flight
+        single = [await c.get_entry_list(lid) for lid in lids * 5]
+        assert c.stats.timeouts == 0 and c.stats.protocol_errors == 0 and c.stats.connects == 1
+    assert [(r.ledger_id, r.outcome, r.status) for r in batch] == [(r.ledger_id, r.outcome, r.status) for r in single]
+    for r, m in zip(batch, ([*made, None]) * 5):
+        if m is None:
+            assert r.absent and r.ledger_id == NEVER_WRITTEN_LEDGER
+            continue
+        assert r.present and r.entries is not None
+        assert r.entries.to_rangeset() == expected_by_bookie(m)[b.bookie_id]
+
+
+async def test_a_cancelled_batch_withdraws_its_requests_and_the_connection_carries_on(cluster: Cluster) -> None:
+    ledger = cluster.create_ledger(
+        ensemble=1, write_quorum=1, ack_quorum=1, entries=50, bookies=[cluster.bookie(1).bookie_id]
+    )
+    lid = ledger["ledgerId"]
+    b = cluster.bookie(1)
+    async with BookieClient(
+        b.bookie_id, (b.host, b.port), BookieClientConfig(max_in_flight=2, rate_limit=200, rate_burst=1)
+    ) as c:
+        asking = asyncio.ensure_future(c.get_entry_lists([lid] * 400))  # 2 s at 200/s
+        await asyncio.sleep(0.3)
+        asking.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await asking
+        sent = c.stats.sent
+        assert 20 < sent < 150, sent  # some went out, the rest were withdrawn while queued
+        await asyncio.sleep(0.3)
+        assert c.stats.sent == sent and not c._queue and c._slots == 0
+        after = await c.get_entry_lists([lid, lid])  # late replies of withdrawn requests are dropped quietly
+        assert all(
+            r.present and r.entries is not None and r.entries.to_rangeset() == RangeSet.span(0, 49) for r in after
+        )
+        assert c.stats.protocol_errors == 0 and c.stats.connects == 1
+
+
+async def test_a_batch_to_a_paused_bookie_is_unknown_never_absent(cluster: Cluster) -> None:
+    n = 4
+    b = cluster.bookie(n)
+    lid = cluster.create_ledger(ensemble=1, write_quorum=1, ack_quorum=1, entries=4, bookies=[b.bookie_id])["ledgerId"]
+    cfg = BookieClientConfig(request_timeout=1.0, connect_timeout=1.0, backoff_initial=0.05, liveness_timeout=0.5)
+    async with BookieClient(b.bookie_id, (b.host, b.port), cfg) as c:
+        assert all(r.present for r in await c.get_entry_lists([lid] * 3))
+        cluster.pause_bookie(n)
+        try:
+            t0 = time.monotonic()
+            stalled = await c.get_entry_lists([lid] * 20)
+            elapsed = time.monotonic() - t0
+        finally:
+            cluster.resume_bookie(n)
+    assert all(r.unknown and b.bookie_id in (r.error or "") for r in stalled), stalled
+    assert elapsed < 1.0 + 1.5, elapsed  # one timeout for the whole batch, plus the liveness ping
+    assert c.entry_list_support is Capability.SUPPORTED  # it answered before: silence proves nothing

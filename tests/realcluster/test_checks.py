@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from auditor.durability.findings import Category
+from auditor.durability.findings import Category, Finding
 from auditor.durability.ids import LedgerId
 from tests.realcluster.checks_util import (
     actionable,
@@ -371,3 +371,29 @@ def test_scoped_ledger_is_judged_on_metadata_and_never_breaks_a_scan(cluster: Cl
     # WQ 1 (no replication) is judged from metadata alone; nothing else could be known.
     assert {(f.category, f.ledger) for f in actionable(findings)} == {(Category.RISKY_QUORUM, scoped_id)}
     assert sum(stats["scrutiny"].ledgers_skipped.values()) == sum(stats["ledger"].ledgers_skipped.values()) == 1
+
+
+def test_ledgers_asked_in_groups_get_the_verdicts_they_get_one_by_one(cluster: Cluster) -> None:
+    """A scrutiny scan asks the bookies of up to GROUP_LEDGERS ledgers together; with
+    max_concurrent_ledgers 1 it asks ledger by ledger. Both must find exactly the same, with the same
+    requests: healthy striped ledgers, an ensemble change, and a bookie that never got its entries."""
+    b = ids(cluster, 1, 2, 3, 4, 5)
+    healthy = cluster.create_ledgers(20, ensemble=5, write_quorum=2, ack_quorum=2, entries=23, bookies=b)
+    changed = cluster.write_with_ensemble_change(
+        ensemble=3, write_quorum=2, ack_quorum=2, entries=30, change_after=11, bookies=b[:3], victim=b[1]
+    )
+    broken = cluster.create_ledger(ensemble=3, write_quorum=2, ack_quorum=2, entries=30, bookies=b[:3])
+    rewrite_ensemble(cluster, broken["ledgerId"], b[2], b[3])
+    lids = [r["ledgerId"] for r in healthy] + [changed["ledgerId"], broken["ledgerId"]]
+
+    def key(f: Finding) -> tuple:
+        return (f.ledger, f.category, f.bookie, f.first_entry_id, f.last_entry_id, f.affected_count, f.confirmed)
+
+    grouped, g_stats = audit(cluster, lids)
+    single, s_stats = audit(cluster, lids, settings=settings_for(cluster, max_concurrent_ledgers=1))
+    assert sorted(map(key, grouped)) == sorted(map(key, single))
+    assert [(f.category, f.ledger.ledger) for f in actionable(grouped)] == [
+        (Category.ENTRY_BELOW_ACK_QUORUM, broken["ledgerId"])
+    ]
+    assert g_stats["scrutiny"].ledgers_checked == s_stats["scrutiny"].ledgers_checked == len(lids)
+    assert g_stats["scrutiny"].bookie_requests == s_stats["scrutiny"].bookie_requests
