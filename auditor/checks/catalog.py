@@ -282,7 +282,7 @@ class CoverageCheck:
             unreachable = await self._unreachable(result, answers, md, attempt) if last_attempt else []
             if not first and not unreachable:
                 return LedgerOutcome()
-            if not unreachable and all(f.method is Method.METADATA and not f.actionable for f in first):
+            if not unreachable and all(f.method == Method.METADATA.value and not f.actionable for f in first):
                 # Informational verdicts on the metadata as read (quorum settings): nothing to read again.
                 return LedgerOutcome(findings=[f.confirm() for f in first])
             # Confirmation: the marker and the metadata again, then the bookies with gaps again.

@@ -397,3 +397,47 @@ def test_ledgers_asked_in_groups_get_the_verdicts_they_get_one_by_one(cluster: C
     ]
     assert g_stats["scrutiny"].ledgers_checked == s_stats["scrutiny"].ledgers_checked == len(lids)
     assert g_stats["scrutiny"].bookie_requests == s_stats["scrutiny"].bookie_requests
+
+
+def test_informational_quorum_findings_are_reported_without_reading_anything_again(cluster: Cluster) -> None:
+    """WQ == AQ (risky_quorum, informational, from the metadata alone) needs no confirmation: nothing a
+    bookie or a marker says can change it. A clean scan of such ledgers makes no point read of a marker or
+    of metadata (it once re-read both for each of them: a string compared to the enum with `is`)."""
+    from auditor.checks.build import audit_context
+    from auditor.checks.catalog import CHECKS
+    from auditor.checks.runner import CheckRun
+
+    b = ids(cluster, 1, 2, 3)
+    risky = cluster.create_ledgers(3, ensemble=3, write_quorum=2, ack_quorum=2, entries=12, bookies=b)
+    clean = cluster.create_ledger(ensemble=3, write_quorum=3, ack_quorum=2, entries=12, bookies=b)
+    lids = [LedgerId.of(r["ledgerId"]) for r in [*risky, clean]]
+
+    async def scenario() -> tuple[list, object, list[str]]:
+        found: list = []
+        reads: list[str] = []
+        async with audit_context(settings_for(cluster), one_shot=True) as (ctx, locations):
+            recs = [r for r in await ctx.store.read_ledgers(lids) if r]
+            for name in ("read_marker", "read_ledger"):
+                real = getattr(ctx.store, name)
+
+                async def counted(*a: object, _real=real, _name=name, **kw: object) -> object:  # type: ignore[no-untyped-def]
+                    reads.append(_name)
+                    return await _real(*a, **kw)
+
+                setattr(ctx.store, name, counted)
+            run = CheckRun(ctx, CHECKS["scrutiny"](ctx, locations), found.append)
+            assert await run.begin()
+
+            async def source():  # type: ignore[no-untyped-def]
+                yield recs
+
+            await run.scan(records=source())
+            await run.drain_rechecks()
+        return found, run.stats, reads
+
+    found, stats, reads = asyncio.run(scenario())
+    assert reads == []
+    assert sorted((f.category, f.ledger.ledger, f.confirmed) for f in found) == sorted(
+        (Category.RISKY_QUORUM, r["ledgerId"], True) for r in risky
+    )
+    assert stats.ledgers_checked == 4  # type: ignore[attr-defined]
