@@ -17,6 +17,7 @@ only.
 from __future__ import annotations
 
 import enum
+import functools
 import json
 import re
 import urllib.parse
@@ -222,7 +223,9 @@ def pulsar_context(custom_metadata: Mapping[str, bytes | str] | None) -> dict[st
 _CAMEL = re.compile(r"_([a-z0-9])")
 
 
+@functools.lru_cache(maxsize=4096)
 def camel(name: str) -> str:
+    """snake_case -> camelCase (cached: the same few detail keys are converted for every finding)."""
     return _CAMEL.sub(lambda m: m.group(1).upper(), name)
 
 

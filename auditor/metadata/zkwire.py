@@ -101,6 +101,7 @@ class WireSession(asyncio.Protocol):
         self._waiting: collections.deque[tuple[Reply, int]] = collections.deque()
         self._established: asyncio.Future[None] = loop.create_future()
         self._xid = 0
+        self._out: list[bytes] = []  # frames queued in this loop iteration (`_flush` writes them)
 
     # ------------------------------------------------------------ asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -173,9 +174,17 @@ class WireSession(asyncio.Protocol):
         await self._established
 
     def _write(self, frame: bytes) -> None:
-        assert self.transport is not None
-        self.transport.write(frame)
+        """Queue a frame; every frame queued in one loop iteration leaves in one write (one system call
+        for a window refilled by a burst of replies, not one per request)."""
+        self._out.append(frame)
+        if len(self._out) == 1:
+            self.loop.call_soon(self._flush)
         self.last_sent = self.loop.time()
+
+    def _flush(self) -> None:
+        out, self._out = self._out, []
+        if out and self.transport is not None and not self.transport.is_closing():
+            self.transport.write(out[0] if len(out) == 1 else b"".join(out))
 
     def send(self, op: int, path: str, reply: Reply, tag: int) -> None:
         if self.closed:
@@ -192,6 +201,7 @@ class WireSession(asyncio.Protocol):
     def close(self) -> None:
         if self.transport is not None and not self.closed:
             self._write(encode_request(self._xid + 1, OP_CLOSE))
+            self._flush()
             self.transport.close()
         self.closed = True
 

@@ -44,6 +44,7 @@ class _Tracked:
 
     def __init__(self, inner: LedgerCheck, keep_ids: bool) -> None:
         self.inner = inner
+        self._batching = inner if isinstance(inner, BatchingCheck) else None
         self.name = inner.name
         self.count = 0
         self.first: LedgerId | None = None
@@ -51,12 +52,11 @@ class _Tracked:
         self.ids: list[str] | None = [] if keep_ids else None
 
     def batchable(self, record: LedgerRecord | CorruptLedger) -> bool:
-        inner = self.inner
-        return isinstance(inner, BatchingCheck) and inner.batchable(record)
+        return self._batching is not None and self._batching.batchable(record)
 
     async def first_answers(self, records: list[LedgerRecord], stats: Any) -> list[Any]:
-        assert isinstance(self.inner, BatchingCheck)
-        return await self.inner.first_answers(records, stats)
+        assert self._batching is not None
+        return await self._batching.first_answers(records, stats)
 
     async def check(
         self, record: LedgerRecord, stats: Any, attempt: int, last: bool, asked: Any = None
@@ -69,8 +69,8 @@ class _Tracked:
             if self.ids is not None:
                 self.ids.append(lid.qualified_name)
         if asked is not None:
-            assert isinstance(self.inner, BatchingCheck)
-            return await self.inner.check(record, stats, attempt, last, asked=asked)
+            assert self._batching is not None
+            return await self._batching.check(record, stats, attempt, last, asked=asked)
         return await self.inner.check(record, stats, attempt, last)
 
 
