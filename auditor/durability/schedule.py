@@ -157,6 +157,11 @@ def _pattern(period: int, residues: tuple[int, ...]) -> _Pattern:
 
 
 def _canonical(period: int, residues: Iterable[int]) -> tuple[int, tuple[int, ...]]:
+    return _canonical_of(period, residues if type(residues) is tuple else tuple(residues))
+
+
+@lru_cache(maxsize=4096)
+def _canonical_of(period: int, residues: tuple[int, ...]) -> tuple[int, tuple[int, ...]]:
     if period < 1:
         raise ValueError(f"period must be >= 1, got {period}")
     res = tuple(sorted({r % period for r in residues}))
@@ -285,7 +290,10 @@ class StripedSet:
     @classmethod
     def of(cls, pieces: Iterable[Stripe | None]) -> StripedSet:
         """Build from stripes whose ranges do not overlap (any order); adjacent compatible pieces merge."""
-        items = sorted((p for p in pieces if p is not None), key=lambda s: s.first)
+        items = [p for p in pieces if p is not None]
+        if len(items) <= 1:
+            return cls(tuple(items))
+        items.sort(key=lambda s: s.first)
         out: list[Stripe] = []
         for s in items:
             if out and s.first <= out[-1].last:
@@ -601,9 +609,17 @@ def expected_for_index(first: int, last: int, index: int, ensemble_size: int, wr
     return Stripe.make(first, last, ensemble_size, index_residues(index, ensemble_size, write_quorum))
 
 
+@lru_cache(maxsize=1024)
+def _residues_by_index(ensemble_size: int, write_quorum: int) -> tuple[tuple[int, ...], ...]:
+    return tuple(index_residues(i, ensemble_size, write_quorum) for i in range(ensemble_size))
+
+
 def segment_bookie_residues(ensemble: tuple[str, ...], write_quorum: int) -> dict[str, tuple[int, ...]]:
     """Per bookie of one ensemble, the residues mod E it stores (a bookie listed twice gets both)."""
     e = len(ensemble)
+    table = _residues_by_index(e, write_quorum)
+    if len(set(ensemble)) == e:  # the usual case: every bookie once
+        return dict(zip(ensemble, table))
     out: dict[str, set[int]] = {}
     for i, b in enumerate(ensemble):
         out.setdefault(b, set()).update(index_residues(i, e, write_quorum))

@@ -368,3 +368,52 @@ def test_coverage_matches_brute_force(case: tuple[LedgerMetadata, dict[str, Answ
             assert ids_of(cov.overreplicated.get(b, StripedSet())) == over
         else:
             assert b in cov.unknown_bookies
+
+
+@st.composite
+def mostly_exact_answers(draw: st.DrawFn) -> tuple[LedgerMetadata, dict[str, Answer], int | None]:
+    """What a scan usually meets: only the bookies that should hold something answer, nearly always with
+    exactly that; now and then one answer differs (a hole, an entry past the end, unknown, an outsider)."""
+    md, _, end = draw(ledgers_with_answers())
+    expected = expected_by_bookie(md, end)
+    answers: dict[str, Answer] = {b: s.to_rangeset() for b, s in expected.items()}
+    stop = md.last_entry_id if end is None else end
+    if answers and draw(st.integers(0, 3)) == 0:
+        b = draw(st.sampled_from(sorted(answers)))
+        kind = draw(st.sampled_from(["hole", "beyond", "unknown", "outsider", "empty"]))
+        a = answers[b]
+        assert isinstance(a, RangeSet)
+        if kind == "hole" and a:
+            answers[b] = a - RangeSet.from_ids([draw(st.sampled_from(list(a)))])
+        elif kind == "beyond":
+            answers[b] = a | RangeSet.from_ids([stop + draw(st.integers(1, 3))])
+        elif kind == "unknown":
+            answers[b] = UNKNOWN
+        elif kind == "outsider":
+            answers["outsider"] = RangeSet.from_ids(draw(st.lists(st.integers(0, max(stop, 0)), max_size=3)))
+        else:
+            answers[b] = RangeSet()
+    return md, answers, end
+
+
+@settings(max_examples=600, deadline=None)
+@given(mostly_exact_answers())
+def test_the_shortcut_for_exact_answers_gives_what_the_sweep_gives(
+    case: tuple[LedgerMetadata, dict[str, Answer], int | None],
+) -> None:
+    md, answers, end = case
+    try:
+        slow = analyze_coverage(md, answers, end, shortcut=False)
+    except ValueError as exc:
+        with pytest.raises(ValueError, match=str(exc)[:20]):
+            analyze_coverage(md, answers, end)
+        return
+    assert analyze_coverage(md, answers, end) == slow
+
+
+def test_the_shortcut_is_taken_for_a_healthy_ledger_and_its_coverage_is_clean() -> None:
+    md = ledger(5, 2, 2, 99, [(0, ["a", "b", "c", "d", "e"]), (40, ["a", "b", "f", "d", "e"])])
+    cov = analyze_coverage(md, healthy_answers(md))
+    assert cov.is_clean and cov.least_copies_at_most == cov.least_copies_at_least == 2 and cov.entries == 100
+    assert cov.answered == ("a", "b", "c", "d", "e", "f") and not cov.gaps and not cov.overreplicated
+    assert cov == analyze_coverage(md, healthy_answers(md), shortcut=False)
