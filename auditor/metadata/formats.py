@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import cast
+from typing import Any, cast
 
 from google.protobuf import text_format
 from google.protobuf.message import DecodeError, Message
@@ -132,6 +132,31 @@ def _str(value: str | bytes) -> str:
     return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else value
 
 
+# Ensembles seen, each kept once: a cluster's ledgers share a few thousand ensembles at most, so the scan
+# and the daemon's index hold one tuple per distinct ensemble instead of one per ledger, and validate each
+# once. Bounded: cleared when full (the cost is then re-validating, never a wrong answer).
+_ENSEMBLES: dict[tuple[str, ...], tuple[str, ...]] = {}
+_VALID_ENSEMBLES: dict[tuple[str, ...], None] = {}
+_ENSEMBLE_CACHE_LIMIT = 65_536
+
+
+def _remember(cache: dict[tuple[str, ...], Any], ensemble: tuple[str, ...], value: Any = None) -> None:
+    if len(cache) >= _ENSEMBLE_CACHE_LIMIT:
+        cache.clear()
+    cache[ensemble] = value
+
+
+def _ensemble(members: Iterable[str | bytes]) -> tuple[str, ...]:
+    """An ensemble's member ids as one shared tuple (see _ENSEMBLES)."""
+    raw = tuple(members)
+    ensemble = tuple(_str(b) for b in raw) if bytes in map(type, raw) else cast("tuple[str, ...]", raw)
+    shared = _ENSEMBLES.get(ensemble)
+    if shared is None:
+        _remember(_ENSEMBLES, ensemble, ensemble)
+        return ensemble
+    return shared
+
+
 def _from_proto(
     msg: pb.LedgerMetadataFormat, lid: LedgerId, fmt: int, path: str, version: int | None
 ) -> LedgerMetadata:
@@ -158,7 +183,7 @@ def _from_proto(
         state=state,
         last_entry_id=msg.lastEntryId if closed else -1,
         length=msg.length if closed else 0,
-        segments=tuple(Segment(s.firstEntryId, tuple(_str(b) for b in s.ensembleMember)) for s in msg.segment),
+        segments=tuple(Segment(s.firstEntryId, _ensemble(s.ensembleMember)) for s in msg.segment),
         digest_type=digest,
         password=password,
         custom_metadata=MappingProxyType(custom),
@@ -255,12 +280,15 @@ def validate(md: LedgerMetadata, path: str = "<ledger metadata>") -> None:
         if prev is not None and seg.first_entry_id <= prev:
             raise bad(f"segment first entry ids do not increase ({prev} then {seg.first_entry_id})")
         prev = seg.first_entry_id
+        if seg.ensemble in _VALID_ENSEMBLES:
+            continue
         for b in seg.ensemble:
             if not is_valid_bookie_id(b):
                 raise bad(f"invalid bookie id {shown(b, 80)} in segment at entry {seg.first_entry_id}")
         if len(set(seg.ensemble)) != len(seg.ensemble):
             twice = sorted({b for b in seg.ensemble if seg.ensemble.count(b) > 1})
             raise bad(f"bookie {twice[0]} appears twice in the ensemble at entry {seg.first_entry_id}")
+        _remember(_VALID_ENSEMBLES, seg.ensemble)
     if (md.digest_type is None) != (md.password is None):
         raise bad("digest type and password must be set together")
 
