@@ -178,10 +178,10 @@ def one_run(
     if tree is None:
         row = measure(uri, loop, args.max_in_flight, args.max_concurrent_ledgers, logs, Profiler(profile), check)
         return {"tree": None, "profiled": str(profile) if profile else None, **row}
-    row = run_child(
-        CHILD, [uri, loop, str(args.max_in_flight), str(args.max_concurrent_ledgers), str(logs), check], tree
-    )
-    return {"tree": tree_label(tree), "profiled": None, **row}
+    path, _, window = tree.partition(":")
+    in_flight = int(window) if window else args.max_in_flight
+    row = run_child(CHILD, [uri, loop, str(in_flight), str(args.max_concurrent_ledgers), str(logs), check], path)
+    return {"tree": tree_label(path) + (f" in-flight {in_flight}" if window else ""), "profiled": None, **row}
 
 
 def run_child(script: Path, argv: list[str], tree: str, what: str | None = None) -> dict[str, Any]:
@@ -231,15 +231,19 @@ def main() -> None:
     ap.add_argument("--max-concurrent-ledgers", type=int, default=100, help="as shipped")
     ap.add_argument(
         "--tree",
-        metavar="DIR",
+        metavar="DIR[:IN_FLIGHT]",
         action="append",
         default=[],
         help="compare code versions: each run is made once per tree (a checkout of this repository, e.g. a "
-        "git worktree of an older commit; '.' for this one), in a child process, trees alternating; repeatable",
+        "git worktree of an older commit; '.' for this one), in a child process, trees alternating; repeatable; "
+        "':N' runs that tree with bookie_client.max_in_flight N (the same tree may be given with several)",
     )
     ap.add_argument("--keep", action="store_true", help="keep the work directory (cluster and check logs)")
     args = ap.parse_args()
-    trees: list[str | None] = [str(Path(t).resolve()) for t in args.tree] or [None]
+    trees: list[str | None] = [
+        str(Path(path).resolve()) + (f":{window}" if window else "")
+        for path, _, window in (t.partition(":") for t in args.tree)
+    ] or [None]
     if any(Path(p).suffix not in (".html", ".txt", ".prof", ".svg", ".raw") for p in args.profile):
         ap.error("--profile must end in .html, .txt (pyinstrument), .prof (cProfile), .svg or .raw (py-spy)")
     loops = ["asyncio", "uvloop"] if args.loop == "both" else [args.loop]

@@ -42,7 +42,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Generic, Self, TypedDict, TypeVar
+from typing import Any, Generic, Self, TypedDict, TypeVar, cast
 
 from google.protobuf.message import Message
 
@@ -932,18 +932,37 @@ class BookieClient(BookieTransport):
         """Many READ_ENTRYs pipelined on the one connection (bounded by the window and rate limit): all
         queued at once, no task per entry."""
         lid = _wire_ledger_id(ledger_id)
-        for e in entry_ids:
+        return await self.read_entries_of([(lid, e) for e in entry_ids], timeout=timeout)
+
+    async def read_entries_of(
+        self, items: list[tuple[int, int]] | list[tuple[LedgerId, int]], *, timeout: float | None = None
+    ) -> list[ReadEntryResult]:
+        """READ_ENTRY of many (ledger, entry) pairs, of any ledgers, in one batch (`_batch`): results in
+        order."""
+        pairs = [(_wire_ledger_id(lid), e) for lid, e in items]
+        for _, e in pairs:
             P.check_entry_id(e)  # a bad argument raises here, before anything is queued
-        sent = [
-            self._submit(Op.READ_ENTRY, functools.partial(_read_entry_request, ledger_id=lid, entry_id=e), timeout)
-            for e in entry_ids
+        builds: list[Callable[[int], Message]] = [
+            functools.partial(_read_entry_request, ledger_id=lid, entry_id=e) for lid, e in pairs
         ]
+        values = await self._batch(Op.READ_ENTRY, builds, timeout)
+        return [self._read_entry_result(r, elapsed, lid, e) for (r, elapsed), (lid, e) in zip(values, pairs)]
+
+    async def _batch(
+        self, op: Op, builds: list[Callable[[int], Message]], timeout: float | None
+    ) -> list[tuple[Reply | str, float]]:
+        """Send many requests of one operation and wait for all their outcomes, in order: queued together
+        (bounded by the window and the rate limit as ever), one wake-up of the caller when the last is in.
+        Cancelling withdraws every request not answered yet."""
+        batch, reqs = self._submit_many(op, builds, timeout)
         try:
-            replies = [await f for f in sent]
-        finally:
-            for f in sent:
-                f.cancel()  # nothing for those answered; withdrawn if this read was cancelled or failed
-        return [self._read_entry_result(r, elapsed, lid, e) for (r, elapsed), e in zip(replies, entry_ids)]
+            await batch.future
+        except BaseException:
+            batch.future.cancel()  # the requests still queued are skipped, the sent ones withdrawn
+            for req in reqs:
+                self._withdrawn(req)
+            raise
+        return cast(list[tuple[Reply | str, float]], batch.values)
 
     async def read_lac(self, ledger_id: int | LedgerId, *, timeout: float | None = None) -> ReadLacResult:
         lid = _wire_ledger_id(ledger_id)
@@ -1037,18 +1056,9 @@ class BookieClient(BookieTransport):
         if self.entry_list_support is Capability.UNSUPPORTED:
             return [await self.send_get_entry_list(lid, timeout=timeout).result() for lid in lids]
         builds: list[Callable[[int], Message]] = [functools.partial(_entry_list_request, ledger_id=lid) for lid in lids]
-        batch, reqs = self._submit_many(Op.GET_LIST_OF_ENTRIES_OF_LEDGER, builds, timeout)
-        try:
-            await batch.future
-        except BaseException:
-            batch.future.cancel()  # the requests still queued are skipped, the sent ones withdrawn
-            for req in reqs:
-                self._withdrawn(req)
-            raise
+        values = await self._batch(Op.GET_LIST_OF_ENTRIES_OF_LEDGER, builds, timeout)
         out: list[EntryListResult] = []
-        for lid, value in zip(lids, batch.values):
-            assert value is not None
-            reply, elapsed = value
+        for lid, (reply, elapsed) in zip(lids, values):
             judged = self._entry_list_judged(lid, reply, elapsed)
             out.append(judged if judged is not None else await self._entry_list_result(lid, reply, elapsed))
         return out

@@ -86,8 +86,22 @@ async def _read_answer(
     client = ctx.bookies.client(bookie)
     if entries is None:
         entries = sample_entries(expected, ctx.options.fallback_read_budget)
-    sampled = len(entries) < expected.count()
     results: list[ReadEntryResult] = await client.read_entries(md.ledger_id, entries)
+    _take_reads(md, bookie, expected, out, stats, results)
+
+
+def _take_reads(
+    md: LedgerMetadata,
+    bookie: str,
+    expected: StripedSet,
+    out: LedgerAnswers,
+    stats: RunStats,
+    results: list[ReadEntryResult],
+) -> None:
+    """Record one bookie's answer to reads of (some of) the entries it should hold of `md` in `out`:
+    digests verified, a damaged copy kept as corrupt; fewer reads than expected entries is a sample, which
+    only proves the absence of what it read."""
+    sampled = len(results) < expected.count()
     stats.bookie_requests[bookie] += len(results)
     absent = [r.entry_id for r in results if r.absent]
     unknown = [r for r in results if r.unknown]
@@ -198,10 +212,17 @@ async def gather_answers_many(
             )
 
     await asyncio.gather(*(ask(b, idxs) for b, idxs in wanted.items()))
-    for out in outs:  # the bookies' answers in one order whatever order they came in
+    _in_bookie_order(outs)
+    return outs
+
+
+def _in_bookie_order(outs: list[LedgerAnswers]) -> None:
+    """Each ledger's answers in one order (by bookie), whatever order the bookies' batches came back in."""
+    for out in outs:
         out.answers = dict(sorted(out.answers.items()))
         out.methods = dict(sorted(out.methods.items()))
-    return outs
+        out.errors = dict(sorted(out.errors.items()))
+        out.corrupt.sort(key=lambda c: (c.bookie, c.entry_id))
 
 
 def _expected(out: LedgerAnswers, bookie: str) -> StripedSet:
@@ -297,6 +318,36 @@ async def gather_read_answers(
         )
     )
     return out
+
+
+async def gather_read_answers_many(
+    ctx: AuditContext, ledgers: list[tuple[LedgerMetadata, int]], stats: RunStats, percentage: float = 0.0
+) -> list[LedgerAnswers]:
+    """`gather_read_answers` of many ledgers at once: one batch of reads per bookie for all of them (the
+    same entries each ledger's own reads would be). Answers in the order of `ledgers`."""
+    outs: list[LedgerAnswers] = []
+    wanted: dict[str, list[tuple[int, list[int]]]] = {}  # bookie -> (index into `ledgers`, entries to read)
+    budget = ctx.options.fallback_read_budget
+    for i, (md, end) in enumerate(ledgers):
+        expected = expected_by_bookie(md, end)
+        outs.append(LedgerAnswers(expected=expected))
+        for b in sorted(expected):
+            if expected[b]:
+                wanted.setdefault(b, []).append((i, fragment_sample(md, b, expected[b], end, percentage, budget)))
+
+    async def ask(bookie: str, asks: list[tuple[int, list[int]]]) -> None:
+        items = [(ledgers[i][0].ledger_id, e) for i, entries in asks for e in entries]
+        results = await ctx.bookies.client(bookie).read_entries_of(items)
+        at = 0
+        for i, entries in asks:
+            out = outs[i]
+            assert out.expected is not None
+            _take_reads(ledgers[i][0], bookie, out.expected[bookie], out, stats, results[at : at + len(entries)])
+            at += len(entries)
+
+    await asyncio.gather(*(ask(b, asks) for b, asks in wanted.items()))
+    _in_bookie_order(outs)
+    return outs
 
 
 async def ledger_end(

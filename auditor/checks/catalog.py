@@ -40,6 +40,7 @@ from .answers import (
     gather_answers,
     gather_answers_many,
     gather_read_answers,
+    gather_read_answers_many,
     ledger_end,
     sample_entries,
 )
@@ -121,10 +122,8 @@ class CoverageCheck:
 
     def batchable(self, record: LedgerRecord | CorruptLedger) -> bool:
         """Whether `first_answers` can ask for this ledger together with others: a readable, unscoped,
-        closed ledger of a check that asks entry lists up to the last entry, not marked when the run began
-        (a marked one has its marker read instead)."""
-        if type(self).end_of is not CoverageCheck.end_of or type(self).ask is not CoverageCheck.ask:
-            return False
+        closed ledger (its end is its last entry, known without asking), not marked when the run began (a
+        marked one has its marker read instead)."""
         if not isinstance(record, LedgerRecord):
             return False
         md = record.metadata
@@ -133,13 +132,17 @@ class CoverageCheck:
         return not self.skip_marked or (self._marked is not None and md.ledger_id not in self._marked)
 
     async def first_answers(self, records: list[LedgerRecord], stats: RunStats) -> list[LedgerAnswers]:
-        """The first round of answers of many `batchable` ledgers, asked together (`gather_answers_many`);
-        each then goes through `check` with its answers as `asked`."""
+        """The first round of answers of many `batchable` ledgers, asked together (`ask_many`); each then
+        goes through `check` with its answers as `asked`."""
         ledgers = []
         for r in records:
             end = closed_end(r.metadata).end
             assert end is not None
             ledgers.append((r.metadata, end))
+        return await self.ask_many(ledgers, stats)
+
+    async def ask_many(self, ledgers: list[tuple[LedgerMetadata, int]], stats: RunStats) -> list[LedgerAnswers]:
+        """`ask` of many ledgers at once, one batch per bookie."""
         return await gather_answers_many(self.ctx, ledgers, stats)
 
     async def _scrutinize(
@@ -402,6 +405,11 @@ class LedgerReadCheck(CoverageCheck):
     async def ask(self, md: LedgerMetadata, end: int, stats: RunStats, only: Iterable[str] | None) -> LedgerAnswers:
         return await gather_read_answers(
             self.ctx, md, end, stats, only=only, percentage=self.ctx.options.verification_percentage
+        )
+
+    async def ask_many(self, ledgers: list[tuple[LedgerMetadata, int]], stats: RunStats) -> list[LedgerAnswers]:
+        return await gather_read_answers_many(
+            self.ctx, ledgers, stats, percentage=self.ctx.options.verification_percentage
         )
 
 
