@@ -34,6 +34,7 @@ from auditor.checks.names import checks_help
 from auditor.clientenv import ENV_CLI_TLS_CA, ENV_CLI_TLS_CERT, ENV_CLI_TLS_KEY, ENV_CLI_TLS_SERVER_NAME
 from auditor.durability.findings import Category
 from auditor.errors import AdminError, BookieError, ConfigError, DataError, MetadataError, error_line
+from auditor.gctune import tune_gc
 
 if TYPE_CHECKING:  # annotations only: the commands import what they need when they run
     from google.protobuf.message import Message
@@ -165,6 +166,7 @@ def _run_with_loop(fn: Callable[..., Any], *args: Any, loop: str = "asyncio") ->
     """Call fn; when it is a coroutine function, run it on the chosen event loop."""
     if not inspect.iscoroutinefunction(fn):
         return fn(*args)
+    tune_gc()
     if loop == "uvloop":
         import uvloop
 

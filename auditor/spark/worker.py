@@ -27,6 +27,7 @@ from auditor.checks.catalog import CHECKS
 from auditor.checks.runner import BatchingCheck, CheckRun, LedgerCheck, LedgerOutcome
 from auditor.durability.findings import Finding
 from auditor.durability.ids import LedgerId
+from auditor.gctune import tune_gc
 from auditor.metadata.interfaces import CorruptLedger, LedgerRecord
 from auditor.settings import Settings
 
@@ -141,6 +142,7 @@ def run_partitions(
     """The `mapPartitions` function: one Spark partition holds one `IdPartition.to_wire()`."""
     settings = settings_from_wire(settings_wire)
     _configure_logging(log_level, settings.log.format)
+    tune_gc()
     for wire in partitions:
         part = IdPartition.from_wire(wire)
         started = time.monotonic()

@@ -398,3 +398,24 @@ def test_event_loop_choice() -> None:
     assert _run_with_loop(loop_module, loop="uvloop").startswith("uvloop")
     assert _run_with_loop(loop_module, loop="asyncio").startswith("asyncio")
     assert _run_with_loop(lambda x: x + 1, 41) == 42  # plain functions are just called
+
+
+def test_the_collector_is_tuned_before_a_commands_loop_runs() -> None:
+    """Every command's event loop runs with the set-up heap frozen and rarer gen-0 collections
+    (auditor/gctune.py); the thresholds are put back for the other tests."""
+    import gc
+
+    from auditor.gctune import GEN0_THRESHOLD
+
+    async def seen() -> tuple[tuple[int, int, int], int]:
+        return gc.get_threshold(), gc.get_freeze_count()
+
+    before = gc.get_threshold()
+    gc.unfreeze()
+    try:
+        (gen0, gen1, gen2), frozen = _run_with_loop(seen, loop="uvloop")
+    finally:
+        gc.set_threshold(*before)
+        gc.unfreeze()
+    assert gen0 == GEN0_THRESHOLD and (gen1, gen2) == before[1:]
+    assert frozen > 1000  # the modules, settings and everything else the process had built
