@@ -35,6 +35,7 @@ import collections
 import functools
 import inspect
 import logging
+import math
 import random
 import socket
 import ssl
@@ -132,49 +133,29 @@ class _TimedOut(str):
 
 @dataclass(slots=True)
 class _Pending:
-    """A request on the wire, waiting for its reply. Its outcome (a Reply, or why there is none) goes to
-    `on_result` (a submitted request) or to `future` (the connection's own TLS exchange)."""
+    """The connection's own exchange (the TLS upgrade and its check) on the wire, waiting for its reply in
+    `future`. (A submitted request waits as its `_Request`.) Never swept: the exchange has its own timeout."""
 
     op: Op
-    future: asyncio.Future[Reply | str] | None
+    future: asyncio.Future[Reply | str]
     sent_at: float
     mismatched: bool = False  # one reply with the right txn but the wrong operation was dropped
-    on_result: Callable[[Reply | str], None] | None = None
+    deadline: float = math.inf
+    limit: float = 0.0
 
     @property
     def done(self) -> bool:
-        return self.future.done() if self.future is not None else False
+        return self.future.done()
 
     def resolve(self, value: Reply | str) -> None:
-        if self.on_result is not None:
-            self.on_result(value)
-        elif self.future is not None and not self.future.done():
+        if not self.future.done():
             self.future.set_result(value)
-
-
-@dataclass(slots=True, eq=False)
-class _Request:
-    """A submitted request: queued until it may go (its turn in the rate limiter, a window slot, a
-    connection that takes writes), then on the wire until its reply, its timeout or the connection's end.
-    `result` gets (the Reply or why there is none, seconds from leaving the queue to the outcome)."""
-
-    op: Op
-    build: Callable[[int], Message]
-    limit: float
-    result: asyncio.Future[tuple[Reply | str, float]] | _BatchSlot
-    queued_at: float
-    not_before: float = 0.0  # its turn in the rate limiter
-    started: float = 0.0  # when it left the queue
-    conn: _Connection | None = None
-    txn: int = 0
-    timer: asyncio.TimerHandle | None = None
-    finished: bool = False  # its outcome is in, or it was cancelled: its window slot is back
 
 
 class _Batch:
     """The outcomes of many requests to one bookie, gathered without a future per request: each request's
-    outcome lands in its slot, and the one future completes when the last slot is filled (one wake-up of
-    the caller for the whole batch). Cancelling the future withdraws every request of the batch."""
+    outcome lands in its place, and the one future completes when the last is in (one wake-up of the
+    caller for the whole batch). Cancelling the future withdraws every request of the batch."""
 
     __slots__ = ("values", "left", "future")
 
@@ -184,33 +165,94 @@ class _Batch:
         self.future = future
 
 
-class _BatchSlot:
-    """One request's place in a `_Batch`: the part of asyncio.Future that `_Request.result` needs."""
+class _Request:
+    """A submitted request: queued until it may go (its turn in the rate limiter, a window slot, a
+    connection that takes writes), then on the wire (as its connection's pending entry for its txn) until
+    its reply, its deadline or the connection's end. Its outcome (the Reply or why there is none, and
+    seconds from leaving the queue to the outcome) goes to its own future, or to its place in a `_Batch`."""
 
-    __slots__ = ("batch", "index", "filled")
+    __slots__ = (
+        "client",
+        "op",
+        "build",
+        "limit",
+        "future",
+        "batch",
+        "index",
+        "queued_at",
+        "not_before",
+        "sent_at",
+        "deadline",
+        "conn",
+        "txn",
+        "finished",
+        "mismatched",
+    )
 
-    def __init__(self, batch: _Batch, index: int) -> None:
+    def __init__(
+        self,
+        client: BookieTransport,
+        op: Op,
+        build: Callable[[int], Message],
+        limit: float,
+        queued_at: float,
+        future: asyncio.Future[tuple[Reply | str, float]] | None = None,
+        batch: _Batch | None = None,
+        index: int = 0,
+    ) -> None:
+        self.client = client
+        self.op = op
+        self.build = build
+        self.limit = limit
+        self.future = future
         self.batch = batch
         self.index = index
-        self.filled = False
+        self.queued_at = queued_at
+        self.not_before = 0.0  # its turn in the rate limiter
+        self.sent_at = 0.0  # when it left the queue
+        self.deadline = math.inf  # when it times out, once sent
+        self.conn: _Connection | None = None
+        self.txn = 0
+        self.finished = False  # its outcome is in, or it was withdrawn: its window slot is back
+        self.mismatched = False  # one reply with the right txn but the wrong operation was dropped
 
+    @property
     def done(self) -> bool:
-        return self.filled or self.batch.future.done()
+        """As a pending entry (`_expire`): its outcome is in. A request whose caller went away is still
+        expired normally until its withdrawal runs (`_withdrawn`), so its late reply stays expected."""
+        return self.finished
 
-    def set_result(self, value: tuple[Reply | str, float]) -> None:
-        if self.filled:
+    @property
+    def settled(self) -> bool:
+        """Its outcome is in, or nobody waits for it any more (cancelled): nothing more to send or tell."""
+        if self.finished:
+            return True
+        waiter = self.future if self.future is not None else self.batch.future if self.batch is not None else None
+        return waiter is not None and waiter.done()
+
+    def resolve(self, value: Reply | str) -> None:
+        """Its outcome on the wire: the reply, its timeout or the connection's end."""
+        self.client._answered(self, value)
+
+    def deliver(self, value: tuple[Reply | str, float]) -> None:
+        if self.future is not None:
+            if not self.future.done():
+                self.future.set_result(value)
             return
-        self.filled = True
         batch = self.batch
+        assert batch is not None
+        if batch.future.done() or batch.values[self.index] is not None:
+            return
         batch.values[self.index] = value
         batch.left -= 1
-        if batch.left == 0 and not batch.future.done():
+        if batch.left == 0:
             batch.future.set_result(None)
 
-    def set_exception(self, exc: BaseException) -> None:
-        self.filled = True
-        if not self.batch.future.done():
-            self.batch.future.set_exception(exc)
+    def refuse(self, exc: BaseException) -> None:
+        """The request gate refused it: the caller gets the exception."""
+        waiter = self.future if self.future is not None else self.batch.future if self.batch is not None else None
+        if waiter is not None and not waiter.done():
+            waiter.set_exception(exc)
 
 
 R = TypeVar("R")
@@ -249,6 +291,9 @@ class Sent(Generic[R]):
             self._future.cancel()
 
 
+# A deadline this close is treated as come (timers may fire a little early): no re-arm for a millisecond.
+SWEEP_SLACK = 0.002
+
 # An entry list of at most this many bytes (about 2,700 runs) is decoded in one go where the caller does
 # not await each answer: well under a millisecond. Larger ones take the stepwise, awaited path.
 SMALL_ENTRY_LIST = 64 * 1024
@@ -269,7 +314,7 @@ class _Connection(asyncio.Protocol):
         self.first_txn = first_txn
         self.transport: asyncio.Transport | None = None
         self.decoder = P.FrameDecoder(client.config.max_frame_size)
-        self.pending: dict[int, _Pending] = {}
+        self.pending: dict[int, _Request | _Pending] = {}
         self.expired: OrderedDict[int, Op] = OrderedDict()  # may still get one late reply each
         self.closing = False
         self.last_rx = 0.0  # any bytes
@@ -279,6 +324,10 @@ class _Connection(asyncio.Protocol):
         self.start_tls_txn: int | None = None  # the START_TLS request's txn, once answered EOK
         self.writable = True  # False while the transport is paused (a peer that stops reading)
         self.paused_at = 0.0  # when the transport last paused writing (a peer that stops reading)
+        # One timer per connection for every request's deadline (not one per request): armed for the
+        # earliest deadline among those pending, it expires what is due and re-arms (`_sweep`).
+        self.sweep_at = math.inf
+        self.sweep_timer: asyncio.TimerHandle | None = None
 
     # asyncio.Protocol ---------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -337,6 +386,9 @@ class _Connection(asyncio.Protocol):
         self.closing = True
         self.writable = True
         message = f"bookie {self.client.bookie_id}: {reason}"
+        if self.sweep_timer is not None:
+            self.sweep_timer.cancel()
+            self.sweep_timer = None
         self.client._on_connection_failed(self, message)
         pending, self.pending = self.pending, {}
         for p in pending.values():
@@ -457,7 +509,7 @@ class BookieTransport:
         if self._closed:
             fut.set_result((f"bookie {self.bookie_id}: client closed", 0.0))
             return fut
-        req = self._enqueue(op, build, timeout, fut, time.monotonic())
+        req = self._enqueue(_Request(self, op, build, self._limit(timeout), time.monotonic(), future=fut))
         fut.add_done_callback(lambda f: self._withdrawn(req) if f.cancelled() else None)
         self._schedule_pump()
         return fut
@@ -472,24 +524,24 @@ class BookieTransport:
             batch.future.set_result(None)
             return batch, []
         if self._closed:
-            for i in range(len(builds)):
-                _BatchSlot(batch, i).set_result((f"bookie {self.bookie_id}: client closed", 0.0))
+            batch.values = [(f"bookie {self.bookie_id}: client closed", 0.0)] * len(builds)
+            batch.left = 0
+            batch.future.set_result(None)
             return batch, []
         now = time.monotonic()
-        reqs = [self._enqueue(op, build, timeout, _BatchSlot(batch, i), now) for i, build in enumerate(builds)]
+        limit = self._limit(timeout)
+        reqs = [
+            self._enqueue(_Request(self, op, build, limit, now, batch=batch, index=i)) for i, build in enumerate(builds)
+        ]
         self._schedule_pump()
         return batch, reqs
 
-    def _enqueue(
-        self,
-        op: Op,
-        build: Callable[[int], Message],
-        timeout: float | None,
-        result: asyncio.Future[tuple[Reply | str, float]] | _BatchSlot,
-        now: float,
-    ) -> _Request:
-        limit = self.config.request_timeout if timeout is None else timeout
-        req = _Request(op, build, limit, result, now)
+    def _limit(self, timeout: float | None) -> float:
+        return self.config.request_timeout if timeout is None else timeout
+
+    def _enqueue(self, req: _Request) -> _Request:
+        """Queue a request, taking its turn from the rate limiter."""
+        now = req.queued_at
         if self._bucket is not None:
             wait = self._bucket.reserve()
             if wait > 0:
@@ -524,7 +576,7 @@ class BookieTransport:
         now = time.monotonic()
         while queue:
             req = queue[0]
-            if req.result.done():  # withdrawn while queued
+            if req.settled:  # withdrawn while queued
                 queue.popleft()
                 continue
             if self._slots >= self.config.max_in_flight:
@@ -547,7 +599,7 @@ class BookieTransport:
                 self._count_silence(conn, since)
                 req.finished = True
                 message = f"bookie {self.bookie_id}: {req.op.name} not sent within {req.limit:g} s (the connection does not drain)"
-                req.result.set_result((_TimedOut(message), now - since))
+                req.deliver((_TimedOut(message), now - since))
                 conn = self._conn if self._conn is not None and not self._conn.closing else None
                 continue
             queue.popleft()
@@ -557,12 +609,14 @@ class BookieTransport:
                 frame = self._encode(req.build(txn))  # the gate raises before anything is written
             except Exception as exc:
                 req.finished = True
-                req.result.set_exception(exc)
+                req.refuse(exc)
                 continue
-            req.conn, req.txn, req.started = conn, txn, now
+            req.conn, req.txn, req.sent_at = conn, txn, now
+            req.deadline = deadline = now + req.limit
             self._slots += 1
-            conn.pending[txn] = _Pending(req.op, None, now, on_result=functools.partial(self._answered, req))
-            req.timer = asyncio.get_running_loop().call_later(req.limit, self._expire, conn, txn, req.limit)
+            conn.pending[txn] = req
+            if deadline < conn.sweep_at:
+                self._arm_sweep(conn, deadline)
             frames.append(frame)
         if frames and conn is not None and conn.transport is not None:
             conn.transport.write(frames[0] if len(frames) == 1 else b"".join(frames))
@@ -573,14 +627,11 @@ class BookieTransport:
         if req.finished:
             return
         req.finished = True
-        if req.timer is not None:
-            req.timer.cancel()
         self._slots -= 1
-        now = time.monotonic()
+        elapsed = time.monotonic() - req.sent_at
         if self._adaptive is not None:
-            self._adapt(req.op, value, now - req.started)
-        if not req.result.done():
-            req.result.set_result((value, now - req.started))
+            self._adapt(req.op, value, elapsed)
+        req.deliver((value, elapsed))
         if self._queue:
             self._schedule_pump()
 
@@ -592,8 +643,6 @@ class BookieTransport:
         req.finished = True
         if req.conn is None:
             return
-        if req.timer is not None:
-            req.timer.cancel()
         self._slots -= 1
         if req.conn.pending.pop(req.txn, None) is not None:
             req.conn.expect_late_reply(req.txn, req.op)
@@ -604,9 +653,9 @@ class BookieTransport:
         """Every request still queued ends with `message` (no connection to send it on)."""
         queue, self._queue = self._queue, collections.deque()
         for req in queue:
-            if not req.result.done():
+            if not req.settled:
                 req.finished = True
-                req.result.set_result((message, 0.0))
+                req.deliver((message, 0.0))
 
     def _connect_then_pump(self) -> None:
         """No usable connection: connect (one attempt for everything queued), or, while backing off after
@@ -655,6 +704,26 @@ class BookieTransport:
         self._bucket.retune(new, self.config.rate_burst)
         level = logging.WARNING if (timed_out or refused) else logging.DEBUG
         log.log(level, "bookie %s: request rate now %.0f/s (%s)", self.bookie_id, new, _why(timed_out, refused))
+
+    def _arm_sweep(self, conn: _Connection, when: float) -> None:
+        if conn.sweep_timer is not None:
+            conn.sweep_timer.cancel()
+        conn.sweep_at = when
+        delay = max(0.0, when - time.monotonic())
+        conn.sweep_timer = asyncio.get_running_loop().call_later(delay, self._sweep, conn)
+
+    def _sweep(self, conn: _Connection) -> None:
+        """Expire every pending request whose deadline has come; arm for the next one."""
+        conn.sweep_timer, conn.sweep_at = None, math.inf
+        due = time.monotonic() + SWEEP_SLACK
+        later = math.inf
+        for txn, p in list(conn.pending.items()):
+            if p.deadline <= due:
+                self._expire(conn, txn, p.limit)
+            elif p.deadline < later:
+                later = p.deadline
+        if later < math.inf and not conn.closing:
+            self._arm_sweep(conn, later)
 
     def _expire(self, conn: _Connection, txn: int, limit: float) -> None:
         p = conn.pending.pop(txn, None)
