@@ -69,6 +69,9 @@ from .results import (
 log = logging.getLogger(__name__)
 
 Address = tuple[str, int]
+# What a queued request is built from at its turn, given its txn id: a message for the client's gate, or a
+# frame the read-only gate's module wrote already (`protocol.GatedFrame`).
+Build = Callable[[int], "Message | P.GatedFrame"]
 Resolver = Callable[[str], Address | Awaitable[Address]]
 
 
@@ -193,7 +196,7 @@ class _Request:
         self,
         client: BookieTransport,
         op: Op,
-        build: Callable[[int], Message],
+        build: Build,
         limit: float,
         queued_at: float,
         future: asyncio.Future[tuple[Reply | str, float]] | None = None,
@@ -488,18 +491,16 @@ class BookieTransport:
         if "_encode" in cls.__dict__ and cls.__module__ not in _GATE_MODULES:
             raise TypeError(f"{cls.__module__}.{cls.__qualname__} may not define its own request gate (_encode)")
 
-    def _encode(self, request: Message) -> bytes:
+    def _encode(self, request: Message | P.GatedFrame) -> bytes:
         """The framed bytes of `request`, after this client's request gate; raises if the gate refuses."""
         raise NotImplementedError(f"{type(self).__name__} has no request gate")
 
     # ----- machinery -------------------------------------------------------------------------------
-    async def _call(self, op: Op, build: Callable[[int], Message], timeout: float | None) -> tuple[Reply | str, float]:
+    async def _call(self, op: Op, build: Build, timeout: float | None) -> tuple[Reply | str, float]:
         """Send one request; return the Reply, or a string saying why there is none, and the elapsed time."""
         return await self._submit(op, build, timeout)
 
-    def _submit(
-        self, op: Op, build: Callable[[int], Message], timeout: float | None
-    ) -> asyncio.Future[tuple[Reply | str, float]]:
+    def _submit(self, op: Op, build: Build, timeout: float | None) -> asyncio.Future[tuple[Reply | str, float]]:
         """Queue one request; the returned future gets (Reply or why none, elapsed). Requests leave the queue
         in order (`_pump`), a batch per loop iteration in one write, with no task or coroutine per request.
         The request gate runs as each is encoded, before anything is written; its refusal is the future's
@@ -514,9 +515,7 @@ class BookieTransport:
         self._schedule_pump()
         return fut
 
-    def _submit_many(
-        self, op: Op, builds: list[Callable[[int], Message]], timeout: float | None
-    ) -> tuple[_Batch, list[_Request]]:
+    def _submit_many(self, op: Op, builds: list[Build], timeout: float | None) -> tuple[_Batch, list[_Request]]:
         """Queue many requests at once (`_submit` without a future, a done-callback or a pump per
         request): their outcomes fill one `_Batch`, whose future completes when the last is in."""
         batch = _Batch(len(builds), asyncio.get_running_loop().create_future())
@@ -977,7 +976,9 @@ class BookieClient(BookieTransport):
     holds can make it send a write or a fence.
     """
 
-    def _encode(self, request: Message) -> bytes:
+    def _encode(self, request: Message | P.GatedFrame) -> bytes:
+        if type(request) is P.GatedFrame:  # GET_LIST / READ_ENTRY, byte for byte what the gate passes
+            return request.frame
         if not isinstance(request, P.Request):
             raise P.UnsafeRequestError(f"not a bookie Request: {type(request).__name__}")
         return P.encode_request(request)  # raises UnsafeRequestError before anything is written
@@ -1011,15 +1012,11 @@ class BookieClient(BookieTransport):
         pairs = [(_wire_ledger_id(lid), e) for lid, e in items]
         for _, e in pairs:
             P.check_entry_id(e)  # a bad argument raises here, before anything is queued
-        builds: list[Callable[[int], Message]] = [
-            functools.partial(_read_entry_request, ledger_id=lid, entry_id=e) for lid, e in pairs
-        ]
+        builds: list[Build] = [functools.partial(_read_entry_request, ledger_id=lid, entry_id=e) for lid, e in pairs]
         values = await self._batch(Op.READ_ENTRY, builds, timeout)
         return [self._read_entry_result(r, elapsed, lid, e) for (r, elapsed), (lid, e) in zip(values, pairs)]
 
-    async def _batch(
-        self, op: Op, builds: list[Callable[[int], Message]], timeout: float | None
-    ) -> list[tuple[Reply | str, float]]:
+    async def _batch(self, op: Op, builds: list[Build], timeout: float | None) -> list[tuple[Reply | str, float]]:
         """Send many requests of one operation and wait for all their outcomes, in order: queued together
         (bounded by the window and the rate limit as ever), one wake-up of the caller when the last is in.
         Cancelling withdraws every request not answered yet."""
@@ -1124,7 +1121,7 @@ class BookieClient(BookieTransport):
         lids = [_wire_ledger_id(x) for x in ledger_ids]
         if self.entry_list_support is Capability.UNSUPPORTED:
             return [await self.send_get_entry_list(lid, timeout=timeout).result() for lid in lids]
-        builds: list[Callable[[int], Message]] = [functools.partial(_entry_list_request, ledger_id=lid) for lid in lids]
+        builds: list[Build] = [functools.partial(_entry_list_request, ledger_id=lid) for lid in lids]
         values = await self._batch(Op.GET_LIST_OF_ENTRIES_OF_LEDGER, builds, timeout)
         out: list[EntryListResult] = []
         for lid, (reply, elapsed) in zip(lids, values):
@@ -1291,12 +1288,12 @@ def _why(timed_out: bool, refused: bool) -> str:
     return "adapting to its latency"
 
 
-def _read_entry_request(txn: int, ledger_id: int, entry_id: int) -> Message:
-    return P.read_entry_request(txn, ledger_id, entry_id)
+def _read_entry_request(txn: int, ledger_id: int, entry_id: int) -> P.GatedFrame:
+    return P.read_entry_frame(txn, ledger_id, entry_id)
 
 
-def _entry_list_request(txn: int, ledger_id: int) -> Message:
-    return P.entry_list_request(txn, ledger_id)
+def _entry_list_request(txn: int, ledger_id: int) -> P.GatedFrame:
+    return P.entry_list_frame(txn, ledger_id)
 
 
 def _wire_ledger_id(ledger_id: int | LedgerId) -> int:

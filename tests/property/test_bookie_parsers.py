@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import struct
 
+import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
@@ -375,3 +376,25 @@ def test_one_hostile_bookie_never_raises_the_open_ledger_end(
     assert got.end is not None and got.end <= max(honest, -1), (got, honest)
     assert all(r.bookie == victim for r in got.rejected)
     assert all(r.trust is Trust.CORRUPT for r in got.rejected)
+
+
+@given(
+    st.integers(0, P.MAX_TXN_ID),
+    st.integers(0, P.MAX_LONG),
+    st.integers(-1, P.MAX_LONG),
+)
+def test_pre_gated_frames_are_the_gated_encoding(txn: int, ledger: int, entry: int) -> None:
+    """The scan's pre-encoded GET_LIST and READ_ENTRY frames are byte for byte what the gate passes."""
+    assert P.entry_list_frame(txn, ledger).frame == P.encode_request(P.entry_list_request(txn, ledger))
+    assert P.read_entry_frame(txn, ledger, entry).frame == P.encode_request(P.read_entry_request(txn, ledger, entry))
+
+
+@given(st.one_of(st.integers(max_value=-1), st.integers(min_value=P.MAX_LONG + 1)), st.integers(-(2**70), 2**70))
+def test_pre_gated_frames_refuse_what_the_builders_refuse(bad_ledger: int, txn: int) -> None:
+    with pytest.raises(ValueError):
+        P.entry_list_frame(0, bad_ledger)
+    with pytest.raises(ValueError):
+        P.read_entry_frame(0, bad_ledger, 0)
+    if not 0 <= txn <= P.MAX_TXN_ID:
+        with pytest.raises(ValueError):
+            P.entry_list_frame(txn, 1)

@@ -120,3 +120,14 @@ def test_permit_checks_its_fields_and_hides_the_key() -> None:
     with pytest.raises(ValueError, match="bookie id"):
         FencePermit(1, "", master_key(PW))
     assert master_key(PW).hex() not in repr(PERMIT)
+
+
+def test_the_repair_gates_refuse_the_auditors_pre_gated_frames() -> None:
+    """A read-only client's pre-encoded GET_LIST / READ_ENTRY frame is no message of either repair gate."""
+    add_permit = RecoveryAddPermit(5, BOOKIE, master_key(PW), DigestType.CRC32C)
+    fencing = FencingClient(PERMIT, ("127.0.0.1", 9))
+    for frame in (P.entry_list_frame(1, 5), P.read_entry_frame(2, 5, 0)):
+        with pytest.raises(RepairGateError):
+            encode_recovery_add(frame, add_permit, BOOKIE)  # type: ignore[arg-type]
+        with pytest.raises(RepairGateError):
+            fencing._encode(frame)  # type: ignore[arg-type]
