@@ -19,7 +19,7 @@ from auditor.bookie.client import Sent
 from auditor.bookie.results import Capability, EntryListResult, Outcome, ReadEntryResult
 from auditor.durability.coverage import UNKNOWN, Answer
 from auditor.durability.entry import EntryVerification
-from auditor.durability.entrylist import EntryListError, answer_steps
+from auditor.durability.entrylist import EntryListError, answer_now, answer_steps
 from auditor.durability.findings import Method
 from auditor.durability.ledgerend import LacEvidence, LedgerEnd, closed_end, decide_end, judge_read_lac
 from auditor.durability.model import LedgerMetadata
@@ -240,6 +240,10 @@ def _take_list(
         stats.bookie_unknown[bookie] += 1
         out.answers[bookie] = UNKNOWN
         out.errors[bookie] = result.error or "no answer"
+        return True
+    known = answer_now(result.entries, end)
+    if known is not None:
+        out.answers[bookie] = known
         return True
     if small and len(result.entries.records) > SMALL_ANSWER_RECORDS:
         return False

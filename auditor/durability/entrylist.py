@@ -204,7 +204,39 @@ class EntryList:
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview) -> EntryList:
         """Parse and strictly validate the bytes; raise EntryListError with the reason."""
-        return run_steps(cls.decode_steps(data))
+        simple = cls._decode_simple(data)
+        return simple if simple is not None else run_steps(cls.decode_steps(data))
+
+    @classmethod
+    def _decode_simple(cls, data: bytes | bytearray | memoryview) -> EntryList | None:
+        """`decode` of a list as real bookies send it (period-0 single runs, ascending, none touching the
+        next), in one pass, its ranges kept for `answer_steps`; None for anything else (`decode_steps`
+        then decodes it, or says what is wrong with it)."""
+        n = len(data)
+        if n < HEADER_LENGTH or (n - HEADER_LENGTH) % RECORD_LENGTH:
+            return None
+        version, groups = _HEADER.unpack_from(data, 0)
+        if version != CURRENT_VERSION or groups != (n - HEADER_LENGTH) // RECORD_LENGTH:
+            return None
+        records = tuple(_RECORD.iter_unpack(memoryview(data)[HEADER_LENGTH:]))
+        ranges: list[tuple[int, int]] = []
+        after = -1  # the first id a next run may start at, minus one (-1: any id >= 0)
+        total = 0
+        for first, last, size, period in records:
+            end = first + size - 1
+            if period != 0 or last != first or size < 1 or first <= after or end > MAX_ENTRY_ID:
+                return None
+            ranges.append((first, end))
+            after = end + 1  # a run starting right after this one would touch it: not simple
+            total += size
+        out = cls.__new__(cls)
+        out._records = records
+        out._firsts = [r[0] for r in records]
+        out._total = total
+        out._simple = True
+        out._periodic = False
+        out._cache = ((0, MAX_ENTRY_ID), RangeSet(tuple(ranges)))
+        return out
 
     @classmethod
     def decode_steps(cls, data: bytes | bytearray | memoryview, step: int = STEP) -> Steps[EntryList]:
@@ -399,6 +431,14 @@ def _periodic_pieces(rec: Record, first: int, last: int) -> Iterator[tuple[int, 
     for k in range(k_lo, k_hi + 1):
         s = start + k * period
         yield max(s, first), min(s + size - 1, last)
+
+
+def answer_now(entries: EntryList, end: int) -> RangeSet | None:
+    """What `answer_steps` gives, when it is already known (a list decoded by the one-pass path): no
+    generator to run. None: run `answer_steps`."""
+    if entries._periodic or entries._cache is None or entries._cache[0] != (0, MAX_ENTRY_ID):
+        return None
+    return entries._cache[1]
 
 
 def answer_steps(entries: EntryList, end: int) -> Steps[RangeSet]:

@@ -10,6 +10,7 @@ raise without a bookie id; the client adds it (tests/unit/bookie/test_framing.py
 
 from __future__ import annotations
 
+import re
 import struct
 
 import pytest
@@ -28,7 +29,14 @@ from auditor.durability.entry import (
     verify_entry,
     verify_lac_body,
 )
-from auditor.durability.entrylist import MAX_ENTRY_ID, EntryList, EntryListError, answer_steps, encode_entry_ids
+from auditor.durability.entrylist import (
+    MAX_ENTRY_ID,
+    EntryList,
+    EntryListError,
+    answer_now,
+    answer_steps,
+    encode_entry_ids,
+)
 from auditor.durability.ids import LedgerId
 from auditor.durability.ledgerend import Trust, decide_end, judge_read_lac
 from auditor.durability.model import DigestType, LedgerMetadata, LedgerState, Segment
@@ -110,6 +118,35 @@ def test_entry_list_hostile_bytes_are_rejected_or_bounded(data: bytes, end: int)
         plain = set(el)
         got = set(converted.value)
         assert got == ({e for e in plain if e <= end} if el.has_periodic_groups else plain)
+
+
+@given(
+    st.one_of(
+        hostile_entry_lists(),
+        st.lists(st.integers(0, 10**6), max_size=60).map(encode_entry_ids),
+        periodic_lists().map(lambda records: EntryList(records).encode()),
+    ),
+    st.one_of(st.integers(-1, 300), st.just(MAX_ENTRY_ID)),
+)
+def test_the_one_pass_decode_is_the_stepwise_decode(data: bytes, end: int) -> None:
+    """`EntryList.decode` takes lists as real bookies send them in one pass: the same records, totals and
+    answers as the stepwise decode, and the same error for everything it leaves to it."""
+    try:
+        slow = run_steps(EntryList.decode_steps(data))
+    except EntryListError as exc:
+        with pytest.raises(EntryListError, match=re.escape(str(exc))):
+            EntryList.decode(data)
+        return
+    fast = EntryList.decode(data)
+    assert fast == slow and fast.total == slow.total and fast.has_periodic_groups == slow.has_periodic_groups
+    try:
+        want = run_steps(answer_steps(slow, end))
+    except EntryListError:
+        assert answer_now(fast, end) is None
+        return
+    assert run_steps(answer_steps(fast, end)) == want
+    now = answer_now(fast, end)
+    assert now is None or now == want
 
 
 # ----- v3 frames -----------------------------------------------------------------------------------
