@@ -199,8 +199,9 @@ class CheckRun:
             if not t.cancelled() and (exc := t.exception()) is not None:
                 failures.append(exc)  # retrieved here, raised by the scan at its end
 
-        def done_with(slot: list) -> None:
-            limit.release()
+        def done_with(slot: list, release: bool = True) -> None:
+            if release:
+                limit.release()
             slot[1] = True
             advance()
             self.progress.ledgers_done += 1
@@ -228,10 +229,14 @@ class CheckRun:
                         await self._one(r, first=firsts.get(id(r)))
                     finally:
                         left.popleft()
-                        done_with(slot)
+                        done_with(slot, release=False)
             finally:
                 for _, slot in left:  # cancelled or failed before these were checked
-                    done_with(slot)
+                    done_with(slot, release=False)
+                # The group's places go back together: the dispatcher wakes once to fill the next group,
+                # not once per ledger.
+                for _ in group:
+                    limit.release()
 
         def spawn(coro: Coroutine[Any, Any, None]) -> None:
             t = asyncio.create_task(coro)
