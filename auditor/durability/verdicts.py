@@ -33,6 +33,7 @@ Risky quorum settings, derived from seed 003 and the Java client:
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -80,6 +81,7 @@ class QuorumRisk:
     tolerated_lost_copies: int  # per fully replicated entry, before recovery truncates (WQ - AQ)
 
 
+@functools.lru_cache(maxsize=1024)  # pure, and asked once per ledger of a scan with a handful of shapes
 def assess_quorum(
     ensemble_size: int, write_quorum: int, ack_quorum: int, *, writable_bookies: int | None = None
 ) -> QuorumRisk | None:

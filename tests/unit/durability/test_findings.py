@@ -215,3 +215,22 @@ def test_topic_names() -> None:
     assert topic_of_managed_ledger("prop/cluster/ns/persistent/x") == "persistent://prop/cluster/ns/x"
     assert topic_of_managed_ledger("t/ns/non-persistent/x") == "non-persistent://t/ns/x"
     assert topic_of_managed_ledger("not-a-topic") is None
+
+
+def test_confirm_copies_every_field_and_sets_only_confirmed() -> None:
+    from dataclasses import fields, replace
+
+    f = Finding.of(
+        Category.ENTRY_BELOW_ACK_QUORUM,
+        "m",
+        ledger=LedgerId.of(7),
+        bookie="b:1",
+        ensemble=["a:1", "b:1"],
+        detail={"x": [1, 2]},
+        unknown_bookies=["c:1"],
+        affected=RangeSet.span(3, 9),
+    )
+    c = f.confirm()
+    assert c.confirmed and not f.confirmed and c == replace(f, confirmed=True)
+    assert all(getattr(c, x.name) is getattr(f, x.name) for x in fields(Finding) if x.name != "confirmed")
+    assert c.confirm() is c
