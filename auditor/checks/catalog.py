@@ -167,8 +167,19 @@ class CoverageCheck:
     async def _judge(
         self, md: LedgerMetadata, end: int, marker: MarkerRecord | None, answers: LedgerAnswers
     ) -> verdicts.LedgerScrutiny:
-        opts = self.ctx.options
         policy, locations = await self._placement(md)
+        return self._verdict(md, end, marker, answers, policy, locations)
+
+    def _verdict(
+        self,
+        md: LedgerMetadata,
+        end: int,
+        marker: MarkerRecord | None,
+        answers: LedgerAnswers,
+        policy: PlacementPolicy | None,
+        locations: Mapping[str, str | None],
+    ) -> verdicts.LedgerScrutiny:
+        opts = self.ctx.options
         result = verdicts.scrutinize_ledger(
             md,
             answers.answers if marker is None else None,
@@ -222,15 +233,20 @@ class CoverageCheck:
         )
         return [f for f in confirmed if f.category not in _ENTRY_LEVEL]
 
-    async def _placement(self, md: LedgerMetadata) -> tuple[PlacementPolicy | None, Mapping[str, str | None]]:
-        """The policy to judge (None: this check does not, or there is no rack information) and racks."""
-        if not (
+    def _judges_placement(self) -> bool:
+        """Whether this check judges placement now (and so looks racks up, which is awaited)."""
+        return (
             self.use_placement
             and self.ctx.options.placement is not None
             and self._locations is not None
             and getattr(self._locations, "available", True)
-        ):
+        )
+
+    async def _placement(self, md: LedgerMetadata) -> tuple[PlacementPolicy | None, Mapping[str, str | None]]:
+        """The policy to judge (None: this check does not, or there is no rack information) and racks."""
+        if not self._judges_placement():
             return None, {}
+        assert self._locations is not None
         racks = await self._locations(md.bookies)
         if not getattr(self._locations, "available", True):
             return None, {}  # the rack data just turned out unusable: placement is not judged
@@ -283,11 +299,12 @@ class CoverageCheck:
                 )
             first = self._reportable(result, answers, md, include_pending=last_attempt) + lac_findings(md, where)
             unreachable = await self._unreachable(result, answers, md, attempt) if last_attempt else []
-            if not first and not unreachable:
-                return LedgerOutcome()
-            if not unreachable and all(f.method == Method.METADATA.value and not f.actionable for f in first):
-                # Informational verdicts on the metadata as read (quorum settings): nothing to read again.
-                return LedgerOutcome(findings=[f.confirm() for f in first])
+            if not unreachable and (settled := _settled(first)) is not None:
+                if not settled.findings:
+                    return settled
+                [kept] = await self.confirm_settled([md], [settled])
+                if kept is not None:
+                    return kept  # else the metadata changed: the full confirmation below
             # Confirmation: the marker and the metadata again, then the bookies with gaps again.
             if self.skip_marked and marker is None and await store.read_marker(md.ledger_id) is not None:
                 return LedgerOutcome(skipped="underreplicated")
@@ -328,6 +345,38 @@ class CoverageCheck:
                 await self._marker(md, confirmed)
             return LedgerOutcome(findings=confirmed + unreachable)
         return LedgerOutcome(skipped="metadata_changing")
+
+    def settle(self, record: LedgerRecord, asked: LedgerAnswers) -> LedgerOutcome | None:
+        """A `batchable` ledger's outcome decided from its first answers alone, without a coroutine, when
+        they settle it: clean, or only informational findings on its metadata, which the caller still
+        confirms (`confirm_settled`, many ledgers at once). None: `check` takes it (anything to re-check,
+        confirm or read again, or racks to look up). What `check` would decide for the same answers on its
+        first attempt."""
+        if self._judges_placement():
+            return None
+        md = record.metadata
+        where = closed_end(md)
+        assert where.end is not None
+        result = self._verdict(md, where.end, None, asked, None, {})
+        if result.disposition not in (verdicts.Disposition.CLEAN, verdicts.Disposition.REPORT):
+            return None
+        return _settled(self._reportable(result, asked, md, include_pending=False) + lac_findings(md, where))
+
+    async def confirm_settled(
+        self, mds: list[LedgerMetadata], outcomes: list[LedgerOutcome]
+    ) -> list[LedgerOutcome | None]:
+        """Informational verdicts on the metadata (`_settled`), confirmed for many ledgers in one bulk read:
+        each ledger's metadata must still be there at the version it was judged at (nothing else a
+        bookie or marker says could change them). A deleted ledger is skipped; None: its metadata changed
+        since, so `check` confirms it the full way."""
+        versions = await self.ctx.store.ledger_versions([md.ledger_id for md in mds])
+        out: list[LedgerOutcome | None] = []
+        for md, outcome, version in zip(mds, outcomes, versions):
+            if version is None:
+                out.append(LedgerOutcome(skipped="deleted"))
+            else:
+                out.append(outcome if version == md.version else None)
+        return out
 
     async def _metadata_only(self, md: LedgerMetadata) -> LedgerOutcome:
         """A scoped (128-bit, scope != 0) ledger: the bookie v3 protocol has no scope field, so its
@@ -374,6 +423,17 @@ _ENTRY_LEVEL = frozenset(
         Category.TRUNCATION_RISK,
     }
 )
+
+
+def _settled(first: list[Finding]) -> LedgerOutcome | None:
+    """The outcome when a first analysis needs no second look: nothing found, or only informational
+    verdicts on the metadata as read (quorum settings: nothing a bookie or marker says can change them).
+    None: the findings need confirming."""
+    if not first:
+        return LedgerOutcome()
+    if all(f.method == Method.METADATA.value and not f.actionable for f in first):
+        return LedgerOutcome(findings=[f.confirm() for f in first])
+    return None
 
 
 def _keep_others(answers: LedgerAnswers, previous: LedgerAnswers) -> None:

@@ -19,6 +19,7 @@ import structlog
 
 from auditor.durability.findings import Category, Finding, Method
 from auditor.durability.ids import LedgerId
+from auditor.durability.model import LedgerMetadata
 from auditor.metadata.errors import CorruptZnodeError, NoSuchLedgerError
 from auditor.metadata.interfaces import CorruptLedger, LedgerRecord, ScanStats
 
@@ -60,6 +61,12 @@ class BatchingCheck(Protocol):
     def batchable(self, record: LedgerRecord | CorruptLedger) -> bool: ...
 
     async def first_answers(self, records: list[LedgerRecord], stats: RunStats) -> list[Any]: ...
+
+    def settle(self, record: LedgerRecord, asked: Any) -> LedgerOutcome | None: ...
+
+    async def confirm_settled(
+        self, mds: list[LedgerMetadata], outcomes: list[LedgerOutcome]
+    ) -> list[LedgerOutcome | None]: ...
 
     async def check(
         self, record: LedgerRecord, stats: RunStats, attempt: int, last_attempt: bool, asked: Any = None
@@ -156,12 +163,21 @@ class CheckRun:
         except NoSuchLedgerError:
             self.stats.ledgers_skipped["deleted"] += 1
             return
+        for waiting in self._record(lid, outcome, attempt):
+            await waiting
+
+    def _record(self, lid: LedgerId, outcome: LedgerOutcome, attempt: int) -> list[Awaitable[None]]:
+        """Count one ledger's outcome, hand its findings to the sink and queue a re-check if it is suspect.
+        Returns what an async sink still has to do, in order (nothing for a plain one)."""
         if outcome.skipped:
             self.stats.ledgers_skipped[outcome.skipped] += 1
         else:
             self.stats.ledgers_checked += 1
+        waiting: list[Awaitable[None]] = []
         for f in outcome.findings:
-            await _emit(self.sink, f)
+            got = self.sink(f)
+            if asyncio.iscoroutine(got):
+                waiting.append(got)
         if outcome.suspect:
             if not self.queue.submit(lid, lid, attempt + 1):
                 log.warning("re-check attempts exhausted", ledgerId=lid.ledger, check=self.check.name)
@@ -173,6 +189,7 @@ class CheckRun:
                     attempt=attempt + 1,
                     unknownBookies=outcome.unknown_bookies,
                 )
+        return waiting
 
     async def scan(
         self,
@@ -217,21 +234,39 @@ class CheckRun:
 
         async def guarded_group(group: list[tuple[LedgerRecord | CorruptLedger, list]]) -> None:
             """A group of `batchable` ledgers: their first answers asked together in one batch per bookie
-            (`first_answers`), then each ledger's check in turn."""
+            (`first_answers`); those the answers settle (`settle`) recorded at once, their informational
+            findings confirmed together (`confirm_settled`); each of the others checked in turn."""
             assert batching is not None
-            left = collections.deque(group)
+            left = {id(r): (r, slot) for r, slot in group}
             try:
                 together = [r for r, _ in group if isinstance(r, LedgerRecord)]
                 firsts = dict(zip(map(id, together), await batching.first_answers(together, self.stats)))
-                while left:
-                    r, slot = left[0]
-                    try:
-                        await self._one(r, first=firsts.get(id(r)))
-                    finally:
-                        left.popleft()
-                        done_with(slot, release=False)
+                informational: list[tuple[LedgerRecord, LedgerOutcome]] = []
+                for r, slot in group:
+                    asked = firsts.get(id(r))
+                    settled = batching.settle(r, asked) if isinstance(r, LedgerRecord) and asked is not None else None
+                    if settled is None:
+                        await self._one(r, first=asked)
+                    elif settled.findings:  # informational only: confirmed below, all at once
+                        assert isinstance(r, LedgerRecord)
+                        informational.append((r, settled))
+                        continue
+                    else:  # clean: decided without a coroutine
+                        self._record(slot[0], settled, 0)
+                    del left[id(r)]
+                    done_with(slot, release=False)
+                if informational:
+                    mds = [r.metadata for r, _ in informational]
+                    confirmed = await batching.confirm_settled(mds, [o for _, o in informational])
+                    for (r, _), outcome in zip(informational, confirmed):
+                        if outcome is None:  # its metadata changed meanwhile: the full check
+                            await self._one(r)
+                        else:
+                            for waiting in self._record(r.metadata.ledger_id, outcome, 0):
+                                await waiting
+                        done_with(left.pop(id(r))[1], release=False)
             finally:
-                for _, slot in left:  # cancelled or failed before these were checked
+                for _, slot in left.values():  # cancelled or failed before these were checked
                     done_with(slot, release=False)
                 # The group's places go back together: the dispatcher wakes once to fill the next group,
                 # not once per ledger.

@@ -157,6 +157,17 @@ class LedgerReads(ZooKeeperConnection):
                 await asyncio.gather(current[1], return_exceptions=True)
         return out
 
+    async def ledger_versions(self, ids: Iterable[LedgerId]) -> list[int | None]:
+        """The metadata znode version of each ledger (None: it does not exist), read in bulk without
+        parsing: enough to tell that a ledger read earlier is still there, unchanged."""
+        answers = await self.bridge.get_many([self.paths.path(lid) for lid in ids])
+        out: list[int | None] = []
+        for got in answers:
+            if isinstance(got, Exception):
+                raise got
+            out.append(None if got is None else got[1].version)
+        return out
+
     @staticmethod
     def _parsed(
         lid: LedgerId, path: str, got: tuple[bytes, Any] | None | Exception

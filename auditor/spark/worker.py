@@ -52,6 +52,14 @@ class _Tracked:
         self.last: LedgerId | None = None
         self.ids: list[str] | None = [] if keep_ids else None
 
+    def _count(self, record: LedgerRecord) -> None:
+        lid = record.metadata.ledger_id
+        self.count += 1
+        self.first = lid if self.first is None else min(self.first, lid)
+        self.last = lid if self.last is None else max(self.last, lid)
+        if self.ids is not None:
+            self.ids.append(lid.qualified_name)
+
     def batchable(self, record: LedgerRecord | CorruptLedger) -> bool:
         return self._batching is not None and self._batching.batchable(record)
 
@@ -59,16 +67,22 @@ class _Tracked:
         assert self._batching is not None
         return await self._batching.first_answers(records, stats)
 
+    async def confirm_settled(self, mds: list[Any], outcomes: list[LedgerOutcome]) -> list[LedgerOutcome | None]:
+        assert self._batching is not None
+        return await self._batching.confirm_settled(mds, outcomes)
+
+    def settle(self, record: LedgerRecord, asked: Any) -> LedgerOutcome | None:
+        assert self._batching is not None
+        settled = self._batching.settle(record, asked)
+        if settled is not None:
+            self._count(record)
+        return settled
+
     async def check(
         self, record: LedgerRecord, stats: Any, attempt: int, last: bool, asked: Any = None
     ) -> LedgerOutcome:
         if attempt == 0:  # the scan's visit; re-checks come back with attempt >= 1
-            lid = record.metadata.ledger_id
-            self.count += 1
-            self.first = lid if self.first is None else min(self.first, lid)
-            self.last = lid if self.last is None else max(self.last, lid)
-            if self.ids is not None:
-                self.ids.append(lid.qualified_name)
+            self._count(record)
         if asked is not None:
             assert self._batching is not None
             return await self._batching.check(record, stats, attempt, last, asked=asked)
