@@ -1,11 +1,12 @@
 """The floor of a scrutiny scan (issue 12): the same ZooKeeper reads and bookie requests, answers discarded.
 
-    PYTHONPATH=. .venv/bin/python bench/floor_scan.py ZK_HOSTS LEDGERS_ROOT MAX_IN_FLIGHT asyncio|uvloop
+    PYTHONPATH=. .venv/bin/python bench/floor_scan.py ZK_HOSTS LEDGERS_ROOT MAX_IN_FLIGHT asyncio|uvloop [wire|kazoo]
 
-What no scan can beat on the same cluster with the same client stack. It lists the hierarchical ledger
-tree and gets every ledger znode with raw kazoo, 64 reads in flight, in a thread. Each answer is cut
-down to what addressing needs: the v3 header, then the protobuf's bookies of its non-empty segments.
-The event loop sends one GET_LIST_OF_ENTRIES_OF_LEDGER per ledger and bookie as ledgers arrive,
+What no scan can beat on the same cluster. It lists the hierarchical ledger tree and gets every ledger
+znode, 64 reads in flight: on the event loop with the wire session our scan uses (bench/zk_wire.py, the
+default), or with raw kazoo in a thread (`kazoo`, the floor of the kazoo-based scans before it). Each
+answer is cut down to what addressing needs: the v3 header, then the protobuf's bookies of its non-empty
+segments. The event loop sends one GET_LIST_OF_ENTRIES_OF_LEDGER per ledger and bookie as ledgers arrive,
 `MAX_IN_FLIGHT` per bookie connection like ours (one pre-encoded frame each), and counts the reply
 frames without decoding them. It prints one JSON line: ledgers, requests, seconds, ledgers/s, CPU.
 Used as the "floor" side of bench/replicas_check.py.
@@ -20,12 +21,14 @@ import resource
 import sys
 import threading
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 from kazoo.client import KazooClient
 
 from auditor._proto import bookkeeper_formats_pb2 as pb
 from auditor.bookie import protocol as P
+from bench.zk_wire import ledgers_in_chunks
 
 ZK_IN_FLIGHT = 64
 HEADER = b"BookieMetadataFormatVersion\t3\n"
@@ -106,7 +109,7 @@ class Connection:
         while self.queue and self.in_flight < self.window:
             self.txn += 1
             self.in_flight += 1
-            frames.append(P.encode_request(P.entry_list_request(self.txn, self.queue.popleft())))
+            frames.append(P.entry_list_frame(self.txn, self.queue.popleft()).frame)
         if frames:
             self.writer.write(b"".join(frames))
             self.sent += len(frames)
@@ -127,17 +130,30 @@ class Connection:
             await self.done
 
 
-async def floor(hosts: str, root: str, window: int) -> dict[str, Any]:
-    loop = asyncio.get_running_loop()
+async def kazoo_chunks(zk: KazooClient, root: str) -> AsyncIterator[list[tuple[int, set[str]]]]:
     queue: asyncio.Queue[Any] = asyncio.Queue()
-    zk = KazooClient(hosts=hosts)
-    zk.start(timeout=15)
+    reader = threading.Thread(target=read_metadata, args=(zk, root, asyncio.get_running_loop(), queue), daemon=True)
+    reader.start()
+    while (chunk := await queue.get()) is not None:
+        yield chunk
+
+
+async def wire_chunks(hosts: str, root: str) -> AsyncIterator[list[tuple[int, set[str]]]]:
+    host, port = hosts.split(",")[0].rsplit(":", 1)
+    async for chunk in ledgers_in_chunks(host, int(port), root, ZK_IN_FLIGHT):
+        yield [(lid, bookies_of(data)) for lid, data in chunk]
+
+
+async def floor(hosts: str, root: str, window: int, zk_path: str = "wire") -> dict[str, Any]:
+    zk: KazooClient | None = None
+    if zk_path == "kazoo":
+        zk = KazooClient(hosts=hosts)
+        zk.start(timeout=15)
     conns: dict[str, Connection] = {}
     ledgers = 0
     t0, r0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
-    reader = threading.Thread(target=read_metadata, args=(zk, root, loop, queue), daemon=True)
-    reader.start()
-    while (chunk := await queue.get()) is not None:
+    chunks = kazoo_chunks(zk, root) if zk is not None else wire_chunks(hosts, root)
+    async for chunk in chunks:
         for lid, bookies in chunk:
             ledgers += 1
             for b in sorted(bookies):
@@ -152,8 +168,9 @@ async def floor(hosts: str, root: str, window: int) -> dict[str, Any]:
     for c in conns.values():
         c.reading.cancel()
         c.writer.close()
-    zk.stop()
-    zk.close()
+    if zk is not None:
+        zk.stop()
+        zk.close()
     cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
     requests = sum(c.sent for c in conns.values())
     return {
@@ -166,7 +183,7 @@ async def floor(hosts: str, root: str, window: int) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    coro = floor(sys.argv[1], sys.argv[2], int(sys.argv[3]))
+    coro = floor(sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[5] if len(sys.argv) > 5 else "wire")
     if sys.argv[4] == "uvloop":
         import uvloop
 

@@ -36,6 +36,7 @@ from .errors import MetadataError
 log = logging.getLogger(__name__)
 
 OP_GET_DATA = 4
+OP_GET_CHILDREN = 8  # benchmarks only (bench/zk_wire.py): the product lists through kazoo
 OP_SYNC = 9
 OP_PING = 11
 OP_CLOSE = -11
@@ -70,7 +71,7 @@ def encode_request(xid: int, op: int, path: str | None = None) -> bytes:
     if path is not None:
         raw = path.encode()
         body += _INT.pack(len(raw)) + raw
-        if op == OP_GET_DATA:
+        if op in (OP_GET_DATA, OP_GET_CHILDREN):
             body += b"\0"  # no watch
     return _INT.pack(len(body)) + body
 
