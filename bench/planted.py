@@ -40,16 +40,18 @@ def wait_all(results: list[Any]) -> None:
         r.get(timeout=60)
 
 
-def plant(zk: KazooClient, root: str, count: int, bookies: list[str]) -> set[int]:
-    """`count` ledgers 1..count; returns the ids that name the victim (bookies[0])."""
+def plant(zk: KazooClient, root: str, count: int, bookies: list[str], first: int = 1) -> set[int]:
+    """Ledgers `first`..`count` (1..count by default); returns the ids that name the victim (bookies[0]).
+    Streamed, 2000 creates in flight: a million ledgers never sit in memory at once."""
     paths = LedgerPaths(root, LedgerManager.HIERARCHICAL)
     now_ms = int(time.time() * 1000)
-    by_path = {paths.path(i): planted(i, bookies, now_ms) for i in range(1, count + 1)}
-    for parent in sorted({p.rsplit("/", 1)[0] for p in by_path}):
-        zk.ensure_path(parent)
-    items = list(by_path.items())
-    for start in range(0, len(items), 2000):
-        wait_all(
-            [zk.create_async(p, formats.serialize_ledger_metadata(md, 3)) for p, md in items[start : start + 2000]]
-        )
-    return {md.ledger_id.ledger for md in by_path.values() if bookies[0] in md.bookies}
+    parents: set[str] = set()
+    victims: set[int] = set()
+    for start in range(first, count + 1, 2000):
+        chunk = [(paths.path(i), planted(i, bookies, now_ms)) for i in range(start, min(start + 2000, count + 1))]
+        for parent in sorted({p.rsplit("/", 1)[0] for p, _ in chunk} - parents):
+            zk.ensure_path(parent)
+            parents.add(parent)
+        wait_all([zk.create_async(p, formats.serialize_ledger_metadata(md, 3)) for p, md in chunk])
+        victims.update(md.ledger_id.ledger for _, md in chunk if bookies[0] in md.bookies)
+    return victims

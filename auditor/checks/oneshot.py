@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections import Counter
 from collections.abc import Mapping
 from typing import Any, TextIO
 
@@ -109,6 +108,8 @@ def _bookies(f: Finding) -> str:
 
 
 def print_table(findings: list[Finding], summary: FindingSummary, runs: list[dict[str, Any]], out: TextIO) -> None:
+    """`findings`: the actionable ones and the orphan ledgers (the cleanup plan); the informational ones are
+    counted from `summary`."""
     con = console(out)
     info = [f for f in findings if not f.actionable]
     findings = [f for f in findings if f.actionable]
@@ -136,9 +137,12 @@ def print_table(findings: list[Finding], summary: FindingSummary, runs: list[dic
         table_out(columns, rows, title=f"{len(findings)} finding(s)", out=out)
     else:
         con.print("no findings: every checked ledger is healthy")
-    if info:
-        kinds = ", ".join(f"{c}: {n}" for c, n in sorted(Counter(f.category.value for f in info).items()))
-        con.print(f"{len(info)} informational finding(s) not shown ({kinds}); --format json lists them")
+    informational = {c.value: n for c, n in summary.informational.items() if n}
+    if informational:
+        kinds = ", ".join(f"{c}: {n}" for c, n in sorted(informational.items()))
+        con.print(
+            f"{sum(informational.values())} informational finding(s) not shown ({kinds}); --format json lists them"
+        )
     print_cleanup_plan(info, out)
     for r in runs:
         if r.get("note"):
@@ -219,7 +223,19 @@ async def main(
     except ValueError as exc:
         print(error_line(str(exc)), file=err)
         return 2
-    summary = FindingSummary()
+    # JSON lines go out as the findings are found; only what the exit status, a table or the topic view
+    # needs is held (a million ledgers with WQ == AQ are a million informational findings: held, they were
+    # most of the command's memory, docs/benchmarks.md "Memory at 10k, 100k and 1M ledgers").
+    stream = fmt == "json" and by == "finding"
+    summary = FindingSummary(keep=lambda f: f.actionable or (not stream and f.category is Category.ORPHAN_LEDGER))
+
+    def first_sighting(f: Finding, check: str | None) -> bool:
+        if not summary.add(f, check):
+            return False
+        if stream:
+            out.write(f.to_json() + "\n")
+        return True
+
     runs: list[dict[str, Any]] = []
     started = time.time()
     # Console logs are for a person reading the report on stdout: each finding and run summary is in it
@@ -233,7 +249,7 @@ async def main(
                     check = CHECKS[name](ctx, locations)
 
                     def sink(f: Finding, _name: str = name) -> None:
-                        if summary.add(f, _name):
+                        if first_sighting(f, _name):
                             if human_logs:
                                 log.debug("finding", check=_name, message=f.message)
                             else:
@@ -244,7 +260,11 @@ async def main(
                     runs.append(stats.as_dict())
                     (log.debug if human_logs else log.info)("check finished", **stats.as_dict())
             rack_problem = locations.finding()  # unusable rack data: placement was not judged
-            if rack_problem is not None and any(CHECKS[n].use_placement for n in names) and summary.add(rack_problem):
+            if (
+                rack_problem is not None
+                and any(CHECKS[n].use_placement for n in names)
+                and first_sighting(rack_problem, None)
+            ):
                 if not human_logs:
                     log_new_finding(rack_problem, logger=log, check="scrutiny")
     except Exception as exc:  # connection refused, bad layout, ...: one clear line, exit 2
@@ -256,9 +276,6 @@ async def main(
         if by == "topic":
             for row in at_risk_by_topic(findings):
                 out.write(json.dumps(row.to_dict()) + "\n")
-        else:
-            for f in findings:
-                out.write(f.to_json() + "\n")
         out.write(
             json.dumps(
                 {"summary": {**summary.as_dict(), "checks": runs, "durationSeconds": round(time.time() - started, 3)}}

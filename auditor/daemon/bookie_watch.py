@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from collections.abc import Awaitable, Callable, Coroutine
 from posixpath import join
 from typing import Any
 
@@ -34,9 +34,10 @@ from auditor.metadata.errors import (
     MetadataVersionChangedError,
     NoSuchLedgerError,
 )
-from auditor.metadata.interfaces import CorruptLedger, WriteGuard
+from auditor.metadata.interfaces import WriteGuard
 from auditor.metadata.zkstore import ZooKeeperMetadataStore
 
+from .ledger_index import LedgerIndex
 from .supervisor import Spawn, Supervisor
 
 log = get_logger("auditor.bookies")
@@ -45,72 +46,6 @@ log = get_logger("auditor.bookies")
 # Ledgers marked concurrently: their ZooKeeper requests are pipelined (the store bounds requests in
 # flight and writes per second), instead of one round trip after another.
 MARK_BATCH = 256
-
-
-class LedgerIndex:
-    """bookie id -> ledger ids naming it in any segment, and each ledger's metadata version (so a marker
-    can be written on the condition that the ledger is still as indexed, without re-reading it)."""
-
-    def __init__(self, store: ZooKeeperMetadataStore) -> None:
-        self.store = store
-        self._by_bookie: dict[str, set[LedgerId]] = {}
-        self._bookies_of: dict[LedgerId, tuple[frozenset[str], int]] = {}
-        self.high: LedgerId | None = None  # highest scope-0 ledger id indexed
-        self.built_at: float | None = None
-
-    def __len__(self) -> int:
-        return len(self._bookies_of)
-
-    @property
-    def bookies(self) -> set[str]:
-        return {b for b, ids in self._by_bookie.items() if ids}
-
-    def ledgers_on(self, bookie: str) -> set[LedgerId]:
-        return set(self._by_bookie.get(bookie, ()))
-
-    def holds(self, bookie: str, lid: LedgerId) -> bool:
-        """Whether the indexed metadata of `lid` names `bookie` (no copy of the bookie's set)."""
-        return lid in self._by_bookie.get(bookie, ())
-
-    def version_of(self, lid: LedgerId) -> int | None:
-        """The metadata version indexed for `lid` (None: not indexed)."""
-        got = self._bookies_of.get(lid)
-        return None if got is None else got[1]
-
-    def update(self, lid: LedgerId, bookies: Iterable[str] | None, version: int = -1) -> None:
-        """Index `lid` at metadata `version` (-1: unknown), or forget it (`bookies` None)."""
-        old = self._bookies_of.pop(lid, None)
-        for b in old[0] if old else ():
-            self._by_bookie.get(b, set()).discard(lid)
-        if bookies is not None:
-            bs = frozenset(bookies)
-            self._bookies_of[lid] = (bs, version)
-            for b in bs:
-                self._by_bookie.setdefault(b, set()).add(lid)
-            if lid.scope == 0 and (self.high is None or lid > self.high):
-                self.high = lid
-
-    async def _scan(self, start: LedgerId | None) -> int:
-        n = 0
-        async for batch in self.store.scan_ledgers(start):
-            for r in batch:
-                if not isinstance(r, CorruptLedger):
-                    self.update(r.metadata.ledger_id, r.metadata.bookies, r.stat.version)
-                    n += 1
-        return n
-
-    async def rebuild(self) -> int:
-        self._by_bookie.clear()
-        self._bookies_of.clear()
-        self.high = None
-        n = await self._scan(None)
-        self.built_at = time.time()
-        return n
-
-    async def refresh_new(self) -> int:
-        """Index ledgers created since the last scan (ids above the highest one seen)."""
-        start = LedgerId(0, self.high.ledger + 1) if self.high is not None else None
-        return await self._scan(start)
 
 
 def parse_incarnations(data: bytes, path: str) -> dict[str, tuple[int, int]]:

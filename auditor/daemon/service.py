@@ -52,8 +52,9 @@ from auditor.metadata.zkstore import ZooKeeperMetadataStore
 from auditor.settings import Settings
 
 from .backend import StateBackend
-from .bookie_watch import BookieWatch, LedgerIndex
+from .bookie_watch import BookieWatch
 from .deletion_watch import DeletionWatch
+from .ledger_index import LedgerIndex
 from .metrics import AuditorMetrics, RunSummary
 from .operator import OperatorBackend
 from .repair_workers import RepairWorkers

@@ -21,13 +21,14 @@ import functools
 import json
 import re
 import urllib.parse
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any
 
 from . import varint
 from .ids import LedgerId
+from .intset import IntSet
 from .model import LedgerMetadata, LedgerState
 from .ranges import RangeSet
 from .schedule import StripedSet
@@ -417,41 +418,66 @@ _FINDING_FIELDS = tuple(f.name for f in fields(Finding))
 class FindingSummary:
     """Aggregates findings of one run: counts per category and severity, distinct ledgers per category
     (the Java auditor's gauges count ledgers), duplicates dropped by `dedup_key` (the first sighting is
-    kept, with the check that saw it)."""
+    kept, with the check that saw it).
 
-    def __init__(self) -> None:
-        self._seen: set[tuple[Any, ...]] = set()
+    `keep` says which findings to hold in `findings` (default: all); the others are counted and
+    deduplicated all the same. A scan of a million ledgers can bring a million informational findings
+    (`risky_quorum` on every WQ == AQ ledger): the one-shot command prints those as they come and holds
+    only what it still needs. What deduplication remembers of a finding about a whole scope-0 ledger
+    (the common kind) is the ledger id in a compact `IntSet`, 9 bytes or so, not its key.
+    """
+
+    def __init__(self, keep: Callable[[Finding], bool] | None = None) -> None:
+        self._keep = keep
+        self._seen: set[tuple[Any, ...]] = set()  # dedup keys of findings about less than a whole ledger
+        self._whole: dict[Category, IntSet] = {}  # scope-0 ledgers with a whole-ledger finding, per category
         self.findings: list[Finding] = []
         self.checks: list[str | None] = []  # per finding, the check that reported it (when given)
         self.by_category: dict[Category, int] = {c: 0 for c in Category}
         self.by_severity: dict[Severity, int] = {s: 0 for s in Severity}
-        self._ledgers: dict[Category, set[str]] = {c: set() for c in Category}
+        self.informational: dict[Category, int] = {c: 0 for c in Category}  # findings not `actionable`
+        self._ledgers: dict[Category, set[LedgerId]] = {c: set() for c in Category}  # the other findings'
         self.duplicates = 0
+        self._total = 0
 
     def add(self, finding: Finding, check: str | None = None) -> bool:
         """Add unless the same fault is already in; True when added."""
-        key = finding.dedup_key()
-        if key in self._seen:
-            self.duplicates += 1
-            return False
-        self._seen.add(key)
-        self.findings.append(finding)
-        self.checks.append(check)
+        lid = finding.ledger
+        whole_ledger = finding.segment_index is None and finding.bookie is None and finding.entry_id is None
+        if lid is not None and lid.scope == 0 and whole_ledger:
+            # Its dedup key is (category, ledger) and nothing more: the ledger id stands for it.
+            if not self._whole.setdefault(finding.category, IntSet()).add(lid.ledger):
+                self.duplicates += 1
+                return False
+        else:
+            key = finding.dedup_key()
+            if key in self._seen:
+                self.duplicates += 1
+                return False
+            self._seen.add(key)
+            if lid is not None:
+                self._ledgers[finding.category].add(lid)
+        if self._keep is None or self._keep(finding):
+            self.findings.append(finding)
+            self.checks.append(check)
+        self._total += 1
         self.by_category[finding.category] += 1
         self.by_severity[finding.severity] += 1
-        if finding.ledger is not None:
-            self._ledgers[finding.category].add(finding.ledger.qualified_name)
+        if not finding.actionable:
+            self.informational[finding.category] += 1
         return True
 
     def extend(self, findings: Iterable[Finding]) -> int:
         return sum(self.add(f) for f in findings)
 
     def ledgers(self, category: Category) -> int:
-        return len(self._ledgers[category])
+        whole = self._whole.get(category, ())
+        return len(whole) + sum(1 for lid in self._ledgers[category] if lid.scope or lid.ledger not in whole)
 
     @property
     def total(self) -> int:
-        return len(self.findings)
+        """Findings added (held or not)."""
+        return self._total
 
     @property
     def actionable(self) -> list[Finding]:
@@ -471,7 +497,7 @@ class FindingSummary:
             "findings": self.total,
             "duplicates": self.duplicates,
             "byCategory": {c.value: n for c, n in self.by_category.items()},
-            "ledgersByCategory": {c.value: len(s) for c, s in self._ledgers.items()},
+            "ledgersByCategory": {c.value: self.ledgers(c) for c in Category},
             "bySeverity": {s.value: n for s, n in self.by_severity.items()},
         }
 

@@ -39,6 +39,10 @@ DEMO_HTTP_BASE = HTTP_BASE + 10
 TLS_ZK_PORT = ZK_PORT + 5
 TLS_PORT_BASE = BOOKIE_PORT_BASE + 320
 TLS_HTTP_BASE = HTTP_BASE + 320
+# Simulated bookies (bench/simbookie): those of tests/realcluster/test_simbookie.py, bookie N on
+# 127.0.0.N:SIM_PORT_BASE + N; bench/memory.py's beside its own ZooKeeper (the second cluster's block).
+SIM_PORT_BASE = BOOKIE_PORT_BASE + 340
+BENCH_SIM_PORT_BASE = SECOND_PORT_BASE + 80
 # Identities (host:port) for Java auditor processes and Java-format votes: nothing listens on them.
 JAVA_AUDITOR_PORT = BOOKIE_PORT_BASE + 19
 OUR_VOTE_PORT = BOOKIE_PORT_BASE + 18

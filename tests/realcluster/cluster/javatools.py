@@ -238,6 +238,7 @@ class JavaTools:
         bookies: list[str] | None,
         allowed: list[str] | None,
         close: bool,
+        one_at_a_time: bool = False,
     ) -> list[str]:
         args = [
             "--ensemble",
@@ -264,6 +265,8 @@ class JavaTools:
         args += ["--allowed", ",".join(allowed if allowed is not None else self.sorted_bookie_ids)]
         if not close:
             args.append("--leave-open")
+        if one_at_a_time:
+            args.append("--one-at-a-time")
         return args
 
     def create_ledger(
@@ -280,8 +283,11 @@ class JavaTools:
         bookies: list[str] | None = None,
         allowed: list[str] | None = None,
         close: bool = True,
+        one_at_a_time: bool = False,
     ) -> dict[str, Any]:
-        """Write a ledger with the real Java client; returns what the tool reports (see docs/contributing.md)."""
+        """Write a ledger with the real Java client; returns what the tool reports (see docs/contributing.md).
+        `one_at_a_time`: each entry is added after the previous one was acknowledged (entry e then carries
+        LAC e-1, so its stored bytes are known in advance); by default 200 adds are in flight."""
         return self.ledger_tool(
             "create",
             *self._create_args(
@@ -297,6 +303,7 @@ class JavaTools:
                 bookies,
                 allowed,
                 close,
+                one_at_a_time,
             ),
         )
 
@@ -317,6 +324,7 @@ class JavaTools:
             kw.pop("bookies", None),
             kw.pop("allowed", None),
             True,
+            kw.pop("one_at_a_time", False),
         )
         if kw:
             raise HarnessError(f"unknown options {sorted(kw)}")

@@ -117,6 +117,10 @@ class Cluster(JavaTools, MlTools):
     client_conf: dict[str, str] = field(default_factory=dict)
     # A secured ZooKeeper (TLS on its secure port, SASL): clients then dial the secure port.
     zk_security: ZkTestSecurity | None = None
+    # ZooKeeper's heap, and whether it fsyncs its transaction log: benchmarks that plant a million znodes
+    # raise the one and turn off the other (bench/memory.py); the test clusters keep these defaults.
+    zk_heap_mb: int = 128
+    zk_force_sync: bool = True
 
     def __post_init__(self) -> None:
         self.workdir = Path(self.workdir)
@@ -232,8 +236,9 @@ class Cluster(JavaTools, MlTools):
             "zookeeper",
             [
                 "java",
-                "-Xmx128m",
+                f"-Xmx{self.zk_heap_mb}m",
                 "-XX:+UseSerialGC",
+                *([] if self.zk_force_sync else ["-Dzookeeper.forceSync=no"]),
                 "-cp",
                 cp,
                 "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",

@@ -40,7 +40,8 @@ import org.apache.bookkeeper.stats.StatsLogger;
  * Commands:
  *   create  [--count N] --ensemble E --write-quorum W --ack-quorum A --digest CRC32|CRC32C|MAC|DUMMY --password P
  *           --entries N --entry-size B [--ledger-id ID] [--custom k=v]... [--bookies a,b,c]
- *           [--allowed a,b,...] [--leave-open] [--pause-after K --pause-file F] [--store-ctime]
+ *           [--allowed a,b,...] [--leave-open] [--one-at-a-time] [--pause-after K --pause-file F]
+ *           [--store-ctime]
  *   recover --ledger-id ID [--password P]      open with recovery: fences and closes the ledger
  *   delete  --ledger-id ID
  *   info    --ledger-id ID [--password P]      open without recovery, print metadata
@@ -188,6 +189,7 @@ public class BkLedgerTool {
         long pauseAfter = Long.parseLong(one(opts, "pause-after", "-1"));
         String pauseFile = one(opts, "pause-file", null);
         boolean leaveOpen = opts.containsKey("leave-open");
+        boolean oneAtATime = opts.containsKey("one-at-a-time");
         Map<String, byte[]> custom = new LinkedHashMap<>();
         for (String kv : opts.getOrDefault("custom", Collections.emptyList())) {
             int i = kv.indexOf('=');
@@ -216,8 +218,10 @@ public class BkLedgerTool {
         List<CompletableFuture<?>> inflight = new ArrayList<>();
         // An OPEN ledger is written one entry at a time, so that each entry carries the previous LAC and
         // the bookies know LAC = N-2, as with a steady writer. Pipelined writes (200 in flight) would
-        // all carry LAC -1.
-        int window = leaveOpen ? 1 : 200;
+        // all carry LAC -1 (or whatever the acknowledgements had reached: timing decides). --one-at-a-time
+        // does the same for a closed ledger, so that every stored byte is known in advance (entry e carries
+        // LAC e-1).
+        int window = leaveOpen || oneAtATime ? 1 : 200;
         for (long entry = 0; entry < entries; entry++) {
             if (entry == pauseAfter) {
                 drain(inflight);

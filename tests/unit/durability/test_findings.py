@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import tracemalloc
 
 import pytest
 
@@ -157,6 +158,67 @@ def test_summary_counts_and_dedup() -> None:
     assert d["byCategory"]["entry_no_replica"] == 2 and d["ledgersByCategory"]["placement_violation"] == 1
     assert d["bySeverity"]["major"] == 1 and d["findings"] == 5
     assert FindingSummary().worst_severity is None
+
+
+def test_summary_dedups_whole_ledger_and_partial_findings_alike() -> None:
+    """Whole-ledger findings of scope-0 ledgers are remembered by id alone; the rest by their key. Both
+    deduplicate as `dedup_key` says, and a ledger with both kinds in one category counts once."""
+    risky = [
+        Finding.of(Category.RISKY_QUORUM, "r", metadata=md(lid=LedgerId.of(i)), severity=Severity.INFO)
+        for i in (5, 3, 5, 9, 3)
+    ]
+    scoped = [
+        Finding.of(Category.RISKY_QUORUM, "r", metadata=md(lid=LedgerId(1, 5)), severity=Severity.INFO)
+        for _ in range(2)
+    ]
+    partial = [
+        Finding.of(Category.ENTRY_NO_REPLICA, "whole", metadata=md(lid=LedgerId.of(7))),
+        Finding.of(Category.ENTRY_NO_REPLICA, "bookie", metadata=md(lid=LedgerId.of(7)), bookie="b1"),
+        Finding.of(Category.ENTRY_NO_REPLICA, "bookie again", metadata=md(lid=LedgerId.of(7)), bookie="b1"),
+        Finding.of(Category.ENTRY_NO_REPLICA, "other bookie", metadata=md(lid=LedgerId.of(8)), bookie="b2"),
+        Finding.of(Category.ENTRY_NO_REPLICA, "scoped", metadata=md(lid=LedgerId(2, 7)), entry_id=3),
+    ]
+    s = summarize([*risky, *scoped, *partial])
+    keys = {f.dedup_key() for f in [*risky, *scoped, *partial]}
+    assert s.total == len(keys) == 8 and s.duplicates == 12 - 8
+    assert s.ledgers(Category.RISKY_QUORUM) == 4  # 3, 5, 9 and scope 1's 5
+    assert s.ledgers(Category.ENTRY_NO_REPLICA) == 3  # 7 (twice over), 8, and scope 2's 7
+    assert [f.message for f in s.findings] == ["r", "r", "r", "r", "whole", "bookie", "other bookie", "scoped"]
+    assert s.informational[Category.RISKY_QUORUM] == 4 and s.informational[Category.ENTRY_NO_REPLICA] == 0
+
+
+def test_summary_counts_what_it_does_not_keep() -> None:
+    s = FindingSummary(keep=lambda f: f.actionable)
+    for i in range(3):
+        for _ in range(2):
+            s.add(
+                Finding.of(Category.RISKY_QUORUM, "info", metadata=md(lid=LedgerId.of(i)), severity=Severity.INFO),
+                "scrutiny",
+            )
+    s.add(Finding.of(Category.ENTRY_NO_REPLICA, "bad", metadata=md(lid=LedgerId.of(1))), "scrutiny")
+    assert [f.message for f in s.findings] == ["bad"] and [c for _, c in s.sightings()] == ["scrutiny"]
+    assert s.total == 4 and s.duplicates == 3 and [f.message for f in s.actionable] == ["bad"]
+    d = s.as_dict()
+    assert d["findings"] == 4 and d["byCategory"]["risky_quorum"] == 3 and d["ledgersByCategory"]["risky_quorum"] == 3
+    assert s.informational[Category.RISKY_QUORUM] == 3
+
+
+def test_a_summary_not_keeping_informational_findings_holds_a_few_bytes_each() -> None:
+    """What `bk-auditor check --format json` holds for each of a million WQ == AQ ledgers: 50,000
+    informational findings cost it about 9 bytes each (their ids, for deduplication), where it held each
+    finding (~1.2 KB) before (docs/benchmarks.md, "Memory at 10k, 100k and 1M ledgers")."""
+    s = FindingSummary(keep=lambda f: f.actionable)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for i in range(50_000):
+            lid = LedgerId.of(i)
+            s.add(Finding.of(Category.RISKY_QUORUM, "WQ == AQ", ledger=lid, severity=Severity.INFO))
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert s.total == 50_000 and s.ledgers(Category.RISKY_QUORUM) == 50_000 and not s.findings
+    assert held / 50_000 < 12, held / 50_000
 
 
 # --------------------------------------------------------------------------------------------------

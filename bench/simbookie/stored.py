@@ -1,0 +1,139 @@
+"""What a simulated bookie stores for one ledger, from the ledger's metadata alone.
+
+The write schedule is the plain round-robin rule, written out here on its own (not the auditor's
+`durability.schedule`, which it serves to test): in a segment with ensemble list `ens`, entry `e` is
+stored on `ens[(e + k) % E]` for every `k < WQ`, where `E` is the ensemble size and `WQ` the write quorum.
+
+The stored bytes are those of a writer that adds one entry at a time (the Java test tool's
+`--one-at-a-time`, or bench/planted.py's metadata): entry `e` carries LAC `e - 1` and the cumulative length
+`(e + 1) * size`, with the payload BkLedgerTool writes (tests/realcluster/cluster/javatools.py `payload`).
+Only a closed ledger whose length is a whole number of equal entries can be served; anything else is not
+a ledger any simulated bookie knows.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import hmac
+import struct
+import zlib
+from dataclasses import dataclass
+
+import google_crc32c
+
+from auditor.durability.model import DigestType, LedgerMetadata, LedgerState
+from tests.realcluster.cluster.javatools import payload
+
+_HEADER = struct.Struct(">qqqq")  # ledgerId, entryId, lastAddConfirmed, length: entry format v1
+_LIST_HEADER = struct.Struct(">ii56x")  # version 0, number of groups, 56 reserved bytes
+_LIST_RECORD = struct.Struct(">qqii")  # first start, last start, size, period
+
+Run = tuple[int, int]  # first and last entry id of a run of consecutive ids, inclusive
+Span = tuple[int, int, tuple[str, ...]]  # a non-empty segment: first and last entry id, its ensemble
+
+
+@dataclass(frozen=True, slots=True)
+class WrittenLedger:
+    """A closed ledger as its bookies store it after every add reached its whole write set."""
+
+    ledger_id: int
+    ensemble_size: int
+    write_quorum: int
+    last_entry: int
+    entry_size: int
+    digest: DigestType
+    password: bytes
+    spans: tuple[Span, ...]
+
+    @classmethod
+    def from_metadata(cls, md: LedgerMetadata) -> WrittenLedger | None:
+        """None for a ledger no simulated bookie can serve: not closed, empty, scoped, or entries of
+        unequal size (their bytes cannot be known from the metadata)."""
+        entries = md.last_entry_id + 1
+        if md.state is not LedgerState.CLOSED or entries <= 0 or md.ledger_id.scope or md.length % entries:
+            return None
+        return cls(
+            ledger_id=md.ledger_id.ledger,
+            ensemble_size=md.ensemble_size,
+            write_quorum=md.write_quorum,
+            last_entry=md.last_entry_id,
+            entry_size=md.length // entries,
+            digest=md.digest_type or DigestType.CRC32,
+            password=md.password or b"",
+            spans=_spans(md),
+        )
+
+    def runs_on(self, bookie: str) -> tuple[Run, ...]:
+        """The maximal runs of consecutive entry ids `bookie` stores (empty: it never saw the ledger)."""
+        return _runs(self.spans, self.ensemble_size, self.write_quorum, bookie)
+
+    def body(self, entry: int) -> bytes:
+        """The stored bytes of `entry`: header, digest, payload."""
+        header = _HEADER.pack(self.ledger_id, entry, entry - 1, (entry + 1) * self.entry_size)
+        data = payload(self.ledger_id, entry, self.entry_size)
+        return header + digest(self.digest, self.password, header, data) + data
+
+
+def _spans(md: LedgerMetadata) -> tuple[Span, ...]:
+    """Each segment's entry range (a segment runs until the next one starts, the last one to the ledger's
+    last entry); empty segments left out."""
+    out = []
+    for k, seg in enumerate(md.segments):
+        end = md.segments[k + 1].first_entry_id - 1 if k + 1 < len(md.segments) else md.last_entry_id
+        end = min(end, md.last_entry_id)
+        if seg.first_entry_id <= end:
+            out.append((seg.first_entry_id, end, seg.ensemble))
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=4096)
+def _runs(spans: tuple[Span, ...], ensemble_size: int, write_quorum: int, bookie: str) -> tuple[Run, ...]:
+    # Cached: planted ledgers share a handful of shapes, and each ledger is asked for by several bookies.
+    runs: list[list[int]] = []
+    for first, last, ens in spans:
+        for e in range(first, last + 1):
+            if any(ens[(e + k) % ensemble_size] == bookie for k in range(write_quorum)):
+                if runs and runs[-1][1] == e - 1:
+                    runs[-1][1] = e
+                else:
+                    runs.append([e, e])
+    return tuple((a, b) for a, b in runs)
+
+
+def without(runs: tuple[Run, ...], missing: frozenset[int]) -> tuple[Run, ...]:
+    """`runs` with the ids in `missing` taken out (a fault: entries a bookie lost)."""
+    out: list[Run] = []
+    for a, b in runs:
+        start = a
+        for e in sorted(x for x in missing if a <= x <= b):
+            if start < e:
+                out.append((start, e - 1))
+            start = e + 1
+        if start <= b:
+            out.append((start, b))
+    return tuple(out)
+
+
+def holds(runs: tuple[Run, ...], entry: int) -> bool:
+    return any(a <= entry <= b for a, b in runs)
+
+
+def encode_runs(runs: tuple[Run, ...]) -> bytes:
+    """The AvailabilityOfEntriesOfLedger bytes a real bookie sends for these ids: a 64-byte header, then one
+    24-byte record per maximal run (start, start, length, period 0); real bookies never merge runs into
+    periodic groups (spec bookie-protocol.md §4.3)."""
+    return _LIST_HEADER.pack(0, len(runs)) + b"".join(_LIST_RECORD.pack(a, a, b - a + 1, 0) for a, b in runs)
+
+
+def digest(kind: DigestType, password: bytes, header: bytes, data: bytes) -> bytes:
+    """The digest a Java client puts between the header and the payload (over both, spec §5.2)."""
+    if kind is DigestType.CRC32:
+        return struct.pack(">Q", zlib.crc32(data, zlib.crc32(header)))
+    if kind is DigestType.CRC32C:
+        return struct.pack(">I", google_crc32c.extend(google_crc32c.value(header), data))
+    if kind is DigestType.HMAC:
+        mac = hmac.new(hashlib.sha1(b"mac" + password).digest(), header, hashlib.sha1)
+        mac.update(data)
+        return mac.digest()
+    return b""  # DUMMY
