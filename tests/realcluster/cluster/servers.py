@@ -66,6 +66,11 @@ class BookieProc:
     conf_path: Path
     proc: Proc
     paused: bool = False
+    # While a pause may have outlived the bookie's ZooKeeper session: when it was paused and the session
+    # that owned its registration then (see Cluster.wait_registered).
+    paused_at: float | None = None
+    paused_owner: int | None = None
+    resumed_at: float | None = None
     # Set for a bookie registered behind a proxy: the name it advertises (see Cluster.proxied).
     advertised_host: str | None = None
 
@@ -411,22 +416,47 @@ class Cluster(JavaTools, MlTools):
         return f"{self.ledgers_root}/available/{self.bookie(n).bookie_id}"
 
     def wait_registered(self, n: int, timeout: float = 60.0) -> None:
+        """Until bookie n is registered (writable or read-only). After a pause long enough for its ZooKeeper
+        session to expire, a registration still owned by the old session is not enough: the server may
+        expire it just after we look (make test saw a Java client fail to resolve a bookie that this had
+        just seen registered), so wait until the bookie re-registered with a new session, or until it has
+        been running a full session timeout with the old one (the session survived)."""
         b = self.bookie(n)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if not b.running:
                 raise HarnessError(f"bookie {n} exited; log {b.proc.log}:\n{tail(b.proc.log)}")
             try:
-                if self.kazoo.exists(self.registration_path(n)) or self.kazoo.exists(
-                    f"{self.ledgers_root}/available/readonly/{b.bookie_id}"
-                ):
-                    return
+                owner = self._registration_owner(b)
             except (ConnectionLoss, SessionExpiredError):
                 # Our own client lost its session (a ZooKeeper restart on a loaded machine): kazoo
                 # reconnects with a new one; ask again (a chaos campaign died here at round 89).
-                pass
+                owner = None
+            if owner is not None and self._registration_settled(b, owner):
+                return
             time.sleep(0.2)
         raise HarnessError(f"bookie {n} did not register within {timeout}s; log {b.proc.log}:\n{tail(b.proc.log)}")
+
+    def _registration_owner(self, b: BookieProc) -> int | None:
+        """The session owning bookie b's registration (writable or read-only), None when unregistered."""
+        for path in (self.registration_path(b.index), f"{self.ledgers_root}/available/readonly/{b.bookie_id}"):
+            stat = self.kazoo.exists(path)
+            if stat is not None:
+                return int(stat.ephemeralOwner)
+        return None
+
+    def _registration_settled(self, b: BookieProc, owner: int) -> bool:
+        if b.paused or b.paused_at is None:
+            return True
+        session_s = BOOKIE_ZK_TIMEOUT_MS / 1000
+        paused_for = (b.resumed_at or time.monotonic()) - b.paused_at
+        if owner != b.paused_owner or paused_for < session_s / 2:
+            settled = True  # re-registered, or paused too briefly to lose the session
+        else:
+            settled = time.monotonic() - (b.resumed_at or 0.0) > session_s + 1.0
+        if settled:
+            b.paused_at = b.paused_owner = b.resumed_at = None
+        return settled
 
     def wait_ready(self, n: int, timeout: float = 60.0) -> None:
         start = time.monotonic()
@@ -476,6 +506,11 @@ class Cluster(JavaTools, MlTools):
 
     def pause_bookie(self, n: int) -> None:
         b = self.bookie(n)
+        try:
+            b.paused_owner = self._registration_owner(b)
+        except (ConnectionLoss, SessionExpiredError):
+            b.paused_owner = None
+        b.paused_at = time.monotonic()
         b.proc.pause()
         b.paused = True
 
@@ -483,6 +518,7 @@ class Cluster(JavaTools, MlTools):
         b = self.bookie(n)
         b.proc.signal(signal.SIGCONT)
         b.paused = False
+        b.resumed_at = time.monotonic()
 
     def start_bookie(self, n: int, timeout: float = 90.0) -> None:
         b = self.bookie(n)
