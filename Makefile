@@ -7,8 +7,11 @@ setup:
 demo: setup
 	.venv/bin/python -m tests.realcluster.demo
 
+# Two workers (pytest-xdist), a test file at a time each, each with its own real cluster on its own ports
+# (tests/realcluster/ports.py: slots k and k + 1 for BK_TEST_PORT_SLOT=k): the suite mostly waits on
+# bookies, ZooKeeper and JVMs, so two share 2 cores well.
 test: setup lint
-	.venv/bin/python -m pytest -q -ra tests
+	.venv/bin/python -m pytest -q -ra -n 2 --dist loadfile tests
 
 # Static checks (docs/contributing.md): ruff lint + format check, the layer contracts (.importlinter),
 # mypy (configured in pyproject.toml: strict on auditor/durability, auditor/bookie, auditor/aio, auditor/repair).

@@ -1,6 +1,7 @@
 """Test ports, movable as one block so that several suites (or developers) can share one machine.
 
-`BK_TEST_PORT_SLOT=k` shifts every default port by a fixed stride per slot; the older per-port
+`BK_TEST_PORT_SLOT=k` shifts every default port by a fixed stride per slot (and pytest-xdist worker gwN
+adds N to it: `make test` runs two workers, on slots k and k + 1); the older per-port
 variables (`BK_TEST_ZK_PORT`, `BK_TEST_PORT_BASE`, `BK_TEST_HTTP_BASE`, `BK_TEST_DAEMON_PORT_BASE`) still
 override single values. Slot 0 keeps the historical ports.
 """
@@ -9,7 +10,21 @@ from __future__ import annotations
 
 import os
 
-SLOT = int(os.environ.get("BK_TEST_PORT_SLOT", "0"))
+
+def _slot() -> int:
+    """The slot of this process. A pytest-xdist worker gwN takes slot BK_TEST_PORT_SLOT + N, so each
+    worker of `make test` has its own real cluster; it writes that slot back into its environment, marked
+    as resolved, so the processes its tests start (the CLI, bench scripts) use the same ports."""
+    slot = int(os.environ.get("BK_TEST_PORT_SLOT", "0"))
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if worker.startswith("gw") and not os.environ.get("BK_TEST_PORT_SLOT_RESOLVED"):
+        slot += int(worker[2:])
+        os.environ["BK_TEST_PORT_SLOT"] = str(slot)
+        os.environ["BK_TEST_PORT_SLOT_RESOLVED"] = "1"
+    return slot
+
+
+SLOT = _slot()
 _ZK_STRIDE = 20
 _STRIDE = 400
 
