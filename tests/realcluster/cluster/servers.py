@@ -138,6 +138,9 @@ class Cluster(JavaTools, MlTools):
         self.zk: Proc | None = None
         self.bookies: list[BookieProc] = []
         self._kazoo: KazooClient | None = None
+        # How many times a bookie of this cluster was wiped: ledgers kept across test modules (the sweep
+        # tests' planting) are written again after one, since their copies on it are gone.
+        self.wipes = 0
         self._lock = threading.Lock()
         self._tool: Path | None = None
         self._started = False
@@ -542,6 +545,7 @@ class Cluster(JavaTools, MlTools):
         for d in (b.journal_dir, b.ledger_dir):
             shutil.rmtree(d, ignore_errors=True)
             d.mkdir(parents=True)
+        self.wipes += 1
         cookie = f"{self.ledgers_root}/cookies/{b.bookie_id}"
         if self.kazoo.exists(cookie):
             self.kazoo.delete(cookie)
