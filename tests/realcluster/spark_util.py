@@ -18,7 +18,8 @@ from tests.realcluster.cluster import Cluster
 
 CHECKS = ["scrutiny", "ledger", "open"]
 # Four leaf directories of our own, next to each other across the hybrid split (2^31 - 1), where no
-# other test writes: legacy 21/4744 and 21/4745, long 000/0000/0021/4751 and .../4752.
+# other test writes: legacy 21/4744 and 21/4745, long 000/0000/0021/4751 and .../4752. (Planted again,
+# they are these plus the planting's "shift": see planted_ledgers.)
 LEGACY_A, LEGACY_B = 2_147_440_001, 2_147_450_001
 LONG_A, FAULTY = 2_147_510_003, 2_147_520_007
 RANGE = (LedgerId(0, 2_147_440_000), LedgerId(0, 2_147_530_000))
@@ -30,24 +31,27 @@ _PLANTED: dict[int, dict[str, Any]] = {}
 def planted_ledgers(cluster: Cluster) -> dict[str, Any]:
     """The sweep tests' ledgers on this cluster, written by the real Java client the first time asked."""
     kept = _PLANTED.get(id(cluster))
+    shift = 0
     if kept is not None and kept["wipes"] != cluster.wipes:
         # A bookie was wiped since (a repair test's lost bookie, when `make test`'s workers ran that module
-        # in between): these ledgers lost copies, so they are written again.
+        # in between): these ledgers lost copies, so they are deleted and written again. Under ids one
+        # higher, in the same leaf directories: a real bookie keeps a deleted ledger's state (its fencing
+        # too) until its garbage collection, so a new ledger under the old id can be refused.
         cluster.ledger_tool("delete", "--ledger-id", ",".join(str(i) for i in kept["ids"]))
-        kept = None
+        shift, kept = kept["shift"] + 1, None
     if kept is None:
-        kept = _PLANTED[id(cluster)] = {**_plant(cluster), "wipes": cluster.wipes}
+        kept = _PLANTED[id(cluster)] = {**_plant(cluster, shift), "wipes": cluster.wipes, "shift": shift}
     return kept
 
 
-def _plant(cluster: Cluster) -> dict[str, Any]:
+def _plant(cluster: Cluster, shift: int) -> dict[str, Any]:
     b = [cluster.bookie(n).bookie_id for n in (1, 2, 3, 4)]
     generated = cluster.create_ledgers(3, entries=15)  # ids from the cluster's generator (00/0000 ...)
-    legacy_a = cluster.create_ledger(ledger_id=LEGACY_A, entries=12)
-    legacy_b = cluster.create_ledger(ledger_id=LEGACY_B, entries=12, ensemble=3, write_quorum=3)
-    long_a = cluster.create_ledger(ledger_id=LONG_A, entries=12)
+    legacy_a = cluster.create_ledger(ledger_id=LEGACY_A + shift, entries=12)
+    legacy_b = cluster.create_ledger(ledger_id=LEGACY_B + shift, entries=12, ensemble=3, write_quorum=3)
+    long_a = cluster.create_ledger(ledger_id=LONG_A + shift, entries=12)
     faulty = cluster.create_ledger(
-        ledger_id=FAULTY, ensemble=3, write_quorum=2, ack_quorum=2, entries=30, bookies=b[:3]
+        ledger_id=FAULTY + shift, ensemble=3, write_quorum=2, ack_quorum=2, entries=30, bookies=b[:3]
     )
     rewrite_ensemble(cluster, faulty["ledgerId"], b[2], b[3])
     faulty["ensembles"] = {"0": [b[0], b[1], b[3]]}

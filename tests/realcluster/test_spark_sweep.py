@@ -103,7 +103,10 @@ def test_ledgers_in_different_leaf_directories_land_in_the_planned_partitions(
         assert leaf_dir(cluster, r["ledgerId"]) in owners[0].directories
         assert [i for i, name in traced(full, "scrutiny") if name == lid.qualified_name] == [owners[0].index]
     long_ids = [r["ledgerId"] for r in planted["dirs"] if r["ledgerId"] >= 2**31]
-    assert long_ids == [LONG_A, FAULTY] and all(len(ledger_path(cluster, i).split("/")) == 7 for i in long_ids)
+    shift = planted["shift"]
+    assert long_ids == [LONG_A + shift, FAULTY + shift] and all(
+        len(ledger_path(cluster, i).split("/")) == 7 for i in long_ids
+    )
 
 
 def test_planted_fault_is_found_exactly(full: SweepResult, planted: dict[str, Any]) -> None:
@@ -240,7 +243,8 @@ def test_plan_over_legacy_long_and_scoped_trees_lists_every_ledger_once(
     range yields every ledger of the cluster exactly once."""
     scoped_root = f"{cluster.ledgers_root}/scoped"
     had_scoped = cluster.kazoo.exists(scoped_root) is not None
-    scoped = [LedgerId(7, LEGACY_A), LedgerId(7, 2**40 + 11)]
+    legacy_a = LEGACY_A + planted["shift"]
+    scoped = [LedgerId(7, legacy_a), LedgerId(7, 2**40 + 11)]
 
     async def scenario() -> None:
         from dataclasses import replace
@@ -248,7 +252,7 @@ def test_plan_over_legacy_long_and_scoped_trees_lists_every_ledger_once(
         store = await ZooKeeperMetadataStore.connect(cluster.metadata_service_uri)
         election = await leader_of(store)
         try:
-            md = (await store.read_ledger(LEGACY_A)).metadata
+            md = (await store.read_ledger(legacy_a)).metadata
             for lid in scoped:
                 await zkwriters.write_ledger_metadata(
                     store, replace(md, ledger_id=lid), election.guard, expected_version=None
