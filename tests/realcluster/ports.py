@@ -1,7 +1,7 @@
 """Test ports, movable as one block so that several suites (or developers) can share one machine.
 
 `BK_TEST_PORT_SLOT=k` shifts every default port by a fixed stride per slot (and pytest-xdist worker gwN
-adds N to it: `make test` runs two workers, on slots k and k + 1); the older per-port
+adds N to it: `pytest -n 2` runs two workers, on slots k and k + 1); the older per-port
 variables (`BK_TEST_ZK_PORT`, `BK_TEST_PORT_BASE`, `BK_TEST_HTTP_BASE`, `BK_TEST_DAEMON_PORT_BASE`) still
 override single values. Slot 0 keeps the historical ports.
 """
@@ -13,7 +13,7 @@ import os
 
 def _slot() -> int:
     """The slot of this process. A pytest-xdist worker gwN takes slot BK_TEST_PORT_SLOT + N, so each
-    worker of `make test` has its own real cluster; it writes that slot back into its environment, marked
+    worker of `pytest -n N` has its own real cluster; it writes that slot back into its environment, marked
     as resolved, so the processes its tests start (the CLI, bench scripts) use the same ports."""
     slot = int(os.environ.get("BK_TEST_PORT_SLOT", "0"))
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")

@@ -33,7 +33,7 @@ def planted_ledgers(cluster: Cluster) -> dict[str, Any]:
     kept = _PLANTED.get(id(cluster))
     shift = 0
     if kept is not None and kept["wipes"] != cluster.wipes:
-        # A bookie was wiped since (a repair test's lost bookie, when `make test`'s workers ran that module
+        # A bookie was wiped since (a repair test's lost bookie, when pytest-xdist workers ran that module
         # in between): these ledgers lost copies, so they are deleted and written again. Under ids one
         # higher, in the same leaf directories: a real bookie keeps a deleted ledger's state (its fencing
         # too) until its garbage collection, so a new ledger under the old id can be refused.
