@@ -16,9 +16,11 @@ from google.protobuf.message import DecodeError, Message
 from google.protobuf.unknown_fields import UnknownFieldSet
 
 from auditor._proto import bookkeeper_protocol_pb2 as pb
+from auditor.durability.entrylist import encode_ranges
+from auditor.durability.ranges import RangeSet
 
 from .sources import LedgerSource
-from .stored import Run, WrittenLedger, encode_runs, holds, without
+from .stored import Run, WrittenLedger, holds, without
 
 # What GET_BOOKIE_INFO reports when asked (bytes); any plausible value does, nothing checks it.
 TOTAL_DISK = 100 * 2**30
@@ -130,7 +132,7 @@ class BookieView:
             status = pb.ENOLEDGER
         else:
             status = pb.EOK
-            sub.availabilityOfEntriesOfLedger = encode_runs(runs)
+            sub.availabilityOfEntriesOfLedger = encode_ranges(RangeSet(runs))  # as a real bookie writes it
         resp.status = sub.status = status
 
     def _bookie_info(self, req: pb.Request, resp: pb.Response) -> None:

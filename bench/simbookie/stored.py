@@ -14,20 +14,14 @@ a ledger any simulated bookie knows.
 from __future__ import annotations
 
 import functools
-import hashlib
-import hmac
 import struct
-import zlib
 from dataclasses import dataclass
 
-import google_crc32c
-
+from auditor.durability.entry import compute_digest, mac_key
 from auditor.durability.model import DigestType, LedgerMetadata, LedgerState
 from tests.realcluster.cluster.javatools import payload
 
 _HEADER = struct.Struct(">qqqq")  # ledgerId, entryId, lastAddConfirmed, length: entry format v1
-_LIST_HEADER = struct.Struct(">ii56x")  # version 0, number of groups, 56 reserved bytes
-_LIST_RECORD = struct.Struct(">qqii")  # first start, last start, size, period
 
 Run = tuple[int, int]  # first and last entry id of a run of consecutive ids, inclusive
 Span = tuple[int, int, tuple[str, ...]]  # a non-empty segment: first and last entry id, its ensemble
@@ -72,7 +66,8 @@ class WrittenLedger:
         """The stored bytes of `entry`: header, digest, payload."""
         header = _HEADER.pack(self.ledger_id, entry, entry - 1, (entry + 1) * self.entry_size)
         data = payload(self.ledger_id, entry, self.entry_size)
-        return header + digest(self.digest, self.password, header, data) + data
+        key = mac_key(self.password) if self.digest is DigestType.HMAC else None
+        return header + compute_digest(self.digest, header, data, key) + data
 
 
 def _spans(md: LedgerMetadata) -> tuple[Span, ...]:
@@ -117,23 +112,3 @@ def without(runs: tuple[Run, ...], missing: frozenset[int]) -> tuple[Run, ...]:
 
 def holds(runs: tuple[Run, ...], entry: int) -> bool:
     return any(a <= entry <= b for a, b in runs)
-
-
-def encode_runs(runs: tuple[Run, ...]) -> bytes:
-    """The AvailabilityOfEntriesOfLedger bytes a real bookie sends for these ids: a 64-byte header, then one
-    24-byte record per maximal run (start, start, length, period 0); real bookies never merge runs into
-    periodic groups (spec bookie-protocol.md §4.3)."""
-    return _LIST_HEADER.pack(0, len(runs)) + b"".join(_LIST_RECORD.pack(a, a, b - a + 1, 0) for a, b in runs)
-
-
-def digest(kind: DigestType, password: bytes, header: bytes, data: bytes) -> bytes:
-    """The digest a Java client puts between the header and the payload (over both, spec §5.2)."""
-    if kind is DigestType.CRC32:
-        return struct.pack(">Q", zlib.crc32(data, zlib.crc32(header)))
-    if kind is DigestType.CRC32C:
-        return struct.pack(">I", google_crc32c.extend(google_crc32c.value(header), data))
-    if kind is DigestType.HMAC:
-        mac = hmac.new(hashlib.sha1(b"mac" + password).digest(), header, hashlib.sha1)
-        mac.update(data)
-        return mac.digest()
-    return b""  # DUMMY
