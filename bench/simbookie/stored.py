@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from auditor.durability.entry import compute_digest, mac_key
 from auditor.durability.model import DigestType, LedgerMetadata, LedgerState
+from auditor.durability.schedule import write_set_bookies
 from tests.realcluster.cluster.javatools import payload
 
 _HEADER = struct.Struct(">qqqq")  # ledgerId, entryId, lastAddConfirmed, length: entry format v1
@@ -32,7 +33,6 @@ class WrittenLedger:
     """A closed ledger as its bookies store it after every add reached its whole write set."""
 
     ledger_id: int
-    ensemble_size: int
     write_quorum: int
     last_entry: int
     entry_size: int
@@ -49,7 +49,6 @@ class WrittenLedger:
             return None
         return cls(
             ledger_id=md.ledger_id.ledger,
-            ensemble_size=md.ensemble_size,
             write_quorum=md.write_quorum,
             last_entry=md.last_entry_id,
             entry_size=md.length // entries,
@@ -60,7 +59,7 @@ class WrittenLedger:
 
     def runs_on(self, bookie: str) -> tuple[Run, ...]:
         """The maximal runs of consecutive entry ids `bookie` stores (empty: it never saw the ledger)."""
-        return _runs(self.spans, self.ensemble_size, self.write_quorum, bookie)
+        return _runs(self.spans, self.write_quorum, bookie)
 
     def body(self, entry: int) -> bytes:
         """The stored bytes of `entry`: header, digest, payload."""
@@ -83,12 +82,12 @@ def _spans(md: LedgerMetadata) -> tuple[Span, ...]:
 
 
 @functools.lru_cache(maxsize=4096)
-def _runs(spans: tuple[Span, ...], ensemble_size: int, write_quorum: int, bookie: str) -> tuple[Run, ...]:
+def _runs(spans: tuple[Span, ...], write_quorum: int, bookie: str) -> tuple[Run, ...]:
     # Cached: planted ledgers share a handful of shapes, and each ledger is asked for by several bookies.
     runs: list[list[int]] = []
     for first, last, ens in spans:
         for e in range(first, last + 1):
-            if any(ens[(e + k) % ensemble_size] == bookie for k in range(write_quorum)):
+            if bookie in write_set_bookies(ens, e, write_quorum):
                 if runs and runs[-1][1] == e - 1:
                     runs[-1][1] = e
                 else:
