@@ -493,10 +493,7 @@ class Cluster(JavaTools, MlTools):
         b = self.bookie(n)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if not (
-                self.kazoo.exists(self.registration_path(n))
-                or self.kazoo.exists(f"{self.ledgers_root}/available/readonly/{b.bookie_id}")
-            ):
+            if self._registration_owner(b) is None:
                 return
             time.sleep(0.2)
         raise HarnessError(f"bookie {n} still registered after {timeout}s")
