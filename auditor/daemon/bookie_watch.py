@@ -9,9 +9,12 @@ delay and is usually back within seconds, where Java marks all its ledgers at on
 the delay znode (Java's `triggeraudit`) audits at once. Marking honours the cluster's disable flag;
 detection and reporting go on while it is set.
 
-Which ledgers a bookie holds comes from `LedgerIndex`, built once per leadership and then kept up to
-date incrementally (new ledger ids are read as they appear; every ledger is re-read before it is
-marked), never by rescanning all metadata on every event.
+Which ledgers a bookie holds comes from `LedgerIndex`, built once per leadership. A lost bookie is
+marked in two passes. The first goes from the index (plus ledger ids above the highest indexed one), so
+the markers come at once: each is written on the condition that the ledger is still at its indexed
+metadata version. The second re-reads all ledger metadata, as Java does on every audit, and marks what
+the index could not know: a ledger whose ensemble came to name the bookie after it was indexed (an
+ensemble change, a repair), or one created under an id below the highest indexed (an explicit id).
 """
 
 from __future__ import annotations
@@ -249,26 +252,44 @@ class BookieWatch:
         if not still_lost:
             return
         await self.index.refresh_new()
-        disabled = await self.store.is_replication_disabled()
-        for bookie in sorted(still_lost):
-            ledgers = self.index.ledgers_on(bookie)
-            if disabled:
+        if await self.store.is_replication_disabled():
+            for bookie in sorted(still_lost):
                 log.warning(
                     "lost bookie not marked: auto-recovery is disabled (U/disable exists)",
                     bookieId=bookie,
-                    ledgers=len(ledgers),
+                    ledgers=len(self.index.ledgers_on(bookie)),
                     reason=reason,
                 )
-                continue
-            marked = 0
-            ordered = sorted(ledgers)
-            await self.store.create_marker_parents(ordered, self._guard())
-            for start in range(0, len(ordered), MARK_BATCH):
-                done = await gather_all(self._mark(lid, bookie) for lid in ordered[start : start + MARK_BATCH])
-                marked += sum(done)
-            self.marked[bookie] = self.marked.get(bookie, 0) + marked
-            self._count("ledgers_marked", marked)
+            return
+        seen = {bookie: self.index.ledgers_on(bookie) for bookie in sorted(still_lost)}
+        for bookie, ledgers in seen.items():
+            marked = await self._mark_all(ledgers, bookie)
             log.warning("lost bookie's ledgers marked under-replicated", bookieId=bookie, ledgers=marked, reason=reason)
+        # The second pass: what the index did not know (see the module's docstring).
+        await self.index.rebuild()
+        for bookie, ledgers in seen.items():
+            unseen = self.index.ledgers_on(bookie) - ledgers
+            marked = await self._mark_all(unseen, bookie)
+            log.info(
+                "lost bookie's ledgers re-read",
+                bookieId=bookie,
+                ledgers=len(self.index),
+                newlyMarked=marked,
+                reason=reason,
+            )
+
+    async def _mark_all(self, ledgers: set[LedgerId], bookie: str) -> int:
+        """Mark each of `ledgers` for the lost `bookie` (those whose metadata still names it): how many."""
+        marked = 0
+        ordered = sorted(ledgers)
+        if ordered:
+            await self.store.create_marker_parents(ordered, self._guard())
+        for start in range(0, len(ordered), MARK_BATCH):
+            done = await gather_all(self._mark(lid, bookie) for lid in ordered[start : start + MARK_BATCH])
+            marked += sum(done)
+        self.marked[bookie] = self.marked.get(bookie, 0) + marked
+        self._count("ledgers_marked", marked)
+        return marked
 
     async def _mark(self, lid: LedgerId, bookie: str) -> bool:
         """Mark `lid` for the lost `bookie` if its metadata still names it. The write is conditioned on

@@ -142,9 +142,13 @@ class LedgerIndex:
         return n
 
     async def rebuild(self) -> int:
-        self._clear()
-        self.high = None
-        n = await self._scan(None)
+        """Index all ledger metadata afresh. The new index replaces this one only when complete: a lost
+        bookie audited meanwhile must not be asked about a half-built index (it would miss ledgers)."""
+        fresh = LedgerIndex(self.store)
+        n = await fresh._scan(None)
+        self.high = fresh.high
+        self._ids, self._vals, self._scoped = fresh._ids, fresh._vals, fresh._scoped
+        self._sets, self._numbers, self._uses = fresh._sets, fresh._numbers, fresh._uses
         self.built_at = time.time()
         return n
 

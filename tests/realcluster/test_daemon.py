@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -218,6 +219,9 @@ def test_lost_bookie_marked_after_the_delay_and_java_worker_repairs(
     ]
     elsewhere = cluster.create_ledger(entries=10, bookies=others[:3])["ledgerId"]
     moved = cluster.create_ledger(entries=10, bookies=[others[0], others[1], victim])["ledgerId"]
+    joins = cluster.create_ledger(entries=10, bookies=others[:3])["ledgerId"]
+    # A ledger created under an explicit id far above the id generator's: later ledgers get lower ids.
+    high = cluster.create_ledger(entries=2, bookies=others[:3], ledger_id=random.randrange(2**40, 2**41))["ledgerId"]
     delay = 3
     cluster.kazoo.create(
         f"{cluster.ledgers_root}/underreplication/lostBookieRecoveryDelay", str(delay).encode(), makepath=True
@@ -228,6 +232,12 @@ def test_lost_bookie_marked_after_the_delay_and_java_worker_repairs(
     # Indexed as on the victim, then its metadata changes so it no longer names it: markers are written
     # on the condition that the ledger is still at its indexed version, so this one gets none.
     rewrite_ensemble(cluster, moved, victim, others[2])
+    # Not known to the index as on the victim, and marked all the same (the audit's second pass, which
+    # re-reads all metadata as Java does): a ledger whose ensemble came to name the victim after it was
+    # indexed, and one created after the index under an id below the highest indexed.
+    rewrite_ensemble(cluster, joins, others[2], victim)
+    below = cluster.create_ledger(entries=10, bookies=[others[0], others[1], victim])["ledgerId"]
+    assert below < high
     worker = None
     cluster.kill_bookie(n)
     try:
@@ -236,9 +246,11 @@ def test_lost_bookie_marked_after_the_delay_and_java_worker_repairs(
         a.wait(lambda: len(markers_for(cluster, on_victim)) == 2, delay + 10, "markers")
         marked_after = time.monotonic() - gone
         assert delay - 0.5 <= marked_after <= delay + 2.5, marked_after
+        a.wait(lambda: len(markers_for(cluster, [joins, below])) == 2, 30, "markers of ledgers the index missed")
+        on_victim += [joins, below]
         for text in markers_for(cluster, on_victim).values():
             assert f'replica: "{victim}"' in text and "ctime: " in text
-        assert markers_for(cluster, [elsewhere, moved]) == {}
+        assert markers_for(cluster, [elsewhere, moved, high]) == {}
         listed = cluster.shell("listunderreplicated", "-printmissingreplica").stdout
         for lid in on_victim:
             assert str(lid) in listed
@@ -254,6 +266,7 @@ def test_lost_bookie_marked_after_the_delay_and_java_worker_repairs(
         if worker is not None:
             worker.stop()
         cluster.start_bookie(n)
+        cluster.delete_ledger(high)
 
 
 def test_delay_is_cancelled_when_the_bookie_comes_back(cluster: Cluster, daemons: list[Daemon], tmp_path: Path) -> None:
