@@ -7,11 +7,12 @@ setup:
 demo: setup
 	.venv/bin/python -m tests.realcluster.demo
 
-# One process, test files in order. (`pytest -n 2 --dist loadfile` runs two workers, each with its own
-# real cluster on its own port slot, in about 19-21 min instead of about 32; not the default yet: in other
-# file orders tests/realcluster/test_daemon_resilience.py failed, see docs/contributing.md.)
+# Two pytest-xdist workers, each with its own real cluster on its own port slot (BK_TEST_PORT_SLOT and
+# the next one), whole test files to one worker (module fixtures share a cluster): about 19 min on 2
+# cores, where one process takes about 32 (docs/contributing.md). `pytest -q -ra tests` still runs it
+# in one process.
 test: setup lint
-	.venv/bin/python -m pytest -q -ra tests
+	.venv/bin/python -m pytest -q -ra -n 2 --dist loadfile tests
 
 # Static checks (docs/contributing.md): ruff lint + format check, the layer contracts (.importlinter),
 # mypy (configured in pyproject.toml: strict on auditor/durability, auditor/bookie, auditor/aio, auditor/repair).

@@ -4,6 +4,7 @@ a real cluster (issue 12, docs/benchmarks.md).
     BK_TEST_PORT_SLOT=6 .venv/bin/python -m bench.profile_scan                          # 3,000 ledgers, both loops
     BK_TEST_PORT_SLOT=6 .venv/bin/python -m bench.profile_scan --loop uvloop --profile scan.html
     BK_TEST_PORT_SLOT=6 .venv/bin/python -m bench.profile_scan --ledgers 300 --runs 1    # a quick smoke
+    BK_TEST_PORT_SLOT=6 .venv/bin/python -m bench.profile_scan --check ledger           # the ledger check instead
 
 Starts its own real cluster ("second cluster" ports of tests/realcluster/ports.py): ZooKeeper and
 `--bookies` real 4.17.3 bookies. Writes `--ledgers` closed ledgers with the real Java client, in equal
@@ -238,6 +239,9 @@ def main() -> None:
         "git worktree of an older commit; '.' for this one), in a child process, trees alternating; repeatable; "
         "':N' runs that tree with bookie_client.max_in_flight N (the same tree may be given with several)",
     )
+    ap.add_argument(
+        "--check", choices=("scrutiny", "ledger"), default="scrutiny", help="the check to scan with (default %(default)s)"
+    )
     ap.add_argument("--keep", action="store_true", help="keep the work directory (cluster and check logs)")
     args = ap.parse_args()
     trees: list[str | None] = [
@@ -259,13 +263,13 @@ def main() -> None:
         for i in range(args.runs):
             for loop in loops if i % 2 == 0 else loops[::-1]:
                 for tree in trees if i % 2 == 0 else trees[::-1]:
-                    row = one_run(uri, loop, args, logs, tree=tree)
+                    row = one_run(uri, loop, args, logs, tree=tree, check=args.check)
                     rows.append(row)
                     print(json.dumps(row), file=sys.stderr, flush=True)
         profiled: list[dict[str, Any]] = []
         for base in args.profile:
             for loop in loops:
-                row = one_run(uri, loop, args, logs, profile_path(base, loop, len(loops) > 1))
+                row = one_run(uri, loop, args, logs, profile_path(base, loop, len(loops) > 1), check=args.check)
                 profiled.append(row)
                 print(json.dumps(row), file=sys.stderr, flush=True)
         per_loop: dict[str, Any] = {}
@@ -278,6 +282,7 @@ def main() -> None:
                         for key in ("wall_s", "ledgers_per_s", "cpu_us_per_ledger", "loop_thread_cpu_us_per_ledger")
                     }
         summary = {
+            "check": args.check,
             "ledgers_written": len(made),
             "bookies": args.bookies,
             "shapes": args.shapes,

@@ -75,6 +75,8 @@ SECURE_HTTP_BASE = HTTP_BASE + 330
 SPARK_MASTER_PORT = HTTP_BASE + 350
 SPARK_MASTER_UI_PORT = HTTP_BASE + 351
 SPARK_WORKER_PORTS = (HTTP_BASE + 352, HTTP_BASE + 354)
+# bench/sweep_scaling.py's four workers (same master ports: run it on a slot no test session uses).
+SPARK_BENCH_WORKER_PORTS = tuple(HTTP_BASE + 352 + 2 * i for i in range(4))
 
 REPAIR_METRICS_PORT = HTTP_BASE + 360  # `bk-auditor repair`'s own metrics endpoint in its tests
 REPAIR_WORKER_METRICS_PORT = HTTP_BASE + 362  # worker 0 of `repair.workers_beside_auditor` (worker i: + i)
