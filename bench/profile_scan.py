@@ -240,7 +240,10 @@ def main() -> None:
         "':N' runs that tree with bookie_client.max_in_flight N (the same tree may be given with several)",
     )
     ap.add_argument(
-        "--check", choices=("scrutiny", "ledger"), default="scrutiny", help="the check to scan with (default %(default)s)"
+        "--check",
+        choices=("scrutiny", "ledger"),
+        default="scrutiny",
+        help="the check to scan with (default %(default)s)",
     )
     ap.add_argument("--keep", action="store_true", help="keep the work directory (cluster and check logs)")
     args = ap.parse_args()

@@ -106,7 +106,7 @@ def summarize(rows: list[dict[str, Any]], counts: list[int]) -> dict[str, Any]:
             }
     one = out.get("1")
     if one:
-        for k, v in out.items():
+        for v in out.values():
             v["speedup_over_1"] = round(v["ledgers_per_s"] / one["ledgers_per_s"], 2)
     return out
 
