@@ -275,8 +275,12 @@ def durability_findings(
                 },
             )
         )
-    over = {b: s for b, s in coverage.overreplicated.items()}
-    beyond = coverage.beyond_end if closed else {}
+    # Only entry lists show what a bookie holds beyond its schedule: reads (a sample above all) ask only
+    # for scheduled entries, so with any read-based answer there is nothing to say (nor to build).
+    how = method.value if isinstance(method, Method) else method
+    lists_only = how in (Method.ENTRY_LIST.value, Method.METADATA.value)
+    over = dict(coverage.overreplicated) if lists_only else {}
+    beyond = coverage.beyond_end if closed and lists_only else {}
     if over or beyond:
         bookies = sorted(set(over) | set(beyond))
         total = sum(s.count() for s in over.values()) + sum(len(r) for r in beyond.values())

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from auditor.durability.coverage import UNKNOWN, Answer, analyze_coverage
-from auditor.durability.findings import Category, Finding, Severity
+from auditor.durability.findings import Category, Finding, Method, Severity
 from auditor.durability.ids import LedgerId
 from auditor.durability.model import LedgerMetadata, LedgerState, Segment
 from auditor.durability.placement import PlacementPolicy
@@ -154,6 +154,16 @@ def test_overreplication_is_info() -> None:
     assert [f.category for f in found] == [Category.OVERREPLICATED]
     assert found[0].severity is Severity.INFO
     assert found[0].detail["bookies"]["a"]["beyond_last_entry"] == 3
+
+
+@pytest.mark.parametrize("method", [Method.READ, "read-sample", "entry-list+read"])
+def test_overreplication_needs_entry_lists_from_every_bookie(method: str | Method) -> None:
+    """A read-based answer (a sample taken as holding its whole span above all) says nothing about entries
+    outside the schedule: no over-replication finding is made from it."""
+    md = ledger(3, 2, 2, 9)
+    answers = healthy(md)
+    answers["a"] = RangeSet.span(0, 12)
+    assert durability_findings(md, analyze_coverage(md, answers), method=method) == []
 
 
 def test_open_ledger_truncation_and_in_flight_writes() -> None:
