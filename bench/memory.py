@@ -168,6 +168,20 @@ def start_simulated_bookies(count: int, uri: str, logs: Path) -> Proc:
     return sim
 
 
+def planted_zookeeper(workdir: Path) -> Cluster:
+    """A ZooKeeper and a formatted ledgers root for up to a million planted ledgers, and no real bookie
+    (the "second cluster" ports; a 2 GiB heap and no fsync, as a million znodes need on this machine)."""
+    return Cluster(
+        workdir,
+        num_bookies=0,
+        zk_port=ports.SECOND_ZK_PORT,
+        port_base=ports.SECOND_PORT_BASE,
+        http_base=ports.SECOND_HTTP_BASE,
+        zk_heap_mb=ZK_HEAP_MB,
+        zk_force_sync=False,
+    )
+
+
 def summarize(rows: list[dict[str, Any]], sizes: list[int]) -> dict[str, Any]:
     out: dict[str, Any] = {"sizes": sizes}
     for code in dict.fromkeys(r["code"] for r in rows):
@@ -208,15 +222,7 @@ def main() -> None:
         codes.append(Code("baseline", args.baseline.resolve()))
     baseline_sides = set(args.baseline_sides.split(","))
     workdir = Path(tempfile.mkdtemp(prefix="bench-memory-"))
-    cluster = Cluster(
-        workdir,
-        num_bookies=0,
-        zk_port=ports.SECOND_ZK_PORT,
-        port_base=ports.SECOND_PORT_BASE,
-        http_base=ports.SECOND_HTTP_BASE,
-        zk_heap_mb=ZK_HEAP_MB,
-        zk_force_sync=False,
-    )
+    cluster = planted_zookeeper(workdir)
     logs = workdir / "logs"
     rows: list[dict[str, Any]] = []
 

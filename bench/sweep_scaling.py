@@ -36,10 +36,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness import save_results
-from bench.memory import BIN, BOOKIES, LIMITS_OFF, ZK_HEAP_MB, Code, last_words, start_simulated_bookies
+from bench.memory import BIN, BOOKIES, LIMITS_OFF, Code, last_words, planted_zookeeper, start_simulated_bookies
 from bench.planted import plant
 from tests.realcluster import ports
-from tests.realcluster.cluster import Cluster
 from tests.realcluster.cluster.sparkstandalone import SparkStandalone
 
 WORKERS = 4
@@ -122,15 +121,7 @@ def main() -> None:
     if not counts or min(counts) < 1 or max(counts) > WORKERS:
         ap.error(f"--executors: counts from 1 to {WORKERS}")
     workdir = Path(tempfile.mkdtemp(prefix="bench-sweep-scaling-"))
-    cluster = Cluster(
-        workdir,
-        num_bookies=0,
-        zk_port=ports.SECOND_ZK_PORT,
-        port_base=ports.SECOND_PORT_BASE,
-        http_base=ports.SECOND_HTTP_BASE,
-        zk_heap_mb=ZK_HEAP_MB,
-        zk_force_sync=False,
-    )
+    cluster = planted_zookeeper(workdir)
     spark = SparkStandalone(
         workdir / "spark",
         master_port=ports.SPARK_MASTER_PORT,
