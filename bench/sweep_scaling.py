@@ -14,8 +14,8 @@ slot's Spark ports) and, for each executor count k of `--executors`, runs
         --checks scrutiny --format json
 
 in a child process with the bookie and ZooKeeper rate limits off: k executors of one core each, on k
-workers. It records the wall time of the child, the sweep's own duration (from its summary), the
-partitions and the findings, which must be one `risky_quorum` per ledger (WQ == AQ) and nothing else
+workers. It records the wall time of the child (start-up included), the sweep's own duration (from its
+summary: planning to the aggregated result) and the rate from it, the partitions and the findings, which must be one `risky_quorum` per ledger (WQ == AQ) and nothing else
 (exit status 0). Counts alternate over `--runs`. Prints one JSON line per run and a summary (medians,
 ledgers/s, speed-up over one executor), saved under bench/results/sweep_scaling/. Not a test: nothing
 here asserts a time.
@@ -83,8 +83,11 @@ def sweep(master: str, uri: str, executors: int, logs: Path, ledgers: int) -> di
         "exit": rc,
         "seconds": round(seconds, 1),
         "sweep_seconds": summary.get("durationSeconds"),
-        "ledgers_per_s": round(ledgers / seconds, 1),
-        "partitions": sw.get("partitions"),
+        # The sweep's own rate (planning to aggregated result; Spark's and the executors' start-up
+        # excluded) and the child's, start-up included.
+        "ledgers_per_s": round(ledgers / summary["durationSeconds"], 1) if summary.get("durationSeconds") else None,
+        "wall_ledgers_per_s": round(ledgers / seconds, 1),
+        "partitions": sw.get("partitionsTotal"),
         "findings": dict(found),
         "checked": sum(c.get("ledgersChecked", 0) for c in summary.get("checks", [])),
     }
@@ -100,7 +103,9 @@ def summarize(rows: list[dict[str, Any]], counts: list[int]) -> dict[str, Any]:
         if ok:
             out[str(k)] = {
                 "seconds": statistics.median(r["seconds"] for r in ok),
+                "sweep_seconds": statistics.median(r["sweep_seconds"] for r in ok),
                 "ledgers_per_s": statistics.median(r["ledgers_per_s"] for r in ok),
+                "wall_ledgers_per_s": statistics.median(r["wall_ledgers_per_s"] for r in ok),
                 "runs": len(ok),
             }
     one = out.get("1")
