@@ -4,7 +4,11 @@ ports (tests/realcluster/ports.py, so a test session can run beside them) and th
 from __future__ import annotations
 
 import json
+import shutil
+import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +27,20 @@ def second_cluster(workdir: Path, num_bookies: int = 1) -> Cluster:
         port_base=ports.SECOND_PORT_BASE,
         http_base=ports.SECOND_HTTP_BASE,
     )
+
+
+@contextmanager
+def started(cluster: Cluster, workdir: Path, keep: bool) -> Iterator[Cluster]:
+    """`cluster` started; at the end (on error too) stopped, and its work directory removed unless `keep`."""
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+        if keep:
+            print(f"work directory kept: {workdir}", file=sys.stderr)
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
 
 
 def save_results(bench: str, summary: dict[str, Any], runs: list[dict[str, Any]]) -> Path:

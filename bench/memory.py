@@ -28,18 +28,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.harness import save_results
+from bench.harness import save_results, started
 from bench.planted import plant
 from tests.realcluster import ports
 from tests.realcluster.cluster import Cluster, Proc
@@ -168,10 +168,13 @@ def start_simulated_bookies(count: int, uri: str, logs: Path) -> Proc:
     return sim
 
 
-def planted_zookeeper(workdir: Path) -> Cluster:
-    """A ZooKeeper and a formatted ledgers root for up to a million planted ledgers, and no real bookie
-    (the "second cluster" ports; a 2 GiB heap and no fsync, as a million znodes need on this machine)."""
-    return Cluster(
+@contextmanager
+def planted_zookeeper(prefix: str, keep: bool) -> Iterator[tuple[Cluster, Path]]:
+    """A started ZooKeeper and a formatted ledgers root for up to a million planted ledgers, and no real
+    bookie (the "second cluster" ports; a 2 GiB heap and no fsync, as a million znodes need on this
+    machine), in a new work directory; stopped at the end, and the directory removed unless `keep`."""
+    workdir = Path(tempfile.mkdtemp(prefix=prefix))
+    cluster = Cluster(
         workdir,
         num_bookies=0,
         zk_port=ports.SECOND_ZK_PORT,
@@ -180,6 +183,8 @@ def planted_zookeeper(workdir: Path) -> Cluster:
         zk_heap_mb=ZK_HEAP_MB,
         zk_force_sync=False,
     )
+    with started(cluster, workdir, keep):
+        yield cluster, workdir
 
 
 def summarize(rows: list[dict[str, Any]], sizes: list[int]) -> dict[str, Any]:
@@ -221,17 +226,14 @@ def main() -> None:
     if args.baseline is not None:
         codes.append(Code("baseline", args.baseline.resolve()))
     baseline_sides = set(args.baseline_sides.split(","))
-    workdir = Path(tempfile.mkdtemp(prefix="bench-memory-"))
-    cluster = planted_zookeeper(workdir)
-    logs = workdir / "logs"
     rows: list[dict[str, Any]] = []
 
     def record(row: dict[str, Any]) -> None:
         rows.append(row)
         print(json.dumps(row), flush=True)
 
-    try:
-        cluster.start()
+    with planted_zookeeper("bench-memory-", args.keep) as (cluster, workdir):
+        logs = workdir / "logs"
         uri = cluster.metadata_service_uri
         planted_so_far = 0
         for size in sizes:
@@ -253,12 +255,6 @@ def main() -> None:
         summary = summarize(rows, sizes)
         print(json.dumps(summary, indent=2))
         print(f"results: {save_results('memory', summary, rows)}")
-    finally:
-        cluster.stop()
-        if args.keep:
-            print(f"work directory kept: {workdir}")
-        else:
-            shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import signal
 import statistics
 import subprocess
@@ -43,7 +42,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from bench.harness import save_results, second_cluster
+from bench.harness import save_results, second_cluster, started
 from bench.scan_child import measure
 from tests.realcluster.cluster import BookieProc, Cluster
 
@@ -84,15 +83,8 @@ def scan_cluster(bookies: int, prefix: str, keep: bool) -> Iterator[tuple[ScanCl
         http_base=template.http_base,
     )
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    try:
-        cluster.start()
+    with started(cluster, workdir, keep):
         yield cluster, workdir
-    finally:
-        cluster.stop()
-        if keep:
-            print(f"work directory kept: {workdir}", file=sys.stderr)
-        else:
-            shutil.rmtree(workdir, ignore_errors=True)
 
 
 def write_ledgers(

@@ -25,11 +25,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -125,43 +123,34 @@ def main() -> None:
     counts = [int(k) for k in args.executors.split(",")]
     if not counts or min(counts) < 1 or max(counts) > WORKERS:
         ap.error(f"--executors: counts from 1 to {WORKERS}")
-    workdir = Path(tempfile.mkdtemp(prefix="bench-sweep-scaling-"))
-    cluster = planted_zookeeper(workdir)
-    spark = SparkStandalone(
-        workdir / "spark",
-        master_port=ports.SPARK_MASTER_PORT,
-        ui_port=ports.SPARK_MASTER_UI_PORT,
-        worker_ports=ports.SPARK_BENCH_WORKER_PORTS,
-        worker_memory="1g",
-    )
-    logs = workdir / "logs"
     rows: list[dict[str, Any]] = []
-    sim = None
-    try:
-        cluster.start()
+    with planted_zookeeper("bench-sweep-scaling-", args.keep) as (cluster, workdir):
+        logs = workdir / "logs"
         uri = cluster.metadata_service_uri
         started = time.monotonic()
         plant(cluster.kazoo, cluster.ledgers_root, args.ledgers, BOOKIES, first=1)
         print(f"planted {args.ledgers} ledgers ({time.monotonic() - started:.0f}s)", flush=True)
         sim = start_simulated_bookies(args.ledgers, uri, logs)
-        spark.start()
-        for _ in range(args.runs):
-            for k in counts:
-                row = sweep(spark.master_url, uri, k, logs, args.ledgers)
-                rows.append(row)
-                print(json.dumps(row), flush=True)
+        spark = SparkStandalone(
+            workdir / "spark",
+            master_port=ports.SPARK_MASTER_PORT,
+            ui_port=ports.SPARK_MASTER_UI_PORT,
+            worker_ports=ports.SPARK_BENCH_WORKER_PORTS,
+            worker_memory="1g",
+        )
+        try:
+            spark.start()
+            for _ in range(args.runs):
+                for k in counts:
+                    row = sweep(spark.master_url, uri, k, logs, args.ledgers)
+                    rows.append(row)
+                    print(json.dumps(row), flush=True)
+        finally:
+            spark.stop()
+            sim.stop()
         summary = {"ledgers": args.ledgers, "workers": WORKERS, "by_executors": summarize(rows, counts)}
         print(json.dumps(summary, indent=2))
         print(f"results: {save_results('sweep_scaling', summary, rows)}")
-    finally:
-        spark.stop()
-        if sim is not None:
-            sim.stop()
-        cluster.stop()
-        if args.keep:
-            print(f"work directory kept: {workdir}")
-        else:
-            shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":
