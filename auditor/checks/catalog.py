@@ -257,9 +257,8 @@ class CoverageCheck:
     ) -> list[Finding]:
         found = list(result.findings) + (list(result.pending) if include_pending else [])
         found += corrupt_findings(md, answers)
-        list_only = all(m == Method.ENTRY_LIST.value for m in answers.methods.values())
-        if not (self.ctx.options.report_overreplicated and list_only):
-            # A read-based answer says nothing about entries outside the schedule.
+        if not self.ctx.options.report_overreplicated:
+            # (Made only from entry lists: the core judges over-replication from nothing else.)
             found = [f for f in found if f.category is not Category.OVERREPLICATED]
         return found
 
