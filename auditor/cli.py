@@ -31,7 +31,13 @@ import typer
 
 from auditor import __version__
 from auditor.checks.names import checks_help
-from auditor.clientenv import ENV_CLI_TLS_CA, ENV_CLI_TLS_CERT, ENV_CLI_TLS_KEY, ENV_CLI_TLS_SERVER_NAME
+from auditor.clientenv import (
+    ENV_CHECK_PROCESSES,
+    ENV_CLI_TLS_CA,
+    ENV_CLI_TLS_CERT,
+    ENV_CLI_TLS_KEY,
+    ENV_CLI_TLS_SERVER_NAME,
+)
 from auditor.durability.findings import Category
 from auditor.errors import AdminError, BookieError, ConfigError, DataError, MetadataError, error_line
 from auditor.gctune import tune_gc
@@ -274,6 +280,16 @@ def check(
     by: Annotated[
         str, typer.Option("--by", help="finding|topic: one row per finding, or per Pulsar topic at risk.")
     ] = "finding",
+    processes: Annotated[
+        int | None,
+        typer.Option(
+            "--processes",
+            envvar=ENV_CHECK_PROCESSES,
+            min=1,
+            help="Worker processes for the checks that judge each ledger alone, each on a share of the id "
+            "space and of the bookie and ZooKeeper budgets (default: the CPUs this process may use).",
+        ),
+    ] = None,
     log_level: LogLevelOpt = None,
     log_format: LogFormatOpt = None,
 ) -> None:
@@ -286,7 +302,16 @@ def check(
         from auditor.checks.oneshot import main as oneshot_main
     except ImportError as exc:
         _fail(f"one-shot checks are not available in this build ({exc})")
-    code = _run_with_loop(functools.partial(oneshot_main, by=by), settings, names, fmt, loop=settings.event_loop)
+    from auditor.cpus import available_cpus
+
+    sharded = None
+    if (processes or available_cpus()) > 1:
+        from auditor.spark.processes import check_on_processes
+
+        sharded = functools.partial(check_on_processes, settings, processes or available_cpus())
+    code = _run_with_loop(
+        functools.partial(oneshot_main, by=by, sharded=sharded), settings, names, fmt, loop=settings.event_loop
+    )
     raise typer.Exit(int(code or 0))
 
 

@@ -6,10 +6,12 @@ stderr. A progress bar is shown on a terminal and nothing on a pipe.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 
 from auditor.durability.findings import Category, Finding, FindingSummary
@@ -22,9 +24,16 @@ from auditor.tables import print_table as table_out
 
 from .build import audit_context
 from .catalog import CHECKS, resolve_checks
-from .runner import CheckRun, Progress
+from .runner import CheckRun, Progress, ProgressSink
 
 log = get_logger("auditor.check")
+
+# Runs per-ledger checks elsewhere (`check --processes N`: on N worker processes, auditor.spark.processes):
+# (checks, sink(finding, check), progress, stop) -> each check's run counters. It blocks, so it is run on a
+# thread, and gives up soon after `stop` is set (Ctrl-C).
+ShardedChecks = Callable[
+    [list[str], Callable[[Finding, str], None], ProgressSink, threading.Event], list[dict[str, Any]]
+]
 
 
 PROGRESS_LOG_SECONDS = 10.0
@@ -215,7 +224,10 @@ async def main(
     by: str = "finding",
     out: TextIO | None = None,
     err: TextIO | None = None,
+    sharded: ShardedChecks | None = None,
 ) -> int:
+    """`sharded`: how to run the checks that judge each ledger alone (default: here, one after the other);
+    the whole-run checks (references) run here either way."""
     out = out or sys.stdout
     err = err or sys.stderr
     try:
@@ -242,23 +254,37 @@ async def main(
     # already, so saying them again on stderr would double every line (they stay at debug). JSON logs
     # (the default off a terminal) keep them for log pipelines.
     human_logs = settings.log.format == "console"
+
+    def report(f: Finding, check: str) -> None:
+        if first_sighting(f, check):
+            if human_logs:
+                log.debug("finding", check=check, message=f.message)
+            else:
+                log_new_finding(f, logger=log, check=check)
+
+    def finished(stats: dict[str, Any]) -> None:
+        runs.append(stats)
+        (log.debug if human_logs else log.info)("check finished", **stats)
+
+    elsewhere = [n for n in names if not getattr(CHECKS[n], "whole_run", False)] if sharded else []
     try:
         async with audit_context(settings, one_shot=True) as (ctx, locations):
             with ProgressDisplay(err) as bar:
+                if elsewhere:
+                    assert sharded is not None
+                    stop = threading.Event()
+                    try:
+                        for stats in await asyncio.to_thread(sharded, elsewhere, report, bar.update, stop):
+                            finished(stats)
+                    except asyncio.CancelledError:
+                        stop.set()  # the thread stops the worker processes and returns
+                        raise
                 for name in names:
+                    if name in elsewhere:
+                        continue
                     check = CHECKS[name](ctx, locations)
-
-                    def sink(f: Finding, _name: str = name) -> None:
-                        if first_sighting(f, _name):
-                            if human_logs:
-                                log.debug("finding", check=_name, message=f.message)
-                            else:
-                                log_new_finding(f, logger=log, check=_name)
-
-                    run = CheckRun(ctx, check, sink, progress=bar.update)
-                    stats = await run.run()
-                    runs.append(stats.as_dict())
-                    (log.debug if human_logs else log.info)("check finished", **stats.as_dict())
+                    run = CheckRun(ctx, check, lambda f, _name=name: report(f, _name), progress=bar.update)
+                    finished((await run.run()).as_dict())
             rack_problem = locations.finding()  # unusable rack data: placement was not judged
             if (
                 rack_problem is not None

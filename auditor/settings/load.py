@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
-from auditor.clientenv import ADMIN_CLIENT_VARIABLES
+from auditor.clientenv import CLI_VARIABLES
 from auditor.errors import ConfigError
 
 from .files import translate_file
@@ -54,7 +54,7 @@ def load_settings(
     ignored: list[str] = []
     if path is not None:
         tree, ignored = translate_file(path, file_origins)
-    unknown = unknown_variables((ENV_CONFIG_FILE, ENV_ADMIN_ADDRESS, *ADMIN_CLIENT_VARIABLES))
+    unknown = unknown_variables((ENV_CONFIG_FILE, ENV_ADMIN_ADDRESS, *CLI_VARIABLES))
     if unknown:
         raise ConfigError(unknown)
     environment_origins(env_origins)

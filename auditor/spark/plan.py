@@ -3,6 +3,7 @@ them by their child counts, and cut the id space into partitions (`partitions.pl
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -59,12 +60,17 @@ async def plan_with_store(
     start: LedgerId | None = None,
     end: LedgerId | None = None,
     refine: bool = True,
+    max_ledgers: int | None = None,
 ) -> SweepPlan:
     """`refine`: list the (at most `partitions`) leaf directories heavier than one partition's share, so a
-    small cluster's few directories are cut at their real id quantiles rather than evenly by id."""
+    small cluster's few directories are cut at their real id quantiles rather than evenly by id.
+    `max_ledgers`: more partitions than `partitions` where needed so none carries more than about this
+    many ledgers (a partition's findings travel back in one piece: this bounds what one holds)."""
     t0 = time.monotonic()
     dirs = await store.list_leaf_directories()
     spans = clip_spans([Span(d.first, d.last, d.children or 0, d.path) for d in dirs], start, end)
+    if max_ledgers is not None:
+        partitions = max(partitions, math.ceil(sum(s.ledgers for s in spans) / max_ledgers))
     listed = 0
     if refine and partitions > 1:
         heavy = {s.directory: s for s in heavy_spans(spans, partitions)[:partitions]}
@@ -97,9 +103,10 @@ async def plan_sweep(
     start: LedgerId | None = None,
     end: LedgerId | None = None,
     refine: bool = True,
+    max_ledgers: int | None = None,
 ) -> SweepPlan:
     store = await connect_store(settings)
     try:
-        return await plan_with_store(store, partitions, start=start, end=end, refine=refine)
+        return await plan_with_store(store, partitions, start=start, end=end, refine=refine, max_ledgers=max_ledgers)
     finally:
         await store.close()

@@ -25,13 +25,10 @@ import argparse
 import asyncio
 import functools
 import json
-import multiprocessing
-import os
-import re
 import sys
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
@@ -42,6 +39,7 @@ from auditor.settings import Settings
 from .output import PartitionStats, SweepFindings, aggregate, findings_jsonl, join_uri, print_table, write_text
 from .partitions import IdPartition, check_cover
 from .plan import SweepPlan, plan_sweep
+from .processes import local_processes, new_pool, partition_rows, stop_workers
 from .worker import FINDING, STATS, Row, run_partitions, settings_to_wire
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -194,46 +192,16 @@ def run_sweep_on_processes(
     plan = _plan(settings, opts, opts.partitions or processes * PARTITIONS_PER_CORE)
     wire = settings_to_wire(settings)
     in_flight = min(opts.max_concurrent_partitions or processes, processes)
-    with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn")) as pool:
+    with new_pool(processes) as pool:
 
         def run_one(part: IdPartition) -> list[Row]:
-            job = pool.submit(
-                _partition_rows, wire, checks, opts.trace_ledgers, opts.executor_log_level, part.to_wire()
-            )
+            job = pool.submit(partition_rows, wire, checks, opts.trace_ledgers, opts.executor_log_level, part.to_wire())
             return job.result()
 
         master = f"processes[{processes}]"
         return _run_planned(
-            plan, checks, run_one, in_flight, progress, master, started, abort=lambda: _stop_workers(pool)
+            plan, checks, run_one, in_flight, progress, master, started, abort=lambda: stop_workers(pool)
         )
-
-
-def _stop_workers(pool: ProcessPoolExecutor) -> None:
-    """Ctrl-C: queued partitions are dropped and the worker processes (ours, started by the pool) end."""
-    pool.shutdown(wait=False, cancel_futures=True)
-    for proc in list(getattr(pool, "_processes", {}).values()):
-        proc.terminate()
-
-
-def _partition_rows(
-    settings_wire: dict[str, Any], checks: list[str], trace: bool, log_level: str, part: Any
-) -> list[Row]:
-    """One partition in a worker process (a top-level function: it is pickled by name)."""
-    return list(run_partitions(settings_wire, checks, trace, log_level, [part]))
-
-
-def local_processes(master: str | None) -> int | None:
-    """`processes[N]` (or `processes[*]`: one per CPU): the Spark-free engine with N worker processes;
-    None for any other master (Spark's)."""
-    if master is None:
-        return None
-    m = re.fullmatch(r"processes\[(\d+|\*)\]", master.strip())
-    if m is None:
-        return None
-    n = (os.cpu_count() or 1) if m.group(1) == "*" else int(m.group(1))
-    if n < 1:
-        raise ValueError(f"--master {master}: at least one process")
-    return n
 
 
 def _checks(opts: SweepOptions) -> list[str]:

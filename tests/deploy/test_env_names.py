@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from auditor.clientenv import ADMIN_CLIENT_VARIABLES
+from auditor.clientenv import CLI_VARIABLES
 from auditor.settings.load import ENV_ADMIN_ADDRESS, ENV_CONFIG_FILE
 from auditor.settings.origins import unknown_variables
 from tests.deploy.artifacts import ROOT
@@ -24,7 +24,5 @@ def test_every_variable_the_deployment_and_docs_set_is_accepted() -> None:
     assert "BKAUDIT_SCHEDULE__WINDOWS" in named  # the scan sees the chart
     # Deliberately wrong names shown in the docs' error examples.
     examples = {"BKAUDIT_RECHECK__ATTEMPT"}
-    bad = unknown_variables(
-        (ENV_CONFIG_FILE, ENV_ADMIN_ADDRESS, *ADMIN_CLIENT_VARIABLES), {n: "x" for n in named - examples}
-    )
+    bad = unknown_variables((ENV_CONFIG_FILE, ENV_ADMIN_ADDRESS, *CLI_VARIABLES), {n: "x" for n in named - examples})
     assert bad == []

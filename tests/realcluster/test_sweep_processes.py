@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from auditor.cli import app
 from auditor.durability.findings import Category
-from auditor.spark.sweep import SweepOptions, SweepResult, local_processes, run_sweep_on_processes
+from auditor.spark.sweep import SweepOptions, SweepResult, run_sweep_on_processes
 from tests.realcluster.checks_util import settings_for
 from tests.realcluster.cluster import Cluster
 from tests.realcluster.spark_util import (
@@ -78,10 +78,3 @@ def test_cli_sweep_on_local_processes(
     assert docs[-1]["summary"]["sweep"]["master"] == "processes[2]"
     r = CliRunner().invoke(app, [*base, "--master", "processes[0]"])
     assert r.exit_code == 2 and "at least one process" in r.output
-
-
-def test_which_masters_are_local_processes() -> None:
-    assert local_processes("processes[3]") == 3
-    assert local_processes("processes[*]") is not None and local_processes("processes[*]") >= 1
-    assert local_processes("local[2]") is None and local_processes(None) is None
-    assert local_processes("spark://m:7077") is None
