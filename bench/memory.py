@@ -56,6 +56,29 @@ class Peak:
     exit: int
     peak: int  # bytes
     seconds: float
+    cpu_seconds: float = 0.0  # user + system, the child's and its waited-for children's (worker processes)
+
+
+class JsonLines:
+    """A `check`/`sweep --format json` child's stdout, line by line: findings counted per category (a
+    million are counted, never held) and the summary kept."""
+
+    def __init__(self) -> None:
+        self.found: Counter[str] = Counter()
+        self.summary: dict[str, Any] = {}
+
+    def line(self, text: str) -> None:
+        if not text.strip():
+            return
+        obj = json.loads(text)
+        if "summary" in obj:
+            self.summary.update(obj["summary"])
+        else:
+            self.found[obj["category"]] += 1
+
+    @property
+    def checked(self) -> int:
+        return sum(c.get("ledgersChecked", 0) for c in self.summary.get("checks", []))
 
 
 @dataclass(frozen=True)
@@ -76,7 +99,7 @@ class Code:
 
 def measured(code: Code, argv: list[str], env: dict[str, str], stderr: Path, line: Callable[[str], None]) -> Peak:
     """Run a child to its end, each line of its stdout to `line` as it comes (a million findings are
-    counted, never held): its exit status, peak RSS and wall time.
+    counted, never held): its exit status, peak RSS, wall time and CPU time.
 
     The peak comes from /usr/bin/time (its wait4 of the child), not from our own wait4: Linux carries the
     spawning process's resident set into a child's ru_maxrss (fork copies it, exec records it, and Python
@@ -85,7 +108,7 @@ def measured(code: Code, argv: list[str], env: dict[str, str], stderr: Path, lin
     t0 = time.monotonic()
     with tempfile.NamedTemporaryFile("r", suffix=".maxrss") as peak, stderr.open("ab") as err:
         child = subprocess.Popen(
-            [TIME, "-f", "%M", "-o", peak.name, *argv],
+            [TIME, "-f", "%U %S %M", "-o", peak.name, *argv],
             stdout=subprocess.PIPE,
             stderr=err,
             stdin=subprocess.DEVNULL,
@@ -96,8 +119,9 @@ def measured(code: Code, argv: list[str], env: dict[str, str], stderr: Path, lin
         for raw in child.stdout:
             line(raw.decode())
         rc = child.wait()
-        kib = int(peak.read().split()[-1])  # after "Command exited with non-zero status N", if it did
-    return Peak(rc, kib * 1024, time.monotonic() - t0)
+        # after "Command exited with non-zero status N", if it did
+        user, system, kib = peak.read().split()[-3:]
+    return Peak(rc, int(kib) * 1024, time.monotonic() - t0, float(user) + float(system))
 
 
 def last_words(log: Path, lines: int = 5) -> list[str]:
@@ -108,20 +132,12 @@ def last_words(log: Path, lines: int = 5) -> list[str]:
 
 def scan(code: Code, uri: str, logs: Path, ledgers: int) -> dict[str, Any]:
     argv = [str(BIN), "check", "--metadata-service-uri", uri, "--checks", "scrutiny", "--format", "json"]
+    # The command's own streaming scan, in one process (`check` runs one process per CPU by default; a
+    # baseline tree from before `--processes` runs one anyway).
+    argv += ["--processes", "1"] if code.tree is None else []
     log = logs / f"scan-{code.label}-{ledgers}.log"
-    found: Counter[str] = Counter()
-    summary: dict[str, Any] = {}
-
-    def line(text: str) -> None:
-        if not text.strip():
-            return
-        obj = json.loads(text)
-        if "summary" in obj:
-            summary.update(obj["summary"])
-        else:
-            found[obj["category"]] += 1
-
-    run = measured(code, argv, code.env(LIMITS_OFF), log, line)
+    out = JsonLines()
+    run = measured(code, argv, code.env(LIMITS_OFF), log, out.line)
     row: dict[str, Any] = {
         "side": "scan",
         "code": code.label,
@@ -129,12 +145,12 @@ def scan(code: Code, uri: str, logs: Path, ledgers: int) -> dict[str, Any]:
         "exit": run.exit,
         "peak_rss_mb": round(run.peak / 2**20, 1),
         "seconds": round(run.seconds, 1),
-        "findings": dict(found),
-        "checked": sum(c.get("ledgersChecked", 0) for c in summary.get("checks", [])),
+        "findings": dict(out.found),
+        "checked": out.checked,
     }
     # Every ledger is healthy and WQ == AQ: one informational risky_quorum each, exit 0. Anything else is
     # kept in the row (with the child's last words) rather than stopping the other measurements.
-    if run.exit != 0 or found != Counter({"risky_quorum": ledgers}):
+    if run.exit != 0 or out.found != Counter({"risky_quorum": ledgers}):
         row["failed"] = last_words(log)
     return row
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 import time
 from collections import Counter
@@ -34,7 +33,17 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness import save_results
-from bench.memory import BIN, BOOKIES, LIMITS_OFF, Code, last_words, planted_zookeeper, start_simulated_bookies
+from bench.memory import (
+    BIN,
+    BOOKIES,
+    LIMITS_OFF,
+    Code,
+    JsonLines,
+    last_words,
+    measured,
+    planted_zookeeper,
+    start_simulated_bookies,
+)
 from bench.planted import plant
 from tests.realcluster import ports
 from tests.realcluster.cluster.sparkstandalone import SparkStandalone
@@ -56,24 +65,9 @@ def sweep(master: str, uri: str, executors: int, logs: Path, ledgers: int) -> di
         argv += ["--conf", f"{k}={v}"]
     argv += ["--format", "json"]
     log = logs / f"sweep-{executors}.log"
-    found: Counter[str] = Counter()
-    summary: dict[str, Any] = {}
-    t0 = time.monotonic()
-    with log.open("ab") as err:
-        child = subprocess.Popen(
-            argv, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL, env=Code("this").env(LIMITS_OFF)
-        )
-        assert child.stdout is not None
-        for raw in child.stdout:  # a million findings are counted, never held
-            if not raw.strip():
-                continue
-            obj = json.loads(raw)
-            if "summary" in obj:
-                summary = obj["summary"]
-            else:
-                found[obj["category"]] += 1
-        rc = child.wait()
-    seconds = time.monotonic() - t0
+    out = JsonLines()
+    run = measured(Code("this"), argv, Code("this").env(LIMITS_OFF), log, out.line)
+    summary, found, seconds, rc = out.summary, out.found, run.seconds, run.exit
     sw = summary.get("sweep", {})
     row: dict[str, Any] = {
         "executors": executors,
@@ -87,7 +81,7 @@ def sweep(master: str, uri: str, executors: int, logs: Path, ledgers: int) -> di
         "wall_ledgers_per_s": round(ledgers / seconds, 1),
         "partitions": sw.get("partitionsTotal"),
         "findings": dict(found),
-        "checked": sum(c.get("ledgersChecked", 0) for c in summary.get("checks", [])),
+        "checked": out.checked,
     }
     if rc != 0 or found != Counter({"risky_quorum": ledgers}):
         row["failed"] = last_words(log)

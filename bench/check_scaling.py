@@ -1,0 +1,129 @@
+"""`bk-auditor check --processes N` at N = 1, 2, ... on one machine (issue 12: use the cores you are given;
+docs/benchmarks.md "check on 1 and 2 processes").
+
+    BK_TEST_PORT_SLOT=6 .venv/bin/python -m bench.check_scaling                          # 200k ledgers, 3 runs
+    BK_TEST_PORT_SLOT=6 .venv/bin/python -m bench.check_scaling --ledgers 20000 --runs 1 # a quick smoke
+
+Starts its own ZooKeeper (bench/memory.py's: "second cluster" ports, a 2 GiB heap, no fsync), plants
+`--ledgers` closed E3/WQ2/AQ2 ledgers of 100 entries (bench/planted.py) and starts simulated bookies for
+them in a process of their own (bench/simbookie, held byte for byte to a real bookie). Then, for each
+process count of `--processes`, alternating over `--runs`, it runs
+
+    bk-auditor check --processes N --checks scrutiny --format json
+
+in a child process with the bookie and ZooKeeper rate limits off, under GNU time: wall time (start-up and
+planning included), the command's own duration (from its summary), CPU time of the command and its worker
+processes, peak RSS of the command itself, and the findings, which must be one `risky_quorum` per ledger
+(WQ == AQ) and nothing else (exit status 0). Prints one JSON line per run and a summary (medians, ledgers/s,
+speed-up over one process, CPU per ledger), saved under bench/results/check_scaling/. Not a test: nothing
+here asserts a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from bench.harness import save_results
+from bench.memory import (
+    BIN,
+    BOOKIES,
+    LIMITS_OFF,
+    Code,
+    JsonLines,
+    last_words,
+    measured,
+    planted_zookeeper,
+    start_simulated_bookies,
+)
+from bench.planted import plant
+
+
+def check(uri: str, processes: int, logs: Path, ledgers: int) -> dict[str, Any]:
+    argv = [str(BIN), "check", "--metadata-service-uri", uri, "--checks", "scrutiny", "--format", "json"]
+    argv += ["--processes", str(processes)]
+    log = logs / f"check-{processes}.log"
+    out = JsonLines()
+    run = measured(Code("this"), argv, Code("this").env(LIMITS_OFF), log, out.line)
+    seconds = out.summary.get("durationSeconds")
+    row: dict[str, Any] = {
+        "processes": processes,
+        "ledgers": ledgers,
+        "exit": run.exit,
+        "seconds": round(run.seconds, 1),
+        "check_seconds": seconds,
+        # The command's own rate (its summary's duration: connecting, planning, the scan and its workers'
+        # start-up) and the child's, interpreter start-up included.
+        "ledgers_per_s": round(ledgers / seconds, 1) if seconds else None,
+        "wall_ledgers_per_s": round(ledgers / run.seconds, 1),
+        "cpu_s": round(run.cpu_seconds, 1),
+        "cpu_us_per_ledger": round(run.cpu_seconds / ledgers * 1e6, 1),
+        "peak_rss_mb": round(run.peak / 2**20, 1),  # the command's process (a worker's own is not in it)
+        "partitions": next((c.get("partitions") for c in out.summary.get("checks", [])), None),
+        "findings": dict(out.found),
+        "checked": out.checked,
+    }
+    if run.exit != 0 or out.found != Counter({"risky_quorum": ledgers}):
+        row["failed"] = last_words(log)
+    return row
+
+
+def summarize(rows: list[dict[str, Any]], counts: list[int]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k in counts:
+        ok = [r for r in rows if r["processes"] == k and "failed" not in r]
+        if ok:
+            out[str(k)] = {
+                key: statistics.median(r[key] for r in ok)
+                for key in ("seconds", "check_seconds", "ledgers_per_s", "wall_ledgers_per_s", "cpu_us_per_ledger")
+            } | {"runs": len(ok)}
+    one = out.get("1")
+    if one:
+        for v in out.values():
+            v["speedup_over_1"] = round(v["ledgers_per_s"] / one["ledgers_per_s"], 2)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--ledgers", type=int, default=200_000)
+    ap.add_argument("--processes", default="1,2", help="process counts (comma list)")
+    ap.add_argument("--runs", type=int, default=3, help="runs per process count (counts alternate)")
+    ap.add_argument("--keep", action="store_true", help="keep the work directory (logs)")
+    args = ap.parse_args()
+    counts = [int(k) for k in args.processes.split(",")]
+    if not counts or min(counts) < 1:
+        ap.error("--processes: counts of at least 1")
+    rows: list[dict[str, Any]] = []
+    with planted_zookeeper("bench-check-scaling-", args.keep) as (cluster, workdir):
+        logs = workdir / "logs"
+        uri = cluster.metadata_service_uri
+        started = time.monotonic()
+        plant(cluster.kazoo, cluster.ledgers_root, args.ledgers, BOOKIES, first=1)
+        print(f"planted {args.ledgers} ledgers ({time.monotonic() - started:.0f}s)", flush=True)
+        sim = start_simulated_bookies(args.ledgers, uri, logs)
+        try:
+            for _ in range(args.runs):
+                for k in counts:
+                    row = check(uri, k, logs, args.ledgers)
+                    rows.append(row)
+                    print(json.dumps(row), flush=True)
+        finally:
+            sim.stop()
+        summary = {
+            "ledgers": args.ledgers,
+            "cpus": len(os.sched_getaffinity(0)),
+            "by_processes": summarize(rows, counts),
+        }
+        print(json.dumps(summary, indent=2))
+        print(f"results: {save_results('check_scaling', summary, rows)}")
+
+
+if __name__ == "__main__":
+    main()
