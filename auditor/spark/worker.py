@@ -52,6 +52,14 @@ class _Tracked:
         self.last: LedgerId | None = None
         self.ids: list[str] | None = [] if keep_ids else None
 
+    def __getattr__(self, name: str) -> Any:
+        # Everything else is the inner check's, looked up as CheckRun looks it up: its `prepare` (the
+        # scrutiny's one listing of the markers, without which every ledger's marker is read and no
+        # ledger is asked for in a batch) and a whole-run check's `finish`; absent there, absent here.
+        if name == "inner":  # not set yet (e.g. while unpickling): never recurse
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
     def _count(self, record: LedgerRecord) -> None:
         lid = record.metadata.ledger_id
         self.count += 1
