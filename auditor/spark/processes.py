@@ -21,6 +21,7 @@ import multiprocessing
 import re
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -37,9 +38,10 @@ from .plan import plan_sweep
 from .worker import FINDING, STATS, Row, run_partitions, settings_to_wire
 
 PARTITIONS_PER_PROCESS = 4  # a slow partition leaves the others' processes busy
-# A partition's rows come back in one piece: at 1M ledgers with WQ == AQ (one informational finding per
-# ledger, about 600 bytes as a row) this keeps a partition's rows to some 15 MB.
-LEDGERS_PER_PARTITION = 25_000
+# A partition's rows come back in one piece, and the command holds those of the partitions that finished
+# before the one it is waiting for: with WQ == AQ (one informational finding per ledger) 25,000-ledger
+# partitions took the command from 80 to 237 MB (bench/check_scaling, 200k ledgers, 2 processes).
+LEDGERS_PER_PARTITION = 10_000
 
 FindingSink = Callable[[Finding, str], None]
 
@@ -140,16 +142,20 @@ def check_on_processes(
     visited = dict.fromkeys(checks, 0)
     pool = new_pool(processes)
     try:
-        jobs: list[tuple[IdPartition, Future[list[Row]]]] = [
+        # In id order; the pool runs them in the order submitted. A partition's rows are let go once
+        # handed on (a future holds its result for as long as it is referenced).
+        jobs: deque[tuple[IdPartition, Future[list[Row]]]] = deque(
             (p, pool.submit(partition_rows, wire, checks, False, log_level, p.to_wire())) for p in plan.partitions
-        ]
-        for part, job in jobs:  # in id order; the pool runs them in the order submitted
+        )
+        while jobs:
+            part, job = jobs.popleft()
             try:
                 rows = _result(job, stop)
             except Interrupted:
                 raise
             except Exception as exc:
                 raise PartitionFailed(f"ledger ids {part.describe()}: {type(exc).__name__}: {exc}") from exc
+            del job
             for kind, _part, check, _seq, payload in rows:  # already in the order they were produced
                 doc = json.loads(payload)
                 if kind == FINDING:
@@ -157,6 +163,7 @@ def check_on_processes(
                 elif kind == STATS:
                     stats[check].append(doc["stats"])
                     visited[check] += int(doc.get("ledgersVisited", 0))
+            del rows
             if progress is not None:
                 for check in checks:
                     progress(Progress(check, visited[check], plan.ledgers_estimate, started=started))
