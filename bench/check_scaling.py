@@ -1,5 +1,5 @@
 """`bk-auditor check --processes N` at N = 1, 2, ... on one machine (issue 12: use the cores you are given;
-docs/benchmarks.md "check on 1 and 2 processes").
+docs/benchmarks.md "`check` on 1 and 2 processes").
 
     BK_TEST_PORT_SLOT=6 .venv/bin/python -m bench.check_scaling                          # 200k ledgers, 3 runs
     BK_TEST_PORT_SLOT=6 .venv/bin/python -m bench.check_scaling --ledgers 20000 --runs 1 # a quick smoke

@@ -7,6 +7,7 @@ stderr. A progress bar is shown on a terminal and nothing on a pipe.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import sys
 import threading
@@ -216,6 +217,10 @@ def print_topics(findings: list[Finding], out: TextIO) -> None:
     )
 
 
+def _report_as(report: Callable[[Finding, str], None], check: str, finding: Finding) -> None:
+    report(finding, check)
+
+
 async def main(
     settings: Settings,
     checks: list[str],
@@ -283,7 +288,7 @@ async def main(
                     if name in elsewhere:
                         continue
                     check = CHECKS[name](ctx, locations)
-                    run = CheckRun(ctx, check, lambda f, _name=name: report(f, _name), progress=bar.update)
+                    run = CheckRun(ctx, check, functools.partial(_report_as, report, name), progress=bar.update)
                     finished((await run.run()).as_dict())
             rack_problem = locations.finding()  # unusable rack data: placement was not judged
             if (
