@@ -30,6 +30,7 @@ from typing import Any
 from auditor.checks.runner import Progress, ProgressSink
 from auditor.cpus import available_cpus
 from auditor.durability.findings import Finding
+from auditor.errors import AuditorError
 from auditor.settings import Settings
 
 from .output import merge_run_stats
@@ -94,11 +95,11 @@ def shared_budget(wire: dict[str, Any], processes: int) -> dict[str, Any]:
     return out
 
 
-class PartitionFailed(Exception):
+class PartitionFailed(AuditorError):
     """A partition's worker raised: the id range and the worker's error, in one line."""
 
 
-class Interrupted(Exception):
+class Interrupted(AuditorError):
     """The caller set `stop`: the run was given up."""
 
 
