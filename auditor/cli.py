@@ -304,11 +304,12 @@ def check(
         _fail(f"one-shot checks are not available in this build ({exc})")
     from auditor.cpus import available_cpus
 
+    processes = processes or available_cpus()
     sharded = None
-    if (processes or available_cpus()) > 1:
+    if processes > 1:
         from auditor.spark.processes import check_on_processes
 
-        sharded = functools.partial(check_on_processes, settings, processes or available_cpus())
+        sharded = functools.partial(check_on_processes, settings, processes)
     code = _run_with_loop(
         functools.partial(oneshot_main, by=by, sharded=sharded), settings, names, fmt, loop=settings.event_loop
     )

@@ -24,25 +24,23 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from bench.harness import save_results
+from bench.harness import by_count, save_results
 from bench.memory import (
     BIN,
-    BOOKIES,
     LIMITS_OFF,
     Code,
     JsonLines,
     last_words,
     measured,
-    planted_zookeeper,
-    start_simulated_bookies,
+    planted_and_served,
 )
-from bench.planted import plant
+
+# medians in the summary
+FIELDS = ("seconds", "check_seconds", "ledgers_per_s", "wall_ledgers_per_s", "cpu_us_per_ledger")
 
 
 def check(uri: str, processes: int, logs: Path, ledgers: int) -> dict[str, Any]:
@@ -74,22 +72,6 @@ def check(uri: str, processes: int, logs: Path, ledgers: int) -> dict[str, Any]:
     return row
 
 
-def summarize(rows: list[dict[str, Any]], counts: list[int]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k in counts:
-        ok = [r for r in rows if r["processes"] == k and "failed" not in r]
-        if ok:
-            out[str(k)] = {
-                key: statistics.median(r[key] for r in ok)
-                for key in ("seconds", "check_seconds", "ledgers_per_s", "wall_ledgers_per_s", "cpu_us_per_ledger")
-            } | {"runs": len(ok)}
-    one = out.get("1")
-    if one:
-        for v in out.values():
-            v["speedup_over_1"] = round(v["ledgers_per_s"] / one["ledgers_per_s"], 2)
-    return out
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--ledgers", type=int, default=200_000)
@@ -101,25 +83,16 @@ def main() -> None:
     if not counts or min(counts) < 1:
         ap.error("--processes: counts of at least 1")
     rows: list[dict[str, Any]] = []
-    with planted_zookeeper("bench-check-scaling-", args.keep) as (cluster, workdir):
-        logs = workdir / "logs"
-        uri = cluster.metadata_service_uri
-        started = time.monotonic()
-        plant(cluster.kazoo, cluster.ledgers_root, args.ledgers, BOOKIES, first=1)
-        print(f"planted {args.ledgers} ledgers ({time.monotonic() - started:.0f}s)", flush=True)
-        sim = start_simulated_bookies(args.ledgers, uri, logs)
-        try:
-            for _ in range(args.runs):
-                for k in counts:
-                    row = check(uri, k, logs, args.ledgers)
-                    rows.append(row)
-                    print(json.dumps(row), flush=True)
-        finally:
-            sim.stop()
+    with planted_and_served("bench-check-scaling-", args.ledgers, args.keep) as (uri, workdir):
+        for _ in range(args.runs):
+            for k in counts:
+                row = check(uri, k, workdir / "logs", args.ledgers)
+                rows.append(row)
+                print(json.dumps(row), flush=True)
         summary = {
             "ledgers": args.ledgers,
             "cpus": len(os.sched_getaffinity(0)),
-            "by_processes": summarize(rows, counts),
+            "by_processes": by_count(rows, "processes", counts, FIELDS),
         }
         print(json.dumps(summary, indent=2))
         print(f"results: {save_results('check_scaling', summary, rows)}")

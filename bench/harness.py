@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import statistics
 import sys
 import time
 from collections.abc import Iterator
@@ -18,14 +19,16 @@ from tests.realcluster.cluster import Cluster
 RESULTS = Path(__file__).parent / "results"
 
 
-def second_cluster(workdir: Path, num_bookies: int = 1) -> Cluster:
-    """A real ZooKeeper and `num_bookies` real bookies on the second-cluster ports (not started)."""
+def second_cluster(workdir: Path, num_bookies: int = 1, **options: Any) -> Cluster:
+    """A real ZooKeeper and `num_bookies` real bookies on the second-cluster ports (not started); `options`
+    are the other `Cluster` arguments."""
     return Cluster(
         workdir,
         num_bookies=num_bookies,
         zk_port=ports.SECOND_ZK_PORT,
         port_base=ports.SECOND_PORT_BASE,
         http_base=ports.SECOND_HTTP_BASE,
+        **options,
     )
 
 
@@ -41,6 +44,21 @@ def started(cluster: Cluster, workdir: Path, keep: bool) -> Iterator[Cluster]:
             print(f"work directory kept: {workdir}", file=sys.stderr)
         else:
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+def by_count(rows: list[dict[str, Any]], key: str, counts: list[int], fields: tuple[str, ...]) -> dict[str, Any]:
+    """A scaling run's summary: per count of `key` (processes, executors), the medians of `fields` over
+    its runs that did not fail, how many those were, and the speed-up in ledgers/s over a count of 1."""
+    out: dict[str, Any] = {}
+    for k in counts:
+        ok = [r for r in rows if r[key] == k and "failed" not in r]
+        if ok:
+            out[str(k)] = {f: statistics.median(r[f] for r in ok) for f in fields} | {"runs": len(ok)}
+    one = out.get("1")
+    if one:
+        for v in out.values():
+            v["speedup_over_1"] = round(v["ledgers_per_s"] / one["ledgers_per_s"], 2)
+    return out
 
 
 def save_results(bench: str, summary: dict[str, Any], runs: list[dict[str, Any]]) -> Path:

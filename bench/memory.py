@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.harness import save_results, started
+from bench.harness import save_results, second_cluster, started
 from bench.planted import plant
 from tests.realcluster import ports
 from tests.realcluster.cluster import Cluster, Proc
@@ -190,17 +190,26 @@ def planted_zookeeper(prefix: str, keep: bool) -> Iterator[tuple[Cluster, Path]]
     bookie (the "second cluster" ports; a 2 GiB heap and no fsync, as a million znodes need on this
     machine), in a new work directory; stopped at the end, and the directory removed unless `keep`."""
     workdir = Path(tempfile.mkdtemp(prefix=prefix))
-    cluster = Cluster(
-        workdir,
-        num_bookies=0,
-        zk_port=ports.SECOND_ZK_PORT,
-        port_base=ports.SECOND_PORT_BASE,
-        http_base=ports.SECOND_HTTP_BASE,
-        zk_heap_mb=ZK_HEAP_MB,
-        zk_force_sync=False,
-    )
+    cluster = second_cluster(workdir, num_bookies=0, zk_heap_mb=ZK_HEAP_MB, zk_force_sync=False)
     with started(cluster, workdir, keep):
         yield cluster, workdir
+
+
+@contextmanager
+def planted_and_served(prefix: str, ledgers: int, keep: bool) -> Iterator[tuple[str, Path]]:
+    """`planted_zookeeper` with ledgers 1..`ledgers` planted and their simulated bookies serving them:
+    (metadata service URI, work directory; logs go to its `logs`); the bookies stopped at the end."""
+    with planted_zookeeper(prefix, keep) as (cluster, workdir):
+        logs = workdir / "logs"
+        uri = cluster.metadata_service_uri
+        started_at = time.monotonic()
+        plant(cluster.kazoo, cluster.ledgers_root, ledgers, BOOKIES, first=1)
+        print(f"planted {ledgers} ledgers ({time.monotonic() - started_at:.0f}s)", flush=True)
+        sim = start_simulated_bookies(ledgers, uri, logs)
+        try:
+            yield uri, workdir
+        finally:
+            sim.stop()
 
 
 def summarize(rows: list[dict[str, Any]], sizes: list[int]) -> dict[str, Any]:

@@ -25,30 +25,26 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from bench.harness import save_results
+from bench.harness import by_count, save_results
 from bench.memory import (
     BIN,
-    BOOKIES,
     LIMITS_OFF,
     Code,
     JsonLines,
     last_words,
     measured,
-    planted_zookeeper,
-    start_simulated_bookies,
+    planted_and_served,
 )
-from bench.planted import plant
 from tests.realcluster import ports
 from tests.realcluster.cluster.sparkstandalone import SparkStandalone
 
 WORKERS = 4
+FIELDS = ("seconds", "sweep_seconds", "ledgers_per_s", "wall_ledgers_per_s")  # medians in the summary
 
 
 def sweep(master: str, uri: str, executors: int, logs: Path, ledgers: int) -> dict[str, Any]:
@@ -88,25 +84,6 @@ def sweep(master: str, uri: str, executors: int, logs: Path, ledgers: int) -> di
     return row
 
 
-def summarize(rows: list[dict[str, Any]], counts: list[int]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k in counts:
-        ok = [r for r in rows if r["executors"] == k and "failed" not in r]
-        if ok:
-            out[str(k)] = {
-                "seconds": statistics.median(r["seconds"] for r in ok),
-                "sweep_seconds": statistics.median(r["sweep_seconds"] for r in ok),
-                "ledgers_per_s": statistics.median(r["ledgers_per_s"] for r in ok),
-                "wall_ledgers_per_s": statistics.median(r["wall_ledgers_per_s"] for r in ok),
-                "runs": len(ok),
-            }
-    one = out.get("1")
-    if one:
-        for v in out.values():
-            v["speedup_over_1"] = round(v["ledgers_per_s"] / one["ledgers_per_s"], 2)
-    return out
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--ledgers", type=int, default=1_000_000)
@@ -118,13 +95,7 @@ def main() -> None:
     if not counts or min(counts) < 1 or max(counts) > WORKERS:
         ap.error(f"--executors: counts from 1 to {WORKERS}")
     rows: list[dict[str, Any]] = []
-    with planted_zookeeper("bench-sweep-scaling-", args.keep) as (cluster, workdir):
-        logs = workdir / "logs"
-        uri = cluster.metadata_service_uri
-        started = time.monotonic()
-        plant(cluster.kazoo, cluster.ledgers_root, args.ledgers, BOOKIES, first=1)
-        print(f"planted {args.ledgers} ledgers ({time.monotonic() - started:.0f}s)", flush=True)
-        sim = start_simulated_bookies(args.ledgers, uri, logs)
+    with planted_and_served("bench-sweep-scaling-", args.ledgers, args.keep) as (uri, workdir):
         spark = SparkStandalone(
             workdir / "spark",
             master_port=ports.SPARK_MASTER_PORT,
@@ -136,13 +107,16 @@ def main() -> None:
             spark.start()
             for _ in range(args.runs):
                 for k in counts:
-                    row = sweep(spark.master_url, uri, k, logs, args.ledgers)
+                    row = sweep(spark.master_url, uri, k, workdir / "logs", args.ledgers)
                     rows.append(row)
                     print(json.dumps(row), flush=True)
         finally:
             spark.stop()
-            sim.stop()
-        summary = {"ledgers": args.ledgers, "workers": WORKERS, "by_executors": summarize(rows, counts)}
+        summary = {
+            "ledgers": args.ledgers,
+            "workers": WORKERS,
+            "by_executors": by_count(rows, "executors", counts, FIELDS),
+        }
         print(json.dumps(summary, indent=2))
         print(f"results: {save_results('sweep_scaling', summary, rows)}")
 

@@ -490,19 +490,25 @@ CHECKS: dict[str, type[CoverageCheck] | type[ReferencesCheck]] = {
 }
 
 
+def judges_each_ledger_alone(name: str) -> bool:
+    """Whether the check (by registry name) can run on any slice of the id space (a sweep's partition, a
+    `check --processes` worker); the others cross-check the whole cluster in one run."""
+    return not getattr(CHECKS[name], "whole_run", False)
+
+
 def resolve_checks(names: list[str], *, per_ledger_only: bool = False) -> list[str]:
     """Check names (aliases, any case, `all`) -> registry names, in order, once each; ValueError naming an
     unknown one. Shared by the one-shot command and the sweep; the sweep (`per_ledger_only`) runs only
     the checks that judge each ledger alone: `all` leaves the whole-run cross-checks out, naming one is
     an error."""
     if not names or names == ["all"]:
-        return [n for n, c in CHECKS.items() if not (per_ledger_only and getattr(c, "whole_run", False))]
+        return [n for n in CHECKS if not per_ledger_only or judges_each_ledger_alone(n)]
     out = []
     for n in names:
         key = ALIASES.get(n.lower(), n.lower())
         if key not in CHECKS:
             raise ValueError(f"unknown check {n!r}; choose from {', '.join(CHECKS)} (or all)")
-        if per_ledger_only and getattr(CHECKS[key], "whole_run", False):
+        if per_ledger_only and not judges_each_ledger_alone(key):
             raise ValueError(f"check {key!r} cross-checks the whole cluster: run it with `check` or the daemon")
         if key not in out:
             out.append(key)

@@ -24,7 +24,7 @@ from auditor.tables import console
 from auditor.tables import print_table as table_out
 
 from .build import audit_context
-from .catalog import CHECKS, resolve_checks
+from .catalog import CHECKS, judges_each_ledger_alone, resolve_checks
 from .runner import CheckRun, Progress, ProgressSink
 
 log = get_logger("auditor.check")
@@ -217,10 +217,6 @@ def print_topics(findings: list[Finding], out: TextIO) -> None:
     )
 
 
-def _report_as(report: Callable[[Finding, str], None], check: str, finding: Finding) -> None:
-    report(finding, check)
-
-
 async def main(
     settings: Settings,
     checks: list[str],
@@ -271,7 +267,7 @@ async def main(
         runs.append(stats)
         (log.debug if human_logs else log.info)("check finished", **stats)
 
-    elsewhere = [n for n in names if not getattr(CHECKS[n], "whole_run", False)] if sharded else []
+    elsewhere = [n for n in names if judges_each_ledger_alone(n)] if sharded else []
     try:
         async with audit_context(settings, one_shot=True) as (ctx, locations):
             with ProgressDisplay(err) as bar:
@@ -288,7 +284,7 @@ async def main(
                     if name in elsewhere:
                         continue
                     check = CHECKS[name](ctx, locations)
-                    run = CheckRun(ctx, check, functools.partial(_report_as, report, name), progress=bar.update)
+                    run = CheckRun(ctx, check, functools.partial(report, check=name), progress=bar.update)
                     finished((await run.run()).as_dict())
             rack_problem = locations.finding()  # unusable rack data: placement was not judged
             if (

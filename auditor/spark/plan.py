@@ -3,6 +3,7 @@ them by their child counts, and cut the id space into partitions (`partitions.pl
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
 from dataclasses import dataclass, field
@@ -13,7 +14,17 @@ from auditor.durability.ids import LedgerId
 from auditor.metadata.zkstore import ZooKeeperMetadataStore
 from auditor.settings import Settings
 
-from .partitions import ID_SPACE_END, IdPartition, Span, clip_spans, heavy_spans, id_at, id_value, plan_partitions
+from .partitions import (
+    ID_SPACE_END,
+    IdPartition,
+    Span,
+    check_cover,
+    clip_spans,
+    heavy_spans,
+    id_at,
+    id_value,
+    plan_partitions,
+)
 
 
 @dataclass
@@ -110,3 +121,19 @@ async def plan_sweep(
         return await plan_with_store(store, partitions, start=start, end=end, refine=refine, max_ledgers=max_ledgers)
     finally:
         await store.close()
+
+
+def checked_plan(
+    settings: Settings,
+    partitions: int,
+    *,
+    start: LedgerId | None = None,
+    end: LedgerId | None = None,
+    refine: bool = True,
+    max_ledgers: int | None = None,
+) -> SweepPlan:
+    """`plan_sweep` for a synchronous driver (on an event loop of its own), its partitions checked to cover
+    [start, end) once each: never a gap, never a ledger twice."""
+    plan = asyncio.run(plan_sweep(settings, partitions, start=start, end=end, refine=refine, max_ledgers=max_ledgers))
+    check_cover(plan.partitions, start, end)
+    return plan

@@ -14,7 +14,6 @@ more load on a bookie or on ZooKeeper than one does.
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import json
 import multiprocessing
@@ -34,8 +33,8 @@ from auditor.errors import AuditorError
 from auditor.settings import Settings
 
 from .output import merge_run_stats
-from .partitions import IdPartition, check_cover
-from .plan import plan_sweep
+from .partitions import IdPartition
+from .plan import checked_plan
 from .worker import FINDING, STATS, Row, run_partitions, settings_to_wire
 
 PARTITIONS_PER_PROCESS = 4  # a slow partition leaves the others' processes busy
@@ -134,10 +133,7 @@ def check_on_processes(
     raises `PartitionFailed`; planning errors (ZooKeeper unreachable, bad layout) are raised as they are.
     `stop` set: the workers are stopped and `Interrupted` raised."""
     started = time.monotonic()
-    plan = asyncio.run(
-        plan_sweep(settings, processes * PARTITIONS_PER_PROCESS, refine=True, max_ledgers=LEDGERS_PER_PARTITION)
-    )
-    check_cover(plan.partitions, None, None)  # never a gap or a ledger twice
+    plan = checked_plan(settings, processes * PARTITIONS_PER_PROCESS, max_ledgers=LEDGERS_PER_PARTITION)
     wire = shared_budget(settings_to_wire(settings), processes)
     stats: dict[str, list[dict[str, Any]]] = {c: [] for c in checks}
     visited = dict.fromkeys(checks, 0)

@@ -22,7 +22,6 @@ any failed partition).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import functools
 import json
 import sys
@@ -37,8 +36,8 @@ from auditor.errors import error_line
 from auditor.settings import Settings
 
 from .output import PartitionStats, SweepFindings, aggregate, findings_jsonl, join_uri, print_table, write_text
-from .partitions import IdPartition, check_cover
-from .plan import SweepPlan, plan_sweep
+from .partitions import IdPartition
+from .plan import SweepPlan, checked_plan
 from .processes import local_processes, new_pool, partition_rows, stop_workers
 from .worker import FINDING, STATS, Row, run_partitions, settings_to_wire
 
@@ -211,9 +210,7 @@ def _checks(opts: SweepOptions) -> list[str]:
 
 
 def _plan(settings: Settings, opts: SweepOptions, partitions: int) -> SweepPlan:
-    plan = asyncio.run(plan_sweep(settings, partitions, start=opts.start, end=opts.end, refine=opts.refine))
-    check_cover(plan.partitions, opts.start, opts.end)  # never sweep a gap or a ledger twice
-    return plan
+    return checked_plan(settings, partitions, start=opts.start, end=opts.end, refine=opts.refine)
 
 
 def _run_planned(

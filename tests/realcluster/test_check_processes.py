@@ -22,16 +22,21 @@ BIN = Path(sys.executable).with_name("bk-auditor")
 ALL = "scrutiny,ledger,open,references"
 
 
-def _check(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BKAUDIT_")}
-    env["BKAUDIT_METADATA_SERVICE_URI"] = cluster.metadata_service_uri
+def _check(uri: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """`bk-auditor check ARGS` against `uri`, the environment's BKAUDIT_* replaced by `env`."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("BKAUDIT_")}
     return subprocess.run(
-        [str(BIN), "check", *args], capture_output=True, text=True, env=env, timeout=600, stdin=subprocess.DEVNULL
+        [str(BIN), "check", *args],
+        capture_output=True,
+        text=True,
+        env=clean | env | {"BKAUDIT_METADATA_SERVICE_URI": uri},
+        timeout=600,
+        stdin=subprocess.DEVNULL,
     )
 
 
 def _json_run(cluster: Cluster, processes: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    r = _check(cluster, "--checks", ALL, "--format", "json", "--processes", str(processes))
+    r = _check(cluster.metadata_service_uri, "--checks", ALL, "--format", "json", "--processes", str(processes))
     assert r.returncode == 1, r.stderr[-3000:]  # the planted fault
     docs = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
     assert "summary" in docs[-1] and all("summary" not in d for d in docs[:-1])
@@ -74,25 +79,23 @@ def test_two_processes_find_what_one_finds(cluster: Cluster, planted: dict[str, 
 
 
 def test_table_on_two_processes(cluster: Cluster, planted: dict[str, Any]) -> None:
-    r = _check(cluster, "--checks", "scrutiny", "--format", "table", "--processes", "2")
+    r = _check(cluster.metadata_service_uri, "--checks", "scrutiny", "--format", "table", "--processes", "2")
     assert r.returncode == 1, r.stderr[-3000:]
     assert "entry_below_ack_quorum" in r.stdout and str(planted["faulty"]["ledgerId"]) in r.stdout
     assert "scrutiny:" in r.stdout and "ledgers checked" in r.stdout
 
 
 def test_errors_on_two_processes_are_one_line(cluster: Cluster) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BKAUDIT_")}
-    env["BKAUDIT_METADATA_SERVICE_URI"] = "zk+hierarchical://127.0.0.1:1/ledgers"  # nothing listens on port 1
-    env["BKAUDIT_ZOOKEEPER__CONNECT_TIMEOUT_SECONDS"] = "1"
-    r = subprocess.run(
-        [str(BIN), "check", "--checks", "scrutiny", "--processes", "2"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        stdin=subprocess.DEVNULL,
+    # nothing listens on port 1
+    r = _check(
+        "zk+hierarchical://127.0.0.1:1/ledgers",
+        "--checks",
+        "scrutiny",
+        "--processes",
+        "2",
+        BKAUDIT_ZOOKEEPER__CONNECT_TIMEOUT_SECONDS="1",
     )
     assert r.returncode == 2
     assert "127.0.0.1:1" in r.stderr and "Traceback" not in r.stderr
-    r = _check(cluster, "--processes", "0")
+    r = _check(cluster.metadata_service_uri, "--processes", "0")
     assert r.returncode == 2 and "--processes" in r.stderr
