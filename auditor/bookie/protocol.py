@@ -420,7 +420,9 @@ def _status_of(msg: Message, field_number: int) -> tuple[Status | None, int | No
     field rather than raising; that is 'present but unknown', distinct from 'missing'."""
     if msg.HasField("status"):
         value = msg.status
-        return _STATUS.get(value) or Status(value), value, True
+        # Not `_STATUS.get(value) or Status(value)`: EOK is 0, a falsy IntEnum member, so that took the
+        # Enum call for every successful reply.
+        return _STATUS[value] if value in _STATUS else Status(value), value, True
     extra = _unknown_field_bytes(msg)
     if extra > MAX_UNKNOWN_FIELD_BYTES:
         raise ProtocolError(f"reply has no known status and {extra} bytes of unknown fields")
@@ -452,7 +454,7 @@ def decode_response(body: bytes) -> Reply:
         raise ProtocolError("reply header misses version, operation or txnId (or has unknown values)")
     if h.version != pb.VERSION_THREE:
         raise ProtocolError(f"reply has protocol version {h.version}, not 3")
-    op = _OP.get(h.operation) or Op(h.operation)
+    op = _OP[h.operation] if h.operation in _OP else Op(h.operation)
     top, top_raw, top_present = _status_of(resp, 2)
     if not top_present:
         raise ProtocolError(f"reply to txn {h.txnId} ({op.name}) has no status")

@@ -230,7 +230,14 @@ def camel(name: str) -> str:
     return _CAMEL.sub(lambda m: m.group(1).upper(), name)
 
 
+# Types a finding's detail mostly holds, returned as they are before the isinstance chain (an ABC
+# check for Mapping among it) is walked: every informational finding of a scan is rendered.
+_PLAIN: frozenset[type] = frozenset({str, int, float, bool, type(None)})
+
+
 def _jsonable(value: Any) -> Any:
+    if type(value) in _PLAIN:
+        return value
     if isinstance(value, enum.Enum):
         return value.value
     if isinstance(value, LedgerId):

@@ -9,6 +9,7 @@ is checked in tests/realcluster/test_bookie_client.py.
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
 import struct
 import time
@@ -135,6 +136,25 @@ def test_spec_response_read_lac_enoentry() -> None:
 def test_spec_response_auth_gate_rejection() -> None:
     r = _decode_framed("0000000b0a0608031001180910f603")
     assert (r.txn_id, r.op, r.status, r.sub) == (9, Op.READ_ENTRY, Status.EUA, None)
+
+
+def test_known_values_are_looked_up_not_converted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Known op and status values come from the lookup tables; the Enum conversion (about a microsecond
+    per call, twice per reply) is for unknown values only. EOK is 0: a falsy member, easy to miss."""
+
+    convert = enum.EnumType.__call__
+
+    def refuse(cls: type, value: Any, *args: Any, **kwargs: Any) -> Any:
+        if cls in (Status, Op):
+            raise AssertionError(f"{cls.__name__}({value!r}) converted a known value")
+        return convert(cls, value, *args, **kwargs)
+
+    monkeypatch.setattr(enum.EnumType, "__call__", refuse)
+    r = _decode_framed(
+        "000000400a060803100118011000a20633080010011800222900000000000000010000000000000000"
+        "ffffffffffffffff0000000000000005e3a5f74d68656c6c6f2800"
+    )
+    assert (r.op, r.status) == (Op.READ_ENTRY, Status.EOK)
 
 
 def test_unknown_status_is_not_eok() -> None:
