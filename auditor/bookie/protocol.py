@@ -18,6 +18,7 @@ from google.protobuf.message import DecodeError, Message
 from google.protobuf.unknown_fields import UnknownFieldSet
 
 from auditor._proto import bookkeeper_protocol_pb2 as pb
+from auditor.durability.varint import encode as _varint
 from auditor.errors import BookieError
 
 LENGTH = struct.Struct(">i")
@@ -252,20 +253,6 @@ class GatedFrame:
         self.frame = frame
 
 
-def _varint(value: int) -> bytes:
-    """Protobuf's base-128 varint; negative int64 values as their 64-bit two's complement (10 bytes)."""
-    if value < 0:
-        value += 1 << 64
-    if value < 0x80:
-        return bytes((value,))
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def _key(field_number: int, wire_type: int) -> bytes:
     return _varint(field_number << 3 | wire_type)
 
@@ -321,7 +308,7 @@ def read_entry_frame(txn_id: int, ledger_id: int, entry_id: int) -> GatedFrame:
 def _check_gated_frames() -> None:
     """Every pre-gated frame shape equals the gated encoding of the same request (edge values of every
     varint length). Raises UnsafeRequestError otherwise: nothing may be sent that the gate did not pass."""
-    values = [0, 1, 127, 128, 16383, 16384, 2**31 - 1, 2**32, 2**56, MAX_LONG]
+    values = [0, 1, 127, 128, 16383, 16384, 2**21 - 1, 2**21, 2**28 - 1, 2**28, 2**31 - 1, 2**32, 2**56, MAX_LONG]
     for i, txn in enumerate([*values, MAX_TXN_ID]):
         ledger = values[i % len(values)]
         entry = [-1, *values][i % (len(values) + 1)]

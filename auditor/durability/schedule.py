@@ -422,7 +422,10 @@ class StripedSet:
                 return False  # that run covers ids between two pieces
             if i >= n or runs[i][1] < piece.first:
                 return False  # a run lies between pieces, or nothing covers this piece
-            j = bisect.bisect_right(runs, piece.last, lo=i, key=lambda r: r[0])
+            if runs[-1][0] <= piece.last:
+                j = n  # the last piece, usually the only one: no search
+            else:
+                j = bisect.bisect_right(runs, piece.last, lo=i, key=lambda r: r[0])
             if not _runs_equal(piece, runs, i, j):
                 return False
             if runs[i][0] < piece.first and not spill:
@@ -586,12 +589,12 @@ def clip_rangeset(rs: RangeSet, first: int, last: int) -> RangeSet:
     runs = rs.ranges
     if first > last or not runs:
         return RangeSet()
+    if runs[0][0] >= first and runs[-1][1] <= last:
+        return rs  # the usual answer: a bookie holds nothing outside the ledger's entries
     i = bisect.bisect_left(runs, first, key=lambda r: r[1])
     j = bisect.bisect_right(runs, last, lo=i, key=lambda r: r[0])
     if i >= j:
         return RangeSet()
-    if i == 0 and j == len(runs) and runs[0][0] >= first and runs[-1][1] <= last:
-        return rs
     window = list(runs[i:j])
     if window[0][0] < first:
         window[0] = (first, window[0][1])

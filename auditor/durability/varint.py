@@ -22,17 +22,30 @@ class VarintTruncated(VarintError):
     """The data ends inside a varint."""
 
 
+_ONE_BYTE = tuple(bytes((n,)) for n in range(0x80))
+
+
 def encode(n: int) -> bytes:
-    """A non-negative integer as a varint."""
+    """An integer as a varint; a negative one as its 64-bit two's complement (protobuf's int64: 10 bytes).
+
+    The lengths of a bookie request's ids (txn and ledger ids, one to four bytes) are spelled out: this
+    runs twice for every request a scan sends."""
+    if n < 0:
+        n += 1 << 64
+    if n < 0x80:
+        return _ONE_BYTE[n]
+    if n < 0x4000:
+        return bytes((n & 0x7F | 0x80, n >> 7))
+    if n < 0x200000:
+        return bytes((n & 0x7F | 0x80, n >> 7 & 0x7F | 0x80, n >> 14))
+    if n < 0x10000000:
+        return bytes((n & 0x7F | 0x80, n >> 7 & 0x7F | 0x80, n >> 14 & 0x7F | 0x80, n >> 21))
     out = bytearray()
-    while True:
-        b = n & 0x7F
+    while n >= 0x80:
+        out.append(n & 0x7F | 0x80)
         n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
+    out.append(n)
+    return bytes(out)
 
 
 def decode(data: bytes, pos: int = 0) -> tuple[int, int]:

@@ -7,6 +7,7 @@ import io
 import json
 
 import pytest
+from google.protobuf.internal.encoder import _VarintBytes
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -128,6 +129,15 @@ def test_only_findings_above_info_are_logged_one_by_one() -> None:
 def test_varint_round_trip(n: int) -> None:
     data = varint.encode(n)
     assert varint.decode(b"x" + data + b"y", 1) == (n, 1 + len(data))
+
+
+@given(
+    st.one_of(st.integers(-(2**63), 2**64 - 1), st.sampled_from([2**k + d for k in range(0, 64, 7) for d in (-1, 0)]))
+)
+def test_varint_is_protobufs_encoding(n: int) -> None:
+    """The same bytes as protobuf's own encoder, a negative int64 as its 64-bit two's complement, at
+    every length boundary (the encoder spells out the short lengths)."""
+    assert varint.encode(n) == _VarintBytes(n % 2**64)
 
 
 def test_varint_errors() -> None:
