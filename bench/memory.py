@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness import save_results, second_cluster, started
-from bench.planted import plant
+from bench.planted import DEFAULT_SHAPE, Shape, plant
 from tests.realcluster import ports
 from tests.realcluster.cluster import Cluster, Proc
 
@@ -169,11 +169,11 @@ def index(code: Code, uri: str, logs: Path, ledgers: int, trace: bool) -> dict[s
     return row
 
 
-def start_simulated_bookies(count: int, uri: str, logs: Path) -> Proc:
+def start_simulated_bookies(count: int, uri: str, logs: Path, shape: Shape = DEFAULT_SHAPE) -> Proc:
     """The simulated bookies for ledgers 1..count, registered, in a process of their own."""
     log = logs / f"simbookie-{count}.log"
-    argv = [sys.executable, "-m", "bench.simbookie", "--register", uri]
-    sim = Proc("simbookie", [*argv, "planted", "--ledgers", str(count), "--bookies", ",".join(BOOKIES)], log)
+    argv = [sys.executable, "-m", "bench.simbookie", "--register", uri, "planted", "--ledgers", str(count)]
+    sim = Proc("simbookie", [*argv, "--bookies", ",".join(BOOKIES), *shape.argv], log)
     sim.start()
     deadline = time.monotonic() + 60
     while '"ready": true' not in log.read_text(errors="replace"):
@@ -196,16 +196,18 @@ def planted_zookeeper(prefix: str, keep: bool) -> Iterator[tuple[Cluster, Path]]
 
 
 @contextmanager
-def planted_and_served(prefix: str, ledgers: int, keep: bool) -> Iterator[tuple[str, Path]]:
-    """`planted_zookeeper` with ledgers 1..`ledgers` planted and their simulated bookies serving them:
-    (metadata service URI, work directory; logs go to its `logs`); the bookies stopped at the end."""
+def planted_and_served(
+    prefix: str, ledgers: int, keep: bool, shape: Shape = DEFAULT_SHAPE
+) -> Iterator[tuple[str, Path]]:
+    """`planted_zookeeper` with ledgers 1..`ledgers` of `shape` planted and their simulated bookies serving
+    them: (metadata service URI, work directory; logs go to its `logs`); the bookies stopped at the end."""
     with planted_zookeeper(prefix, keep) as (cluster, workdir):
         logs = workdir / "logs"
         uri = cluster.metadata_service_uri
         started_at = time.monotonic()
-        plant(cluster.kazoo, cluster.ledgers_root, ledgers, BOOKIES, first=1)
-        print(f"planted {ledgers} ledgers ({time.monotonic() - started_at:.0f}s)", flush=True)
-        sim = start_simulated_bookies(ledgers, uri, logs)
+        plant(cluster.kazoo, cluster.ledgers_root, ledgers, BOOKIES, first=1, shape=shape)
+        print(f"planted {ledgers} ledgers {shape.label} ({time.monotonic() - started_at:.0f}s)", flush=True)
+        sim = start_simulated_bookies(ledgers, uri, logs, shape)
         try:
             yield uri, workdir
         finally:

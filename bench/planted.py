@@ -1,11 +1,13 @@
-"""Planted ledger metadata for benchmarks at scale: closed E3/WQ2/AQ2 ledgers (v3 binary metadata, as the
-Java client writes it) created directly in ZooKeeper, pipelined. Marking a lost bookie and scanning
-metadata read only metadata, so the bookies they name need not serve anything.
+"""Planted ledger metadata for benchmarks at scale: closed ledgers (v3 binary metadata, as the Java client
+writes it) created directly in ZooKeeper, pipelined; E3/WQ2/AQ2 of 100 entries unless a `Shape` says
+otherwise. Marking a lost bookie and scanning metadata read only metadata, so the bookies they name need
+not serve anything; the simulated bookies (bench/simbookie) serve the same layout from the same rule.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from kazoo.client import KazooClient
@@ -17,17 +19,52 @@ from auditor.metadata.location import LedgerManager
 from auditor.metadata.paths import LedgerPaths
 
 
-def planted(lid: int, bookies: list[str], now_ms: int) -> LedgerMetadata:
+@dataclass(frozen=True)
+class Shape:
+    """Every planted ledger's quorums, and its entry count: `entries[lid % len(entries)]`."""
+
+    ensemble: int = 3
+    write_quorum: int = 2
+    ack_quorum: int = 2
+    entries: tuple[int, ...] = (100,)
+
+    @classmethod
+    def parse(cls, quorums: str, entries: str = "100") -> Shape:
+        """`E/WQ/AQ` and a comma list of entry counts, e.g. `Shape.parse("5/2/2", "10,50,100,200")`."""
+        e, wq, aq = (int(x) for x in quorums.split("/"))
+        counts = tuple(int(x) for x in entries.split(",") if x.strip())
+        if not (1 <= aq <= wq <= e) or not counts or min(counts) < 1:
+            raise ValueError(f"not a ledger shape: {quorums} with entries {entries}")
+        return cls(e, wq, aq, counts)
+
+    @property
+    def label(self) -> str:
+        return f"E{self.ensemble}/WQ{self.write_quorum}/AQ{self.ack_quorum}, entries {','.join(map(str, self.entries))}"
+
+    @property
+    def argv(self) -> list[str]:
+        """The options that give this shape to `python -m bench.simbookie planted`."""
+        quorums = f"{self.ensemble}/{self.write_quorum}/{self.ack_quorum}"
+        return ["--shape", quorums, "--entries", ",".join(map(str, self.entries))]
+
+
+DEFAULT_SHAPE = Shape()
+
+
+def planted(lid: int, bookies: list[str], now_ms: int, shape: Shape = DEFAULT_SHAPE) -> LedgerMetadata:
+    if shape.ensemble > len(bookies):
+        raise ValueError(f"an ensemble of {shape.ensemble} needs more than the {len(bookies)} bookies given")
     first = lid % len(bookies)
-    ensemble = tuple(bookies[(first + k) % len(bookies)] for k in range(3))
+    ensemble = tuple(bookies[(first + k) % len(bookies)] for k in range(shape.ensemble))
+    entries = shape.entries[lid % len(shape.entries)]
     return LedgerMetadata(
         ledger_id=LedgerId(0, lid),
-        ensemble_size=3,
-        write_quorum=2,
-        ack_quorum=2,
+        ensemble_size=shape.ensemble,
+        write_quorum=shape.write_quorum,
+        ack_quorum=shape.ack_quorum,
         state=LedgerState.CLOSED,
-        last_entry_id=99,
-        length=6400,
+        last_entry_id=entries - 1,
+        length=64 * entries,
         segments=(Segment(0, ensemble),),
         digest_type=DigestType.CRC32C,
         password=b"",
@@ -40,7 +77,9 @@ def wait_all(results: list[Any]) -> None:
         r.get(timeout=60)
 
 
-def plant(zk: KazooClient, root: str, count: int, bookies: list[str], first: int = 1) -> set[int]:
+def plant(
+    zk: KazooClient, root: str, count: int, bookies: list[str], first: int = 1, shape: Shape = DEFAULT_SHAPE
+) -> set[int]:
     """Ledgers `first`..`count` (1..count by default); returns the ids that name the victim (bookies[0]).
     Streamed, 2000 creates in flight: a million ledgers never sit in memory at once."""
     paths = LedgerPaths(root, LedgerManager.HIERARCHICAL)
@@ -48,7 +87,9 @@ def plant(zk: KazooClient, root: str, count: int, bookies: list[str], first: int
     parents: set[str] = set()
     victims: set[int] = set()
     for start in range(first, count + 1, 2000):
-        chunk = [(paths.path(i), planted(i, bookies, now_ms)) for i in range(start, min(start + 2000, count + 1))]
+        chunk = [
+            (paths.path(i), planted(i, bookies, now_ms, shape)) for i in range(start, min(start + 2000, count + 1))
+        ]
         for parent in sorted({p.rsplit("/", 1)[0] for p, _ in chunk} - parents):
             zk.ensure_path(parent)
             parents.add(parent)

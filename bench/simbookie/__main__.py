@@ -1,14 +1,14 @@
 """Simulated bookies as a process of their own (bench/memory.py runs them so).
 
     .venv/bin/python -m bench.simbookie planted --ledgers 100000 --bookies 127.0.0.1:5261,127.0.0.2:5262,... \\
-        [--register zk+hierarchical://127.0.0.1:21911/ledgers] [--missing BOOKIE/LEDGER/FIRST-LAST]... \\
-        [--silent BOOKIE]...
+        [--shape 3/2/2] [--entries 100] [--register zk+hierarchical://127.0.0.1:21911/ledgers] \\
+        [--missing BOOKIE/LEDGER/FIRST-LAST]... [--silent BOOKIE]...
     .venv/bin/python -m bench.simbookie zookeeper --metadata-service-uri URI [--serve ID=HOST:PORT]... \\
         [--ledger-ids 3,4,9]
 
 `planted`: ledgers 1..N as bench/planted.py lays them out over `--bookies` (the same list, in the same
-order, as the planting); each id must be HOST:PORT, where it listens. `zookeeper`: the closed ledgers
-under URI when it starts; `--serve` puts a bookie id elsewhere (default: every id of those ledgers at
+order, and the same `--shape` and `--entries` as the planting); each id must be HOST:PORT, where it
+listens. `zookeeper`: the closed ledgers under URI when it starts; `--serve` puts a bookie id elsewhere (default: every id of those ledgers at
 its own HOST:PORT). `--register` creates each bookie's registration (`<root>/available/<id>`, ephemeral,
 empty: resolved as HOST:PORT) for as long as the process runs. Prints one JSON line when every bookie
 listens, and a summary of the requests answered when stopped (SIGTERM or SIGINT).
@@ -28,6 +28,7 @@ from contextlib import contextmanager
 from kazoo.client import KazooClient
 
 from auditor.metadata.location import join, parse_service_uri
+from bench.planted import Shape
 
 from .replies import Faults
 from .server import Address, SimBookies
@@ -61,6 +62,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p = sub.add_parser("planted", help="ledgers 1..N of bench/planted.py")
     p.add_argument("--ledgers", type=int, required=True)
     p.add_argument("--bookies", required=True, help="comma-separated HOST:PORT ids, the planting's list")
+    p.add_argument("--shape", default="3/2/2", help="E/WQ/AQ, the planting's (default %(default)s)")
+    p.add_argument("--entries", default="100", help="entry counts, the planting's (default %(default)s)")
     z = sub.add_parser("zookeeper", help="the closed ledgers under a metadata service URI")
     z.add_argument("--metadata-service-uri", required=True)
     z.add_argument("--serve", action="append", default=[], metavar="ID=HOST:PORT")
@@ -71,7 +74,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 async def source_and_addresses(args: argparse.Namespace) -> tuple[LedgerSource, dict[str, Address]]:
     if args.source == "planted":
         bookies = args.bookies.split(",")
-        return PlantedSource(args.ledgers, bookies), {b: host_port(b) for b in bookies}
+        shape = Shape.parse(args.shape, args.entries)
+        return PlantedSource(args.ledgers, bookies, shape), {b: host_port(b) for b in bookies}
     ids = [int(i) for i in args.ledger_ids.split(",")] if args.ledger_ids else None
     snapshot = await SnapshotSource.read(args.metadata_service_uri, ids)
     addresses = {b: host_port(b) for w in snapshot.ledgers.values() for _, _, ens in w.spans for b in ens}

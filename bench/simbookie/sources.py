@@ -10,7 +10,7 @@ from typing import Protocol
 from auditor.durability.ids import LedgerId
 from auditor.metadata.interfaces import LedgerRecord
 from auditor.metadata.zkstore import ZooKeeperMetadataStore
-from bench.planted import planted
+from bench.planted import DEFAULT_SHAPE, Shape, planted
 
 from .stored import WrittenLedger
 
@@ -22,23 +22,24 @@ class LedgerSource(Protocol):
 
 
 class PlantedSource:
-    """Ledgers 1..count laid out by bench/planted.py's rule over `bookies` (the same list the planting
-    used). Each ledger is computed when asked for, so a million ledgers cost no memory."""
+    """Ledgers 1..count laid out by bench/planted.py's rule over `bookies` (the same list and shape the
+    planting used). Each ledger is computed when asked for, so a million ledgers cost no memory."""
 
-    def __init__(self, count: int, bookies: list[str]) -> None:
+    def __init__(self, count: int, bookies: list[str], shape: Shape = DEFAULT_SHAPE) -> None:
         self.count = count
         self.bookies = tuple(bookies)
+        self.shape = shape
 
     def ledger(self, ledger_id: int) -> WrittenLedger | None:
         if not 1 <= ledger_id <= self.count:
             return None
-        return _planted(ledger_id, self.bookies)
+        return _planted(ledger_id, self.bookies, self.shape)
 
 
 @functools.lru_cache(maxsize=1024)
-def _planted(ledger_id: int, bookies: tuple[str, ...]) -> WrittenLedger | None:
+def _planted(ledger_id: int, bookies: tuple[str, ...], shape: Shape) -> WrittenLedger | None:
     # Cached: each ledger is asked for by each of its bookies, close together.
-    return WrittenLedger.from_metadata(planted(ledger_id, list(bookies), 0))
+    return WrittenLedger.from_metadata(planted(ledger_id, list(bookies), 0, shape))
 
 
 class SnapshotSource:

@@ -22,7 +22,7 @@ from auditor.bookie import BookieClient, BookieClientConfig, Outcome, Status
 from auditor.bookie import protocol as P
 from auditor.durability.entry import Verdict
 from auditor.durability.model import DigestType
-from bench.planted import plant, planted
+from bench.planted import Shape, plant, planted
 from bench.simbookie import Faults, PlantedSource, SimBookies, SnapshotSource
 from tests.realcluster import ports
 from tests.realcluster.cli_util import BIN, json_findings
@@ -270,3 +270,28 @@ async def test_scrutiny_over_simulated_bookies_finds_only_the_planted_loss(clust
         (victim, "10,12-13,15-16,18-19")
     ]
     assert served >= 3 * count  # every ledger asked of its three bookies
+
+
+@pytest.mark.parametrize("shape", [Shape(5, 2, 2, (10, 50, 100, 200)), Shape(3, 3, 2, (1, 7))], ids=str)
+async def test_scrutiny_over_simulated_bookies_of_a_planted_shape(
+    cluster: Cluster, planted_root: str, shape: Shape
+) -> None:
+    """The planting and the simulated bookies agree on other shapes than the default (bench.check_scaling
+    measures CPU per ledger on them): every ledger healthy, each asked of every bookie of its ensemble."""
+    count = 120
+    bookies = [f"127.0.0.{i}:{ports.SIM_PORT_BASE + i}" for i in range(1, 7)]
+    plant(cluster.kazoo, planted_root, count, bookies, shape=shape)
+    uri = f"zk+hierarchical://{cluster.zk_hosts}{planted_root}"
+    addresses = {b: (b.split(":")[0], int(b.split(":")[1])) for b in bookies}
+    async with SimBookies(PlantedSource(count, bookies, shape), addresses) as sim:
+        for b in bookies:
+            cluster.kazoo.create(f"{planted_root}/available/{b}", b"", ephemeral=True)
+        rc, findings, err = await run_check(uri)
+        served = sum(sim.requests.values())
+    assert rc == 0, err[-3000:]
+    risky = count if shape.write_quorum == shape.ack_quorum else 0
+    assert [f["category"] for f in findings] == ["risky_quorum"] * risky, json.dumps(findings[:3])
+    assert served == shape.ensemble * count
+    assert {planted(lid, bookies, 0, shape).last_entry_id for lid in range(1, count + 1)} == {
+        n - 1 for n in shape.entries
+    }
