@@ -30,6 +30,8 @@ from auditor.durability.steps import run_steps
 from .context import AuditContext, RunStats
 
 READ_SAMPLE = "read-sample"
+# The methods as recorded per answer (`.value` is an Enum property lookup: once per answer otherwise).
+_READ, _ENTRY_LIST = Method.READ.value, Method.ENTRY_LIST.value
 
 
 @dataclass(frozen=True)
@@ -110,7 +112,7 @@ def _take_reads(
             v = r.verify(md.digest_type, md.password)
             if v.corrupt:
                 out.corrupt.append(CorruptCopy(bookie, r.entry_id, v))
-    out.methods[bookie] = READ_SAMPLE if sampled else Method.READ.value
+    out.methods[bookie] = READ_SAMPLE if sampled else _READ
     if unknown:
         stats.bookie_unknown[bookie] += 1
         out.answers[bookie] = UNKNOWN
@@ -235,7 +237,7 @@ def _take_list(
 ) -> bool:
     """Record one bookie's entry list of `md` in `out`; False when it is too large to convert without
     yielding to the loop (`small`), left to `_take_large_list`."""
-    out.methods[bookie] = Method.ENTRY_LIST.value
+    out.methods[bookie] = _ENTRY_LIST
     if result.outcome is Outcome.UNKNOWN or result.entries is None:
         stats.bookie_unknown[bookie] += 1
         out.answers[bookie] = UNKNOWN

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Final
 
 from .findings import Category
@@ -291,6 +292,13 @@ class _Sweep:
         return out
 
 
+# What every clean coverage shares (all immutable), built once rather than for every healthy ledger.
+_NONE: Final = StripedSet()
+_NO_BUCKETS: Final[Mapping[Category, EntryBucket]] = MappingProxyType(
+    {c: EntryBucket(c, _NONE, _NONE) for c in ENTRY_CATEGORIES}
+)
+
+
 def _clean_if_exact(
     metadata: LedgerMetadata,
     answers: Mapping[str, Answer],
@@ -320,7 +328,7 @@ def _clean_if_exact(
         f, l = span.entries.first, span.entries.last
         assert f is not None and l is not None
         entries += l - f + 1
-    none = StripedSet()
+    none = _NONE
     least = wq if entries else None  # every write set has WQ distinct bookies, each holding its entries
     return Coverage(
         ledger_id=metadata.ledger_id,
@@ -332,7 +340,7 @@ def _clean_if_exact(
         entries=entries,
         least_copies_at_most=least,
         least_copies_at_least=least,
-        buckets={c: EntryBucket(c, none, none) for c in ENTRY_CATEGORIES},
+        buckets=_NO_BUCKETS,
         truncation=TruncationRisk(recovery_negative_threshold(wq, aq), none, none),
         expected=expected,
         unknown_bookies=(),

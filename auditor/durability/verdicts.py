@@ -204,6 +204,10 @@ def underreplicated_finding(
 # (c) the durability contract from coverage
 
 
+# The methods whose answers show everything a bookie holds (a Method or its value; `.value` is an Enum
+# property lookup, once per ledger here).
+_LISTS_ONLY = (Method.ENTRY_LIST.value, Method.METADATA.value)
+
 _DESCRIBE = {
     Category.ENTRY_NO_REPLICA: "have no replica",
     Category.ENTRY_BELOW_ACK_QUORUM: "have fewer copies than the ack quorum",
@@ -277,8 +281,7 @@ def durability_findings(
         )
     # Only entry lists show what a bookie holds beyond its schedule: reads (a sample above all) ask only
     # for scheduled entries, so with any read-based answer there is nothing to say (nor to build).
-    how = method.value if isinstance(method, Method) else method
-    lists_only = how in (Method.ENTRY_LIST.value, Method.METADATA.value)
+    lists_only = method in _LISTS_ONLY  # a Method is a str: equal to its value
     over = dict(coverage.overreplicated) if lists_only else {}
     beyond = coverage.beyond_end if closed and lists_only else {}
     if over or beyond:

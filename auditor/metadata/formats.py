@@ -157,16 +157,20 @@ def _ensemble(members: Iterable[str | bytes]) -> tuple[str, ...]:
     return shared
 
 
+# Members by value: a dict lookup per ledger instead of an Enum call (about a microsecond each).
+_STATES: dict[int, LedgerState] = {s.value: s for s in LedgerState}
+_DIGESTS: dict[int, DigestType] = {d.value: d for d in DigestType}
+
+
 def _from_proto(
     msg: pb.LedgerMetadataFormat, lid: LedgerId, fmt: int, path: str, version: int | None
 ) -> LedgerMetadata:
-    try:
-        state = LedgerState(msg.state)
-    except ValueError:
-        raise CorruptZnodeError(path, f"unknown ledger state {msg.state}") from None
+    state = _STATES.get(msg.state)
+    if state is None:
+        raise CorruptZnodeError(path, f"unknown ledger state {msg.state}")
     closed = state is LedgerState.CLOSED
     if msg.HasField("password"):
-        digest: DigestType | None = DigestType(msg.digestType)
+        digest: DigestType | None = _DIGESTS[msg.digestType] if msg.digestType in _DIGESTS else DigestType(msg.digestType)
         password: bytes | None = bytes(msg.password)
     else:
         digest, password = None, None
