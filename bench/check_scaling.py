@@ -4,6 +4,7 @@ docs/benchmarks.md "`check` on 1 and 2 processes").
     BK_TEST_PORT_SLOT=6 .venv/bin/python -m bench.check_scaling                          # 200k ledgers, 3 runs
     BK_TEST_PORT_SLOT=6 .venv/bin/python -m bench.check_scaling --ledgers 20000 --runs 1 # a quick smoke
     BK_TEST_PORT_SLOT=6 .venv/bin/python -m bench.check_scaling --processes 1 --shape 5/2/2 --entries 10,50,100,200
+    BK_TEST_PORT_SLOT=6 .venv/bin/python -m bench.check_scaling --processes 1 --baseline ../old-checkout  # before/after
 
 Starts its own ZooKeeper (bench/memory.py's: "second cluster" ports, a 2 GiB heap, no fsync), plants
 `--ledgers` closed ledgers of `--shape` (default E3/WQ2/AQ2) with `--entries` entries (default 100; a
@@ -18,7 +19,8 @@ planning included), the command's own duration (from its summary), CPU time of t
 processes, peak RSS of the command itself, and the findings, which must be one `risky_quorum` per ledger
 when WQ == AQ, none otherwise (exit status 0). Prints one JSON line per run and a summary (medians,
 ledgers/s, speed-up over one process, CPU per ledger: the whole command's, start-up included), saved under
-bench/results/check_scaling/. Not a test: nothing
+bench/results/check_scaling/. With `--baseline TREE` every run is made a second time with TREE's `auditor`
+(PYTHONPATH), the two alternating, and summarised apart. Not a test: nothing
 here asserts a time.
 """
 
@@ -47,14 +49,15 @@ from bench.planted import Shape
 FIELDS = ("seconds", "check_seconds", "ledgers_per_s", "wall_ledgers_per_s", "cpu_us_per_ledger")
 
 
-def check(uri: str, processes: int, logs: Path, ledgers: int, shape: Shape) -> dict[str, Any]:
+def check(uri: str, processes: int, logs: Path, ledgers: int, shape: Shape, code: Code) -> dict[str, Any]:
     argv = [str(BIN), "check", "--metadata-service-uri", uri, "--checks", "scrutiny", "--format", "json"]
     argv += ["--processes", str(processes)]
-    log = logs / f"check-{processes}.log"
+    log = logs / f"check-{code.label}-{processes}.log"
     out = JsonLines()
-    run = measured(Code("this"), argv, Code("this").env(LIMITS_OFF), log, out.line)
+    run = measured(code, argv, code.env(LIMITS_OFF), log, out.line)
     seconds = out.summary.get("durationSeconds")
     row: dict[str, Any] = {
+        "code": code.label,
         "processes": processes,
         "ledgers": ledgers,
         "exit": run.exit,
@@ -85,6 +88,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3, help="runs per process count (counts alternate)")
     ap.add_argument("--shape", default="3/2/2", help="the planted ledgers' E/WQ/AQ (default %(default)s)")
     ap.add_argument("--entries", default="100", help="their entry counts, cycled (comma list; default %(default)s)")
+    ap.add_argument("--baseline", type=Path, help="also measure the code of this checkout (e.g. before a change)")
     ap.add_argument("--keep", action="store_true", help="keep the work directory (logs)")
     args = ap.parse_args()
     try:
@@ -94,19 +98,25 @@ def main() -> None:
     counts = [int(k) for k in args.processes.split(",")]
     if not counts or min(counts) < 1:
         ap.error("--processes: counts of at least 1")
+    codes = [Code("this")] + ([Code("baseline", args.baseline.resolve())] if args.baseline is not None else [])
     rows: list[dict[str, Any]] = []
     with planted_and_served("bench-check-scaling-", args.ledgers, args.keep, shape) as (uri, workdir):
-        for _ in range(args.runs):
+        for i in range(args.runs):
             for k in counts:
-                row = check(uri, k, workdir / "logs", args.ledgers, shape)
-                rows.append(row)
-                print(json.dumps(row), flush=True)
+                for code in codes if i % 2 == 0 else codes[::-1]:
+                    row = check(uri, k, workdir / "logs", args.ledgers, shape, code)
+                    rows.append(row)
+                    print(json.dumps(row), flush=True)
         summary = {
             "ledgers": args.ledgers,
             "shape": shape.label,
             "cpus": len(os.sched_getaffinity(0)),
-            "by_processes": by_count(rows, "processes", counts, FIELDS),
+            "by_processes": by_count([r for r in rows if r["code"] == "this"], "processes", counts, FIELDS),
         }
+        if args.baseline is not None:
+            baseline = [r for r in rows if r["code"] == "baseline"]
+            summary["baseline"] = str(args.baseline)
+            summary["baseline_by_processes"] = by_count(baseline, "processes", counts, FIELDS)
         print(json.dumps(summary, indent=2))
         print(f"results: {save_results('check_scaling', summary, rows)}")
 
