@@ -170,7 +170,9 @@ def _from_proto(
         raise CorruptZnodeError(path, f"unknown ledger state {msg.state}")
     closed = state is LedgerState.CLOSED
     if msg.HasField("password"):
-        digest: DigestType | None = _DIGESTS[msg.digestType] if msg.digestType in _DIGESTS else DigestType(msg.digestType)
+        digest: DigestType | None = (
+            _DIGESTS[msg.digestType] if msg.digestType in _DIGESTS else DigestType(msg.digestType)
+        )
         password: bytes | None = bytes(msg.password)
     else:
         digest, password = None, None
