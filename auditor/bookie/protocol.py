@@ -127,13 +127,14 @@ def _header(req: pb.Request, op: Op, txn_id: int) -> None:
     req.header.txnId = txn_id
 
 
+# `type(x) is int` first: one test for the ids of every request (a bool, or an int subclass, is refused).
 def _check_ledger(ledger_id: int) -> None:
-    if isinstance(ledger_id, bool) or not isinstance(ledger_id, int) or not 0 <= ledger_id <= MAX_LONG:
+    if type(ledger_id) is not int or not 0 <= ledger_id <= MAX_LONG:
         raise ValueError(f"ledger id {ledger_id!r} is not in 0..2^63-1")
 
 
 def check_entry_id(entry_id: int) -> None:
-    if isinstance(entry_id, bool) or not isinstance(entry_id, int) or not -1 <= entry_id <= MAX_LONG:
+    if type(entry_id) is not int or not -1 <= entry_id <= MAX_LONG:
         raise ValueError(f"entry id {entry_id!r} is not in -1..2^63-1")
 
 

@@ -81,6 +81,9 @@ class EntryHeader:
     stated_digest_code: int | None = None  # v2 only: bits 0-3 of the flags (0 = not stated)
 
 
+_MAX_DIGEST_CODE = max(d.value for d in DigestType)
+
+
 def parse_header(body: bytes | bytearray | memoryview) -> EntryHeader:
     """The header at the start of stored entry bytes (v1, or v2 when the first byte is negative)."""
     view = memoryview(body)
@@ -90,7 +93,7 @@ def parse_header(body: bytes | bytearray | memoryview) -> EntryHeader:
         flags, scope, ledger, entry, lac, length = _V2.unpack_from(view, 0)
         # The flags must state version 2 and a digest type code (0-4): one flipped top bit of a v1
         # entry's first byte must not turn it into a plausible v2 entry.
-        if (flags >> 4) & 0x07 != 2 or flags & 0x0F > max(d.value for d in DigestType):
+        if (flags >> 4) & 0x07 != 2 or flags & 0x0F > _MAX_DIGEST_CODE:
             raise EntryFormatError(
                 f"v2 entry flags {flags:#04x} state format version {(flags >> 4) & 0x07} and "
                 f"digest code {flags & 0x0F} (version 2 and codes 0-4 exist)",

@@ -31,7 +31,10 @@ class LedgerId:
     ledger: int
 
     def __post_init__(self) -> None:
-        for name, value in (("scope id", self.scope), ("ledger id", self.ledger)):
+        scope, ledger = self.scope, self.ledger
+        if type(scope) is int and type(ledger) is int and 0 <= scope <= MAX_ID and 0 <= ledger <= MAX_ID:
+            return  # the usual case, decided without the loop below (ids are built for every entry read)
+        for name, value in (("scope id", scope), ("ledger id", ledger)):
             if not isinstance(value, int) or isinstance(value, bool):
                 raise LedgerIdError(f"{name} must be an int, got {value!r}")
             if not 0 <= value <= MAX_ID:
