@@ -1248,3 +1248,11 @@ async def test_without_adaptive_the_rate_stays_fixed() -> None:
         await c.read_entries(1, [0] * 60)
         assert c._bucket is not None and c._bucket.rate == 300 and c._adaptive is None
     await peer.stop()
+
+
+@pytest.mark.parametrize("value", [True, 1.0, "1", -2, 2**63])
+def test_request_ids_refuse_what_is_not_an_id(value: object) -> None:
+    with pytest.raises(ValueError, match="is not in"):
+        P.read_entry_frame(1, value, 0)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="is not in"):
+        P.read_entry_frame(1, 0, value)  # type: ignore[arg-type]

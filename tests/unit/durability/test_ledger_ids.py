@@ -30,3 +30,17 @@ def test_accepted_forms() -> None:
     assert LedgerId.parse(" 7\n") == LedgerId(0, 7)
     assert LedgerId.parse("5:7") == LedgerId.parse("5/7") == LedgerId(5, 7)
     assert LedgerId.parse("0x" + LedgerId(5, 7).qualified_name.upper()) == LedgerId(5, 7)
+
+
+@pytest.mark.parametrize(
+    ("scope", "ledger"),
+    [(0, -1), (-1, 0), (0, 2**63), (2**63, 0), (0, True), (False, 0), (0, 1.0), (0, "7"), (0, None)],
+)
+def test_construction_refuses_what_is_not_an_id(scope: object, ledger: object) -> None:
+    """The fast path for plain ints in range must leave every other value to the full validation."""
+    with pytest.raises(LedgerIdError):
+        LedgerId(scope, ledger)  # type: ignore[arg-type]
+
+
+def test_construction_takes_the_edges() -> None:
+    assert (LedgerId(0, 0).ledger, LedgerId(2**63 - 1, 2**63 - 1).scope) == (0, 2**63 - 1)
