@@ -194,7 +194,7 @@ class EntryList:
 
     def _adopt(self, recs: tuple[Record, ...], v: _Validation) -> None:
         self._records: tuple[Record, ...] = recs
-        self._firsts = [r[0] for r in recs]
+        self._firsts: list[int] | None = [r[0] for r in recs]
         self._total = v.total
         self._simple = v.simple
         self._periodic = v.periodic
@@ -220,18 +220,19 @@ class EntryList:
             return None
         records = tuple(_RECORD.iter_unpack(memoryview(data)[HEADER_LENGTH:]))
         ranges: list[tuple[int, int]] = []
+        add = ranges.append
         after = -1  # the first id a next run may start at, minus one (-1: any id >= 0)
         total = 0
         for first, last, size, period in records:
             end = first + size - 1
             if period != 0 or last != first or size < 1 or first <= after or end > MAX_ENTRY_ID:
                 return None
-            ranges.append((first, end))
+            add((first, end))
             after = end + 1  # a run starting right after this one would touch it: not simple
             total += size
         out = cls.__new__(cls)
         out._records = records
-        out._firsts = [r[0] for r in records]
+        out._firsts = None  # built when first searched: a scan takes the ranges and never searches
         out._total = total
         out._simple = True
         out._periodic = False
@@ -309,8 +310,14 @@ class EntryList:
     def __contains__(self, e: object) -> bool:
         if not isinstance(e, int) or isinstance(e, bool):
             return False
-        i = bisect_right(self._firsts, e) - 1
+        i = bisect_right(self._first_ids(), e) - 1
         return i >= 0 and _group_has(*self._records[i], e)
+
+    def _first_ids(self) -> list[int]:
+        """Each group's first id, for searches (built on the first one)."""
+        if self._firsts is None:
+            self._firsts = [r[0] for r in self._records]
+        return self._firsts
 
     def __iter__(self) -> Iterator[int]:
         """Every id, one by one (tests and small lists only: a list can name 2^63 ids)."""
@@ -340,8 +347,9 @@ class EntryList:
         recs = self._records
         if first > last or not recs:
             return RangeSet()
-        lo = max(0, bisect_right(self._firsts, first) - 1)
-        hi = bisect_right(self._firsts, last)
+        firsts = self._first_ids()
+        lo = max(0, bisect_right(firsts, first) - 1)
+        hi = bisect_right(firsts, last)
         if self._periodic:
             runs = sum(_periodic_runs_within(r, first, last) for r in recs[lo:hi] if not _is_run(r))
             if runs > max_periodic_runs:
