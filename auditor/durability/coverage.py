@@ -328,7 +328,6 @@ def _clean_if_exact(
         f, l = span.entries.first, span.entries.last
         assert f is not None and l is not None
         entries += l - f + 1
-    none = _NONE
     least = wq if entries else None  # every write set has WQ distinct bookies, each holding its entries
     return Coverage(
         ledger_id=metadata.ledger_id,
@@ -341,10 +340,10 @@ def _clean_if_exact(
         least_copies_at_most=least,
         least_copies_at_least=least,
         buckets=_NO_BUCKETS,
-        truncation=TruncationRisk(recovery_negative_threshold(wq, aq), none, none),
+        truncation=TruncationRisk(recovery_negative_threshold(wq, aq), _NONE, _NONE),
         expected=expected,
         unknown_bookies=(),
-        entries_with_unknown_copies=none,
+        entries_with_unknown_copies=_NONE,
         gaps=(),
         overreplicated={},
         beyond_end={},

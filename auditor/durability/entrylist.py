@@ -194,7 +194,7 @@ class EntryList:
 
     def _adopt(self, recs: tuple[Record, ...], v: _Validation) -> None:
         self._records: tuple[Record, ...] = recs
-        self._firsts: list[int] | None = [r[0] for r in recs]
+        self._firsts: list[int] | None = None  # built on the first search (`_first_ids`)
         self._total = v.total
         self._simple = v.simple
         self._periodic = v.periodic
@@ -232,7 +232,7 @@ class EntryList:
             total += size
         out = cls.__new__(cls)
         out._records = records
-        out._firsts = None  # built when first searched: a scan takes the ranges and never searches
+        out._firsts = None  # a scan takes the ranges and never searches
         out._total = total
         out._simple = True
         out._periodic = False

@@ -8,8 +8,8 @@
 
 `planted`: ledgers 1..N as bench/planted.py lays them out over `--bookies` (the same list, in the same
 order, and the same `--shape` and `--entries` as the planting); each id must be HOST:PORT, where it
-listens. `zookeeper`: the closed ledgers under URI when it starts; `--serve` puts a bookie id elsewhere (default: every id of those ledgers at
-its own HOST:PORT). `--register` creates each bookie's registration (`<root>/available/<id>`, ephemeral,
+listens. `zookeeper`: the closed ledgers under URI when it starts; `--serve` puts a bookie id elsewhere
+(default: every id of those ledgers at its own HOST:PORT). `--register` creates each bookie's registration (`<root>/available/<id>`, ephemeral,
 empty: resolved as HOST:PORT) for as long as the process runs. Prints one JSON line when every bookie
 listens, and a summary of the requests answered when stopped (SIGTERM or SIGINT).
 """
