@@ -238,7 +238,19 @@ def run(
         from auditor.daemon.service import serve
     except ImportError as exc:
         _fail(f"the daemon is not available in this build ({exc})")
-    code = _run_with_loop(serve, settings, loop=settings.event_loop)
+    from auditor.cpus import available_cpus
+
+    processes = min(settings.schedule.scan_processes, available_cpus())
+    sharded = None
+    if processes > 1:
+        from auditor.spark.processes import check_on_processes
+
+        sharded = functools.partial(
+            check_on_processes, settings, processes, max_ledgers=settings.schedule.scan_partition_ledgers
+        )
+    code = _run_with_loop(
+        functools.partial(serve, sharded=sharded, scan_processes=processes), settings, loop=settings.event_loop
+    )
     raise typer.Exit(int(code or 0))
 
 

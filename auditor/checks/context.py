@@ -77,6 +77,17 @@ class RunStats:
             **({"note": self.note} if self.note else {}),
         }
 
+    def absorb(self, part: dict[str, Any]) -> None:
+        """Add the counters of another run's `as_dict()` (a worker process's partition of this run)."""
+        self.ledgers_seen += int(part.get("ledgersSeen", 0))
+        self.ledgers_checked += int(part.get("ledgersChecked", 0))
+        self.ledgers_skipped.update(part.get("ledgersSkipped", {}))
+        self.ledgers_rechecked += int(part.get("ledgersRechecked", 0))
+        self.metadata_unreadable += int(part.get("metadataUnreadable", 0))
+        self.bookie_requests.update(part.get("bookieRequestsByBookie", {}))
+        self.bookie_unknown.update(part.get("bookieUnknownByBookie", {}))
+        self.reanalysed += int(part.get("reanalysed", 0))
+
 
 @dataclass
 class AuditContext:

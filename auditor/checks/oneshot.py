@@ -12,7 +12,7 @@ import json
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, TextIO
 
 from auditor.durability.findings import Category, Finding, FindingSummary
@@ -25,17 +25,10 @@ from auditor.tables import print_table as table_out
 
 from .build import audit_context
 from .catalog import CHECKS, judges_each_ledger_alone, resolve_checks
-from .runner import CheckRun, Progress, ProgressSink
+from .runner import CheckRun, Progress
+from .sharded import ShardedChecks
 
 log = get_logger("auditor.check")
-
-# Runs per-ledger checks elsewhere (`check --processes N`: on N worker processes, auditor.spark.processes):
-# (checks, sink(finding, check), progress, stop) -> each check's run counters. It blocks, so it is run on a
-# thread, and gives up soon after `stop` is set (Ctrl-C).
-ShardedChecks = Callable[
-    [list[str], Callable[[Finding, str], None], ProgressSink, threading.Event], list[dict[str, Any]]
-]
-
 
 PROGRESS_LOG_SECONDS = 10.0
 

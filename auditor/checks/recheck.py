@@ -73,6 +73,10 @@ class RecheckQueue(Generic[T]):
         self._changed.set()
         return True
 
+    def waiting(self) -> list[Due[T]]:
+        """What is queued, earliest due first (a worker process hands its suspects on to the leader)."""
+        return sorted(self._queued.values())
+
     def discard(self, key: Hashable) -> None:
         """Forget a key (e.g. the ledger was deleted); its heap slot is skipped lazily."""
         self._queued.pop(key, None)

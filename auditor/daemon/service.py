@@ -15,7 +15,9 @@ from __future__ import annotations
 import asyncio
 import functools
 import signal
+import threading
 import time
+from concurrent.futures import Future
 from typing import Any
 
 from kazoo.exceptions import KazooException
@@ -25,12 +27,14 @@ from auditor.admin.server import AdminServer
 from auditor.bookie.results import Outcome
 from auditor.checks.build import Locations, audit_context
 from auditor.checks.catalog import CHECKS as CHECK_CLASSES
+from auditor.checks.catalog import judges_each_ledger_alone
 from auditor.checks.context import AuditContext
 from auditor.checks.explain import LedgerExplanation, explain_ledger
 from auditor.checks.references import ReferencesCheck
 from auditor.checks.runner import CheckRun, LedgerCheck, Progress
+from auditor.checks.sharded import PartitionDone, ScanHooks, ShardedChecks
 from auditor.durability.findings import Category, Finding
-from auditor.durability.ids import LedgerId
+from auditor.durability.ids import LedgerId, next_id
 from auditor.durability.model import LedgerMetadata
 from auditor.durability.repairblocked import blocked_finding
 from auditor.logging import get_logger, log_new_finding
@@ -85,8 +89,19 @@ def intervals(settings: Settings) -> dict[str, float]:
 class Auditor:
     """One replica: the leader runs the checks; every replica serves state."""
 
-    def __init__(self, settings: Settings, state: DaemonState, metrics: AuditorMetrics) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        state: DaemonState,
+        metrics: AuditorMetrics,
+        sharded: ShardedChecks | None = None,
+        scan_processes: int = 1,
+    ) -> None:
         self.settings = settings
+        # The checks that judge each ledger alone, run on `scan_processes` worker processes
+        # (schedule.scan_processes > 1; injected by the CLI: the daemon does not import their engine).
+        self.sharded = sharded
+        self.scan_processes = scan_processes if sharded is not None else 1
         self.state = state
         self.metrics = metrics
         self.ctx: AuditContext | None = None
@@ -99,7 +114,7 @@ class Auditor:
         self.tasks: Supervisor | None = None  # the leader's tasks (None while standing by)
         self.repair_blocks: RepairBlocks | None = None  # the repair role's records, read by the leader
         self._triggers: dict[str, asyncio.Event] = {n: asyncio.Event() for n in CHECK_CLASSES}
-        self._runs: dict[str, CheckRun] = {}
+        self._runs: dict[str, CheckRun] = {}  # the runs in progress (a scan on worker processes too)
         self._ready = asyncio.Event()
         self.fatal: str | None = None  # why the configuration cannot work with this cluster (exit 2)
         for name, every in intervals(settings).items():
@@ -150,9 +165,15 @@ class Auditor:
                 return
             await asyncio.sleep(30)
 
+    def _may_start(self) -> bool:
+        """`_gate` for a scan on worker processes, asked from its engine's thread: False holds back new
+        partitions."""
+        return not self.state.pause.paused and self.settings.schedule.in_window(None)
+
     async def _run_check(
         self, name: str, start: LedgerId | None, records: list[Any] | None = None, full: bool = True
-    ) -> CheckRun:
+    ) -> bool:
+        """One run of check `name` (from `start`, or of `records` only); True when it finished."""
         assert self.ctx is not None and self.checkstate is not None
         seen: set[Any] = set()
         if self.locations is not None and name == "scrutiny":
@@ -177,6 +198,7 @@ class Auditor:
         self._runs[name] = run
         started_ms = int(time.time() * 1000)
         board.start(name, cursor=start.qualified_name if start else None)
+        elsewhere = self.sharded if records is None and judges_each_ledger_alone(name) else None
         ok = False
         try:
             if await run.begin():
@@ -186,6 +208,8 @@ class Auditor:
                         yield records
 
                     await run.scan(records=source())
+                elif elsewhere is not None:
+                    await self._scan_on_processes(elsewhere, run, start, started_ms, full)
                 else:
                     await run.scan(start)
                 await run.drain_rechecks()
@@ -225,15 +249,76 @@ class Auditor:
                 self.metrics.bookie_requests.labels(bookie, name).inc(n)
             for bookie, n in run.stats.bookie_unknown.items():
                 self.metrics.bookie_request_errors.labels(bookie, name, "unknown").inc(n)
-            log.info("check finished", **run.stats.as_dict(), findingsByCategory=self._category_counts(seen))
-        return run
+            log.info(
+                "check finished",
+                **run.stats.as_dict(),
+                findingsByCategory=self._category_counts(seen),
+                processes=self.scan_processes if elsewhere is not None else 1,
+            )
+        return ok
+
+    async def _scan_on_processes(
+        self, sharded: ShardedChecks, run: CheckRun, start: LedgerId | None, started_ms: int, full: bool
+    ) -> None:
+        """`run`'s scan on worker processes. They only read: their findings come back here as each
+        partition ends, to be reported, and marked (the ledger check's confirmed losses) by this leader
+        through its guarded writes; their suspects join `run`'s re-check queue, worked here on the
+        daemon's delays after the scan; the cursor is saved as the partitions below it end."""
+        name = run.check.name
+        loop = asyncio.get_running_loop()
+        stop = threading.Event()
+        found: list[Finding] = []  # filled and emptied on the engine's thread, per partition
+        done_ledgers = 0
+        last_save = time.monotonic()
+
+        async def take(done: PartitionDone, findings: list[Finding]) -> None:
+            nonlocal done_ledgers, last_save
+            for f in findings:
+                run.sink(f)
+            if name == "ledger":  # what its marker hook would have been called with, in this process
+                by_ledger: dict[LedgerId, list[Finding]] = {}
+                for f in findings:
+                    if f.ledger is not None:
+                        by_ledger.setdefault(f.ledger, []).append(f)
+                for lid, confirmed in by_ledger.items():
+                    await self._marker(lid, confirmed)
+            for s in done.suspects:
+                run.queue.submit(s.ledger, s.ledger, s.attempt)
+            if name in done.stats:
+                run.stats.absorb(done.stats[name])
+            visited = done.visited.get(name, 0)
+            done_ledgers += visited
+            self.metrics.ledger_checked(name, visited)
+            cursor = done.cursor
+            self.state.tasks.progress(name, done_ledgers, cursor=cursor.qualified_name if cursor else None)
+            if full and cursor is not None and time.monotonic() - last_save > CURSOR_SAVE_SECONDS:
+                last_save = time.monotonic()
+                await self._save_state(name, CheckState(run_started_ms=started_ms, cursor=cursor))
+
+        def partition_done(done: PartitionDone) -> Future[None]:  # on the engine's thread
+            findings = found[:]
+            found.clear()
+            return asyncio.run_coroutine_threadsafe(take(done, findings), loop)
+
+        hooks = ScanHooks(start=start, may_start=self._may_start, partition_done=partition_done, leader_rechecks=True)
+        job = asyncio.ensure_future(
+            asyncio.to_thread(sharded, [name], lambda f, _check: found.append(f), None, stop, hooks=hooks)
+        )
+        try:
+            await asyncio.shield(job)
+        except asyncio.CancelledError:
+            # Lost leadership or stopping: the engine stops its worker processes; wait for that (it gives
+            # up within a poll), so none outlives this leader's tasks.
+            stop.set()
+            await asyncio.wait([job])
+            raise
 
     def _new_check(self, name: str) -> LedgerCheck:
         assert self.ctx is not None
         if name == REFERENCES:
             watch = self.deletion_watch
             return ReferencesCheck(self.ctx, last_seen=watch.last_seen if watch is not None else None)
-        return CHECK_CLASSES[name](self.ctx, self.locations, marker=self._marker if name == "ledger" else None)
+        return CHECK_CLASSES[name](self.ctx, self.locations, marker=self._mark_ledger if name == "ledger" else None)
 
     async def _references_done(self, check: ReferencesCheck, started_ms: int) -> None:
         """After a complete references pass: remember what it saw present (last-seen times for any leader
@@ -301,17 +386,16 @@ class Auditor:
                 except TimeoutError:
                     pass
             trigger.clear()
-            start = LedgerId(resume.scope, resume.ledger + 1) if resume is not None else None
+            start = next_id(resume) if resume is not None else None
             if resume is not None:
                 log.info("resuming an interrupted scan", check=name, after=resume.qualified_name)
             await self._save_state(name, CheckState(st.last_success_ms, int(time.time() * 1000), resume))
-            run = await self._run_check(name, start)
-            if run.stats.finished is not None:
+            if await self._run_check(name, start):
                 await self._save_state(name, CheckState(int(time.time() * 1000), None, None))
             else:
                 await asyncio.sleep(min(60.0, every))
 
-    async def _marker(self, md: LedgerMetadata, findings: list[Finding]) -> None:
+    async def _marker(self, ledger: LedgerId, findings: list[Finding]) -> None:
         """Optional (ledger_check.mark_under_replicated): mark confirmed losses for Java workers."""
         if not self.settings.ledger_check.mark_under_replicated:
             return
@@ -328,7 +412,11 @@ class Auditor:
                 if f.bookie:
                     bookies.add(f.bookie)
         if bookies and not await self.ctx.store.is_replication_disabled():
-            await self.ctx.store.mark_underreplicated(md.ledger_id, sorted(bookies), self._guard())
+            await self.ctx.store.mark_underreplicated(ledger, sorted(bookies), self._guard())
+
+    async def _mark_ledger(self, md: LedgerMetadata, findings: list[Finding]) -> None:
+        """The ledger check's marker hook (in this process)."""
+        await self._marker(md.ledger_id, findings)
 
     async def _priority(self, ledgers: set[LedgerId], why: str) -> None:
         """Scrutinise these ledgers now (e.g. a reincarnated bookie's), outside the schedule."""
@@ -575,15 +663,16 @@ def daemon_metrics(settings: Settings) -> AuditorMetrics:
     return metrics
 
 
-async def serve(settings: Settings) -> int:
-    """Run until SIGTERM/SIGINT; exit 0 after releasing the election node."""
+async def serve(settings: Settings, sharded: ShardedChecks | None = None, scan_processes: int = 1) -> int:
+    """Run until SIGTERM/SIGINT; exit 0 after releasing the election node. `sharded`: the engine that runs
+    the per-ledger checks on `scan_processes` worker processes (None: in this process)."""
     state = DaemonState(settings.election.identity)
     metrics = daemon_metrics(settings)
     assert state.leadership is not None
     metrics.follow_leadership(state.leadership)
     server = metrics.serve(settings.metrics.bind) if settings.metrics.enabled else None
     background = Supervisor(metrics=metrics)  # this process's own tasks (the leader's have their own)
-    auditor = Auditor(settings, state, metrics)
+    auditor = Auditor(settings, state, metrics, sharded, scan_processes)
     backend = StateBackend(state, trigger=auditor.trigger, explain=auditor.explain)
     admin = AdminServer(
         backend,
@@ -624,7 +713,14 @@ async def serve(settings: Settings) -> int:
         cluster=settings.metrics_cluster,
         election=settings.election_path,
         repairWorkers=settings.repair.workers_beside_auditor,
+        scanProcesses=scan_processes if sharded is not None else 1,
     )
+    if scan_processes < settings.schedule.scan_processes:
+        log.warning(
+            "schedule.scan_processes is more than the CPUs this process may use: using fewer",
+            configured=settings.schedule.scan_processes,
+            using=scan_processes,
+        )
     if settings.admin.tls_cert is not None and settings.admin.tls_client_ca is None:
         log.warning(
             "admin API: TLS without admin.tls_client_ca: no client can authenticate, so pause, resume and "

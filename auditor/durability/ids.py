@@ -84,6 +84,14 @@ class LedgerId:
         return str(self.ledger) if self.scope == 0 else self.qualified_name
 
 
+def next_id(lid: LedgerId) -> LedgerId | None:
+    """The id right after `lid` in id order (scope 0's ledgers first, then scope 1's, ...); None after the
+    very last id. Where a scan resumes after a cursor."""
+    if lid.ledger < MAX_ID:
+        return LedgerId(lid.scope, lid.ledger + 1)
+    return LedgerId(lid.scope + 1, 0) if lid.scope < MAX_ID else None
+
+
 def _decimal(digits: str, name: str, text: str) -> int:
     # Too many digits is out of range, said before int() runs (it refuses > 4300 digits with a ValueError).
     if len(digits.lstrip("0")) > _MAX_DIGITS:

@@ -122,6 +122,13 @@ class ScheduleSettings(_Section):
     open_ledger_check_seconds: float = Field(3600.0, ge=0)  # 0 = off
     references_seconds: float = Field(86400.0, ge=0)  # Pulsar's listed ledgers vs BookKeeper's; 0 = off
     lost_bookie_delay_seconds: float = Field(0.0, ge=0)
+    # The leader runs the checks that judge each ledger alone (scrutiny, ledger, open) on this many worker
+    # processes, each on a share of the id space and of the bookie and ZooKeeper budgets; 1 = in its own
+    # process. Capped at the CPUs the daemon may use.
+    scan_processes: int = Field(1, ge=1, le=64)
+    # Ledgers per partition handed to a worker process: how far a pause or a lost leadership lets a scan
+    # run on (what is running finishes), against one ZooKeeper session and bookie connections per partition.
+    scan_partition_ledgers: int = Field(5000, ge=10)
     windows: Annotated[list[str], NoDecode] = Field(default_factory=list)  # [] = always
     windows_timezone: str = "UTC"
 

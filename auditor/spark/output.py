@@ -11,21 +11,18 @@ from __future__ import annotations
 
 import json
 import os
-from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import urlparse
 
+from auditor.checks.context import RunStats
 from auditor.durability.findings import Finding, FindingSummary, FindingWire, Severity
 from auditor.tables import console
 from auditor.tables import print_table as table_out
 
 from .worker import FINDING, STATS, Row
-
-_SUMMED = ("ledgersSeen", "ledgersChecked", "ledgersRechecked", "metadataUnreadable", "bookieRequests", "reanalysed")
-_SUMMED_MAPS = ("ledgersSkipped", "bookieRequestsByBookie", "bookieUnknownByBookie")
 
 
 class SweepFindings:
@@ -70,24 +67,13 @@ class PartitionStats:
 
 def merge_run_stats(check: str, parts: Iterable[dict[str, Any]]) -> dict[str, Any]:
     """Sum one check's RunStats dicts over partitions (durationSeconds: summed partition time)."""
-    out: dict[str, Any] = {
-        "check": check,
-        "partitions": 0,
-        "durationSeconds": 0.0,
-        **{k: 0 for k in _SUMMED},
-        **{k: Counter() for k in _SUMMED_MAPS},
-    }
+    total = RunStats(check)
+    partitions, seconds = 0, 0.0
     for p in parts:
-        out["partitions"] += 1
-        out["durationSeconds"] += float(p.get("durationSeconds", 0.0))
-        for k in _SUMMED:
-            out[k] += int(p.get(k, 0))
-        for k in _SUMMED_MAPS:
-            out[k].update(p.get(k) or {})
-    out["durationSeconds"] = round(out["durationSeconds"], 3)
-    for k in _SUMMED_MAPS:
-        out[k] = dict(out[k])
-    return out
+        total.absorb(p)
+        partitions += 1
+        seconds += float(p.get("durationSeconds", 0.0))
+    return {**total.as_dict(), "partitions": partitions, "durationSeconds": round(seconds, 3)}
 
 
 def aggregate(

@@ -10,19 +10,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from auditor.checks.build import connect_store
-from auditor.durability.ids import LedgerId
+from auditor.durability.ids import LedgerId, next_id
 from auditor.metadata.zkstore import ZooKeeperMetadataStore
 from auditor.settings import Settings
 
 from .partitions import (
-    ID_SPACE_END,
     IdPartition,
     Span,
     check_cover,
     clip_spans,
     heavy_spans,
-    id_at,
-    id_value,
     plan_partitions,
 )
 
@@ -52,14 +49,9 @@ class SweepPlan:
         }
 
 
-def _after(lid: LedgerId) -> LedgerId | None:
-    v = id_value(lid) + 1
-    return None if v >= ID_SPACE_END else id_at(v)
-
-
 async def _ids_of(store: ZooKeeperMetadataStore, span: Span) -> tuple[LedgerId, ...]:
     ids: list[LedgerId] = []
-    async for batch in store.list_ledgers(span.first, _after(span.last)):
+    async for batch in store.list_ledgers(span.first, next_id(span.last)):
         ids.extend(batch.ledger_ids)
     return tuple(ids)
 

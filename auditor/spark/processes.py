@@ -21,29 +21,28 @@ import re
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 from auditor.checks.runner import Progress, ProgressSink
+from auditor.checks.sharded import FindingSink, PartitionDone, ScanHooks, Suspect
 from auditor.cpus import available_cpus
 from auditor.durability.findings import Finding
+from auditor.durability.ids import LedgerId
 from auditor.errors import AuditorError
 from auditor.settings import Settings
 
 from .output import merge_run_stats
-from .partitions import IdPartition
+from .partitions import ID_SPACE_END, IdPartition, id_at
 from .plan import checked_plan
-from .worker import FINDING, STATS, Row, run_partitions, settings_to_wire
+from .worker import FINDING, STATS, SUSPECT, Row, run_partitions, settings_to_wire
 
 PARTITIONS_PER_PROCESS = 4  # a slow partition leaves the others' processes busy
 # A partition's rows come back in one piece, and the command holds those of the partitions that finished
 # before the one it is waiting for: with WQ == AQ (one informational finding per ledger) 25,000-ledger
 # partitions took the command from 80 to 237 MB (bench/check_scaling, 200k ledgers, 2 processes).
 LEDGERS_PER_PARTITION = 10_000
-
-FindingSink = Callable[[Finding, str], None]
 
 
 def local_processes(master: str | None) -> int | None:
@@ -74,10 +73,15 @@ def stop_workers(pool: ProcessPoolExecutor) -> None:
 
 
 def partition_rows(
-    settings_wire: dict[str, Any], checks: list[str], trace: bool, log_level: str, part: Any
+    settings_wire: dict[str, Any],
+    checks: list[str],
+    trace: bool,
+    log_level: str,
+    part: Any,
+    leader_rechecks: bool = False,
 ) -> list[Row]:
     """One partition in a worker process (a top-level function: it is pickled by name)."""
-    return list(run_partitions(settings_wire, checks, trace, log_level, [part]))
+    return list(run_partitions(settings_wire, checks, trace, log_level, [part], leader_rechecks))
 
 
 def shared_budget(wire: dict[str, Any], processes: int) -> dict[str, Any]:
@@ -105,7 +109,8 @@ class Interrupted(AuditorError):
 STOP_POLL_SECONDS = 0.2
 
 
-def _result(job: Future[list[Row]], stop: threading.Event | None) -> list[Row]:
+def _result(job: Future[Any], stop: threading.Event | None) -> Any:
+    """`job`'s result; `Interrupted` (and `job` cancelled) soon after `stop` is set."""
     if stop is None:
         return job.result()
     while True:
@@ -113,7 +118,100 @@ def _result(job: Future[list[Row]], stop: threading.Event | None) -> list[Row]:
             return job.result(timeout=STOP_POLL_SECONDS)
         except FutureTimeout:
             if stop.is_set():
+                job.cancel()
                 raise Interrupted("stopped") from None
+
+
+def _next_done(running: dict[Future[list[Row]], Any], stop: threading.Event | None) -> set[Future[list[Row]]]:
+    while True:
+        done, _ = wait(running, timeout=STOP_POLL_SECONDS, return_when=FIRST_COMPLETED)
+        if done:
+            return done
+        if stop is not None and stop.is_set():
+            raise Interrupted("stopped")
+
+
+def _held_back(stop: threading.Event | None) -> None:
+    """Nothing running and no new partition may start yet (paused, outside the time windows)."""
+    if stop is None:
+        time.sleep(STOP_POLL_SECONDS)
+    elif stop.wait(STOP_POLL_SECONDS):
+        raise Interrupted("stopped")
+
+
+class _Cursor:
+    """The end of the run of partitions, from the first, that have all ended: what a resumed pass may
+    skip. Partitions end out of order; the cursor only moves over an unbroken run of ended ones."""
+
+    def __init__(self, partitions: list[IdPartition]) -> None:
+        self._parts = partitions
+        self._ended: set[int] = set()
+        self._next = 0  # position of the first partition not ended
+
+    def end(self, position: int) -> LedgerId | None:
+        """Partition `position` ended: the new cursor, or None when it did not move (or would be past the
+        last id)."""
+        self._ended.add(position)
+        before = self._next
+        while self._next in self._ended:
+            self._ended.discard(self._next)
+            self._next += 1
+        if self._next == before:
+            return None
+        end = self._parts[self._next - 1].end
+        return id_at(end - 1) if end < ID_SPACE_END else None
+
+
+class _Delivery:
+    """Hands a partition's rows on: findings to the sink, counters summed, suspects and the cursor to the
+    hooks, progress to the display."""
+
+    def __init__(
+        self,
+        checks: list[str],
+        sink: FindingSink,
+        progress: ProgressSink | None,
+        hooks: ScanHooks | None,
+        stop: threading.Event | None,
+        partitions: list[IdPartition],
+        estimate: int,
+    ) -> None:
+        self.checks = checks
+        self.sink = sink
+        self.progress = progress
+        self.hooks = hooks
+        self.stop = stop
+        self.cursor = _Cursor(partitions)
+        self.estimate = estimate
+        self.started = time.monotonic()
+        self.stats: dict[str, list[dict[str, Any]]] = {c: [] for c in checks}
+        self.visited = dict.fromkeys(checks, 0)
+
+    def __call__(self, position: int, rows: list[Row]) -> None:
+        part_stats: dict[str, dict[str, Any]] = {}
+        part_visited = dict.fromkeys(self.checks, 0)
+        suspects: list[Suspect] = []
+        for kind, _part, check, _seq, payload in rows:  # already in the order they were produced
+            doc = json.loads(payload)
+            if kind == FINDING:
+                self.sink(Finding.from_wire(doc["finding"]), check)
+            elif kind == STATS:
+                part_stats[check] = doc["stats"]
+                part_visited[check] = int(doc.get("ledgersVisited", 0))
+            elif kind == SUSPECT:
+                suspects.append(Suspect(check, LedgerId.parse(doc["ledger"]), int(doc["attempt"])))
+        for check in self.checks:
+            if check in part_stats:
+                self.stats[check].append(part_stats[check])
+            self.visited[check] += part_visited[check]
+        cursor = self.cursor.end(position)
+        if self.hooks is not None and self.hooks.partition_done is not None:
+            taken = self.hooks.partition_done(PartitionDone(cursor, part_stats, part_visited, suspects))
+            if taken is not None:
+                _result(taken, self.stop)
+        if self.progress is not None:
+            for check in self.checks:
+                self.progress(Progress(check, self.visited[check], self.estimate, started=self.started))
 
 
 def check_on_processes(
@@ -124,46 +222,58 @@ def check_on_processes(
     progress: ProgressSink | None = None,
     stop: threading.Event | None = None,
     *,
+    hooks: ScanHooks | None = None,
+    max_ledgers: int = LEDGERS_PER_PARTITION,
     log_level: str = "warning",
 ) -> list[dict[str, Any]]:
-    """Run the per-ledger `checks` over the whole cluster on `processes` worker processes; every finding
-    goes to `sink` (with the check that found it) partition by partition, in id order; returns each
-    check's run counters summed over the partitions (`durationSeconds`: wall time of the whole run).
-    Blocks (run it on a thread from async code). The first failing partition stops the others and
-    raises `PartitionFailed`; planning errors (ZooKeeper unreachable, bad layout) are raised as they are.
-    `stop` set: the workers are stopped and `Interrupted` raised."""
+    """Run the per-ledger `checks` over the whole cluster (from `hooks.start`) on `processes` worker
+    processes; every finding goes to `sink` (with the check that found it) partition by partition, in id
+    order (the one-shot command's), or as each partition ends when `hooks` are given (the daemon's); returns
+    each check's run counters summed over the partitions (`durationSeconds`: wall time of the whole run).
+    Blocks (run it on a thread from async code). At most `processes + 1` partitions of at most `max_ledgers`
+    ledgers are handed to the workers at a time. The first failing partition stops the others and raises
+    `PartitionFailed`; planning errors (ZooKeeper unreachable, bad layout) are raised as they are. `stop`
+    set: the workers are stopped and `Interrupted` raised."""
     started = time.monotonic()
-    plan = checked_plan(settings, processes * PARTITIONS_PER_PROCESS, max_ledgers=LEDGERS_PER_PARTITION)
+    start = hooks.start if hooks is not None else None
+    may_start = hooks.may_start if hooks is not None else None
+    leader_rechecks = hooks is not None and hooks.leader_rechecks
+    plan = checked_plan(settings, processes * PARTITIONS_PER_PROCESS, start=start, max_ledgers=max_ledgers)
     wire = shared_budget(settings_to_wire(settings), processes)
-    stats: dict[str, list[dict[str, Any]]] = {c: [] for c in checks}
-    visited = dict.fromkeys(checks, 0)
+    parts = plan.partitions
+    deliver = _Delivery(checks, sink, progress, hooks, stop, parts, plan.ledgers_estimate)
+    in_order = hooks is None
     pool = new_pool(processes)
     try:
-        # In id order; the pool runs them in the order submitted. A partition's rows are let go once
-        # handed on (a future holds its result for as long as it is referenced).
-        jobs: deque[tuple[IdPartition, Future[list[Row]]]] = deque(
-            (p, pool.submit(partition_rows, wire, checks, False, log_level, p.to_wire())) for p in plan.partitions
-        )
-        while jobs:
-            part, job = jobs.popleft()
-            try:
-                rows = _result(job, stop)
-            except Interrupted:
-                raise
-            except Exception as exc:
-                raise PartitionFailed(f"ledger ids {part.describe()}: {type(exc).__name__}: {exc}") from exc
-            del job
-            for kind, _part, check, _seq, payload in rows:  # already in the order they were produced
-                doc = json.loads(payload)
-                if kind == FINDING:
-                    sink(Finding.from_wire(doc["finding"]), check)
-                elif kind == STATS:
-                    stats[check].append(doc["stats"])
-                    visited[check] += int(doc.get("ledgersVisited", 0))
-            del rows
-            if progress is not None:
-                for check in checks:
-                    progress(Progress(check, visited[check], plan.ledgers_estimate, started=started))
+        waiting = deque(enumerate(parts))
+        running: dict[Future[list[Row]], tuple[int, IdPartition]] = {}  # with its position in `parts`
+        held: dict[int, list[Row]] = {}  # in id order: ended, waiting for an earlier partition
+        next_out = 0
+        while waiting or running:
+            # Handed out lazily: a pause holds back what is not running yet, and rows are held only for
+            # what has ended (a future holds its result for as long as it is referenced).
+            while waiting and len(running) <= processes and (may_start is None or may_start()):
+                position, part = waiting.popleft()
+                job = pool.submit(partition_rows, wire, checks, False, log_level, part.to_wire(), leader_rechecks)
+                running[job] = position, part
+            if not running:
+                _held_back(stop)
+                continue
+            for job in sorted(_next_done(running, stop), key=lambda j: running[j][0]):
+                position, part = running.pop(job)
+                try:
+                    rows = job.result()
+                except Exception as exc:
+                    raise PartitionFailed(f"ledger ids {part.describe()}: {type(exc).__name__}: {exc}") from exc
+                del job
+                if not in_order:
+                    deliver(position, rows)
+                    continue
+                held[position] = rows
+                while next_out in held:
+                    deliver(next_out, held.pop(next_out))
+                    next_out += 1
+                del rows
     except BaseException:
         stop_workers(pool)
         raise
@@ -171,10 +281,10 @@ def check_on_processes(
     seconds = round(time.monotonic() - started, 3)
     return [
         {
-            **merge_run_stats(c, stats[c]),
+            **merge_run_stats(c, deliver.stats[c]),
             "durationSeconds": seconds,
             "processes": processes,
-            "ledgersVisited": visited[c],
+            "ledgersVisited": deliver.visited[c],
         }
         for c in checks
     ]

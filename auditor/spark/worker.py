@@ -6,6 +6,8 @@ per-bookie rate limits apply per partition in flight), runs every selected check
 
 * `("finding", partition, check, seq, json)`: json = {"finding": Finding.to_wire()}
 * `("stats", partition, check, seq, json)`: the check's RunStats and scan counters for this partition
+* `("suspect", partition, check, seq, json)`: json = {"ledger": qualified name, "attempt": n}, only when
+  the caller works the re-checks itself (`leader_rechecks`: the daemon's leader, on its own delays)
 
 `seq` orders a partition's rows as they were produced, so the driver can keep the first sighting of a
 fault exactly as the one-shot command does. Nothing here imports pyspark: the module is importable and
@@ -35,6 +37,7 @@ from .partitions import IdPartition
 
 FINDING = "finding"
 STATS = "stats"
+SUSPECT = "suspect"
 Row = tuple[str, int, str, int, str]
 
 _configured_level: str | None = None
@@ -112,7 +115,12 @@ def _lid_text(lid: LedgerId | None) -> str | None:
 
 
 async def sweep_partition(
-    settings: Settings, part: IdPartition, checks: Iterable[str], *, trace_ledgers: bool = False
+    settings: Settings,
+    part: IdPartition,
+    checks: Iterable[str],
+    *,
+    trace_ledgers: bool = False,
+    leader_rechecks: bool = False,
 ) -> list[Row]:
     rows: list[Row] = []
     seq = 0
@@ -130,7 +138,16 @@ async def sweep_partition(
                 emit(FINDING, _name, {"finding": f.to_wire()})
 
             run = CheckRun(ctx, tracked, sink)
-            stats = await run.run(part.start_id, part.end_id)
+            if leader_rechecks:  # the scan only: the suspects go back to the caller, not waited out here
+                if await run.begin():
+                    await run.scan(part.start_id, part.end_id)
+                    await run.end()
+                for due in run.queue.waiting():
+                    emit(SUSPECT, name, {"ledger": due.item.qualified_name, "attempt": due.attempt})
+                stats = run.stats
+                stats.finished = time.time()
+            else:
+                stats = await run.run(part.start_id, part.end_id)
             scan = asdict(run.scan_stats)
             scan["last_ledger"] = _lid_text(run.scan_stats.last_ledger)
             payload: dict[str, Any] = {
@@ -159,7 +176,12 @@ def _configure_logging(level: str, fmt: str) -> None:
 
 
 def run_partitions(
-    settings_wire: Mapping[str, Any], checks: list[str], trace_ledgers: bool, log_level: str, partitions: Iterable[Any]
+    settings_wire: Mapping[str, Any],
+    checks: list[str],
+    trace_ledgers: bool,
+    log_level: str,
+    partitions: Iterable[Any],
+    leader_rechecks: bool = False,
 ) -> Iterator[Row]:
     """The `mapPartitions` function: one Spark partition holds one `IdPartition.to_wire()`."""
     settings = settings_from_wire(settings_wire)
@@ -168,7 +190,7 @@ def run_partitions(
     for wire in partitions:
         part = IdPartition.from_wire(wire)
         started = time.monotonic()
-        coro = sweep_partition(settings, part, checks, trace_ledgers=trace_ledgers)
+        coro = sweep_partition(settings, part, checks, trace_ledgers=trace_ledgers, leader_rechecks=leader_rechecks)
         if settings.event_loop == "uvloop":
             import uvloop
 

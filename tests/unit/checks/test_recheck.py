@@ -91,3 +91,14 @@ async def test_token_bucket_spaces_requests_at_the_rate() -> None:
         await bucket.acquire()
     # 1 token up front, then 10 more at 50/s: at least 0.2 s.
     assert loop.time() - start >= 0.18
+
+
+def test_waiting_lists_what_is_queued_earliest_first() -> None:
+    clock = Clock()
+    q: RecheckQueue[str] = RecheckQueue([30, 5], clock=clock)
+    q.submit("a", "ledger-a")  # due at 130
+    q.submit("b", "ledger-b", attempt=2)  # due at 105
+    q.submit("c", "ledger-c")
+    q.discard("c")
+    assert [(d.item, d.attempt) for d in q.waiting()] == [("ledger-b", 2), ("ledger-a", 1)]
+    assert len(q) == 2  # listing takes nothing out

@@ -44,3 +44,12 @@ def test_construction_refuses_what_is_not_an_id(scope: object, ledger: object) -
 
 def test_construction_takes_the_edges() -> None:
     assert (LedgerId(0, 0).ledger, LedgerId(2**63 - 1, 2**63 - 1).scope) == (0, 2**63 - 1)
+
+
+def test_next_id_walks_into_the_next_scope_and_ends_after_the_last() -> None:
+    from auditor.durability.ids import MAX_ID, next_id
+
+    assert next_id(LedgerId(0, 41)) == LedgerId(0, 42)
+    assert next_id(LedgerId(0, MAX_ID)) == LedgerId(1, 0)
+    assert next_id(LedgerId(7, MAX_ID)) == LedgerId(8, 0)
+    assert next_id(LedgerId(MAX_ID, MAX_ID)) is None
