@@ -270,9 +270,10 @@ class Auditor:
         found: list[Finding] = []  # filled and emptied on the engine's thread, per partition
         done_ledgers = 0
         last_save = time.monotonic()
+        cursor = start
 
         async def take(done: PartitionDone, findings: list[Finding]) -> None:
-            nonlocal done_ledgers, last_save
+            nonlocal done_ledgers, last_save, cursor
             for f in findings:
                 run.sink(f)
             if name == "ledger":  # what its marker hook would have been called with, in this process
@@ -289,9 +290,9 @@ class Auditor:
             visited = done.visited.get(name, 0)
             done_ledgers += visited
             self.metrics.ledger_checked(name, visited)
-            cursor = done.cursor
+            moved, cursor = done.cursor is not None, done.cursor or cursor
             self.state.tasks.progress(name, done_ledgers, cursor=cursor.qualified_name if cursor else None)
-            if full and cursor is not None and time.monotonic() - last_save > CURSOR_SAVE_SECONDS:
+            if full and moved and cursor is not None and time.monotonic() - last_save > CURSOR_SAVE_SECONDS:
                 last_save = time.monotonic()
                 await self._save_state(name, CheckState(run_started_ms=started_ms, cursor=cursor))
 
