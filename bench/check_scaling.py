@@ -75,7 +75,7 @@ def check(uri: str, processes: int, logs: Path, ledgers: int, shape: Shape, code
         "checked": out.checked,
     }
     # The scrutiny's one finding on healthy planted ledgers: WQ == AQ is a risky quorum (informational).
-    expected = Counter({"risky_quorum": ledgers} if shape.write_quorum == shape.ack_quorum else {})
+    expected = Counter(shape.expected_findings(ledgers))
     if run.exit != 0 or out.found != expected:
         row["failed"] = last_words(log)
     return row
@@ -86,15 +86,11 @@ def main() -> None:
     ap.add_argument("--ledgers", type=int, default=200_000)
     ap.add_argument("--processes", default="1,2", help="process counts (comma list)")
     ap.add_argument("--runs", type=int, default=3, help="runs per process count (counts alternate)")
-    ap.add_argument("--shape", default="3/2/2", help="the planted ledgers' E/WQ/AQ (default %(default)s)")
-    ap.add_argument("--entries", default="100", help="their entry counts, cycled (comma list; default %(default)s)")
+    Shape.add_arguments(ap)
     ap.add_argument("--baseline", type=Path, help="also measure the code of this checkout (e.g. before a change)")
     ap.add_argument("--keep", action="store_true", help="keep the work directory (logs)")
     args = ap.parse_args()
-    try:
-        shape = Shape.parse(args.shape, args.entries)
-    except ValueError as exc:
-        ap.error(str(exc))
+    shape = Shape.from_arguments(ap, args)
     counts = [int(k) for k in args.processes.split(",")]
     if not counts or min(counts) < 1:
         ap.error("--processes: counts of at least 1")

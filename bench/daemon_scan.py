@@ -37,6 +37,7 @@ from bench.harness import by_count, save_results
 from bench.memory import BIN, TIME, Code, planted_and_served
 from bench.planted import Shape
 from tests.realcluster import ports
+from tests.realcluster.cluster.processes import child_pids
 
 FIELDS = ("scan_seconds", "ledgers_per_s", "cpu_us_per_ledger", "peak_rss_mb")
 ADMIN_PORT = ports.DAEMON_PORT_BASE + 300  # above the tests' daemon and chaos ports
@@ -63,19 +64,6 @@ def _config(uri: str, processes: int, budgets: str, identity: str) -> dict[str, 
         config["bookie_client"] = {"requests_per_second": 0}
         config["zookeeper"] = {"reads_per_second": 0}
     return config
-
-
-def _child_of(pid: int) -> int | None:
-    """The one child of `pid` (the daemon under GNU time)."""
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                return int(entry)
-    return None
 
 
 def _finished(log: Path) -> dict[str, Any] | None:
@@ -124,9 +112,8 @@ def one_pass(
         while finished is None and child.poll() is None and time.monotonic() - t0 < PASS_TIMEOUT:
             time.sleep(0.5)
             finished = _finished(log)
-        daemon = _child_of(child.pid)
-        if daemon is not None:
-            os.kill(daemon, signal.SIGTERM)  # ours: started just above, under GNU time
+        for daemon in child_pids(child.pid):  # the daemon, started just above under GNU time
+            os.kill(daemon, signal.SIGTERM)
         rc = child.wait(60)
         user, system, kib = timing.read().split()[-3:]
     row: dict[str, Any] = {
@@ -151,7 +138,7 @@ def one_pass(
         "peak_rss_mb": round(int(kib) / 1024, 1),
         "findings": found,
     }
-    expected = {"risky_quorum": ledgers} if shape.write_quorum == shape.ack_quorum else {}
+    expected = shape.expected_findings(ledgers)
     if rc != 0 or finished["ledgersSeen"] != ledgers or found != expected or finished.get("processes") != processes:
         row["failed"] = "wrong pass: " + json.dumps({k: row[k] for k in ("exit", "ledgers_seen", "findings")})
     return row
@@ -163,14 +150,10 @@ def main() -> None:
     ap.add_argument("--processes", default="1,2", help="process counts (comma list)")
     ap.add_argument("--runs", type=int, default=3, help="runs per process count (counts alternate)")
     ap.add_argument("--budgets", default="off,defaults", help="off, defaults or both (comma list)")
-    ap.add_argument("--shape", default="3/2/2", help="the planted ledgers' E/WQ/AQ (default %(default)s)")
-    ap.add_argument("--entries", default="100", help="their entry counts, cycled (comma list; default %(default)s)")
+    Shape.add_arguments(ap)
     ap.add_argument("--keep", action="store_true", help="keep the work directory (logs)")
     args = ap.parse_args()
-    try:
-        shape = Shape.parse(args.shape, args.entries)
-    except ValueError as exc:
-        ap.error(str(exc))
+    shape = Shape.from_arguments(ap, args)
     counts = [int(k) for k in args.processes.split(",")]
     budgets = [b.strip() for b in args.budgets.split(",") if b.strip()]
     if not counts or min(counts) < 1 or max(counts) > len(os.sched_getaffinity(0)):

@@ -6,6 +6,7 @@ not serve anything; the simulated bookies (bench/simbookie) serve the same layou
 
 from __future__ import annotations
 
+import argparse
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -40,6 +41,24 @@ class Shape:
     @property
     def label(self) -> str:
         return f"E{self.ensemble}/WQ{self.write_quorum}/AQ{self.ack_quorum}, entries {','.join(map(str, self.entries))}"
+
+    def expected_findings(self, ledgers: int) -> dict[str, int]:
+        """What a scrutiny of `ledgers` healthy planted ledgers finds: one informational `risky_quorum` each
+        when WQ == AQ, nothing otherwise."""
+        return {"risky_quorum": ledgers} if self.write_quorum == self.ack_quorum else {}
+
+    @staticmethod
+    def add_arguments(ap: argparse.ArgumentParser) -> None:
+        """A benchmark's `--shape` and `--entries` options (read back with `from_arguments`)."""
+        ap.add_argument("--shape", default="3/2/2", help="the planted ledgers' E/WQ/AQ (default %(default)s)")
+        ap.add_argument("--entries", default="100", help="their entry counts, cycled (comma list; default %(default)s)")
+
+    @classmethod
+    def from_arguments(cls, ap: argparse.ArgumentParser, args: argparse.Namespace) -> Shape:
+        try:
+            return cls.parse(args.shape, args.entries)
+        except ValueError as exc:
+            ap.error(str(exc))
 
     @property
     def argv(self) -> list[str]:

@@ -172,20 +172,13 @@ def test_new_leader_resumes_an_interrupted_scan(cluster: Cluster, daemons: list[
     }
     a = start(daemons, cluster, tmp_path, "auditor-a", **slow)
     state_path = f"{cluster.ledgers_root}/bk-auditor/checks/scrutiny"
-
-    def saved_cursor() -> str | None:
-        try:
-            return json.loads(cluster.kazoo.get(state_path)[0]).get("cursor")
-        except NoNodeError:
-            return None
-
-    a.wait(lambda: saved_cursor() is not None, 60, "a saved scan cursor")
+    a.wait(lambda: saved_cursor(cluster) is not None, 60, "a saved scan cursor")
     # The new leader may go faster: what it resumes is every ledger after the cursor, and the session's
     # cluster holds other modules' broken ledgers too (each confirmed, its gaps read: ~9 requests).
     b = start(daemons, cluster, tmp_path, "auditor-b", **{**slow, "bookie_client": {"requests_per_second": 20}})
     b.wait(lambda: b.health("readiness") == "SERVING", 30, "readiness")
     a.kill()
-    cursor = saved_cursor()
+    cursor = saved_cursor(cluster)
     assert cursor is not None
     b.wait(b.is_leader, 30, "takeover")
     b.wait(lambda: any(l.get("event") == "resuming an interrupted scan" for l in b.logs()), 30, "resume")
@@ -201,6 +194,14 @@ def test_new_leader_resumes_an_interrupted_scan(cluster: Cluster, daemons: list[
     total = sum(1 for _ in _all_ledgers(cluster))
     assert finished["ledgersSeen"] < total, (finished, total)
     assert json.loads(cluster.kazoo.get(state_path)[0])["cursor"] is None  # a finished pass clears it
+
+
+def saved_cursor(cluster: Cluster, check: str = "scrutiny") -> str | None:
+    """The resume cursor in our saved state of `check`, if any."""
+    try:
+        return json.loads(cluster.kazoo.get(f"{cluster.ledgers_root}/bk-auditor/checks/{check}")[0]).get("cursor")
+    except NoNodeError:
+        return None
 
 
 def _all_ledgers(cluster: Cluster) -> Iterator[str]:

@@ -22,8 +22,9 @@ from kazoo.exceptions import NoNodeError
 from auditor.durability.ids import LedgerId
 from tests.realcluster.checks_util import marker_path, rewrite_ensemble
 from tests.realcluster.cluster import Cluster
+from tests.realcluster.cluster.processes import child_pids
 from tests.realcluster.daemon_util import Daemon
-from tests.realcluster.test_daemon import _all_ledgers, _reset_auditor_state, start
+from tests.realcluster.test_daemon import _all_ledgers, _reset_auditor_state, saved_cursor, start
 
 pytestmark = pytest.mark.realcluster
 
@@ -39,26 +40,12 @@ def daemons(cluster: Cluster, tmp_path: Path) -> Iterator[list[Daemon]]:
     _reset_auditor_state(cluster)
     yield started
     for d in started:
-        workers = _children(d.pid) if d.running else []
+        workers = child_pids(d.pid) if d.running else []
         if d.running:
             d.kill()
         for pid in _wait_gone(workers, 30):  # only if a test failed on exactly this
             os.kill(pid, signal.SIGKILL)
     _reset_auditor_state(cluster)
-
-
-def _children(pid: int) -> list[int]:
-    """The live processes whose parent is `pid` (the daemon's worker processes)."""
-    out = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                out.append(int(entry))
-    return out
 
 
 def _alive(pid: int) -> bool:
@@ -172,15 +159,8 @@ def test_leader_on_two_processes_resumes_after_a_kill_and_its_workers_end_with_i
     slow = {"max_concurrent_ledgers": 1, "bookie_client": {"requests_per_second": 4}}
     a = start(daemons, cluster, tmp_path, "auditor-a", schedule={"scrutiny_seconds": 3600, **TWO}, **slow)
     state_path = f"{cluster.ledgers_root}/bk-auditor/checks/scrutiny"
-
-    def saved_cursor() -> str | None:
-        try:
-            return json.loads(cluster.kazoo.get(state_path)[0]).get("cursor")
-        except NoNodeError:
-            return None
-
-    a.wait(lambda: saved_cursor() is not None, 120, "a saved scan cursor")
-    workers = _children(a.pid)
+    a.wait(lambda: saved_cursor(cluster) is not None, 120, "a saved scan cursor")
+    workers = child_pids(a.pid)
     assert len(workers) >= 2, workers  # the pool's processes (and its resource tracker, if any)
     b = start(
         daemons,
@@ -193,7 +173,7 @@ def test_leader_on_two_processes_resumes_after_a_kill_and_its_workers_end_with_i
     b.wait(lambda: b.health("readiness") == "SERVING", 30, "readiness")
     a.kill()
     assert _wait_gone(workers, 30) == []  # no worker outlives its killed leader
-    cursor = saved_cursor()
+    cursor = saved_cursor(cluster)
     assert cursor is not None
     b.wait(b.is_leader, 30, "takeover")
     b.wait(lambda: any(e.get("event") == "resuming an interrupted scan" for e in b.logs()), 30, "resume")

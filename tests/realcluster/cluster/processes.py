@@ -18,6 +18,21 @@ def tail(path: Path, lines: int = 30) -> str:
         return "(no log)"
 
 
+def child_pids(pid: int) -> list[int]:
+    """The live processes whose parent is `pid` (e.g. the worker processes of a process we started)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            fields = stat.rsplit(")", 1)[1].split()  # after the command name, which may hold anything
+            if int(fields[1]) == pid and fields[0] != "Z":
+                out.append(int(entry))
+    return out
+
+
 @dataclass
 class Proc:
     name: str
