@@ -338,7 +338,7 @@ class AuditorMetrics:
         for c in self._known_categories:
             self.findings.labels(c).set(counts.get(c, 0))
             self.ledgers_with_findings.labels(c).set(ledgers.get(c, 0))
-        at_risk = namespace_ledger_counts(store.active_findings(), self.namespace_limit)
+        at_risk = namespace_ledger_counts(store.actionable_findings(), self.namespace_limit)  # it counts no other
         for gone in self._namespace_series - set(at_risk):
             self.namespace_ledgers_at_risk.remove(*gone)
         for (ns, c), n in at_risk.items():

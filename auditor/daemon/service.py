@@ -72,6 +72,7 @@ BOOKIE_WATCH = "bookies"
 REFERENCES = "references"
 UNDERREPLICATION = "underreplication"
 CURSOR_SAVE_SECONDS = 5.0
+FINDINGS_SYNC_SECONDS = 1.0
 # What a state save may meet that the next save retries: not the leader (any more), ZooKeeper trouble.
 SAVE_ERRORS = (NotLeaderError, ConcurrentUpdateError, KazooException, asyncio.TimeoutError)
 
@@ -116,6 +117,8 @@ class Auditor:
         self._triggers: dict[str, asyncio.Event] = {n: asyncio.Event() for n in CHECK_CLASSES}
         self._runs: dict[str, CheckRun] = {}  # the runs in progress (a scan on worker processes too)
         self._ready = asyncio.Event()
+        self._synced_at = float("-inf")  # when the findings gauges were last synced (monotonic)
+        self._sync_later: asyncio.TimerHandle | None = None
         self.fatal: str | None = None  # why the configuration cannot work with this cluster (exit 2)
         for name, every in intervals(settings).items():
             state.tasks.register(name, enabled=every > 0, interval_seconds=every or None)
@@ -132,6 +135,28 @@ class Auditor:
         if rec.times_seen == 1:
             log_new_finding(finding, logger=log, check=check)
             self.metrics.finding_reported(finding)
+        self._findings_changed()
+
+    def _findings_changed(self) -> None:
+        """The findings gauges follow: at once, or, within FINDINGS_SYNC_SECONDS of the last sync, once that
+        time is up. A scan reporting thousands of findings a second costs one sync per interval, not one
+        per finding (the namespaces' gauge reads every actionable finding)."""
+        if self._sync_later is not None:
+            return
+        wait = self._synced_at + FINDINGS_SYNC_SECONDS - time.monotonic()
+        if wait > 0:
+            try:
+                self._sync_later = asyncio.get_running_loop().call_later(wait, self._sync_findings)
+                return
+            except RuntimeError:  # no loop (a caller outside the daemon's): now
+                pass
+        self._sync_findings()
+
+    def _sync_findings(self) -> None:
+        if self._sync_later is not None:
+            self._sync_later.cancel()
+            self._sync_later = None
+        self._synced_at = time.monotonic()
         self.metrics.sync_findings(self.state.findings)
 
     @property
@@ -244,7 +269,7 @@ class Auditor:
                     full and start is None,
                 )
             )
-            self.metrics.sync_findings(self.state.findings)
+            self._sync_findings()
             for bookie, n in run.stats.bookie_requests.items():
                 self.metrics.bookie_requests.labels(bookie, name).inc(n)
             for bookie, n in run.stats.bookie_unknown.items():
@@ -460,7 +485,7 @@ class Auditor:
             UNDERREPLICATION, seen, categories={Category.REPAIR_BLOCKED.value}
         ):
             self.metrics.finding_resolved(rec.category)
-            self.metrics.sync_findings(self.state.findings)
+            self._sync_findings()
 
     async def _watch_bookies(self) -> None:
         """The bookie watch, fresh at each (re)start: nothing half-done is carried over from a failure."""

@@ -70,6 +70,12 @@ class FindingStore:
         self._keep_resolved = keep_resolved
         self._active: dict[Hashable, FindingRecord] = {}
         self._resolved: dict[Hashable, FindingRecord] = {}
+        # Kept as findings come and go, so the metrics read them without a pass over every finding: a
+        # scan of 100,000 WQ == AQ ledgers makes 100,000 informational findings, and one pass per report
+        # made the scan quadratic (a 100k-ledger pass did not end in 5 minutes; bench/daemon_scan.py).
+        self._counts: dict[str, int] = {}  # active findings per category
+        self._ledgers: dict[str, dict[LedgerId, int]] = {}  # per category: active findings per ledger
+        self._actionable: dict[Hashable, Finding] = {}  # the active findings above informational
 
     def __len__(self) -> int:
         return len(self._active)
@@ -88,8 +94,36 @@ class FindingStore:
             rec = FindingRecord(key, finding, check, now, now, 1)
         else:
             rec = replace(old, finding=finding, check=check or old.check, last_seen=now, times_seen=old.times_seen + 1)
+            self._uncount(old)
         self._active[key] = rec
+        self._count(rec)
         return rec
+
+    def _count(self, rec: FindingRecord) -> None:
+        category, ledger = rec.category, rec.finding.ledger
+        self._counts[category] = self._counts.get(category, 0) + 1
+        if ledger is not None:
+            per = self._ledgers.setdefault(category, {})
+            per[ledger] = per.get(ledger, 0) + 1
+        if rec.finding.actionable:
+            self._actionable[rec.key] = rec.finding
+
+    def _uncount(self, rec: FindingRecord) -> None:
+        category, ledger = rec.category, rec.finding.ledger
+        left = self._counts[category] - 1
+        if left:
+            self._counts[category] = left
+        else:
+            del self._counts[category]
+        if ledger is not None:
+            per = self._ledgers[category]
+            if per[ledger] > 1:
+                per[ledger] -= 1
+            else:
+                del per[ledger]
+                if not per:
+                    del self._ledgers[category]
+        self._actionable.pop(rec.key, None)
 
     def get(self, key: Hashable) -> FindingRecord | None:
         return self._active.get(key) or self._resolved.get(key)
@@ -98,6 +132,7 @@ class FindingStore:
         rec = self._active.pop(key, None)
         if rec is None:
             return None
+        self._uncount(rec)
         done = replace(rec, resolved_at=self._clock() if now is None else now)
         self._resolved[key] = done
         while len(self._resolved) > self._keep_resolved:
@@ -158,24 +193,17 @@ class FindingStore:
         out.sort(key=lambda r: (r.resolved_at is not None, _severity_rank(r.finding), r.first_seen, str(r.key)))
         return out[:limit] if limit else out
 
-    def active_findings(self) -> Iterator[Finding]:
-        """The active findings, in no particular order (no sort: the metrics read them on every report)."""
-        return (rec.finding for rec in self._active.values())
+    def actionable_findings(self) -> Iterator[Finding]:
+        """The active findings above informational (kept apart: the metrics read them on every report)."""
+        return iter(self._actionable.values())
 
     def counts(self) -> dict[str, int]:
         """Active findings per category."""
-        out: dict[str, int] = {}
-        for rec in self._active.values():
-            out[rec.category] = out.get(rec.category, 0) + 1
-        return out
+        return dict(self._counts)
 
     def ledger_counts(self) -> dict[str, int]:
         """Distinct ledgers with an active finding, per category (what the Java gauges count)."""
-        seen: dict[str, set[LedgerId]] = {}
-        for rec in self._active.values():
-            if rec.finding.ledger is not None:
-                seen.setdefault(rec.category, set()).add(rec.finding.ledger)
-        return {c: len(s) for c, s in seen.items()}
+        return {c: len(per) for c, per in self._ledgers.items()}
 
 
 def _severity_rank(finding: Finding) -> int:

@@ -263,3 +263,27 @@ def test_namespace_gauge_is_bounded_and_forgets_namespaces_that_recovered() -> N
     m.sync_findings(store)
     got = {k for k in samples(m.exposition().decode()) if k[0] == "bk_auditor_namespace_ledgers_at_risk"}
     assert [dict(labels)["pulsar_namespace"] for _, labels in got] == ["acme/shop"]  # billing's series is gone
+
+
+def test_a_burst_of_reports_syncs_the_gauges_once_per_interval_and_they_catch_up() -> None:
+    import asyncio
+
+    from auditor.daemon import service
+    from auditor.settings import Settings
+
+    st = DaemonState("pod-0")
+    m = AuditorMetrics(cluster=CLUSTER)
+    auditor = service.Auditor(Settings(), st, m)
+    syncs = []
+    real_sync = m.sync_findings
+    m.sync_findings = lambda store: (syncs.append(len(store)), real_sync(store))  # type: ignore[method-assign]
+
+    async def burst() -> None:
+        for ledger in range(5000):
+            auditor.report("scrutiny", Finding.of(Category.RISKY_QUORUM, "wq == aq", ledger=LedgerId.of(ledger)))
+        assert len(syncs) == 1  # the first report syncs at once; the rest wait for the interval
+        await asyncio.sleep(service.FINDINGS_SYNC_SECONDS + 0.3)
+
+    asyncio.run(burst())
+    assert syncs == [1, 5000]  # one more when the interval was up: the gauges caught up
+    assert value(m.exposition().decode(), "bk_auditor_findings", category="risky_quorum") == 5000

@@ -60,6 +60,31 @@ def test_add_dedups_and_tracks_sightings() -> None:
     assert store.ledger_counts() == {"entry_no_replica": 1, "entry_below_write_quorum": 1}
 
 
+def test_counts_follow_adds_and_resolves_as_a_recount_would() -> None:
+    import random
+
+    rng = random.Random(12)
+    store = FindingStore(clock=Clock())
+    cats = [Category.ENTRY_NO_REPLICA, Category.RISKY_QUORUM, Category.ENTRY_BELOW_ACK_QUORUM]
+    for _ in range(1000):
+        f = finding(rng.choice(cats), rng.randrange(40), segment=rng.randrange(3))
+        if rng.random() < 0.6:
+            store.add(f, check="scrutiny")
+        else:
+            store.resolve(f.dedup_key())
+        active = store.query()
+        recount: dict[str, int] = {}
+        ledgers: dict[str, set[LedgerId]] = {}
+        for rec in active:
+            recount[rec.category] = recount.get(rec.category, 0) + 1
+            ledgers.setdefault(rec.category, set()).add(rec.finding.ledger)  # type: ignore[arg-type]
+        assert store.counts() == recount
+        assert store.ledger_counts() == {c: len(v) for c, v in ledgers.items()}
+        assert sorted(map(str, store.actionable_findings())) == sorted(
+            str(r.finding) for r in active if r.finding.actionable
+        )
+
+
 def test_resolve_absent_after_a_complete_run() -> None:
     clock = Clock()
     store = FindingStore(clock=clock)
