@@ -470,6 +470,12 @@ class BookieTransport:
     def in_flight(self) -> int:
         return len(self._conn.pending) if self._conn else 0
 
+    @property
+    def adapted_rate(self) -> float | None:
+        """The adaptive request rate it has reached (None: not adaptive): where a later client for the same
+        bookie may start (`BookiePool(start_rates=...)`) instead of at the policy's cautious start."""
+        return self._adaptive.rate if self._adaptive is not None else None
+
     async def close(self) -> None:
         self._closed = True
         if self._conn is not None:

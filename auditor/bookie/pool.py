@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator, Mapping
+from dataclasses import replace
 from typing import Any
 
 from .client import BookieClient, BookieClientConfig, Resolver, parse_bookie_id_address
@@ -24,10 +25,17 @@ class BookiePool:
         resolver: Resolver = legacy_resolver,
         config: BookieClientConfig | None = None,
         overrides: Mapping[str, BookieClientConfig] | None = None,
+        start_rates: Mapping[str, float] | None = None,
     ) -> None:
+        """`start_rates`: per bookie, the adaptive rate a client starts at instead of the policy's start
+        (what an earlier pool's client for it reached: `adapted_rates()`)."""
         self._resolver = resolver
         self.config = config or BookieClientConfig()
         self._overrides = dict(overrides or {})
+        for bookie, rate in (start_rates or {}).items():
+            base = self._overrides.get(bookie, self.config)
+            if base.adaptive is not None:
+                self._overrides[bookie] = replace(base, adaptive=replace(base.adaptive, start=rate))
         self._clients: dict[str, BookieClient] = {}
         self._closed = False
 
@@ -50,6 +58,10 @@ class BookiePool:
 
     def __len__(self) -> int:
         return len(self._clients)
+
+    def adapted_rates(self) -> dict[str, float]:
+        """Each adaptive client's rate now (see `BookieClient.adapted_rate`)."""
+        return {b: r for b, c in self._clients.items() if (r := c.adapted_rate) is not None}
 
     async def forget(self, bookie_id: str) -> None:
         """Close and drop one bookie's client (e.g. it was decommissioned)."""

@@ -198,10 +198,11 @@ async def connect_store(settings: Settings) -> ZooKeeperMetadataStore:
 
 @asynccontextmanager
 async def audit_context(
-    settings: Settings, *, one_shot: bool = False, **overrides: Any
+    settings: Settings, *, one_shot: bool = False, start_rates: Mapping[str, float] | None = None, **overrides: Any
 ) -> AsyncIterator[tuple[AuditContext, Locations]]:
+    """`start_rates`: where each bookie's adaptive request rate starts (BookiePool)."""
     store = await connect_store(settings)
-    pool = BookiePool(store.address_resolver(), bookie_config(settings))
+    pool = BookiePool(store.address_resolver(), bookie_config(settings), start_rates=start_rates)
     try:
         options = check_options(settings, one_shot=one_shot)
         if overrides:

@@ -41,6 +41,12 @@ SUSPECT = "suspect"
 Row = tuple[str, int, str, int, str]
 
 _configured_level: str | None = None
+# Each bookie's adaptive request rate as this worker process's last partition left it: where the next one
+# starts. A partition's clients are new, and from the cautious start rate (bookie_client.
+# start_requests_per_second) a ramp to the cap takes seconds, a good part of a partition: the daemon's
+# default budgets on 2 processes scanned 389 ledgers/s against one process's 530 before this
+# (bench/daemon_scan.py, 10,000 ledgers).
+_adapted_rates: dict[str, float] = {}
 
 
 class _Tracked:
@@ -130,7 +136,7 @@ async def sweep_partition(
         rows.append((kind, part.index, check, seq, json.dumps(payload, sort_keys=True)))
         seq += 1
 
-    async with audit_context(settings, one_shot=True) as (ctx, locations):
+    async with audit_context(settings, one_shot=True, start_rates=_adapted_rates) as (ctx, locations):
         for name in checks:
             tracked = _Tracked(CHECKS[name](ctx, locations), trace_ledgers)
 
@@ -161,6 +167,7 @@ async def sweep_partition(
             if tracked.ids is not None:
                 payload["ledgers"] = tracked.ids
             emit(STATS, name, payload)
+        _adapted_rates.update(ctx.bookies.adapted_rates())
     return rows
 
 

@@ -14,6 +14,7 @@ import logging
 import struct
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -1247,6 +1248,29 @@ async def test_without_adaptive_the_rate_stays_fixed() -> None:
     async with await _client(peer, rate_limit=300.0, rate_burst=1.0) as c:
         await c.read_entries(1, [0] * 60)
         assert c._bucket is not None and c._bucket.rate == 300 and c._adaptive is None
+    await peer.stop()
+
+
+async def test_a_new_pool_starts_each_bookie_where_an_earlier_pool_left_its_rate() -> None:
+    peer = await Peer(answer_ok).start()
+
+    async def resolver(bookie_id: str) -> tuple[str, int]:
+        return peer.address
+
+    adaptive = replace(FAST, rate_limit=400.0, rate_burst=1.0, adaptive=AdaptivePolicy(start=50, hold_s=0.05))
+    async with BookiePool(resolver, adaptive) as first:
+        c = first.client("bk-a")
+        for _ in range(40):
+            await c.read_entries(1, [0] * 8)
+        reached = first.adapted_rates()
+    assert reached["bk-a"] > 50  # it rose from the start
+    async with BookiePool(resolver, adaptive, start_rates=reached) as second:
+        again, fresh = second.client("bk-a"), second.client("bk-b")
+        assert again.adapted_rate == reached["bk-a"] and again._bucket is not None
+        assert again._bucket.rate == reached["bk-a"]
+        assert fresh.adapted_rate == 50  # a bookie with no rate carried starts at the policy's start
+    async with BookiePool(resolver, replace(FAST, rate_limit=400.0), start_rates=reached) as fixed:
+        assert fixed.client("bk-a").adapted_rate is None and fixed.adapted_rates() == {}  # not adaptive: fixed
     await peer.stop()
 
 
