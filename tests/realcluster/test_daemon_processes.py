@@ -215,3 +215,34 @@ def test_pause_holds_back_new_partitions(cluster: Cluster, daemons: list[Daemon]
     a._call("resume")
     a.wait(lambda: _finished(a, "scrutiny"), 240, "the scan to finish after resuming")
     assert _finished(a, "scrutiny")[0]["ledgersSeen"] >= total
+
+
+def test_workers_hand_unanswered_ledgers_to_the_leader_which_rechecks_them(
+    cluster: Cluster, daemons: list[Daemon], tmp_path: Path
+) -> None:
+    """A bookie that does not answer: the workers do not wait out the re-check delays; the leader re-checks
+    what they could not settle, on its own delays, and reports the bookie unreachable, never an entry
+    missing (a timeout is unknown)."""
+    b = cluster.sorted_bookie_ids
+    ours = cluster.create_ledgers(6, entries=10, bookies=b[:3])
+    cluster.pause_bookie(2)
+    try:
+        a = start(
+            daemons,
+            cluster,
+            tmp_path,
+            "auditor-a",
+            schedule={"scrutiny_seconds": 3600, **TWO},
+            bookie_client={"timeout_seconds": 1},
+        )
+        a.wait(lambda: _finished(a, "scrutiny"), 240, "the scan and its re-checks to finish")
+    finally:
+        cluster.resume_bookie(2)
+    run = _finished(a, "scrutiny")[0]
+    assert run["processes"] == 2
+    assert run["ledgersRechecked"] >= 2 * len(ours), run  # two re-checks each, done by the leader
+    got = a.findings(limit=100_000).findings
+    unreachable = [f for f in got if f.category == "bookie_unreachable"]
+    assert [f.bookie_id for f in unreachable] == [b[1]], unreachable
+    mine = {LedgerId(0, r["ledgerId"]).qualified_name for r in ours}
+    assert not [f for f in got if f.qualified_name in mine and f.category.startswith("entry_")]
