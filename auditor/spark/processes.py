@@ -6,10 +6,13 @@ does (`plan.py`) and running the partitions on N spawned processes, each with it
 ZooKeeper session and bookie connections (`worker.run_partitions`, the executors' code), spreads a scan
 over N cores.
 
-`check_on_processes` is the one-shot command's engine: it hands the findings back to the command as each
-partition ends, in id order, so the command prints, deduplicates and counts them exactly as it does its
-own, and it divides the command's ZooKeeper and bookie budgets among the processes, so N processes put no
-more load on a bookie or on ZooKeeper than one does.
+`check_on_processes` is the engine of the one-shot command and of the daemon's scans
+(`schedule.scan_processes`). For the command it hands the findings back as each partition ends, in id
+order, so the command prints, deduplicates and counts them exactly as it does its own; for the daemon
+(`ScanHooks`, auditor/checks/sharded.py) as each partition ends, with the cursor below which every
+partition has ended and the ledgers left to re-check, and it starts a partition only when the daemon
+allows (pause, time windows). Either way it divides the caller's ZooKeeper and bookie budgets among the
+processes, so N processes put no more load on a bookie or on ZooKeeper than one does.
 """
 
 from __future__ import annotations
