@@ -156,8 +156,11 @@ def test_leader_on_two_processes_resumes_after_a_kill_and_its_workers_end_with_i
     cluster: Cluster, daemons: list[Daemon], tmp_path: Path
 ) -> None:
     cluster.create_ledgers(60, entries=5, bookies=cluster.sorted_bookie_ids[:3])
-    slow = {"max_concurrent_ledgers": 1, "bookie_client": {"requests_per_second": 4}}
-    a = start(daemons, cluster, tmp_path, "auditor-a", schedule={"scrutiny_seconds": 3600, **TWO}, **slow)
+    # Slow enough to be killed mid-pass, fast enough to end a partition (10 ledgers) within seconds on the
+    # suite's session cluster (hundreds of ledgers, some on bookies that answer slowly).
+    slow = {"max_concurrent_ledgers": 1, "bookie_client": {"requests_per_second": 10}}
+    small = {"scan_processes": 2, "scan_partition_ledgers": 10}
+    a = start(daemons, cluster, tmp_path, "auditor-a", schedule={"scrutiny_seconds": 3600, **small}, **slow)
     state_path = f"{cluster.ledgers_root}/bk-auditor/checks/scrutiny"
     a.wait(lambda: saved_cursor(cluster) is not None, 120, "a saved scan cursor")
     workers = child_pids(a.pid)
