@@ -238,13 +238,17 @@ def test_workers_hand_unanswered_ledgers_to_the_leader_which_rechecks_them(
             # Paused longer than its ZooKeeper session, the bookie's registration goes: the bookie watch
             # waits this long before marking its ledgers, so the scan still asks it.
             schedule={"scrutiny_seconds": 3600, "lost_bookie_delay_seconds": 3600, **TWO},
-            bookie_client={"timeout_seconds": 1},
+            # No backing off from the silent bookie (down to 2 requests/s a process): it would make the
+            # suite's session cluster, hundreds of ledgers, a minutes-long scan.
+            bookie_client={"timeout_seconds": 1, "adaptive_rate": False, "max_in_flight": 32},
         )
         a.wait(lambda: _finished(a, "scrutiny"), 240, "the scan and its re-checks to finish")
     finally:
         cluster.resume_bookie(2)
     run = _finished(a, "scrutiny")[0]
-    assert run["processes"] == 2 and run["ledgersSkipped"].get("underreplicated", 0) == 0, run
+    assert run["processes"] == 2, run
+    for r in ours:  # not marked (lost_bookie_delay_seconds), so asked, not skipped
+        assert not cluster.kazoo.exists(marker_path(cluster, r["ledgerId"]))
     assert run["ledgersRechecked"] >= 2 * len(ours), run  # two re-checks each (recheck.attempts 2)
     # The re-checks are the leader's: the workers log at warning, so every "re-check queued" line is its.
     requeued = {
