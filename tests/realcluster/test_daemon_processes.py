@@ -155,7 +155,7 @@ def test_leader_on_two_processes_finds_what_one_process_finds_and_marks_as_the_l
 def test_leader_on_two_processes_resumes_after_a_kill_and_its_workers_end_with_it(
     cluster: Cluster, daemons: list[Daemon], tmp_path: Path
 ) -> None:
-    cluster.create_ledgers(60, entries=5, bookies=cluster.sorted_bookie_ids[:3])
+    cluster.create_ledgers(150, entries=5, bookies=cluster.sorted_bookie_ids[:3])  # a pass of 15 s or more
     # Slow enough to be killed mid-pass, fast enough to end a partition (10 ledgers) within seconds on the
     # suite's session cluster (hundreds of ledgers, some on bookies that answer slowly).
     slow = {"max_concurrent_ledgers": 1, "bookie_client": {"requests_per_second": 10}}
