@@ -57,6 +57,7 @@ from auditor.settings import Settings
 
 from .backend import StateBackend
 from .bookie_watch import BookieWatch
+from .compact import SeenKeys
 from .deletion_watch import DeletionWatch
 from .ledger_index import LedgerIndex
 from .metrics import AuditorMetrics, RunSummary
@@ -128,7 +129,7 @@ class Auditor:
         state.recheck_depth = lambda: sum(len(r.queue) for r in self._runs.values())
 
     # ----------------------------------------------------------------------------- reporting
-    def report(self, check: str, finding: Finding, seen: set[Any] | None = None) -> None:
+    def report(self, check: str, finding: Finding, seen: SeenKeys | set[Any] | None = None) -> None:
         rec = self.state.findings.add(finding, check)
         if seen is not None:
             seen.add(rec.key)
@@ -200,7 +201,7 @@ class Auditor:
     ) -> bool:
         """One run of check `name` (from `start`, or of `records` only); True when it finished."""
         assert self.ctx is not None and self.checkstate is not None
-        seen: set[Any] = set()
+        seen = SeenKeys()  # a pass over a million WQ == AQ ledgers sees a million informational findings
         if self.locations is not None and name == "scrutiny":
             await self.locations.refresh()  # racks may have moved since the last run
             self._report_rack_problem(name, seen)
@@ -265,7 +266,7 @@ class Auditor:
                     run.stats.finished or time.time(),
                     True,
                     run.stats.ledgers_checked,
-                    dict(self._category_counts(seen)),
+                    seen.counts(),
                     full and start is None,
                 )
             )
@@ -277,7 +278,7 @@ class Auditor:
             log.info(
                 "check finished",
                 **run.stats.as_dict(),
-                findingsByCategory=self._category_counts(seen),
+                findingsByCategory=seen.counts(),
                 processes=self.scan_processes if elsewhere is not None else 1,
             )
         return ok
@@ -356,15 +357,7 @@ class Auditor:
         if self.deletion_watch is not None:
             await self.deletion_watch.arm(check)
 
-    def _category_counts(self, keys: set[Any]) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for k in keys:
-            rec = self.state.findings.get(k)
-            if rec is not None:
-                out[rec.category] = out.get(rec.category, 0) + 1
-        return out
-
-    def _report_rack_problem(self, check: str, seen: set[Any]) -> None:
+    def _report_rack_problem(self, check: str, seen: SeenKeys) -> None:
         finding = self.locations.finding() if self.locations is not None else None
         if finding is not None:
             self.report(check, finding, seen)

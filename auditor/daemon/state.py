@@ -19,6 +19,16 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from auditor.aio import error_text
+from auditor.daemon.compact import (
+    CompactFindings,
+    LedgerKey,
+    SeenKeys,
+    Shape,
+    Sighting,
+    ledger_key,
+    ledger_of,
+    whole_ledger_key,
+)
 from auditor.durability.findings import Finding
 from auditor.durability.ids import LedgerId
 
@@ -63,33 +73,55 @@ class FindingRecord:
 
 class FindingStore:
     """Deduplicating finding store. Active findings are kept until resolved; the newest `keep_resolved`
-    resolved ones are kept for the API, the rest dropped."""
+    resolved ones are kept for the API, the rest dropped. Informational findings about a whole ledger are
+    kept compactly (`auditor.daemon.compact`) and come back as records like the others."""
 
     def __init__(self, clock: Clock = time.time, keep_resolved: int = 1000) -> None:
         self._clock = clock
         self._keep_resolved = keep_resolved
         self._active: dict[Hashable, FindingRecord] = {}
+        self._compact = CompactFindings()
         self._resolved: dict[Hashable, FindingRecord] = {}
         # Kept as findings come and go, so the metrics read them without a pass over every finding: a
         # scan of 100,000 WQ == AQ ledgers makes 100,000 informational findings, and one pass per report
         # made the scan quadratic (a 100k-ledger pass did not end in 5 minutes; bench/daemon_scan.py).
         self._counts: dict[str, int] = {}  # active findings per category
-        self._ledgers: dict[str, dict[LedgerId, int]] = {}  # per category: active findings per ledger
+        self._ledgers: dict[str, dict[LedgerId, int]] = {}  # per category: active findings per ledger (not compact)
         self._actionable: dict[Hashable, Finding] = {}  # the active findings above informational
 
     def __len__(self) -> int:
-        return len(self._active)
+        return len(self._active) + len(self._compact)
 
     def __contains__(self, key: object) -> bool:
-        return key in self._active
+        if key in self._active:
+            return True
+        whole = whole_ledger_key(key) if isinstance(key, Hashable) else None
+        return whole is not None and self._compact.get(whole[0], ledger_key(whole[1])) is not None
 
     def add(self, finding: Finding, check: str | None = None, now: float | None = None) -> FindingRecord:
         """Record a sighting. A new key starts at times_seen 1; a known one keeps first_seen. A finding
         seen again after it was resolved becomes active again (first_seen restarts)."""
         now = self._clock() if now is None else now
         key = finding.dedup_key()
+        category = category_of(finding)
         old = self._active.get(key)
-        if old is None:
+        old_compact: Sighting | None = None
+        lkey: LedgerKey | None = None
+        if old is None and finding.ledger is not None and key[2:] == (None, None, None):
+            lkey = ledger_key(finding.ledger)
+            old_compact = self._compact.get(category, lkey)
+        if lkey is not None:
+            shape = self._compact.shape_of(finding, check or (old_compact.shape.check if old_compact else None))
+            if shape is not None:
+                return self._add_compact(key, category, lkey, finding, shape, old_compact, now)
+        if old_compact is not None:  # kept compactly until now (e.g. no longer informational)
+            assert lkey is not None
+            self._compact.pop(category, lkey)
+            self._counts[category] -= 1
+            rec = FindingRecord(
+                key, finding, check or old_compact.shape.check, old_compact.first_seen, now, old_compact.times_seen + 1
+            )
+        elif old is None:
             self._resolved.pop(key, None)
             rec = FindingRecord(key, finding, check, now, now, 1)
         else:
@@ -98,6 +130,26 @@ class FindingStore:
         self._active[key] = rec
         self._count(rec)
         return rec
+
+    def _add_compact(
+        self,
+        key: Hashable,
+        category: str,
+        lkey: LedgerKey,
+        finding: Finding,
+        shape: Shape,
+        old: Sighting | None,
+        now: float,
+    ) -> FindingRecord:
+        pulsar = self._compact.shared_pulsar(finding.pulsar)
+        if old is not None:
+            old.shape, old.pulsar, old.last_seen = shape, pulsar, now
+            old.times_seen += 1
+            return FindingRecord(key, finding, shape.check, old.first_seen, now, old.times_seen)
+        self._resolved.pop(key, None)
+        self._compact.put(category, lkey, Sighting(shape, pulsar, now, now, 1))
+        self._counts[category] = self._counts.get(category, 0) + 1
+        return FindingRecord(key, finding, shape.check, now, now, 1)
 
     def _count(self, rec: FindingRecord) -> None:
         category, ledger = rec.category, rec.finding.ledger
@@ -110,11 +162,7 @@ class FindingStore:
 
     def _uncount(self, rec: FindingRecord) -> None:
         category, ledger = rec.category, rec.finding.ledger
-        left = self._counts[category] - 1
-        if left:
-            self._counts[category] = left
-        else:
-            del self._counts[category]
+        self._uncount_category(category)
         if ledger is not None:
             per = self._ledgers[category]
             if per[ledger] > 1:
@@ -125,14 +173,46 @@ class FindingStore:
                     del self._ledgers[category]
         self._actionable.pop(rec.key, None)
 
+    def _uncount_category(self, category: str) -> None:
+        left = self._counts[category] - 1
+        if left:
+            self._counts[category] = left
+        else:
+            del self._counts[category]
+
+    @staticmethod
+    def _record(category: str, lkey: LedgerKey, sighting: Sighting) -> FindingRecord:
+        ledger = ledger_of(lkey)
+        return FindingRecord(
+            (category, ledger.qualified_name, None, None, None),
+            sighting.shape.finding(ledger, sighting.pulsar),
+            sighting.shape.check,
+            sighting.first_seen,
+            sighting.last_seen,
+            sighting.times_seen,
+        )
+
+    def _compact_record(self, key: Hashable) -> FindingRecord | None:
+        whole = whole_ledger_key(key)
+        if whole is None:
+            return None
+        lkey = ledger_key(whole[1])
+        sighting = self._compact.get(whole[0], lkey)
+        return self._record(whole[0], lkey, sighting) if sighting is not None else None
+
     def get(self, key: Hashable) -> FindingRecord | None:
-        return self._active.get(key) or self._resolved.get(key)
+        return self._active.get(key) or self._compact_record(key) or self._resolved.get(key)
 
     def resolve(self, key: Hashable, now: float | None = None) -> FindingRecord | None:
         rec = self._active.pop(key, None)
-        if rec is None:
-            return None
-        self._uncount(rec)
+        if rec is not None:
+            self._uncount(rec)
+        else:
+            rec = self._compact_record(key)
+            if rec is None:
+                return None
+            self._compact.pop(rec.category, ledger_key(rec.finding.ledger))  # type: ignore[arg-type]
+            self._uncount_category(rec.category)
         done = replace(rec, resolved_at=self._clock() if now is None else now)
         self._resolved[key] = done
         while len(self._resolved) > self._keep_resolved:
@@ -151,7 +231,7 @@ class FindingStore:
         """After a complete run of `check`: resolve its active findings whose key was not `seen`.
         `ledgers` / `categories` limit the sweep to what the run covered (a partial run passes the
         ledgers it did check, so nothing outside them is resolved). Returns the resolved records."""
-        seen_keys = set(seen)
+        seen_keys: Container[Hashable] = seen if isinstance(seen, (set, frozenset, SeenKeys)) else set(seen)
         out: list[FindingRecord] = []
         for key, rec in list(self._active.items()):
             if rec.check != check or key in seen_keys:
@@ -163,6 +243,23 @@ class FindingStore:
             done = self.resolve(key, now)
             if done is not None:
                 out.append(done)
+        for category in self._compact.categories():
+            if categories is not None and category not in categories:
+                continue
+            for lkey, sighting in list(self._compact.ledgers(category).items()):
+                if sighting.shape.check != check:
+                    continue
+                ledger = ledger_of(lkey)
+                if ledgers is not None and ledger not in ledgers:
+                    continue
+                if isinstance(seen_keys, SeenKeys) and seen_keys.has_ledger(category, lkey):
+                    continue  # asked without building the key: most of a pass's findings are seen again
+                key = (category, ledger.qualified_name, None, None, None)
+                if key in seen_keys:
+                    continue
+                done = self.resolve(key, now)
+                if done is not None:
+                    out.append(done)
         return out
 
     def query(
@@ -176,7 +273,9 @@ class FindingStore:
         limit: int | None = None,
     ) -> list[FindingRecord]:
         """Filtered records, most severe first, then oldest first (stable for paging by eye)."""
-        pools = [self._active.values()] + ([self._resolved.values()] if include_resolved else [])
+        pools: list[Iterable[FindingRecord]] = [self._active.values(), self._compact_records(category, ledger)]
+        if include_resolved:
+            pools.append(self._resolved.values())
         out = []
         for pool in pools:
             for rec in pool:
@@ -193,6 +292,18 @@ class FindingStore:
         out.sort(key=lambda r: (r.resolved_at is not None, _severity_rank(r.finding), r.first_seen, str(r.key)))
         return out[:limit] if limit else out
 
+    def _compact_records(self, category: str | None, ledger: LedgerId | None) -> Iterator[FindingRecord]:
+        """The compact findings as records, only of `category` / `ledger` when given."""
+        for c in [category] if category is not None else self._compact.categories():
+            if ledger is not None:
+                lkey = ledger_key(ledger)
+                sighting = self._compact.get(c, lkey)
+                if sighting is not None:
+                    yield self._record(c, lkey, sighting)
+                continue
+            for lkey, sighting in list(self._compact.ledgers(c).items()):
+                yield self._record(c, lkey, sighting)
+
     def actionable_findings(self) -> Iterator[Finding]:
         """The active findings above informational (kept apart: the metrics read them on every report)."""
         return iter(self._actionable.values())
@@ -203,7 +314,11 @@ class FindingStore:
 
     def ledger_counts(self) -> dict[str, int]:
         """Distinct ledgers with an active finding, per category (what the Java gauges count)."""
-        return {c: len(per) for c, per in self._ledgers.items()}
+        out: dict[str, int] = {}
+        for c in set(self._ledgers) | set(self._compact.categories()):
+            compact = self._compact.ledgers(c)
+            out[c] = len(compact) + sum(1 for lid in self._ledgers.get(c, ()) if ledger_key(lid) not in compact)
+        return out
 
 
 def _severity_rank(finding: Finding) -> int:

@@ -332,14 +332,18 @@ class Finding:
         )
 
     def confirm(self) -> Finding:
-        """This finding, confirmed. A field-by-field copy: `dataclasses.replace` re-runs the checks of
-        __init__ and costs three times as much, once for nearly every finding of a scan."""
-        if self.confirmed:
-            return self
+        """This finding, confirmed."""
+        return self if self.confirmed else self.copy_with(confirmed=True)
+
+    def copy_with(self, **changes: Any) -> Finding:
+        """This finding with `changes` (field names, values as stored). A field-by-field copy:
+        `dataclasses.replace` re-runs the checks of __init__ and costs three times as much, and it runs
+        for nearly every finding of a scan (confirming it; the daemon's store keeping it)."""
+        if not changes.keys() <= _FINDING_FIELD_SET:
+            raise TypeError(f"Finding has no field {sorted(changes.keys() - _FINDING_FIELD_SET)[0]!r}")
         new = object.__new__(Finding)
         for name in _FINDING_FIELDS:
-            object.__setattr__(new, name, getattr(self, name))
-        object.__setattr__(new, "confirmed", True)
+            object.__setattr__(new, name, changes[name] if name in changes else getattr(self, name))
         return new
 
     @property
@@ -420,6 +424,7 @@ class Finding:
 
 
 _FINDING_FIELDS = tuple(f.name for f in fields(Finding))
+_FINDING_FIELD_SET = frozenset(_FINDING_FIELDS)
 
 
 class FindingSummary:
