@@ -4,6 +4,7 @@ for the daemon, `schedule.scan_processes`; docs/benchmarks.md "The daemon on 1 a
     BK_TEST_PORT_SLOT=6 .venv/bin/python -m bench.daemon_scan                          # 100k ledgers, 3 runs
     BK_TEST_PORT_SLOT=6 .venv/bin/python -m bench.daemon_scan --ledgers 5000 --runs 1  # a quick smoke
     BK_TEST_PORT_SLOT=6 .venv/bin/python -m bench.daemon_scan --budgets defaults       # the shipped budgets
+    BK_TEST_PORT_SLOT=6 .venv/bin/python -m bench.daemon_scan --baseline ../old-checkout  # before and after
 
 Starts its own ZooKeeper and simulated bookies with `--ledgers` planted ledgers (bench/memory.py's
 `planted_and_served`: `--shape`, `--entries`), then, for each budget (`off`: bookie and ZooKeeper rate
@@ -13,7 +14,9 @@ scheduled and `schedule.scan_processes` N, waits for its first `check finished` 
 SIGTERM and records: the pass's own duration and ledgers (from that line), ledgers/s, the daemon's CPU with
 its workers' (GNU time), its peak RSS, and the findings, which must be one `risky_quorum` per ledger when
 WQ == AQ, none otherwise. Prints one JSON line per run and a summary (medians, speed-up over one
-process), saved under bench/results/daemon_scan/. Not a test: nothing here asserts a time.
+process), saved under bench/results/daemon_scan/. With `--baseline TREE`, every pass also runs with TREE's
+`auditor` (PYTHONPATH), the two alternating, on the same ZooKeeper and bookies. Not a test: nothing here
+asserts a time.
 """
 
 from __future__ import annotations
@@ -90,11 +93,11 @@ def _fresh_state(uri: str) -> None:
 
 
 def one_pass(
-    uri: str, processes: int, budgets: str, logs: Path, ledgers: int, shape: Shape, run: int
+    uri: str, processes: int, budgets: str, logs: Path, ledgers: int, shape: Shape, run: int, code: Code
 ) -> dict[str, Any]:
-    """One daemon, one scheduled scrutiny pass, then SIGTERM."""
+    """One daemon (`code`'s), one scheduled scrutiny pass, then SIGTERM."""
     _fresh_state(uri)
-    identity = f"bench-{budgets}-{processes}-{run}"
+    identity = f"bench-{code.label}-{budgets}-{processes}-{run}"
     logs.mkdir(parents=True, exist_ok=True)
     cfg = logs / f"{identity}.yaml"
     cfg.write_text(yaml.safe_dump(_config(uri, processes, budgets, identity)))
@@ -106,7 +109,7 @@ def one_pass(
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            env=Code("this").env(),
+            env=code.env(),
         )
         finished = None
         while finished is None and child.poll() is None and time.monotonic() - t0 < PASS_TIMEOUT:
@@ -117,6 +120,7 @@ def one_pass(
         rc = child.wait(60)
         user, system, kib = timing.read().split()[-3:]
     row: dict[str, Any] = {
+        "code": code.label,
         "budgets": budgets,
         "processes": processes,
         "ledgers": ledgers,
@@ -152,6 +156,7 @@ def main() -> None:
     ap.add_argument("--budgets", default="off,defaults", help="off, defaults or both (comma list)")
     Shape.add_arguments(ap)
     ap.add_argument("--keep", action="store_true", help="keep the work directory (logs)")
+    ap.add_argument("--baseline", type=Path, help="also run the daemon of this checkout (e.g. before a change)")
     args = ap.parse_args()
     shape = Shape.from_arguments(ap, args)
     counts = [int(k) for k in args.processes.split(",")]
@@ -160,22 +165,27 @@ def main() -> None:
         ap.error("--processes: counts from 1 to the CPUs this process may use (the daemon caps it there)")
     if not budgets or set(budgets) - {"off", "defaults"}:
         ap.error("--budgets: off, defaults or both")
+    codes = [Code("this")] + ([Code("baseline", args.baseline.resolve())] if args.baseline else [])
     rows: list[dict[str, Any]] = []
     with planted_and_served("bench-daemon-scan-", args.ledgers, args.keep, shape) as (uri, workdir):
         for i in range(args.runs):
             for budget in budgets:
                 for k in counts if i % 2 == 0 else counts[::-1]:
-                    row = one_pass(uri, k, budget, workdir / "logs", args.ledgers, shape, i)
-                    rows.append(row)
-                    print(json.dumps(row), flush=True)
+                    for code in codes if i % 2 == 0 else codes[::-1]:
+                        row = one_pass(uri, k, budget, workdir / "logs", args.ledgers, shape, i, code)
+                        rows.append(row)
+                        print(json.dumps(row), flush=True)
         summary = {
             "ledgers": args.ledgers,
             "shape": shape.label,
             "cpus": len(os.sched_getaffinity(0)),
             "failed": sum(1 for r in rows if "failed" in r),
             **{
-                f"budgets_{b}": by_count([r for r in rows if r["budgets"] == b], "processes", counts, FIELDS)
+                f"budgets_{b}" + ("" if code.tree is None else f"_{code.label}"): by_count(
+                    [r for r in rows if r["budgets"] == b and r["code"] == code.label], "processes", counts, FIELDS
+                )
                 for b in budgets
+                for code in codes
             },
         }
         print(json.dumps(summary, indent=2))

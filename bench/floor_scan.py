@@ -8,7 +8,10 @@ default), or with raw kazoo in a thread (`kazoo`, the floor of the kazoo-based s
 answer is cut down to what addressing needs: the v3 header, then the protobuf's bookies of its non-empty
 segments. The event loop sends one GET_LIST_OF_ENTRIES_OF_LEDGER per ledger and bookie as ledgers arrive,
 `MAX_IN_FLIGHT` per bookie connection like ours (one pre-encoded frame each), and counts the reply
-frames without decoding them. It prints one JSON line: ledgers, requests, seconds, ledgers/s, CPU.
+frames without decoding them. As the scan's `confirm_settled` does for the informational finding of a
+closed WQ == AQ ledger, it reads each such ledger's znode a second time (wire path only; on a session of
+its own, 64 in flight). It prints one JSON line: ledgers, requests, ZooKeeper reads, seconds, ledgers/s,
+CPU.
 Used as the "floor" side of bench/replicas_check.py.
 """
 
@@ -28,7 +31,7 @@ from kazoo.client import KazooClient
 
 from auditor._proto import bookkeeper_formats_pb2 as pb
 from auditor.bookie import protocol as P
-from bench.zk_wire import ledgers_in_chunks
+from bench.zk_wire import get_all, ledgers_in_chunks, open_session
 
 ZK_IN_FLIGHT = 64
 HEADER = b"BookieMetadataFormatVersion\t3\n"
@@ -36,6 +39,12 @@ HEADER = b"BookieMetadataFormatVersion\t3\n"
 
 def bookies_of(data: bytes) -> set[str]:
     """The bookies of a v3 znode's non-empty segments (the ones a scan asks)."""
+    return addressed(data)[0]
+
+
+def addressed(data: bytes) -> tuple[set[str], bool]:
+    """The bookies of a v3 znode's non-empty segments, and whether its write quorum equals its ack quorum
+    (a closed WQ == AQ ledger gets an informational finding, which a scan confirms with one more read)."""
     body = data[len(HEADER) :]
     size, shift, i = 0, 0, 0
     while True:  # the message's varint length prefix
@@ -53,7 +62,7 @@ def bookies_of(data: bytes) -> set[str]:
         end = msg.segment[n + 1].firstEntryId - 1 if n + 1 < len(msg.segment) else last
         if end >= seg.firstEntryId:
             out.update(seg.ensembleMember)
-    return out
+    return out, msg.quorumSize == msg.ackQuorumSize
 
 
 def read_metadata(zk: KazooClient, root: str, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[Any]) -> None:
@@ -138,10 +147,45 @@ async def kazoo_chunks(zk: KazooClient, root: str) -> AsyncIterator[list[tuple[i
         yield chunk
 
 
-async def wire_chunks(hosts: str, root: str) -> AsyncIterator[list[tuple[int, set[str]]]]:
+async def wire_chunks(hosts: str, root: str, confirm: list[int]) -> AsyncIterator[list[tuple[int, set[str]]]]:
+    """The ledgers with their bookies; the ids of those a scan confirms with a second read go to `confirm`."""
     host, port = hosts.split(",")[0].rsplit(":", 1)
     async for chunk in ledgers_in_chunks(host, int(port), root, ZK_IN_FLIGHT):
-        yield [(lid, bookies_of(data)) for lid, data in chunk]
+        out = []
+        for lid, data in chunk:
+            bookies, informational = addressed(data)
+            out.append((lid, bookies))
+            if informational:
+                confirm.append(lid)
+        yield out
+
+
+def ledger_path(root: str, lid: int) -> str:
+    """The hierarchical layout's znode of a ledger id below 10^10 (what the benches plant)."""
+    digits = f"{lid:010d}"
+    return f"{root}/{digits[:2]}/{digits[2:6]}/L{digits[6:]}"
+
+
+async def confirm_reads(hosts: str, root: str, ids: list[int], more: asyncio.Event, done: asyncio.Event) -> int:
+    """A second read of each WQ == AQ ledger's znode, as the scan's `confirm_settled` sends for its
+    informational finding (one getData, answer discarded), 64 in flight on a session of its own, taken as
+    `ids` grows until `done`."""
+    host, port = hosts.split(",")[0].rsplit(":", 1)
+    session = await open_session(host, int(port))
+    sent = 0
+    try:
+        while True:
+            if sent < len(ids):
+                batch = ids[sent:]
+                sent += len(batch)
+                await get_all(session, [ledger_path(root, lid) for lid in batch], ZK_IN_FLIGHT)
+            elif done.is_set():
+                return sent
+            else:
+                more.clear()
+                await more.wait()
+    finally:
+        session.close()
 
 
 async def floor(hosts: str, root: str, window: int, zk_path: str = "wire") -> dict[str, Any]:
@@ -152,7 +196,10 @@ async def floor(hosts: str, root: str, window: int, zk_path: str = "wire") -> di
     conns: dict[str, Connection] = {}
     ledgers = 0
     t0, r0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
-    chunks = kazoo_chunks(zk, root) if zk is not None else wire_chunks(hosts, root)
+    confirm: list[int] = []  # the wire path only: the kazoo path is the old floor, without them
+    more, done = asyncio.Event(), asyncio.Event()
+    confirming = asyncio.ensure_future(confirm_reads(hosts, root, confirm, more, done)) if zk is None else None
+    chunks = kazoo_chunks(zk, root) if zk is not None else wire_chunks(hosts, root, confirm)
     async for chunk in chunks:
         for lid, bookies in chunk:
             ledgers += 1
@@ -161,8 +208,12 @@ async def floor(hosts: str, root: str, window: int, zk_path: str = "wire") -> di
                     host, port = b.rsplit(":", 1)
                     conns[b] = Connection(*await asyncio.open_connection(host, int(port)), window)
                 conns[b].send(lid)
+        more.set()
+    done.set()
+    more.set()
     for c in conns.values():
         await c.drained()
+    confirmed = await confirming if confirming is not None else 0
     seconds = time.perf_counter() - t0
     r1 = resource.getrusage(resource.RUSAGE_SELF)
     for c in conns.values():
@@ -176,6 +227,7 @@ async def floor(hosts: str, root: str, window: int, zk_path: str = "wire") -> di
     return {
         "ledgers": ledgers,
         "bookie_requests": requests,
+        "zk_reads": ledgers + confirmed,  # getData: each ledger's znode, and again for each WQ == AQ ledger
         "seconds": round(seconds, 3),
         "ledgers_per_s": round(ledgers / seconds, 1),
         "cpu_us_per_ledger": round(cpu / ledgers * 1e6, 1) if ledgers else None,

@@ -14,7 +14,7 @@ from auditor import __version__
 from auditor.checks.decommission import DecommissionReport
 from auditor.checks.explain import BookieCopies, LedgerExplanation, SegmentCopies
 from auditor.checks.underreplicated import MarkedLedger
-from auditor.daemon.state import FindingRecord, TaskInfo
+from auditor.daemon.state import FindingPage, TaskInfo
 from auditor.durability.ids import LedgerId
 from auditor.metadata.election import Leader
 from auditor.metadata.repairlimits import RepairLimits
@@ -23,6 +23,7 @@ __all__ = [
     "AdminBackend",
     "BookieCopies",
     "ExplainFn",
+    "FindingPage",
     "LedgerExplanation",
     "OperatorQuestions",
     "RecoveryDelayState",
@@ -64,8 +65,16 @@ class AdminBackend(Protocol):
     def status(self) -> StatusSnapshot: ...
 
     def query_findings(
-        self, *, category: str | None, ledger: LedgerId | None, bookie: str | None, include_resolved: bool
-    ) -> list[FindingRecord]: ...
+        self,
+        *,
+        category: str | None,
+        ledger: LedgerId | None,
+        bookie: str | None,
+        include_resolved: bool,
+        limit: int | None = None,
+    ) -> FindingPage:
+        """The first `limit` matching findings (all when None) and how many matched."""
+        ...
 
     async def trigger(self, check: str) -> TriggerResult: ...
 

@@ -147,20 +147,21 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
     ) -> pb.ListFindingsResponse:
         if request.limit < 0:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"limit must be >= 0, got {request.limit}")
+        limit = min(request.limit or DEFAULT_LIMIT, MAX_LIMIT)
         try:
             ledger = _parse_ledger(request.ledger) if request.ledger else None
-            records = self.backend.query_findings(
+            page = self.backend.query_findings(
                 category=request.category or None,
                 ledger=ledger,
                 bookie=request.bookie or None,
                 include_resolved=request.include_resolved,
+                limit=limit,
             )
         except Exception as exc:
             await self._fail(context, exc)
             raise
-        limit = min(request.limit or DEFAULT_LIMIT, MAX_LIMIT)
         return pb.ListFindingsResponse(
-            findings=[finding_to_pb(r) for r in records[:limit]], total_matching=len(records)
+            findings=[finding_to_pb(r) for r in page.records[:limit]], total_matching=page.total
         )
 
     async def ExplainLedger(
@@ -169,7 +170,9 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
         try:
             ledger = _parse_ledger(request.ledger)
             explanation = await self.backend.explain(ledger)
-            findings = self.backend.query_findings(category=None, ledger=ledger, bookie=None, include_resolved=False)
+            findings = self.backend.query_findings(
+                category=None, ledger=ledger, bookie=None, include_resolved=False
+            ).records
         except Exception as exc:
             await self._fail(context, exc)
             raise

@@ -9,7 +9,7 @@ from auditor.admin.models import ExplainFn, LedgerExplanation, StatusSnapshot, T
 from auditor.durability.ids import LedgerId
 from auditor.durability.javatext import shown
 
-from .state import DaemonState, FindingRecord
+from .state import DaemonState, FindingPage
 
 
 class StateBackend:
@@ -58,9 +58,10 @@ class StateBackend:
         ledger: LedgerId | None = None,
         bookie: str | None = None,
         include_resolved: bool = False,
-    ) -> list[FindingRecord]:
-        return self.state.findings.query(
-            category=category, ledger=ledger, bookie=bookie, include_resolved=include_resolved
+        limit: int | None = None,
+    ) -> FindingPage:
+        return self.state.findings.page(
+            category=category, ledger=ledger, bookie=bookie, include_resolved=include_resolved, limit=limit
         )
 
     async def trigger(self, check: str) -> TriggerResult:

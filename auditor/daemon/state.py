@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import heapq
 import time
 from collections.abc import Callable, Container, Hashable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
@@ -69,6 +70,14 @@ class FindingRecord:
     @property
     def severity(self) -> str:
         return severity_of(self.finding)
+
+
+@dataclass(frozen=True, slots=True)
+class FindingPage:
+    """The records a query shows and how many matched."""
+
+    records: list[FindingRecord]
+    total: int
 
 
 class FindingStore:
@@ -273,36 +282,68 @@ class FindingStore:
         limit: int | None = None,
     ) -> list[FindingRecord]:
         """Filtered records, most severe first, then oldest first (stable for paging by eye)."""
-        pools: list[Iterable[FindingRecord]] = [self._active.values(), self._compact_records(category, ledger)]
+        return self.page(
+            category=category,
+            ledger=ledger,
+            bookie=bookie,
+            check=check,
+            include_resolved=include_resolved,
+            limit=limit,
+        ).records
+
+    def page(
+        self,
+        *,
+        category: str | None = None,
+        ledger: LedgerId | None = None,
+        bookie: str | None = None,
+        check: str | None = None,
+        include_resolved: bool = False,
+        limit: int | None = None,
+    ) -> FindingPage:
+        """The first `limit` (all when None or 0) of the filtered records in `query`'s order, and how many
+        matched. Compact findings are made records only when they are among those shown: listing a few of
+        a million informational findings must not stall the event loop."""
+
+        def matches(f: Finding, rec_check: str | None) -> bool:
+            if bookie is not None and f.bookie != bookie and bookie not in (f.ensemble or ()):
+                return False
+            return check is None or rec_check == check
+
+        pools: list[Iterable[FindingRecord]] = [self._active.values()]
         if include_resolved:
             pools.append(self._resolved.values())
         out = []
         for pool in pools:
             for rec in pool:
-                f = rec.finding
                 if category is not None and rec.category != category:
                     continue
-                if ledger is not None and f.ledger != ledger:
+                if ledger is not None and rec.finding.ledger != ledger:
                     continue
-                if bookie is not None and f.bookie != bookie and bookie not in (getattr(f, "ensemble", ()) or ()):
-                    continue
-                if check is not None and rec.check != check:
-                    continue
-                out.append(rec)
-        out.sort(key=lambda r: (r.resolved_at is not None, _severity_rank(r.finding), r.first_seen, str(r.key)))
-        return out[:limit] if limit else out
-
-    def _compact_records(self, category: str | None, ledger: LedgerId | None) -> Iterator[FindingRecord]:
-        """The compact findings as records, only of `category` / `ledger` when given."""
+                if matches(rec.finding, rec.check):
+                    out.append(rec)
+        total = len(out)
+        shown: list[tuple[str, LedgerKey, Sighting]] = []
         for c in [category] if category is not None else self._compact.categories():
             if ledger is not None:
-                lkey = ledger_key(ledger)
-                sighting = self._compact.get(c, lkey)
-                if sighting is not None:
-                    yield self._record(c, lkey, sighting)
-                continue
-            for lkey, sighting in list(self._compact.ledgers(c).items()):
-                yield self._record(c, lkey, sighting)
+                sighting = self._compact.get(c, ledger_key(ledger))
+                found = {ledger_key(ledger): sighting} if sighting is not None else {}
+            else:
+                found = self._compact.ledgers(c)
+            if bookie is None and check is None:
+                matching: Iterable[tuple[LedgerKey, Sighting]] = found.items()
+                total += len(found)
+            else:
+                kept = [(k, s) for k, s in found.items() if matches(s.shape.template, s.shape.check)]
+                matching = kept
+                total += len(kept)
+            if limit:
+                # All of one severity (info): in query order by first seen, then key (category, then id).
+                matching = heapq.nsmallest(limit, matching, key=lambda ks: (ks[1].first_seen, _id_order(ks[0])))
+            shown.extend((c, k, s) for k, s in matching)
+        out.extend(self._record(c, k, s) for c, k, s in shown)
+        out.sort(key=lambda r: (r.resolved_at is not None, _severity_rank(r.finding), r.first_seen, str(r.key)))
+        return FindingPage(out[:limit] if limit else out, total)
 
     def actionable_findings(self) -> Iterator[Finding]:
         """The active findings above informational (kept apart: the metrics read them on every report)."""
@@ -319,6 +360,11 @@ class FindingStore:
             compact = self._compact.ledgers(c)
             out[c] = len(compact) + sum(1 for lid in self._ledgers.get(c, ()) if ledger_key(lid) not in compact)
         return out
+
+
+def _id_order(key: LedgerKey) -> tuple[int, int]:
+    """(scope, ledger) of a compact ledger key: the order of their qualified names."""
+    return (0, key) if type(key) is int else (key.scope, key.ledger)  # type: ignore[union-attr]
 
 
 def _severity_rank(finding: Finding) -> int:

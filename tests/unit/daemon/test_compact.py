@@ -214,3 +214,39 @@ def test_an_informational_finding_and_its_seen_key_are_held_in_a_few_hundred_byt
     # shape and the Pulsar context are shared), and about 9 bytes of seen key: 142 bytes when written.
     assert held_per_finding(20_000, risky) < 250
     assert held_per_finding(20_000, lambda lid: risky(lid, pulsar=True)) < 250
+
+
+def test_a_page_is_the_head_of_the_whole_query() -> None:
+    clock = Clock()
+    store = FindingStore(clock=clock)
+    rng = random.Random(3)
+    for n in rng.sample(range(1, 400), 120):
+        clock.t = float(rng.randrange(5))  # many ties: the key decides among them
+        lid = LedgerId(rng.choice([0, 0, 2]), n)
+        store.add(risky(lid, pulsar=rng.random() < 0.5), check=rng.choice(["scrutiny", "other"]))
+        if rng.random() < 0.2:
+            store.add(risky(lid, e=3, wq=3, aq=3), check="scrutiny")  # a second sighting, another shape
+        if rng.random() < 0.2:
+            store.add(
+                Finding.of(Category.ENTRY_NO_REPLICA, "lost", ledger=lid, bookie=BOOKIES[n % 3], segment_index=0),
+                check="scrutiny",
+            )
+        if rng.random() < 0.1:
+            store.add(Finding.of(Category.ORPHAN_LEDGER, f"ledger {lid}: orphan", ledger=lid), check="references")
+    assert len(store._compact) > 100 and len(store._active) >= 15
+    some = next(iter(store.query(category="risky_quorum"))).finding.ledger
+    filters: list[dict[str, object]] = [
+        {},
+        {"category": "risky_quorum"},
+        {"category": "orphan_ledger"},
+        {"check": "other"},
+        {"bookie": BOOKIES[1]},
+        {"ledger": some},
+        {"category": "entry_no_replica", "check": "scrutiny"},
+    ]
+    for kw in filters:
+        whole = store.query(**kw)  # type: ignore[arg-type]
+        for limit in (None, 1, 7, 50, 1000):
+            page = store.page(limit=limit, **kw)  # type: ignore[arg-type]
+            assert page.total == len(whole), kw
+            assert [r.key for r in page.records] == [r.key for r in whole[:limit]], (kw, limit)
