@@ -21,7 +21,7 @@ from types import MappingProxyType
 from typing import Any
 
 from auditor.durability.findings import Finding
-from auditor.durability.ids import LedgerId
+from auditor.durability.ids import LedgerId, LedgerIdError
 from auditor.durability.intset import IntSet
 
 # Distinct shapes kept; past this, a new shape's findings are kept in full (messages that differ per ledger
@@ -44,9 +44,12 @@ def ledger_of(key: LedgerKey) -> LedgerId:
 
 def whole_ledger_key(key: Hashable) -> tuple[str, LedgerId] | None:
     """(category, ledger) when `key` is a `Finding.dedup_key()` of a whole-ledger finding; else None."""
-    if type(key) is not tuple or len(key) != 5 or key[1] is None or key[2:] != (None, None, None):
+    if type(key) is not tuple or len(key) != 5 or type(key[1]) is not str or key[2:] != (None, None, None):
         return None
-    return key[0], LedgerId.parse(key[1])
+    try:
+        return key[0], LedgerId.parse(key[1])
+    except LedgerIdError:
+        return None  # not a key the store made
 
 
 @dataclass(frozen=True, slots=True, eq=False)

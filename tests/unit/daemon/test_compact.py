@@ -250,3 +250,11 @@ def test_a_page_is_the_head_of_the_whole_query() -> None:
             page = store.page(limit=limit, **kw)  # type: ignore[arg-type]
             assert page.total == len(whole), kw
             assert [r.key for r in page.records] == [r.key for r in whole[:limit]], (kw, limit)
+
+
+def test_keys_the_store_did_not_make_are_not_found() -> None:
+    store = FindingStore(clock=Clock())
+    store.add(risky(LedgerId.of(5)), check="scrutiny")
+    for key in [("risky_quorum", "not an id", None, None, None), ("risky_quorum", 5, None, None, None), "x", ()]:
+        assert key not in store and store.get(key) is None and store.resolve(key) is None
+    assert len(store) == 1
