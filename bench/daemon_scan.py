@@ -45,6 +45,7 @@ from tests.realcluster.cluster.processes import child_pids
 FIELDS = ("scan_seconds", "ledgers_per_s", "cpu_us_per_ledger", "peak_rss_mb")
 ADMIN_PORT = ports.DAEMON_PORT_BASE + 300  # above the tests' daemon and chaos ports
 PASS_TIMEOUT = 3600.0
+THIS = Code("this")  # this tree's daemon
 
 
 def _config(uri: str, processes: int, budgets: str, identity: str) -> dict[str, Any]:
@@ -93,7 +94,14 @@ def _fresh_state(uri: str) -> None:
 
 
 def one_pass(
-    uri: str, processes: int, budgets: str, logs: Path, ledgers: int, shape: Shape, run: int, code: Code
+    uri: str,
+    processes: int,
+    budgets: str,
+    logs: Path,
+    ledgers: int,
+    shape: Shape,
+    run: int,
+    code: Code = THIS,
 ) -> dict[str, Any]:
     """One daemon (`code`'s), one scheduled scrutiny pass, then SIGTERM."""
     _fresh_state(uri)
@@ -165,7 +173,7 @@ def main() -> None:
         ap.error("--processes: counts from 1 to the CPUs this process may use (the daemon caps it there)")
     if not budgets or set(budgets) - {"off", "defaults"}:
         ap.error("--budgets: off, defaults or both")
-    codes = [Code("this")] + ([Code("baseline", args.baseline.resolve())] if args.baseline else [])
+    codes = [THIS] + ([Code("baseline", args.baseline.resolve())] if args.baseline else [])
     rows: list[dict[str, Any]] = []
     with planted_and_served("bench-daemon-scan-", args.ledgers, args.keep, shape) as (uri, workdir):
         for i in range(args.runs):
