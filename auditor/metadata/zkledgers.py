@@ -6,7 +6,6 @@ Nothing here writes ledger metadata: the auditor never does.
 from __future__ import annotations
 
 import asyncio
-import collections
 import logging
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
@@ -25,8 +24,6 @@ log = logging.getLogger(__name__)
 PARSE_SLICE = 256
 # Ledgers per bulk read: one chunk is parsed while the next is read.
 READ_CHUNK = 1024
-# Chunks a scan reads ahead of its consumer (`scan_ledgers`).
-READ_AHEAD = 2
 
 
 class LedgerReads(ZooKeeperConnection):
@@ -94,67 +91,28 @@ class LedgerReads(ZooKeeperConnection):
         include_scoped: bool = True,
         stats: ScanStats | None = None,
     ) -> AsyncIterator[list[LedgerRecord | CorruptLedger]]:
-        """Metadata of every ledger in [start, end), ascending, in batches of up to READ_CHUNK ledgers.
+        """Metadata of every ledger in [start, end), one leaf directory per batch, reads in parallel.
 
-        The reads run ahead of the consumer: up to READ_AHEAD chunks are read while it works on a batch, so
-        a scan's bookie requests start with the first chunk, not once its leaf directory (up to 10,000
-        ledgers) is read, and the reading of the rest overlaps them. Ledgers deleted between listing and
-        reading are dropped (counted in `stats.vanished`); corrupt ones are yielded as CorruptLedger
-        (counted) and never stop the scan.
+        Ledgers deleted between listing and reading are dropped (counted in `stats.vanished`); corrupt
+        ones are yielded as CorruptLedger (counted) and never stop the scan.
         """
         st = stats if stats is not None else ScanStats()
 
         async def gen() -> AsyncIterator[list[LedgerRecord | CorruptLedger]]:
-            listing = aiter(self.list_ledgers(start, end, include_scoped=include_scoped, stats=st))
-            waiting: collections.deque[list[LedgerId]] = collections.deque()  # chunks listed, not yet asked
-            reading: collections.deque[tuple[list[LedgerId], list[str], asyncio.Future[list[Any]]]] = (
-                collections.deque()
-            )
-            listed_all = False
-
-            async def read_ahead() -> None:
-                nonlocal listed_all
-                while len(reading) < READ_AHEAD:
-                    if not waiting:
-                        if listed_all:
-                            return
-                        batch = await anext(listing, None)
-                        if batch is None:
-                            listed_all = True
-                            return
-                        ids = batch.ledger_ids
-                        waiting.extend(ids[i : i + READ_CHUNK] for i in range(0, len(ids), READ_CHUNK))
-                        continue
-                    ids = waiting.popleft()
-                    paths = [self.paths.path(lid) for lid in ids]
-                    reading.append((ids, paths, asyncio.ensure_future(self.bridge.get_many(paths))))
-
-            try:
-                await read_ahead()
-                while reading:
-                    ids, paths, answers = reading.popleft()
-                    got = await answers
-                    await read_ahead()  # the next reads go out before this chunk is parsed and checked
-                    out: list[LedgerRecord | CorruptLedger] = []
-                    for i, answer in enumerate(got):
-                        if i % PARSE_SLICE == 0 and i:
-                            await asyncio.sleep(0)
-                        r = self._parsed(ids[i], paths[i], answer)
-                        if r is None:
-                            st.vanished += 1
+            async for batch in self.list_ledgers(start, end, include_scoped=include_scoped, stats=st):
+                results = await self.read_ledgers(batch.ledger_ids)
+                out: list[LedgerRecord | CorruptLedger] = []
+                for r in results:
+                    if r is None:
+                        st.vanished += 1
+                    else:
+                        if isinstance(r, CorruptLedger):
+                            st.corrupt += 1
                         else:
-                            if isinstance(r, CorruptLedger):
-                                st.corrupt += 1
-                            else:
-                                st.read += 1
-                            out.append(r)
-                    st.last_ledger = ids[-1]
-                    yield out
-            finally:
-                for _, _, answers in reading:
-                    answers.cancel()
-                await asyncio.gather(*(a for _, _, a in reading), return_exceptions=True)
-                await listing.aclose()  # type: ignore[attr-defined]
+                            st.read += 1
+                        out.append(r)
+                st.last_ledger = batch.ledger_ids[-1]
+                yield out
 
         return gen()
 
