@@ -126,7 +126,7 @@ class FindingStore:
         if old_compact is not None:  # kept compactly until now (e.g. no longer informational)
             assert lkey is not None
             self._compact.pop(category, lkey)
-            self._counts[category] -= 1
+            self._uncount_category(category)
             rec = FindingRecord(
                 key, finding, check or old_compact.shape.check, old_compact.first_seen, now, old_compact.times_seen + 1
             )
