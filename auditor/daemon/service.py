@@ -33,7 +33,7 @@ from auditor.checks.explain import LedgerExplanation, explain_ledger
 from auditor.checks.references import ReferencesCheck
 from auditor.checks.runner import CheckRun, LedgerCheck, Progress
 from auditor.checks.sharded import PartitionDone, ScanHooks, ShardedChecks
-from auditor.durability.findings import Category, Finding
+from auditor.durability.findings import Category, Finding, FindingSummary
 from auditor.durability.ids import LedgerId, next_id
 from auditor.durability.model import LedgerMetadata
 from auditor.durability.repairblocked import blocked_finding
@@ -57,7 +57,6 @@ from auditor.settings import Settings
 
 from .backend import StateBackend
 from .bookie_watch import BookieWatch
-from .compact import SeenKeys
 from .deletion_watch import DeletionWatch
 from .ledger_index import LedgerIndex
 from .metrics import AuditorMetrics, RunSummary
@@ -76,6 +75,12 @@ CURSOR_SAVE_SECONDS = 5.0
 FINDINGS_SYNC_SECONDS = 1.0
 # What a state save may meet that the next save retries: not the leader (any more), ZooKeeper trouble.
 SAVE_ERRORS = (NotLeaderError, ConcurrentUpdateError, KazooException, asyncio.TimeoutError)
+
+
+def _seen() -> FindingSummary:
+    """The findings one run reported, as keys and counts only: a pass over a million WQ == AQ ledgers
+    reports a million informational findings, and the store already holds them."""
+    return FindingSummary(keep=lambda _: False)
 
 
 def intervals(settings: Settings) -> dict[str, float]:
@@ -129,10 +134,10 @@ class Auditor:
         state.recheck_depth = lambda: sum(len(r.queue) for r in self._runs.values())
 
     # ----------------------------------------------------------------------------- reporting
-    def report(self, check: str, finding: Finding, seen: SeenKeys | set[Any] | None = None) -> None:
+    def report(self, check: str, finding: Finding, seen: FindingSummary | None = None) -> None:
         rec = self.state.findings.add(finding, check)
         if seen is not None:
-            seen.add(rec.key)
+            seen.add(finding)
         if rec.times_seen == 1:
             log_new_finding(finding, logger=log, check=check)
             self.metrics.finding_reported(finding)
@@ -201,7 +206,7 @@ class Auditor:
     ) -> bool:
         """One run of check `name` (from `start`, or of `records` only); True when it finished."""
         assert self.ctx is not None and self.checkstate is not None
-        seen = SeenKeys()  # a pass over a million WQ == AQ ledgers sees a million informational findings
+        seen = _seen()
         if self.locations is not None and name == "scrutiny":
             await self.locations.refresh()  # racks may have moved since the last run
             self._report_rack_problem(name, seen)
@@ -357,7 +362,7 @@ class Auditor:
         if self.deletion_watch is not None:
             await self.deletion_watch.arm(check)
 
-    def _report_rack_problem(self, check: str, seen: SeenKeys) -> None:
+    def _report_rack_problem(self, check: str, seen: FindingSummary) -> None:
         finding = self.locations.finding() if self.locations is not None else None
         if finding is not None:
             self.report(check, finding, seen)
@@ -466,7 +471,7 @@ class Auditor:
         """The repair role's blocked records (any worker's, ours or another process's) as `repair_blocked`
         findings of the leader, so operators see, count and alert on them where they see everything else;
         only for ledgers still marked (a record outlives its marker only until the next repair)."""
-        seen: set[Any] = set()
+        seen = _seen()
         if self.repair_blocks is None or self.repair_blocks.store is not self.zk:
             self.repair_blocks = RepairBlocks(self.zk)
         records = await self.repair_blocks.readable()

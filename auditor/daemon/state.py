@@ -20,17 +20,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from auditor.aio import error_text
-from auditor.daemon.compact import (
-    CompactFindings,
-    LedgerKey,
-    SeenKeys,
-    Shape,
-    Sighting,
-    ledger_key,
-    ledger_of,
-    whole_ledger_key,
-)
-from auditor.durability.findings import Finding
+from auditor.daemon.compact import CompactFindings, LedgerKey, Shape, Sighting, ledger_key, ledger_of
+from auditor.durability.findings import Finding, FindingSummary, parse_whole_ledger_key, whole_ledger_key
 from auditor.durability.ids import LedgerId
 
 Clock = Callable[[], float]
@@ -104,7 +95,7 @@ class FindingStore:
     def __contains__(self, key: object) -> bool:
         if key in self._active:
             return True
-        whole = whole_ledger_key(key) if isinstance(key, Hashable) else None
+        whole = parse_whole_ledger_key(key)
         return whole is not None and self._compact.get(whole[0], ledger_key(whole[1])) is not None
 
     def add(self, finding: Finding, check: str | None = None, now: float | None = None) -> FindingRecord:
@@ -116,8 +107,8 @@ class FindingStore:
         old = self._active.get(key)
         old_compact: Sighting | None = None
         lkey: LedgerKey | None = None
-        if old is None and finding.ledger is not None and key[2:] == (None, None, None):
-            lkey = ledger_key(finding.ledger)
+        if old is None and finding.whole_ledger:
+            lkey = ledger_key(finding.ledger)  # type: ignore[arg-type]  # whole_ledger: it has one
             old_compact = self._compact.get(category, lkey)
         if lkey is not None:
             shape = self._compact.shape_of(finding, check or (old_compact.shape.check if old_compact else None))
@@ -193,7 +184,7 @@ class FindingStore:
     def _record(category: str, lkey: LedgerKey, sighting: Sighting) -> FindingRecord:
         ledger = ledger_of(lkey)
         return FindingRecord(
-            (category, ledger.qualified_name, None, None, None),
+            whole_ledger_key(category, ledger),
             sighting.shape.finding(ledger, sighting.pulsar),
             sighting.shape.check,
             sighting.first_seen,
@@ -202,7 +193,7 @@ class FindingStore:
         )
 
     def _compact_record(self, key: Hashable) -> FindingRecord | None:
-        whole = whole_ledger_key(key)
+        whole = parse_whole_ledger_key(key)
         if whole is None:
             return None
         lkey = ledger_key(whole[1])
@@ -231,7 +222,7 @@ class FindingStore:
     def resolve_absent(
         self,
         check: str,
-        seen: Iterable[Hashable],
+        seen: FindingSummary | Iterable[Hashable],
         *,
         ledgers: Container[LedgerId] | None = None,
         categories: Container[str] | None = None,
@@ -240,7 +231,7 @@ class FindingStore:
         """After a complete run of `check`: resolve its active findings whose key was not `seen`.
         `ledgers` / `categories` limit the sweep to what the run covered (a partial run passes the
         ledgers it did check, so nothing outside them is resolved). Returns the resolved records."""
-        seen_keys: Container[Hashable] = seen if isinstance(seen, (set, frozenset, SeenKeys)) else set(seen)
+        seen_keys: Container[Hashable] = seen if isinstance(seen, (set, frozenset, FindingSummary)) else set(seen)
         out: list[FindingRecord] = []
         for key, rec in list(self._active.items()):
             if rec.check != check or key in seen_keys:
@@ -261,9 +252,10 @@ class FindingStore:
                 ledger = ledger_of(lkey)
                 if ledgers is not None and ledger not in ledgers:
                     continue
-                if isinstance(seen_keys, SeenKeys) and seen_keys.has_ledger(category, lkey):
-                    continue  # asked without building the key: most of a pass's findings are seen again
-                key = (category, ledger.qualified_name, None, None, None)
+                if isinstance(seen_keys, FindingSummary) and type(lkey) is int:
+                    if seen_keys.has_whole_ledger(category, lkey):
+                        continue  # asked without building the key: most of a pass's findings are seen again
+                key = whole_ledger_key(category, ledger)
                 if key in seen_keys:
                     continue
                 done = self.resolve(key, now)

@@ -27,7 +27,7 @@ from types import MappingProxyType
 from typing import Any
 
 from . import varint
-from .ids import LedgerId
+from .ids import LedgerId, LedgerIdError
 from .intset import IntSet
 from .model import LedgerMetadata, LedgerState
 from .ranges import RangeSet
@@ -331,6 +331,11 @@ class Finding:
             self.entry_id,
         )
 
+    @property
+    def whole_ledger(self) -> bool:
+        """About one whole ledger (no segment, bookie or entry): its key is its category and ledger."""
+        return self.ledger is not None and self.segment_index is None and self.bookie is None and self.entry_id is None
+
     def confirm(self) -> Finding:
         """This finding, confirmed."""
         return self if self.confirmed else self.copy_with(confirmed=True)
@@ -427,6 +432,21 @@ _FINDING_FIELDS = tuple(f.name for f in fields(Finding))
 _FINDING_FIELD_SET = frozenset(_FINDING_FIELDS)
 
 
+def whole_ledger_key(category: str, ledger: LedgerId) -> tuple[Any, ...]:
+    """`Finding.dedup_key()` of a finding of `category` about the whole of `ledger`."""
+    return (category, ledger.qualified_name, None, None, None)
+
+
+def parse_whole_ledger_key(key: object) -> tuple[str, LedgerId] | None:
+    """(category, ledger) when `key` is the `dedup_key()` of a finding about a whole ledger; else None."""
+    if type(key) is not tuple or len(key) != 5 or type(key[1]) is not str or key[2:] != (None, None, None):
+        return None
+    try:
+        return key[0], LedgerId.parse(key[1])
+    except LedgerIdError:
+        return None  # not a key a finding makes
+
+
 class FindingSummary:
     """Aggregates findings of one run: counts per category and severity, distinct ledgers per category
     (the Java auditor's gauges count ledgers), duplicates dropped by `dedup_key` (the first sighting is
@@ -455,8 +475,7 @@ class FindingSummary:
     def add(self, finding: Finding, check: str | None = None) -> bool:
         """Add unless the same fault is already in; True when added."""
         lid = finding.ledger
-        whole_ledger = finding.segment_index is None and finding.bookie is None and finding.entry_id is None
-        if lid is not None and lid.scope == 0 and whole_ledger:
+        if lid is not None and lid.scope == 0 and finding.whole_ledger:
             # Its dedup key is (category, ledger) and nothing more: the ledger id stands for it.
             if not self._whole.setdefault(finding.category, IntSet()).add(lid.ledger):
                 self.duplicates += 1
@@ -481,6 +500,22 @@ class FindingSummary:
 
     def extend(self, findings: Iterable[Finding]) -> int:
         return sum(self.add(f) for f in findings)
+
+    def __contains__(self, key: object) -> bool:
+        """Whether a finding of this `dedup_key()` was added."""
+        whole = parse_whole_ledger_key(key)
+        if whole is not None and whole[1].scope == 0:
+            return self.has_whole_ledger(whole[0], whole[1].ledger)
+        return key in self._seen
+
+    def has_whole_ledger(self, category: str, ledger: int) -> bool:
+        """Whether a finding of `category` about the whole of scope-0 ledger `ledger` was added."""
+        ints = self._whole.get(category)  # type: ignore[call-overload]  # a Category is its str value
+        return ints is not None and ledger in ints
+
+    def counts(self) -> dict[str, int]:
+        """Findings added per category, those with any."""
+        return {c.value: n for c, n in self.by_category.items() if n}
 
     def ledgers(self, category: Category) -> int:
         whole = self._whole.get(category, ())

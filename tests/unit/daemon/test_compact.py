@@ -1,4 +1,5 @@
-"""The finding store's compact form for informational whole-ledger findings, and the run's `SeenKeys`.
+"""The finding store's compact form for informational whole-ledger findings, and a run's seen keys (a
+`FindingSummary` that keeps no finding).
 
 The store must give back exactly what it was given (field for field, message, detail and Pulsar context
 included), move a finding between the compact and the full form when it changes, resolve compact findings
@@ -15,9 +16,8 @@ from collections.abc import Callable
 import pytest
 
 from auditor.daemon import compact
-from auditor.daemon.compact import SeenKeys
 from auditor.daemon.state import FindingStore
-from auditor.durability.findings import Category, Finding, Severity
+from auditor.durability.findings import Category, Finding, FindingSummary, Severity
 from auditor.durability.ids import LedgerId
 from auditor.durability.model import DigestType, LedgerMetadata, LedgerState, Segment
 from auditor.durability.verdicts import risky_quorum_finding
@@ -70,7 +70,7 @@ def test_findings_come_back_field_for_field() -> None:
     assert len(store) == len(given) == len(store._compact)  # every one kept compactly
     for f in given:
         rec = store.get(f.dedup_key())
-        assert rec is not None and rec.check == "scrutiny"
+        assert rec is not None and rec.check == "scrutiny" and rec.key == f.dedup_key()
         assert rec.finding == f
         assert rec.finding.to_wire() == f.to_wire()  # message, detail and Pulsar context included
         assert f.dedup_key() in store
@@ -106,7 +106,11 @@ def test_sightings_are_counted_and_a_changed_finding_moves_between_forms() -> No
     assert list(store.actionable_findings()) == [] and store.counts() == {"risky_quorum": 1}
 
 
-@pytest.mark.parametrize("seen_kind", ["SeenKeys", "set"])
+def seen_keys() -> FindingSummary:
+    return FindingSummary(keep=lambda _: False)  # what the daemon counts a run's findings in
+
+
+@pytest.mark.parametrize("seen_kind", ["summary", "set"])
 def test_a_complete_pass_resolves_what_it_no_longer_sees(seen_kind: str) -> None:
     clock = Clock()
     store = FindingStore(clock=clock)
@@ -114,9 +118,11 @@ def test_a_complete_pass_resolves_what_it_no_longer_sees(seen_kind: str) -> None
     for lid in ids:
         store.add(risky(lid), check="scrutiny")
     store.add(risky(LedgerId.of(50)), check="other")  # another check's: not this pass's to resolve
-    seen = SeenKeys() if seen_kind == "SeenKeys" else set()
+    summary, keys = seen_keys(), set()
     for lid in ids[::2]:
-        seen.add(risky(lid).dedup_key())
+        summary.add(risky(lid))
+        keys.add(risky(lid).dedup_key())
+    seen = summary if seen_kind == "summary" else keys
     clock.t = 2000
     # limited to ledgers 1..4: only 2 and 4 there are unseen
     done = store.resolve_absent("scrutiny", seen, ledgers={LedgerId.of(n) for n in range(1, 5)})
@@ -165,53 +171,55 @@ def test_past_the_shape_limit_findings_are_kept_in_full(monkeypatch: pytest.Monk
         assert rec is not None and rec.finding == f and rec.finding.to_wire() == f.to_wire()
 
 
-def test_seen_keys_is_a_set_of_keys() -> None:
+def test_a_summary_knows_the_keys_of_what_it_counted() -> None:
     rng = random.Random(7)
-    keys: list[tuple[object, ...]] = []
+    findings: list[Finding] = []
     for _ in range(3000):
         lid = LedgerId(rng.choice([0, 0, 0, 3]), rng.randrange(2**63))
-        category = rng.choice(["risky_quorum", "orphan_ledger", "entry_no_replica"])
+        category = rng.choice([Category.RISKY_QUORUM, Category.ORPHAN_LEDGER, Category.ENTRY_NO_REPLICA])
         if rng.random() < 0.7:
-            keys.append((category, lid.qualified_name, None, None, None))
+            findings.append(Finding.of(category, "m", ledger=lid))
         else:
-            keys.append((category, lid.qualified_name, rng.randrange(3), rng.choice(BOOKIES), None))
-    seen, plain = SeenKeys(), set()
-    for key in keys[:2000]:
-        seen.add(key)
-        seen.add(key)  # twice: still once
-        plain.add(key)
-    assert len(seen) == len(plain)
-    assert set(seen) == plain
-    assert all((key in seen) == (key in plain) for key in keys)
+            findings.append(Finding.of(category, "m", ledger=lid, segment_index=rng.randrange(3), bookie=BOOKIES[0]))
+    seen, plain = seen_keys(), set()
+    for f in findings[:2000]:
+        seen.add(f)
+        seen.add(f)  # twice: still once
+        plain.add(f.dedup_key())
+    assert seen.total == len(plain) and seen.findings == []
+    assert all((f.dedup_key() in seen) == (f.dedup_key() in plain) for f in findings)
+    assert ("risky_quorum", "not an id", None, None, None) not in seen and "x" not in seen
     counts: dict[str, int] = {}
     for key in plain:
-        counts[key[0]] = counts.get(key[0], 0) + 1  # type: ignore[index]
+        counts[key[0]] = counts.get(key[0], 0) + 1
     assert seen.counts() == counts
 
 
 def held_per_finding(n: int, make: Callable[[LedgerId], Finding]) -> float:
-    """Bytes the store and a run's SeenKeys hold per finding of `make`, made while traced (as a scan makes
+    """Bytes the store and a run's seen keys hold per finding of `make`, made while traced (as a scan makes
     them: the store keeps what it is given)."""
     gc.collect()
     tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
         store = FindingStore(clock=Clock())
-        seen = SeenKeys()
+        seen = seen_keys()
         for i in range(n):
-            seen.add(store.add(make(LedgerId.of(1000 + i)), check="scrutiny").key)
+            f = make(LedgerId.of(1000 + i))
+            store.add(f, check="scrutiny")
+            seen.add(f)
         gc.collect()
         held = tracemalloc.get_traced_memory()[0] - before
     finally:
         tracemalloc.stop()
-    assert len(store) == n and len(seen) == n
+    assert len(store) == n and seen.total == n
     return held / n
 
 
 def test_an_informational_finding_and_its_seen_key_are_held_in_a_few_hundred_bytes() -> None:
-    # Kept in full with its key in a set, one took 1,316 bytes here, 1,814 with a Pulsar context (measured
-    # with SHAPES_MAX 0). What is left per ledger: its sighting and time, the dict slot and int key (the
-    # shape and the Pulsar context are shared), and about 9 bytes of seen key: 142 bytes when written.
+    # Kept in full (SHAPES_MAX 0), one took 1,316 bytes here with its seen key, 1,814 with a Pulsar context.
+    # What is left per ledger: its sighting and time, the dict slot and int key (the shape and the Pulsar
+    # context are shared), and about 9 bytes of seen key: 142 bytes when written.
     assert held_per_finding(20_000, risky) < 250
     assert held_per_finding(20_000, lambda lid: risky(lid, pulsar=True)) < 250
 
