@@ -29,6 +29,7 @@ ptrace rights over this process).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import signal
@@ -43,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness import save_results, second_cluster, started
-from bench.scan_child import measure
+from bench.scan_child import measure, settings_for
 from tests.realcluster.cluster import BookieProc, Cluster
 
 # The test harness's bookies keep 512 index pages (pageLimit=512): enough for tests, but with thousands of
@@ -53,6 +54,14 @@ from tests.realcluster.cluster import BookieProc, Cluster
 # hold one page per ledger of the largest runs here.
 PAGE_LIMIT = 16384
 CHILD = Path(__file__).with_name("scan_child.py")
+# A run's phases (bench/scan_child.py `phases`), with medians where every run of a side has them.
+PHASES = (
+    "first_ledger_s",
+    "after_first_ledgers_per_s",
+    "loop_thread_on_cpu_s",
+    "loop_thread_runqueue_wait_s",
+    "loop_thread_blocked_s",
+)
 SHAPES = "3/3,3/2,5/2"  # ensemble/write quorum, ack quorum 2: the issue's real cluster
 CREATE_BATCH = 250  # ledgers per Java ledger-tool call (one JVM each)
 
@@ -196,6 +205,45 @@ def tree_label(tree: str) -> str:
     return f"{tree}@{rev or '?'}{'+dirty' if dirty.stdout.strip() else ''}"
 
 
+def metadata_reads(uri: str, args: argparse.Namespace) -> dict[str, Any]:
+    """What the scan's metadata phase is made of, timed alone on uvloop in this process: connecting the
+    store, listing every ledger, getting every ledger znode in one bulk read (the wire session, answers
+    unparsed), and reading them as the scan does (bulk reads and parsing)."""
+    import uvloop
+
+    from auditor.checks.build import connect_store
+
+    async def go() -> dict[str, Any]:
+        settings = settings_for(uri, args.max_in_flight, args.max_concurrent_ledgers)
+        t0 = time.perf_counter()
+        store = await connect_store(settings)
+        try:
+            t1 = time.perf_counter()
+            ids = [lid async for batch in store.list_ledgers() for lid in batch.ledger_ids]
+            t2 = time.perf_counter()
+            c2 = time.thread_time()
+            raw = await store.bridge.get_many([store.paths.path(lid) for lid in ids])
+            t3, c3 = time.perf_counter(), time.thread_time()
+            parsed = await store.read_ledgers(ids)
+            t4, c4 = time.perf_counter(), time.thread_time()
+        finally:
+            await store.close()
+        assert sum(r is not None for r in raw) == len(ids) == sum(r is not None for r in parsed)
+        return {
+            "ledgers": len(ids),
+            "connect_s": round(t1 - t0, 3),
+            "list_s": round(t2 - t1, 3),
+            "get_all_s": round(t3 - t2, 3),
+            "get_all_per_s": round(len(ids) / (t3 - t2), 1),
+            "get_all_loop_cpu_us_per_ledger": round((c3 - c2) / len(ids) * 1e6, 1),
+            "read_and_parse_s": round(t4 - t3, 3),
+            "read_and_parse_loop_cpu_us_per_ledger": round((c4 - c3) / len(ids) * 1e6, 1),
+        }
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(go())
+
+
 def profile_path(base: str, loop: str, several: bool) -> Path:
     p = Path(base)
     return p.with_name(f"{p.stem}-{loop}{p.suffix}") if several else p
@@ -237,6 +285,11 @@ def main() -> None:
         default="scrutiny",
         help="the check to scan with (default %(default)s)",
     )
+    ap.add_argument(
+        "--metadata-reads",
+        action="store_true",
+        help="also time the metadata phase's parts alone once per round (connect, list, bulk get, get and parse)",
+    )
     ap.add_argument("--keep", action="store_true", help="keep the work directory (cluster and check logs)")
     args = ap.parse_args()
     trees: list[str | None] = [
@@ -249,6 +302,7 @@ def main() -> None:
     entry_counts = [int(x) for x in args.entry_counts.split(",") if x.strip()]
     shapes = [(int(e), int(w)) for e, w in (x.split("/") for x in args.shapes.split(",") if x.strip())]
     rows: list[dict[str, Any]] = []
+    metadata: list[dict[str, Any]] = []
     with scan_cluster(args.bookies, "bench-profile-scan-", args.keep) as (cluster, workdir):
         logs = workdir / "check-logs.jsonl"
         t0 = time.monotonic()
@@ -261,6 +315,9 @@ def main() -> None:
                     row = one_run(uri, loop, args, logs, tree=tree, check=args.check)
                     rows.append(row)
                     print(json.dumps(row), file=sys.stderr, flush=True)
+            if args.metadata_reads:
+                metadata.append(metadata_reads(uri, args))
+                print(json.dumps(metadata[-1]), file=sys.stderr, flush=True)
         profiled: list[dict[str, Any]] = []
         for base in args.profile:
             for loop in loops:
@@ -274,7 +331,14 @@ def main() -> None:
                 if mine:
                     per_loop[loop if label is None else f"{loop} {label}"] = {
                         key + "_median": statistics.median(r[key] for r in mine)
-                        for key in ("wall_s", "ledgers_per_s", "cpu_us_per_ledger", "loop_thread_cpu_us_per_ledger")
+                        for key in (
+                            "wall_s",
+                            "ledgers_per_s",
+                            "cpu_us_per_ledger",
+                            "loop_thread_cpu_us_per_ledger",
+                            *PHASES,
+                        )
+                        if all(key in r for r in mine)
                     }
         summary = {
             "check": args.check,
@@ -287,6 +351,7 @@ def main() -> None:
             "cpus": os.cpu_count(),
             "loadavg_at_end": [round(x, 2) for x in os.getloadavg()],
             "per_loop": per_loop,
+            **({"metadata_reads": metadata} if metadata else {}),
         }
         saved = save_results("profile_scan", summary, rows + profiled)
         print(json.dumps({**summary, "runs": rows, "profiled_runs": profiled, "results_file": str(saved)}))

@@ -17,6 +17,10 @@ in rotating order:
   discarded, what no scan on this client stack can beat;
 * with `--ledger-check`: **Java checkall**, `AuditorCheckAllLedgersTask.runTask()` (checkAllLedgers,
   verification percentage 0 as shipped) the same way, and **ours-ledger**, `check --checks ledger`;
+* with `--metadata-reads`: once per round, the parts of our scan's metadata phase timed alone (connect,
+  list, one bulk get of every ledger znode, the scan's reads with parsing: `profile_scan.metadata_reads`);
+  every run of ours also reports its phases (bench/scan_child.py `phases`: the time to its first ledger
+  done, the rate after it, and the event-loop thread on a CPU, waiting for one, and blocked);
 * **ours-processes** (with `--processes N`, default 2): the same scrutiny as `bk-auditor sweep --master
   processes[N] --checks scrutiny`, N local worker processes over the planner's id ranges (the wall time
   from planning to the aggregated result, the workers' start-up included).
@@ -39,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness import save_results
-from bench.profile_scan import SHAPES, one_run, run_child, scan_cluster, write_ledgers
+from bench.profile_scan import PHASES, SHAPES, metadata_reads, one_run, run_child, scan_cluster, write_ledgers
 from bench.repair import counters
 from tests.realcluster.cluster.javatools import BK_HOME, BK_VERSION, JVM_COMMON, classpath, compile_once
 
@@ -107,12 +111,18 @@ def main() -> None:
         action="store_true",
         help="also Java's checkAllLedgers (percentage 0) against our `--checks ledger`",
     )
+    ap.add_argument(
+        "--metadata-reads",
+        action="store_true",
+        help="also time the metadata phase's parts alone once per round (bench/profile_scan.py)",
+    )
     ap.add_argument("--keep", action="store_true", help="keep the work directory (cluster and logs)")
     args = ap.parse_args()
     classes = compile_once(RUNNER, classpath(), BK_HOME, BK_VERSION)
     shapes = [(int(e), int(w)) for e, w in (x.split("/") for x in SHAPES.split(","))]
     bookies = list(range(1, args.bookies + 1))
     rows: list[dict[str, Any]] = []
+    metadata: list[dict[str, Any]] = []
     with scan_cluster(args.bookies, "bench-replicas-check-", args.keep) as (cluster, workdir):
         made = write_ledgers(cluster, args.ledgers, shapes, [10, 50, 100, 200], 100)
         n = len(made)
@@ -154,6 +164,9 @@ def main() -> None:
                 }
                 rows.append(row)
                 print(json.dumps(row), file=sys.stderr, flush=True)
+            if args.metadata_reads:
+                metadata.append(metadata_reads(cluster.metadata_service_uri, args))
+                print(json.dumps(metadata[-1]), file=sys.stderr, flush=True)
         medians = {
             side: {
                 key: statistics.median(r[key] for r in rows if r["side"] == side)
@@ -162,6 +175,10 @@ def main() -> None:
             for side in sides
         }
         ours = medians["ours"]["ledgers_per_s"]
+        ours_runs = [r["detail"] for r in rows if r["side"] == "ours"]
+        ours_phases = {
+            key: statistics.median(d[key] for d in ours_runs) for key in PHASES if all(key in d for d in ours_runs)
+        }
         summary = {
             "ledgers": n,
             "bookies": args.bookies,
@@ -190,6 +207,8 @@ def main() -> None:
                 else {}
             ),
             **({"ours_over_floor": round(ours / medians["floor"]["ledgers_per_s"], 2)} if args.floor else {}),
+            "ours_phases_medians": ours_phases,
+            **({"metadata_reads": metadata} if metadata else {}),
             # Java needs both passes for what one scrutiny pass judges: their times add up.
             "ours_over_java_both": round(
                 (medians["java-replicas"]["seconds"] + medians["java-placement"]["seconds"])

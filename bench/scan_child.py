@@ -19,8 +19,8 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +58,40 @@ def run_loop(loop: str, coro_fn: Callable[[], Any]) -> Any:
     return asyncio.run(coro_fn())
 
 
+def thread_schedstat() -> tuple[float, float] | None:
+    """(seconds on a CPU, seconds runnable but waiting for one) of the calling thread, from Linux's
+    /proc/thread-self/schedstat; None where it does not exist."""
+    try:
+        on_cpu, waiting, _ = Path("/proc/thread-self/schedstat").read_text().split()
+    except (OSError, ValueError):
+        return None
+    return int(on_cpu) / 1e9, int(waiting) / 1e9
+
+
+@contextmanager
+def first_progress(marks: list[float]) -> Iterator[None]:
+    """Appends the time (perf_counter) of the scan's first progress report, its first ledger done, to
+    `marks`: through the progress callback `check` shows its bar with (trees without it: nothing)."""
+    from auditor.checks import oneshot
+
+    display = getattr(oneshot, "ProgressDisplay", None)
+    original = getattr(display, "update", None)
+    if display is None or original is None:
+        yield
+        return
+
+    def update(self: Any, p: Any) -> None:
+        if not marks:
+            marks.append(time.perf_counter())
+        original(self, p)
+
+    display.update = update
+    try:
+        yield
+    finally:
+        display.update = original
+
+
 def rusage_cpu() -> tuple[float, float]:
     """(user, system) CPU seconds of this process, every thread."""
     r = resource.getrusage(resource.RUSAGE_SELF)
@@ -83,16 +117,22 @@ def measure(
         configure_logging(settings.log.level, settings.log.format, stream=log_stream)
         thread_cpu: list[float] = []
 
+        sched: list[tuple[float, float] | None] = []
+        first: list[float] = []
+
         async def go() -> int:
             t0 = time.thread_time()
+            sched.append(thread_schedstat())
             try:
                 return await oneshot.main(settings, [check], "json", out=out, err=log_stream)
             finally:
                 thread_cpu.append(time.thread_time() - t0)
+                sched.append(thread_schedstat())
 
         threads_before = threading.active_count()
         wall, (user, system) = time.perf_counter(), rusage_cpu()
-        with profiler if profiler is not None else nullcontext():
+        started = wall
+        with profiler if profiler is not None else nullcontext(), first_progress(first):
             code = run_loop(loop, go)
         (user_end, system_end), wall = rusage_cpu(), time.perf_counter() - wall
         user, system = user_end - user, system_end - system
@@ -122,7 +162,25 @@ def measure(
         "loop_thread_cpu_us_per_ledger": round(thread_cpu[0] / checked * 1e6, 1),
         "cpu_share_of_one_core": round(cpu / wall, 2),
         "threads": threads_before,
+        **phases(wall, checked, first[0] - started if first else None, sched),
     }
+
+
+def phases(wall: float, checked: int, first_s: float | None, sched: list[tuple[float, float] | None]) -> dict[str, Any]:
+    """Where the scan's wall time went: before its first ledger was done (start-up, listing, the first
+    metadata reads) and after, and the event-loop thread's time on a CPU, runnable but waiting for one
+    (the bookies and ZooKeeper share the CPUs), and blocked (waiting for answers)."""
+    out: dict[str, Any] = {}
+    if first_s is not None:
+        out["first_ledger_s"] = round(first_s, 3)
+        if wall > first_s:
+            out["after_first_ledgers_per_s"] = round(checked / (wall - first_s), 1)
+    if len(sched) == 2 and sched[0] is not None and sched[1] is not None:
+        on_cpu, waiting = sched[1][0] - sched[0][0], sched[1][1] - sched[0][1]
+        out["loop_thread_on_cpu_s"] = round(on_cpu, 3)
+        out["loop_thread_runqueue_wait_s"] = round(waiting, 3)
+        out["loop_thread_blocked_s"] = round(max(0.0, wall - on_cpu - waiting), 3)
+    return out
 
 
 def measure_processes(
