@@ -299,7 +299,7 @@ _NO_BUCKETS: Final[Mapping[Category, EntryBucket]] = MappingProxyType(
 )
 
 
-def _clean_if_exact(
+def _clean_if_held(
     metadata: LedgerMetadata,
     answers: Mapping[str, Answer],
     stop: int,
@@ -307,16 +307,17 @@ def _clean_if_exact(
     within: Mapping[str, RangeSet],
     exact: set[str],
 ) -> Coverage | None:
-    """The coverage when every answer is a bookie holding exactly the entries it should (in [0, stop],
-    none after): every entry on its whole write set, nothing unknown, nothing extra. None for anything
-    else (an unknown or inexact answer, entries past the end, a bookie listed twice in an ensemble, a
-    malformed ensemble), which the sweep classifies."""
-    if len(exact) != len(answers) or any(b not in exact for b, s in expected.items() if s):
-        return None
-    for b in exact:
-        a = answers[b]
-        assert isinstance(a, RangeSet)
-        if a.last is not None and a.last > stop:
+    """The coverage when every bookie answered and each one that should hold entries holds every one of
+    them: every entry on its whole write set, nothing unknown, no bucket to fill, so no sweep. What a
+    bookie holds beyond its share (over-replication, entries after the end) is still reported, as the
+    sweep reports it. The usual answers take this path: a healthy bookie's entry list (`exact`, nothing
+    to compute) and a read sample that found nothing absent (its answer is the whole span it was asked
+    about, unscheduled entries included). None for anything else (an unknown answer, a missing entry, a
+    bookie listed twice in an ensemble, a malformed ensemble), which the sweep classifies."""
+    if len(within) != len(answers):
+        return None  # some answer is unknown
+    for b, share in expected.items():
+        if share and b not in exact and (b not in within or share.difference(within[b])):
             return None
     e, wq, aq = metadata.ensemble_size, metadata.write_quorum, metadata.ack_quorum
     entries = 0
@@ -328,6 +329,7 @@ def _clean_if_exact(
         f, l = span.entries.first, span.entries.last
         assert f is not None and l is not None
         entries += l - f + 1
+    over, beyond = _beyond_share(answers, stop, expected, within, exact)
     least = wq if entries else None  # every write set has WQ distinct bookies, each holding its entries
     return Coverage(
         ledger_id=metadata.ledger_id,
@@ -345,11 +347,34 @@ def _clean_if_exact(
         unknown_bookies=(),
         entries_with_unknown_copies=_NONE,
         gaps=(),
-        overreplicated={},
-        beyond_end={},
+        overreplicated=over,
+        beyond_end=beyond,
         duplicate_bookies=(),
         answered=tuple(sorted(within)),
     )
+
+
+def _beyond_share(
+    answers: Mapping[str, Answer],
+    stop: int,
+    expected: Mapping[str, StripedSet],
+    within: Mapping[str, RangeSet],
+    exact: set[str],
+) -> tuple[dict[str, StripedSet], dict[str, RangeSet]]:
+    """What each answering bookie holds beyond its share: entries in [0, stop] it should not hold, and
+    entries after `stop`."""
+    over: dict[str, StripedSet] = {}
+    beyond: dict[str, RangeSet] = {}
+    for b, held in within.items():
+        if b not in exact:
+            extra = expected.get(b, _NONE).subtract_from(held)
+            if extra:
+                over[b] = extra
+        a = answers[b]
+        assert isinstance(a, RangeSet)
+        if a.last is not None and a.last > stop:
+            beyond[b] = clip_rangeset(a, stop + 1, a.last)
+    return over, beyond
 
 
 def analyze_coverage(
@@ -387,7 +412,7 @@ def analyze_coverage(
             if b in expected and expected[b].equals_rangeset(within[b]):
                 exact.add(b)
     if shortcut:
-        clean = _clean_if_exact(metadata, answers, stop, expected, within, exact)
+        clean = _clean_if_held(metadata, answers, stop, expected, within, exact)
         if clean is not None:
             return clean
 
@@ -462,18 +487,7 @@ def analyze_coverage(
     buckets = {c: EntryBucket(c, collected(("conf", c)), collected(("poss", c))) for c in ENTRY_CATEGORIES}
     truncation = TruncationRisk(recovery_negative_threshold(wq, aq), collected(("tconf",)), collected(("tposs",)))
 
-    over: dict[str, StripedSet] = {}
-    beyond: dict[str, RangeSet] = {}
-    for b, held in within.items():
-        if b not in exact:
-            extra = expected.get(b, StripedSet()).subtract_from(held)
-            if extra:
-                over[b] = extra
-        a = answers[b]
-        assert isinstance(a, RangeSet)
-        if a.last is not None and a.last > stop:
-            beyond[b] = clip_rangeset(a, stop + 1, a.last)
-
+    over, beyond = _beyond_share(answers, stop, expected, within, exact)
     return Coverage(
         ledger_id=metadata.ledger_id,
         state=metadata.state,

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from auditor.durability import coverage as coverage_module
 from auditor.durability.coverage import (
     ENTRY_CATEGORIES,
     UNKNOWN,
@@ -373,17 +374,23 @@ def test_coverage_matches_brute_force(case: tuple[LedgerMetadata, dict[str, Answ
 @st.composite
 def mostly_exact_answers(draw: st.DrawFn) -> tuple[LedgerMetadata, dict[str, Answer], int | None]:
     """What a scan usually meets: only the bookies that should hold something answer, nearly always with
-    exactly that; now and then one answer differs (a hole, an entry past the end, unknown, an outsider)."""
+    exactly that; now and then one answer differs (a hole, an entry past the end, unknown, an outsider, a
+    read sample that found nothing absent: the whole span asked about, an entry it should not hold)."""
     md, _, end = draw(ledgers_with_answers())
     expected = expected_by_bookie(md, end)
     answers: dict[str, Answer] = {b: s.to_rangeset() for b, s in expected.items()}
     stop = md.last_entry_id if end is None else end
     if answers and draw(st.integers(0, 3)) == 0:
         b = draw(st.sampled_from(sorted(answers)))
-        kind = draw(st.sampled_from(["hole", "beyond", "unknown", "outsider", "empty"]))
+        kind = draw(st.sampled_from(["hole", "beyond", "unknown", "outsider", "empty", "span", "extra"]))
         a = answers[b]
         assert isinstance(a, RangeSet)
-        if kind == "hole" and a:
+        if kind == "span" and a:
+            assert a.first is not None and a.last is not None
+            answers[b] = RangeSet.span(a.first, a.last)
+        elif kind == "extra":
+            answers[b] = a | RangeSet.from_ids([draw(st.integers(0, max(stop, 0)))])
+        elif kind == "hole" and a:
             answers[b] = a - RangeSet.from_ids([draw(st.sampled_from(list(a)))])
         elif kind == "beyond":
             answers[b] = a | RangeSet.from_ids([stop + draw(st.integers(1, 3))])
@@ -409,6 +416,27 @@ def test_the_shortcut_for_exact_answers_gives_what_the_sweep_gives(
             analyze_coverage(md, answers, end)
         return
     assert analyze_coverage(md, answers, end) == slow
+
+
+def test_a_read_sample_that_found_nothing_absent_takes_the_shortcut(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ledger check's usual answer of an E > WQ ledger's bookie: the whole span it was asked about
+    (unscheduled entries included). Judged without the sweep, with the same coverage as the sweep's."""
+    md = ledger(5, 2, 2, 199, [(0, ["a", "b", "c", "d", "e"])])
+    answers: dict[str, Answer] = {}
+    for b, share in expected_by_bookie(md, None).items():
+        assert share.first is not None and share.last is not None
+        answers[b] = RangeSet.span(share.first, share.last)
+    slow = analyze_coverage(md, answers, shortcut=False)
+    assert slow.is_clean and slow.least_copies_at_most == 2 and set(slow.overreplicated) == set(answers)
+
+    def no_sweep(*_: object) -> None:
+        raise AssertionError("the sweep ran")
+
+    monkeypatch.setattr(coverage_module, "_Sweep", no_sweep)
+    assert analyze_coverage(md, answers) == slow
+    answers["c"] = answers["c"] - RangeSet.from_ids([7])  # an entry c should hold, read and found absent
+    with pytest.raises(AssertionError, match="the sweep ran"):
+        analyze_coverage(md, answers)
 
 
 def test_the_shortcut_is_taken_for_a_healthy_ledger_and_its_coverage_is_clean() -> None:
