@@ -278,18 +278,37 @@ def _malformed(md: LedgerMetadata, bookie: str, exc: EntryListError, out: Ledger
 SMALL_ANSWER_RECORDS = 2048
 
 
+def segment_ends(md: LedgerMetadata, bookie: str, expected: StripedSet, end: int) -> set[int]:
+    """The first and last entry of `expected` within each segment (up to `end`) that has `bookie`."""
+    picked: set[int] = set()
+    for span in md.spans(end):
+        first, last = span.entries.first, span.entries.last
+        if bookie not in span.ensemble or first is None or last is None:
+            continue
+        mine = expected.clip(first, last)  # (not `last or -1`: a segment ending at entry 0 holds entry 0)
+        if mine:
+            picked.update(e for e in (mine.first, mine.last) if e is not None)
+    return picked
+
+
 def fragment_sample(
     md: LedgerMetadata, bookie: str, expected: StripedSet, end: int, percentage: float, budget: int
 ) -> list[int]:
     """Java's LedgerChecker choice: the first and last entry this bookie should hold in each segment,
     plus `percentage` of the rest (evenly spaced), within the read budget."""
     picked: set[int] = set()
-    for span in md.spans(end):
-        if bookie not in span.ensemble or not span.entries:
-            continue
-        mine = expected.clip(span.entries.first or 0, span.entries.last or -1)
-        if mine:
-            picked.update(e for e in (mine.first, mine.last) if e is not None)
+    lo, hi, segments = expected.first, expected.last, md.segments
+    if (
+        len(segments) == 1
+        and lo is not None
+        and hi is not None
+        and segments[0].first_entry_id <= lo
+        and hi <= end
+        and bookie in segments[0].ensemble
+    ):
+        picked.update((lo, hi))  # the usual ledger: one segment, whose span holds all of this bookie's share
+    else:
+        picked = segment_ends(md, bookie, expected, end)
     extra = int(expected.count() * min(max(percentage, 0.0), 100.0) / 100.0)
     if extra:
         picked.update(sample_entries(expected, min(extra, max(0, budget - len(picked)))))

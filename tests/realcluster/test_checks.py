@@ -187,6 +187,24 @@ def test_wiped_bookie_back_empty_loses_its_copies(cluster: Cluster) -> None:
     assert got[(r2["ledgerId"], Category.ENTRY_BELOW_WRITE_QUORUM)].affected_count == 25
 
 
+def test_ledger_check_reads_the_only_entry_of_a_one_entry_ledger(cluster: Cluster) -> None:
+    """A segment that ends at entry 0 holds entry 0: the read check once took its last entry as -1, read
+    nothing of a one-entry ledger and called it healthy with a copy gone."""
+    b = ids(cluster, 2, 3, 5)
+    victim = b[2]  # ensemble index 0: entry 0 is written to indexes 0 and 1
+    one = cluster.create_ledger(ensemble=3, write_quorum=2, ack_quorum=2, entries=1, bookies=[victim, b[0], b[1]])
+    cluster.stop_bookie(5)
+    cluster.wipe_bookie(5)
+    cluster.start_bookie(5)
+    findings, stats = audit(cluster, [one["ledgerId"]], checks=("ledger",))
+    asked = stats["ledger"].bookie_requests
+    assert asked[victim] >= 1 and asked[b[0]] >= 1 and asked[b[1]] == 0  # entry 0, where it should be
+    got = actionable(findings)
+    assert [(f.ledger.ledger, f.category, f.affected_count) for f in got] == [
+        (one["ledgerId"], Category.ENTRY_BELOW_ACK_QUORUM, 1)
+    ], findings
+
+
 def test_rack_violating_ensembles_with_pulsar_rack_map(cluster: Cluster) -> None:
     b = ids(cluster, 1, 2, 3, 4)
     racks = {
