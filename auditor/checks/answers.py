@@ -296,7 +296,6 @@ def fragment_sample(
 ) -> list[int]:
     """Java's LedgerChecker choice: the first and last entry this bookie should hold in each segment,
     plus `percentage` of the rest (evenly spaced), within the read budget."""
-    picked: set[int] = set()
     lo, hi, segments = expected.first, expected.last, md.segments
     if (
         len(segments) == 1
@@ -306,7 +305,7 @@ def fragment_sample(
         and hi <= end
         and bookie in segments[0].ensemble
     ):
-        picked.update((lo, hi))  # the usual ledger: one segment, whose span holds all of this bookie's share
+        picked = {lo, hi}  # the usual ledger: one segment, whose span holds all of this bookie's share
     else:
         picked = segment_ends(md, bookie, expected, end)
     extra = int(expected.count() * min(max(percentage, 0.0), 100.0) / 100.0)
