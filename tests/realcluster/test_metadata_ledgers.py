@@ -183,8 +183,8 @@ async def test_deleted_mid_listing_and_corrupt_blob_do_not_stop_a_scan(cluster: 
     try:
         stats = ScanStats()
         seen = []
-        # Listed, then deleted just before its metadata is read (the scan reads ahead of its consumer, so
-        # the test deletes it where the read is sent): dropped, counted as vanished, the scan goes on.
+        # Listed, then deleted just before its metadata is read (deleted where the bulk read is sent, so the
+        # test does not depend on when the scan reads): dropped, counted as vanished, the scan goes on.
         read_many = store.bridge.get_many
 
         async def delete_then_read(paths: Any) -> Any:
@@ -193,9 +193,13 @@ async def test_deleted_mid_listing_and_corrupt_blob_do_not_stop_a_scan(cluster: 
             return await read_many(paths)
 
         store.bridge.get_many = delete_then_read  # type: ignore[method-assign]
-        async for batch in store.scan_ledgers(LedgerId(0, BASE + 100_000), LedgerId(0, BASE + 140_000), stats=stats):
-            seen += batch
-        store.bridge.get_many = read_many  # type: ignore[method-assign]
+        try:
+            async for batch in store.scan_ledgers(
+                LedgerId(0, BASE + 100_000), LedgerId(0, BASE + 140_000), stats=stats
+            ):
+                seen += batch
+        finally:
+            store.bridge.get_many = read_many  # type: ignore[method-assign]
         assert [getattr(r, "metadata", None) and r.metadata.ledger_id.ledger for r in seen[:2]] == [ids[0], ids[2]]
         bad = seen[2]
         assert isinstance(bad, type(seen[2])) and bad.ledger_id == LedgerId(0, corrupt_id)
@@ -203,7 +207,7 @@ async def test_deleted_mid_listing_and_corrupt_blob_do_not_stop_a_scan(cluster: 
         assert (stats.read, stats.corrupt, stats.vanished) == (2, 1, 1)
         with pytest.raises(NoSuchLedgerError):
             await store.read_ledger(ids[1])
-        # Listed, then deleted before its metadata is read: dropped and counted as vanished.
+        # Read in bulk after it is gone: None in its place.
         res = await store.read_ledgers([LedgerId(0, ids[0]), LedgerId(0, ids[1])])
         assert res[1] is None and res[0] is not None
     finally:
