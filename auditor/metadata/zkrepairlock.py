@@ -5,7 +5,9 @@ and our workers share one cluster.
 * take: `exists(marker)` first, remembering its version, then create the EPHEMERAL `locks/urL<id>` with
   Java's lock data (`bookieId: "<holder>"`, text format). NodeExists: someone else (a Java worker, the
   bookie GC, another of ours) has it. Capturing the version *before* the lock, as Java does, errs on the
-  safe side: a re-mark in between makes the later delete fail and the marker stay.
+  safe side: a re-mark in between makes the later delete fail and the marker stay. Unlike Java, the
+  marker is looked at again once the lock is ours: Java's worker deletes the marker before it drops the
+  lock, so a lock won in between would otherwise be held on a ledger with nothing left to do.
 * `underreplication/disable` is honoured before taking (Java checks only there too: a worker holding a
   lock finishes its ledger); `wait_enabled` waits with an exists watch while it is present.
 * every write made while holding a lock is guarded by it (`LockGuard`): a multi-op whose first op checks
@@ -135,7 +137,13 @@ class RepairLocks:
         else:
             return None
         guard = LockGuard(lock, session[0], self.store)
-        return ZkHeldLock(ledger_id, marker, lock, stat.version, self.holder, guard)
+        held = ZkHeldLock(ledger_id, marker, lock, stat.version, self.holder, guard)
+        if await self.store.exists(marker) is None:
+            # A Java worker deletes the marker, cleans its parents and only then drops its lock: a
+            # create that won in that gap holds a lock on finished work. Give it back at once.
+            await self.release(held)
+            return None
+        return held
 
     async def _create_locks_dir(self, lock: str) -> None:
         """`locks` (persistent, empty) as Java's checkLayout creates it; only inside an existing

@@ -88,7 +88,10 @@ async def test_lock_protocol_shared_with_a_java_replication_worker(cluster: Clus
             after = cluster.kazoo.exists(lock_path)
             if got is not None:
                 await locks.release(got)
-                pytest.fail(f"took {lock_path} while Java's worker held it")
+                pytest.fail(
+                    f"took {lock_path} while Java's worker held it (marker still there: "
+                    f"{cluster.kazoo.exists(marker) is not None})"
+                )
             if after is not None and after.czxid == before.czxid:
                 seen_java_lock += 1
                 try:
@@ -154,6 +157,26 @@ async def test_lock_of_an_ended_session_guards_nothing(cluster: Cluster, zk) -> 
         held.guard.check()
     assert cluster.kazoo.exists(store.markers.marker(lid)) is not None
     await zkwriters.delete_marker(store, lid, election.guard)
+
+
+async def test_lock_won_after_the_marker_went_is_given_back(cluster: Cluster, zk, monkeypatch) -> None:
+    """Java's worker deletes the marker, cleans the parents, then drops its lock: a lock created in that
+    gap must not be kept (it was, and held a finished ledger; the shared-protocol test caught it in CI)."""
+    store, election, locks = zk
+    lid = LedgerId.of(int(time.time() * 1000) % (2**31 - 10**6) + 10**6 + 11)
+    marker = store.markers.marker(lid)
+    await store.mark_underreplicated(lid, ["127.0.0.9:3181"], election.guard)
+    looked = store.exists
+
+    async def java_finishes_after_our_look(path: str, watch=None):
+        stat = await looked(path, watch)
+        if path == marker and stat is not None:
+            cluster.kazoo.delete(marker)  # between our look and our create, as Java's worker may
+        return stat
+
+    monkeypatch.setattr(store, "exists", java_finishes_after_our_look)
+    assert await locks.try_lock(lid) is None
+    assert cluster.kazoo.exists(store.markers.lock(lid)) is None
 
 
 async def test_disable_is_honoured(cluster: Cluster, zk) -> None:
