@@ -24,12 +24,23 @@ from tests.realcluster.checks_util import marker_leaves, marker_path, remove_mar
 from tests.realcluster.cluster import Cluster
 from tests.realcluster.cluster.processes import child_pids
 from tests.realcluster.daemon_util import Daemon
+from tests.realcluster.second_cluster import second_cluster
 from tests.realcluster.test_daemon import _all_ledgers, _reset_auditor_state, saved_cursor, start
 
 pytestmark = pytest.mark.realcluster
 
 BIN = Path(sys.executable).with_name("bk-auditor")
 TWO = {"scan_processes": 2, "scan_partition_ledgers": 20}
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    """A cluster of this module's own, shaped as the session one (six bookies, the sixth on DbLedgerStorage).
+    Every daemon here scans every ledger of its cluster, some at a few requests a second: on the session
+    cluster, after the other modules of its worker had written thousands of ledgers, this module took over
+    nine minutes of `make test`'s wall time, where its own ledgers take two."""
+    with second_cluster("bk-auditor-procs-", 6, storage={6: "db"}) as c:
+        yield c
 
 
 @pytest.fixture
@@ -101,8 +112,8 @@ def test_leader_on_two_processes_finds_what_one_process_finds_and_marks_as_the_l
     faulty = cluster.create_ledger(entries=30, bookies=b[:3])
     rewrite_ensemble(cluster, faulty["ledgerId"], b[2], b[3])  # b[3] never got the entries
     cluster.create_ledgers(40, entries=5, bookies=b[:3])
-    # The marking daemon checks every ledger of the session cluster: other modules' faulty ledgers are
-    # marked too, and must not stay marked (a later module's check would skip them as under-replicated).
+    # The marking daemon checks every ledger of the cluster: the other tests' ledgers are marked too if
+    # faulty, and must not stay marked (a later check would skip them as under-replicated).
     markers_before = marker_leaves(cluster)
     try:
         one, one_summary = _one_shot(cluster, "scrutiny,ledger")
@@ -164,8 +175,7 @@ def test_leader_on_two_processes_resumes_after_a_kill_and_its_workers_end_with_i
     cluster: Cluster, daemons: list[Daemon], tmp_path: Path
 ) -> None:
     cluster.create_ledgers(150, entries=5, bookies=cluster.sorted_bookie_ids[:3])  # a pass of 15 s or more
-    # Slow enough to be killed mid-pass, fast enough to end a partition (10 ledgers) within seconds on the
-    # suite's session cluster (hundreds of ledgers, some on bookies that answer slowly).
+    # Slow enough to be killed mid-pass, fast enough to end a partition (10 ledgers) within seconds.
     slow = {"max_concurrent_ledgers": 1, "bookie_client": {"requests_per_second": 10}}
     small = {"scan_processes": 2, "scan_partition_ledgers": 10}
     a = start(daemons, cluster, tmp_path, "auditor-a", schedule={"scrutiny_seconds": 3600, **small}, **slow)
@@ -247,14 +257,14 @@ def test_workers_hand_unanswered_ledgers_to_the_leader_which_rechecks_them(
             # waits this long before marking its ledgers, so the scan still asks it.
             schedule={"scrutiny_seconds": 3600, "lost_bookie_delay_seconds": 3600, **TWO},
             # No backing off from the silent bookie (down to 2 requests/s a process): it would make the
-            # suite's session cluster, hundreds of ledgers, a minutes-long scan.
+            # scan of this module's few hundred ledgers a minutes-long one.
             bookie_client={"timeout_seconds": 1, "adaptive_rate": False, "max_in_flight": 32},
         )
         a.wait(lambda: _finished(a, "scrutiny"), 240, "the scan and its re-checks to finish")
     finally:
         cluster.resume_bookie(2)
         # Paused past its ZooKeeper session: registered again only seconds after it resumes. Not before
-        # the next module's fixtures write ledgers (make test saw one refused for want of bookie 2).
+        # anything else writes ledgers (make test saw one refused for want of bookie 2).
         cluster.wait_registered(2)
     run = _finished(a, "scrutiny")[0]
     assert run["processes"] == 2, run
