@@ -25,7 +25,8 @@ in rotating order:
   processes[N] --checks scrutiny`, N local worker processes over the planner's id ranges (the wall time
   from planning to the aggregated result, the workers' start-up included).
 Every run's bookie requests are the bookies' own counters (`bookkeeper_server_*_REQUEST`), read before and
-after it. Prints one JSON line: the runs, per side the medians (ledgers/s, seconds, bookie requests per
+after it; its CPU per ledger is measured for the whole machine (/proc/stat), the bookies together and
+ZooKeeper (/proc/<pid>/stat), around the same window. Prints one JSON line: the runs, per side the medians (ledgers/s, seconds, bookie requests per
 ledger) and the ratios ours / Java. Not a test: nothing here asserts a speed.
 """
 
@@ -88,6 +89,26 @@ def cpu_times() -> tuple[int, int]:
     return sum(fields) - idle, sum(fields)
 
 
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def process_cpu_s(pid: int | None) -> float:
+    """CPU seconds (user + system, every thread) a process has used so far (/proc/<pid>/stat); 0 when gone."""
+    if pid is None:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def servers_cpu_s(cluster: Any, bookies: list[int]) -> tuple[float, float]:
+    """(bookies together, ZooKeeper): the CPU seconds the cluster's own processes have used so far."""
+    assert cluster.zk is not None
+    return sum(process_cpu_s(cluster.bookie(b).pid) for b in bookies), process_cpu_s(cluster.zk.pid)
+
+
 def requests_of(before: Counter[str], after: Counter[str]) -> dict[str, int]:
     return {k: after[k] - before[k] for k in after if k.isupper() and after[k] - before[k] > 0}
 
@@ -135,6 +156,7 @@ def main() -> None:
             for side in sides[i % len(sides) :] + sides[: i % len(sides)]:
                 before = counters(cluster, bookies)
                 busy0, total0 = cpu_times()
+                bookies0, zk0 = servers_cpu_s(cluster, bookies)
                 if side in ("ours", "ours-ledger"):
                     check = "scrutiny" if side == "ours" else "ledger"
                     logs = workdir / "ours.jsonl"
@@ -150,6 +172,7 @@ def main() -> None:
                     got = java_run(cluster, side.removeprefix("java-"), classes)
                     seconds, detail = got["seconds"], got
                 busy1, total1 = cpu_times()
+                bookies1, zk1 = servers_cpu_s(cluster, bookies)
                 asked = requests_of(before, counters(cluster, bookies))
                 row = {
                     "side": side,
@@ -160,6 +183,11 @@ def main() -> None:
                     # Share of the machine's CPUs busy during the run (the bookies, ZooKeeper and the JVM
                     # or Python side together; start-up and the counters' reads included).
                     "machine_busy": round((busy1 - busy0) / max(1, total1 - total0), 2),
+                    # What the run cost the whole machine and the cluster's own processes, per ledger: on
+                    # CPUs the servers share with the client, a client's rate is bounded by the sum.
+                    "machine_cpu_us_per_ledger": round((busy1 - busy0) / TICKS / n * 1e6, 1),
+                    "bookies_cpu_us_per_ledger": round((bookies1 - bookies0) / n * 1e6, 1),
+                    "zookeeper_cpu_us_per_ledger": round((zk1 - zk0) / n * 1e6, 1),
                     "detail": detail,
                 }
                 rows.append(row)
@@ -170,7 +198,15 @@ def main() -> None:
         medians = {
             side: {
                 key: statistics.median(r[key] for r in rows if r["side"] == side)
-                for key in ("seconds", "ledgers_per_s", "bookie_requests_per_ledger", "machine_busy")
+                for key in (
+                    "seconds",
+                    "ledgers_per_s",
+                    "bookie_requests_per_ledger",
+                    "machine_busy",
+                    "machine_cpu_us_per_ledger",
+                    "bookies_cpu_us_per_ledger",
+                    "zookeeper_cpu_us_per_ledger",
+                )
             }
             for side in sides
         }
