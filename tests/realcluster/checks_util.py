@@ -246,11 +246,15 @@ def wait_for(predicate: Any, timeout: float = 30.0, interval: float = 0.2) -> bo
 @contextmanager
 def bookie_lost(cluster: Cluster, n: int, ledgers: Iterable[dict[str, Any]]) -> Iterator[None]:
     """Bookie `n` stopped and wiped for the block; then back (empty, same id) and `ledgers` deleted:
-    ledgers left with lost entries must not show up in later modules' whole-cluster audits."""
+    ledgers left with lost entries must not show up in later modules' whole-cluster audits. Held down
+    for the whole block: the session fixture's healing, which runs before each test, leaves it down (a
+    module-scoped block had its bookie restarted, empty, before its first test)."""
+    cluster.held_down.add(n)
     cluster.stop_bookie(n)
     cluster.wipe_bookie(n)
     try:
         yield
     finally:
+        cluster.held_down.discard(n)
         cluster.start_bookie(n)
         cluster.ledger_tool("delete", "--ledger-id", ",".join(str(r["ledgerId"]) for r in ledgers))
