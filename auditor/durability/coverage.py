@@ -173,6 +173,8 @@ class Coverage:
     unknown_bookies: tuple[str, ...]  # did not answer and should hold something
     entries_with_unknown_copies: StripedSet
     gaps: tuple[BookieGap, ...]
+    # What bookies hold beyond their shares; empty when the caller asked for it not to be computed
+    # (`analyze_coverage(beyond_share=False)`: answers from reads, which cannot show it).
     overreplicated: Mapping[str, StripedSet]  # entries <= end a bookie holds but should not
     beyond_end: Mapping[str, RangeSet]  # entries > end a bookie holds
     duplicate_bookies: tuple[tuple[int, str], ...]  # (segment index, bookie) listed twice in an ensemble
@@ -306,6 +308,7 @@ def _clean_if_held(
     expected: Mapping[str, StripedSet],
     within: Mapping[str, RangeSet],
     exact: set[str],
+    beyond_share: bool = True,
 ) -> Coverage | None:
     """The coverage when every bookie answered and each one that should hold entries holds every one of
     them: every entry on its whole write set, nothing unknown, no bucket to fill, so no sweep. What a
@@ -329,7 +332,7 @@ def _clean_if_held(
         f, l = span.entries.first, span.entries.last
         assert f is not None and l is not None
         entries += l - f + 1
-    over, beyond = _beyond_share(answers, stop, expected, within, exact)
+    over, beyond = _beyond_share(answers, stop, expected, within, exact) if beyond_share else ({}, {})
     least = wq if entries else None  # every write set has WQ distinct bookies, each holding its entries
     return Coverage(
         ledger_id=metadata.ledger_id,
@@ -384,11 +387,15 @@ def analyze_coverage(
     expected: Mapping[str, StripedSet] | None = None,
     *,
     shortcut: bool = True,
+    beyond_share: bool = True,
 ) -> Coverage:
     """Classify every entry in [0, end] (end defaults to the metadata's last entry id). `expected`: the
     caller's `expected_by_bookie(metadata, end)`, when it already has it (computed here otherwise).
     `shortcut`: the common case (every bookie holds exactly what it should) is recognised without the
-    sweep; tests turn it off to check it gives what the sweep gives."""
+    sweep; tests turn it off to check it gives what the sweep gives. `beyond_share` False: the answers
+    are reads (of scheduled entries, or whole spans a read sample found present), which cannot show
+    what a bookie holds beyond its share; `overreplicated` and `beyond_end` are left empty instead of
+    computed from them."""
     e, wq, aq = metadata.ensemble_size, metadata.write_quorum, metadata.ack_quorum
     check_quorum_sizes(e, wq, aq)
     stop = metadata.last_entry_id if end is None else end
@@ -412,7 +419,7 @@ def analyze_coverage(
             if b in expected and expected[b].equals_rangeset(within[b]):
                 exact.add(b)
     if shortcut:
-        clean = _clean_if_held(metadata, answers, stop, expected, within, exact)
+        clean = _clean_if_held(metadata, answers, stop, expected, within, exact, beyond_share)
         if clean is not None:
             return clean
 
@@ -487,7 +494,7 @@ def analyze_coverage(
     buckets = {c: EntryBucket(c, collected(("conf", c)), collected(("poss", c))) for c in ENTRY_CATEGORIES}
     truncation = TruncationRisk(recovery_negative_threshold(wq, aq), collected(("tconf",)), collected(("tposs",)))
 
-    over, beyond = _beyond_share(answers, stop, expected, within, exact)
+    over, beyond = _beyond_share(answers, stop, expected, within, exact) if beyond_share else ({}, {})
     return Coverage(
         ledger_id=metadata.ledger_id,
         state=metadata.state,

@@ -548,7 +548,8 @@ def scrutinize_ledger(
     needs_recheck = False
     if answers is not None and (metadata.is_closed or end is not None):
         try:
-            coverage = analyze_coverage(metadata, answers, end, expected)
+            # What a bookie holds beyond its share is judged from entry lists only (`durability_findings`).
+            coverage = analyze_coverage(metadata, answers, end, expected, beyond_share=method in _LISTS_ONLY)
         except ValueError as exc:
             return _unreadable(metadata, findings, exc)
         t = triage(coverage)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -20,6 +22,7 @@ from auditor.durability.ids import LedgerId
 from auditor.durability.model import LedgerMetadata, LedgerState, Segment
 from auditor.durability.ranges import RangeSet
 from auditor.durability.schedule import StripedSet, expected_by_bookie
+from auditor.durability.verdicts import durability_findings
 
 NO, ACK, WRITE = Category.ENTRY_NO_REPLICA, Category.ENTRY_BELOW_ACK_QUORUM, Category.ENTRY_BELOW_WRITE_QUORUM
 
@@ -416,6 +419,25 @@ def test_the_shortcut_for_exact_answers_gives_what_the_sweep_gives(
             analyze_coverage(md, answers, end)
         return
     assert analyze_coverage(md, answers, end) == slow
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.one_of(ledgers_with_answers(), mostly_exact_answers()), st.booleans())
+def test_answers_from_reads_skip_only_what_bookies_hold_beyond_their_shares(
+    case: tuple[LedgerMetadata, dict[str, Answer], int | None], shortcut: bool
+) -> None:
+    """`beyond_share=False` (the verdict's choice for answers from reads) leaves out over-replication and
+    entries past the end, and nothing else; a read-based verdict is the same either way."""
+    md, answers, end = case
+    try:
+        full = analyze_coverage(md, answers, end, shortcut=shortcut)
+    except ValueError:
+        return
+    lean = analyze_coverage(md, answers, end, shortcut=shortcut, beyond_share=False)
+    assert not lean.overreplicated and not lean.beyond_end
+    assert lean == dataclasses.replace(full, overreplicated={}, beyond_end={})
+    for method in ("read", "entry-list+read"):
+        assert durability_findings(md, lean, method=method) == durability_findings(md, full, method=method)
 
 
 def test_a_read_sample_that_found_nothing_absent_takes_the_shortcut(monkeypatch: pytest.MonkeyPatch) -> None:
