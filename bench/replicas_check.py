@@ -26,8 +26,9 @@ in rotating order:
   from planning to the aggregated result, the workers' start-up included).
 Every run's bookie requests are the bookies' own counters (`bookkeeper_server_*_REQUEST`), read before and
 after it; its CPU per ledger is measured for the whole machine (/proc/stat), the bookies together and
-ZooKeeper (/proc/<pid>/stat), around the same window. Prints one JSON line: the runs, per side the medians (ledgers/s, seconds, bookie requests per
-ledger) and the ratios ours / Java. Not a test: nothing here asserts a speed.
+ZooKeeper (/proc/<pid>/stat), around the same window. Prints one JSON line: the runs, per side the
+medians (ledgers/s, seconds, bookie requests and CPU per ledger) and the ratios ours / Java. Not a test:
+nothing here asserts a speed.
 """
 
 from __future__ import annotations
