@@ -119,9 +119,9 @@ class Daemon:
         os.kill(self.pid, signal.SIGCONT)
 
     # ------------------------------------------------------------------ admin API
-    def _call(self, fn: str, *args: Any, **kw: Any) -> Any:
+    def _call(self, fn: str, *args: Any, admin_timeout: float = 5, **kw: Any) -> Any:
         async def go() -> Any:
-            async with AdminClient(f"127.0.0.1:{self.admin_port}", timeout=5, **self.client_tls) as c:
+            async with AdminClient(f"127.0.0.1:{self.admin_port}", timeout=admin_timeout, **self.client_tls) as c:
                 return await getattr(c, fn)(*args, **kw)
 
         return asyncio.run(go())

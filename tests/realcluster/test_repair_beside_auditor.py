@@ -121,8 +121,10 @@ def test_the_daemons_worker_repairs_what_its_auditor_marks_and_stops_with_it(
             assert all(victim not in ens for ens in info["ensembles"].values()), info
             read = cluster.read_ledger(r["ledgerId"], SIZE)
             assert (read["read"], read["badContent"]) == (ENTRIES, []), read
-            # The daemon's own reading of the bookies: every member holds exactly its stripe.
-            explained = a._call("explain", str(r["ledgerId"]))
+            # The daemon's own reading of the bookies: every member holds exactly its stripe. Not timed: a
+            # bookie that just took the copies can be slow to list them (make test once saw the sixth,
+            # DbLedgerStorage, not answer GET_LIST within 1 s here, and the question took over 5 s).
+            explained = a._call("explain", str(r["ledgerId"]), admin_timeout=60)
             copies = [
                 (bk.bookie_id, bk.status, bk.present_entries, bk.expected_entries)
                 for bk in explained.segments[0].bookies
