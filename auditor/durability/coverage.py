@@ -308,12 +308,13 @@ def _clean_if_held(
     expected: Mapping[str, StripedSet],
     within: Mapping[str, RangeSet],
     exact: set[str],
-    beyond_share: bool = True,
+    over: dict[str, StripedSet],
+    beyond: dict[str, RangeSet],
 ) -> Coverage | None:
     """The coverage when every bookie answered and each one that should hold entries holds every one of
-    them: every entry on its whole write set, nothing unknown, no bucket to fill, so no sweep. What a
-    bookie holds beyond its share (over-replication, entries after the end) is still reported, as the
-    sweep reports it. The usual answers take this path: a healthy bookie's entry list (`exact`, nothing
+    them: every entry on its whole write set, nothing unknown, no bucket to fill, so no sweep. What
+    bookies hold beyond their shares (`over`, `beyond`) is the caller's, the same the sweep reports. The
+    usual answers take this path: a healthy bookie's entry list (`exact`, nothing
     to compute) and a read sample that found nothing absent (its answer is the whole span it was asked
     about, unscheduled entries included). None for anything else (an unknown answer, a missing entry, a
     bookie listed twice in an ensemble, a malformed ensemble), which the sweep classifies."""
@@ -332,7 +333,6 @@ def _clean_if_held(
         f, l = span.entries.first, span.entries.last
         assert f is not None and l is not None
         entries += l - f + 1
-    over, beyond = _beyond_share(answers, stop, expected, within, exact) if beyond_share else ({}, {})
     least = wq if entries else None  # every write set has WQ distinct bookies, each holding its entries
     return Coverage(
         ledger_id=metadata.ledger_id,
@@ -418,8 +418,10 @@ def analyze_coverage(
             within[b] = clip_rangeset(a, 0, stop)
             if b in expected and expected[b].equals_rangeset(within[b]):
                 exact.add(b)
+    # What bookies hold beyond their shares does not depend on how the rest is classified: once.
+    over, beyond = _beyond_share(answers, stop, expected, within, exact) if beyond_share else ({}, {})
     if shortcut:
-        clean = _clean_if_held(metadata, answers, stop, expected, within, exact, beyond_share)
+        clean = _clean_if_held(metadata, answers, stop, expected, within, exact, over, beyond)
         if clean is not None:
             return clean
 
@@ -494,7 +496,6 @@ def analyze_coverage(
     buckets = {c: EntryBucket(c, collected(("conf", c)), collected(("poss", c))) for c in ENTRY_CATEGORIES}
     truncation = TruncationRisk(recovery_negative_threshold(wq, aq), collected(("tconf",)), collected(("tposs",)))
 
-    over, beyond = _beyond_share(answers, stop, expected, within, exact) if beyond_share else ({}, {})
     return Coverage(
         ledger_id=metadata.ledger_id,
         state=metadata.state,
