@@ -22,8 +22,10 @@ log = logging.getLogger(__name__)
 
 # Ledgers parsed between two yields to the event loop (about 10-20 ms of parsing).
 PARSE_SLICE = 256
-# Ledgers per bulk read: one chunk is parsed while the next is read.
+# Ledgers per bulk read: one chunk is parsed (and checked, in a scan) while the next is read.
 READ_CHUNK = 1024
+# A directory's first bulk read: the check starts on it; the reads after it double up to READ_CHUNK.
+FIRST_CHUNK = 128
 
 
 class LedgerReads(ZooKeeperConnection):
@@ -91,7 +93,9 @@ class LedgerReads(ZooKeeperConnection):
         include_scoped: bool = True,
         stats: ScanStats | None = None,
     ) -> AsyncIterator[list[LedgerRecord | CorruptLedger]]:
-        """Metadata of every ledger in [start, end), one leaf directory per batch, reads in parallel.
+        """Metadata of every ledger in [start, end), in batches of at most READ_CHUNK ledgers of one leaf
+        directory, as their reads come in (`_read_chunks`): the check starts on a directory's first ledgers
+        while the rest are still being read, as it does on the next directory's.
 
         Ledgers deleted between listing and reading are dropped (counted in `stats.vanished`); corrupt
         ones are yielded as CorruptLedger (counted) and never stop the scan.
@@ -100,19 +104,19 @@ class LedgerReads(ZooKeeperConnection):
 
         async def gen() -> AsyncIterator[list[LedgerRecord | CorruptLedger]]:
             async for batch in self.list_ledgers(start, end, include_scoped=include_scoped, stats=st):
-                results = await self.read_ledgers(batch.ledger_ids)
-                out: list[LedgerRecord | CorruptLedger] = []
-                for r in results:
-                    if r is None:
-                        st.vanished += 1
-                    else:
-                        if isinstance(r, CorruptLedger):
-                            st.corrupt += 1
+                async for ids, results in self._read_chunks(batch.ledger_ids):
+                    out: list[LedgerRecord | CorruptLedger] = []
+                    for r in results:
+                        if r is None:
+                            st.vanished += 1
                         else:
-                            st.read += 1
-                        out.append(r)
-                st.last_ledger = batch.ledger_ids[-1]
-                yield out
+                            if isinstance(r, CorruptLedger):
+                                st.corrupt += 1
+                            else:
+                                st.read += 1
+                            out.append(r)
+                    st.last_ledger = ids[-1]
+                    yield out
 
         return gen()
 
@@ -127,35 +131,50 @@ class LedgerReads(ZooKeeperConnection):
         return LedgerRecord(md, path, NodeStat.from_zk(stat))
 
     async def read_ledgers(self, ids: Iterable[LedgerId]) -> list[LedgerRecord | CorruptLedger | None]:
-        """Read many in parallel (bulk reads of READ_CHUNK, bounded by the bridge); None for a ledger that
-        does not exist. Each chunk is parsed while the next one is read, and parsing yields to the loop
-        every PARSE_SLICE ledgers, so a 10,000-ledger directory never holds the loop for long."""
-        lids = list(ids)
-        paths = [self.paths.path(lid) for lid in lids]
+        """Read many in parallel (`_read_chunks`); None for a ledger that does not exist."""
         out: list[LedgerRecord | CorruptLedger | None] = []
-        chunks = iter(range(0, len(lids), READ_CHUNK))
+        async for _, results in self._read_chunks(list(ids)):
+            out += results
+        return out
 
-        def read_next() -> tuple[int, asyncio.Future[list[Any]]] | None:
-            start = next(chunks, None)
-            if start is None:
+    async def _read_chunks(
+        self, lids: list[LedgerId]
+    ) -> AsyncIterator[tuple[list[LedgerId], list[LedgerRecord | CorruptLedger | None]]]:
+        """The ledgers' records (None: no such ledger), chunk by chunk, each with its ids: bulk reads (bounded
+        by the bridge), each chunk parsed while the next one is read, parsing yielding to the loop every
+        PARSE_SLICE ledgers, so a 10,000-ledger directory never holds the loop for long. The first chunks
+        are small (FIRST_CHUNK, doubling up to READ_CHUNK): the first answers come back soon."""
+        paths = [self.paths.path(lid) for lid in lids]
+        spans: list[tuple[int, int]] = []
+        at, size = 0, FIRST_CHUNK
+        while at < len(lids):
+            spans.append((at, min(len(lids), at + size)))
+            at, size = at + size, min(READ_CHUNK, size * 2)
+        chunks = iter(spans)
+
+        def read_next() -> tuple[int, int, asyncio.Future[list[Any]]] | None:
+            span = next(chunks, None)
+            if span is None:
                 return None
-            return start, asyncio.ensure_future(self.bridge.get_many(paths[start : start + READ_CHUNK]))
+            start, stop = span
+            return start, stop, asyncio.ensure_future(self.bridge.get_many(paths[start:stop]))
 
         current = read_next()
         try:
             while current is not None:
-                start, reading = current
+                start, stop, reading = current
                 answers = await reading
                 current = read_next()  # read the next chunk while this one is parsed
+                out: list[LedgerRecord | CorruptLedger | None] = []
                 for i, got in enumerate(answers, start):
                     if i % PARSE_SLICE == 0 and i > start:
                         await asyncio.sleep(0)
                     out.append(self._parsed(lids[i], paths[i], got))
+                yield lids[start:stop], out
         finally:
             if current is not None:
-                current[1].cancel()
-                await asyncio.gather(current[1], return_exceptions=True)
-        return out
+                current[2].cancel()
+                await asyncio.gather(current[2], return_exceptions=True)
 
     async def ledger_versions(self, ids: Iterable[LedgerId]) -> list[int | None]:
         """The metadata znode version of each ledger (None: it does not exist), read in bulk without

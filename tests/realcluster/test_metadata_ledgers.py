@@ -22,6 +22,7 @@ from auditor.metadata.errors import (
 )
 from auditor.metadata.interfaces import ScanStats
 from auditor.metadata.location import LedgerManager
+from auditor.metadata.zkledgers import FIRST_CHUNK, READ_CHUNK
 from tests.realcluster import zkwriters
 from tests.realcluster.cluster import Cluster
 from tests.realcluster.metadata_helpers import JAVA_DIGEST, collect, java_to_string, leader_of, open_store
@@ -366,6 +367,41 @@ async def test_bulk_reads_keep_order_across_chunks_with_gaps_and_a_rate_limit(cl
             await store.close()
     for p in paths.values():
         cluster.kazoo.delete(p)
+
+
+async def test_a_scan_hands_on_a_directorys_first_ledgers_before_reading_the_rest(cluster: Cluster) -> None:
+    """A scan yields a leaf directory's ledgers chunk by chunk as their bulk reads come in (FIRST_CHUNK,
+    doubling up to READ_CHUNK), each chunk's read sent only once the one before it is in: the check
+    starts on the first ledgers while the rest are still being read. Nothing is lost or reordered."""
+    base = BASE + 500_000  # a leaf directory of its own
+    written = [base + i for i in range(1_000)]
+    paths = await _plant_copies(cluster, written)
+    store = await open_store(cluster.metadata_service_uri)
+    read_many = store.bridge.get_many
+    reads: list[int] = []  # the size of each bulk read, in the order asked for
+
+    def counted(chunk: Any) -> Any:
+        reads.append(len(chunk))  # when the scan asks for it, not when the read's task first runs
+        return read_many(chunk)
+
+    store.bridge.get_many = counted  # type: ignore[method-assign]
+    try:
+        sizes, sent_at_yield, seen = [], [], []
+        async for batch in store.scan_ledgers(LedgerId(0, base), LedgerId(0, base + 10_000)):
+            sizes.append(len(batch))
+            sent_at_yield.append(len(reads))
+            seen += [r.metadata.ledger_id.ledger for r in batch]
+        assert FIRST_CHUNK == 128 and READ_CHUNK == 1024
+        assert sizes == [128, 256, 512, 104]
+        assert reads == sizes  # one bulk read per batch
+        # Each batch is handed on with only the next chunk's read sent: the first after 2 of the 4 reads.
+        assert sent_at_yield == [2, 3, 4, 4]
+        assert seen == written
+    finally:
+        store.bridge.get_many = read_many  # type: ignore[method-assign]
+        await store.close()
+        for p in paths.values():
+            cluster.kazoo.delete(p)
 
 
 async def _plant_copies(cluster: Cluster, ids: list[int]) -> dict[int, str]:
