@@ -16,8 +16,7 @@ from `load_settings`, JSON logs to a file as on a pipe), with `bookie_client.req
 `zookeeper.reads_per_second` at 0 (off), on each `--loop`, `--runs` times (loops alternating). Each run
 reports wall time, process CPU (getrusage: every thread, kazoo's included), the event-loop thread's own
 CPU, and CPU µs per ledger. With `--profile FILE` (repeatable) one more run per loop is made under a
-profiler (FILE.html or FILE.txt: pyinstrument; FILE.prof: cProfile; FILE.cpuprof: cProfile counting the
-loop thread's own CPU time instead of wall time; FILE.svg or FILE.raw: py-spy attached
+profiler (FILE.html or FILE.txt: pyinstrument; FILE.prof: cProfile; FILE.svg or FILE.raw: py-spy attached
 from outside, every thread, kazoo's included; the loop name is inserted before the
 suffix when several loops run) and not counted in the timings. The cluster is stopped at the end, on
 error too. Prints one JSON line of results (the runs and, per loop, the medians). Not a test: nothing
@@ -132,12 +131,10 @@ class Profiler:
     def __enter__(self) -> Profiler:
         if self.path is None:
             return self
-        if self.path.suffix in (".prof", ".cpuprof"):
+        if self.path.suffix == ".prof":
             import cProfile
 
-            # .cpuprof: the loop thread's own CPU time (time.thread_time), not wall time, so waiting for a
-            # CPU the bookies took (a wake-up at a socket write) is not counted against the function.
-            self._p = cProfile.Profile(time.thread_time) if self.path.suffix == ".cpuprof" else cProfile.Profile()
+            self._p = cProfile.Profile()
             self._p.enable()
         elif self.path.suffix in (".svg", ".raw"):
             spy = Path(sys.executable).with_name("py-spy")
@@ -157,7 +154,7 @@ class Profiler:
     def __exit__(self, *exc: Any) -> None:
         if self._p is None or self.path is None:
             return
-        if self.path.suffix in (".prof", ".cpuprof"):
+        if self.path.suffix == ".prof":
             self._p.disable()
             self._p.dump_stats(str(self.path))
         elif isinstance(self._p, subprocess.Popen):
@@ -269,7 +266,7 @@ def main() -> None:
         action="append",
         default=[],
         help="one extra run per loop under a profiler: .html/.txt (pyinstrument), .prof (cProfile), "
-        ".cpuprof (cProfile, the loop thread's CPU time), .svg/.raw (py-spy, all threads); repeatable",
+        ".svg/.raw (py-spy, all threads); repeatable",
     )
     ap.add_argument("--max-in-flight", type=int, default=8, help="bookie_client.max_in_flight (default as shipped)")
     ap.add_argument("--max-concurrent-ledgers", type=int, default=100, help="as shipped")
@@ -299,11 +296,8 @@ def main() -> None:
         str(Path(path).resolve()) + (f":{window}" if window else "")
         for path, _, window in (t.partition(":") for t in args.tree)
     ] or [None]
-    if any(Path(p).suffix not in (".html", ".txt", ".prof", ".cpuprof", ".svg", ".raw") for p in args.profile):
-        ap.error(
-            "--profile must end in .html, .txt (pyinstrument), .prof or .cpuprof (cProfile, wall or the loop "
-            "thread's CPU), .svg or .raw (py-spy)"
-        )
+    if any(Path(p).suffix not in (".html", ".txt", ".prof", ".svg", ".raw") for p in args.profile):
+        ap.error("--profile must end in .html, .txt (pyinstrument), .prof (cProfile), .svg or .raw (py-spy)")
     loops = ["asyncio", "uvloop"] if args.loop == "both" else [args.loop]
     entry_counts = [int(x) for x in args.entry_counts.split(",") if x.strip()]
     shapes = [(int(e), int(w)) for e, w in (x.split("/") for x in args.shapes.split(",") if x.strip())]
