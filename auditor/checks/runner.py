@@ -1,7 +1,7 @@
 """Run a per-ledger check over every ledger: streaming, bounded concurrency, progress, re-checks.
 
-The scan streams ledger metadata one leaf directory at a time and keeps at most
-`max_concurrent_ledgers` ledgers in flight. A ledger whose check could not finish (a bookie did not
+The scan streams ledger metadata (a leaf directory's ledgers in chunks, as their reads come in) and
+keeps at most `max_concurrent_ledgers` ledgers in flight. A ledger whose check could not finish (a bookie did not
 answer) goes to the delayed re-check queue; the scan never waits for it. `drain_rechecks` then works
 the queue until every suspect ledger was either settled or ran out of attempts.
 """
@@ -297,7 +297,7 @@ class CheckRun:
                     if len(group) >= group_size:
                         spawn(guarded_group(group))
                         group = []
-                if group:  # a directory's last ledgers do not wait for the next directory's
+                if group:  # a batch's last ledgers do not wait for the next batch's reads
                     spawn(guarded_group(group))
                     group = []
             if tasks:

@@ -249,7 +249,7 @@ async def start_client(client: KazooClient, timeout: float = 30.0, how: str = ""
     # soon (a ZooKeeper nearby answers within a millisecond or two, and a fixed 50 ms pause made every
     # `check` start 50 ms late), then every 50 ms.
     pause = 0.001
-    while not event.is_set() and not gave_up() and loop.time() < deadline:  # noqa: ASYNC110
+    while not event.is_set() and not gave_up() and loop.time() < deadline:
         await asyncio.sleep(pause)
         pause = min(0.05, pause * 2)
     if not client.connected:
