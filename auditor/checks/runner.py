@@ -1,9 +1,10 @@
 """Run a per-ledger check over every ledger: streaming, bounded concurrency, progress, re-checks.
 
 The scan streams ledger metadata (a leaf directory's ledgers in chunks, as their reads come in) and
-keeps at most `max_concurrent_ledgers` ledgers in flight. A ledger whose check could not finish (a bookie did not
-answer) goes to the delayed re-check queue; the scan never waits for it. `drain_rechecks` then works
-the queue until every suspect ledger was either settled or ran out of attempts.
+keeps at most `max_concurrent_ledgers` ledgers in flight. A ledger whose check could not finish (a
+bookie did not answer) goes to the delayed re-check queue; the scan never waits for it.
+`drain_rechecks` then works the queue until every suspect ledger was either settled or ran out of
+attempts.
 """
 
 from __future__ import annotations

@@ -131,22 +131,23 @@ class LedgerReads(ZooKeeperConnection):
         return LedgerRecord(md, path, NodeStat.from_zk(stat))
 
     async def read_ledgers(self, ids: Iterable[LedgerId]) -> list[LedgerRecord | CorruptLedger | None]:
-        """Read many in parallel (`_read_chunks`); None for a ledger that does not exist."""
+        """Read many in parallel (`_read_chunks`, READ_CHUNK at a time: nothing checks the first ones
+        while the rest are read); None for a ledger that does not exist."""
         out: list[LedgerRecord | CorruptLedger | None] = []
-        async for _, results in self._read_chunks(list(ids)):
+        async for _, results in self._read_chunks(list(ids), first=READ_CHUNK):
             out += results
         return out
 
     async def _read_chunks(
-        self, lids: list[LedgerId]
+        self, lids: list[LedgerId], first: int = FIRST_CHUNK
     ) -> AsyncIterator[tuple[list[LedgerId], list[LedgerRecord | CorruptLedger | None]]]:
         """The ledgers' records (None: no such ledger), chunk by chunk, each with its ids: bulk reads (bounded
         by the bridge), each chunk parsed while the next one is read, parsing yielding to the loop every
-        PARSE_SLICE ledgers, so a 10,000-ledger directory never holds the loop for long. The first chunks
-        are small (FIRST_CHUNK, doubling up to READ_CHUNK): the first answers come back soon."""
+        PARSE_SLICE ledgers, so a 10,000-ledger directory never holds the loop for long. The first chunk
+        is `first` ledgers, the next ones double up to READ_CHUNK: a scan's first answers come back soon."""
         paths = [self.paths.path(lid) for lid in lids]
         spans: list[tuple[int, int]] = []
-        at, size = 0, FIRST_CHUNK
+        at, size = 0, first
         while at < len(lids):
             spans.append((at, min(len(lids), at + size)))
             at, size = at + size, min(READ_CHUNK, size * 2)

@@ -397,6 +397,10 @@ async def test_a_scan_hands_on_a_directorys_first_ledgers_before_reading_the_res
         # Each batch is handed on with only the next chunk's read sent: the first after 2 of the 4 reads.
         assert sent_at_yield == [2, 3, 4, 4]
         assert seen == written
+        # read_ledgers hands nothing on before it returns: whole READ_CHUNK reads, no small first ones.
+        reads.clear()
+        got = await store.read_ledgers([LedgerId(0, i) for i in written])
+        assert reads == [1_000] and [r.metadata.ledger_id.ledger for r in got if r is not None] == written
     finally:
         store.bridge.get_many = read_many  # type: ignore[method-assign]
         await store.close()
