@@ -41,7 +41,7 @@ import socket
 import ssl
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Self, TypedDict, TypeVar, cast
 
@@ -52,6 +52,8 @@ from auditor.aio.cooperative import finish
 from auditor.aio.ratelimit import TokenBucket
 from auditor.durability.entrylist import EntryList, EntryListError
 from auditor.durability.ids import LedgerId
+from auditor.durability.schedule import StripedSet
+from auditor.durability.sharelist import decode_share
 
 from . import protocol as P
 from .protocol import Op, Reply, Status
@@ -1119,25 +1121,34 @@ class BookieClient(BookieTransport):
         return Sent(fut, functools.partial(self._entry_list_result, lid))
 
     async def get_entry_lists(
-        self, ledger_ids: list[int] | list[LedgerId], *, timeout: float | None = None
+        self,
+        ledger_ids: list[int] | list[LedgerId],
+        *,
+        timeout: float | None = None,
+        shares: Sequence[StripedSet | None] | None = None,
     ) -> list[EntryListResult]:
         """`get_entry_list` of many ledgers at once, in order: queued together (bounded by the window and
         the rate limit as ever), one wake-up of the caller when the last answer is in, and small answers
-        judged without a coroutine each. Cancelling withdraws every request not answered yet."""
+        judged without a coroutine each. Cancelling withdraws every request not answered yet. `shares`:
+        per ledger, the entries this bookie should hold; a list that is exactly that is recognised
+        without the general decode (`decode_share`: the same EntryList, its `share` set)."""
         lids = [_wire_ledger_id(x) for x in ledger_ids]
         if self.entry_list_support is Capability.UNSUPPORTED:
             return [await self.send_get_entry_list(lid, timeout=timeout).result() for lid in lids]
         builds: list[Build] = [functools.partial(_entry_list_request, ledger_id=lid) for lid in lids]
         values = await self._batch(Op.GET_LIST_OF_ENTRIES_OF_LEDGER, builds, timeout)
         out: list[EntryListResult] = []
-        for lid, (reply, elapsed) in zip(lids, values):
-            judged = self._entry_list_judged(lid, reply, elapsed)
+        for i, (lid, (reply, elapsed)) in enumerate(zip(lids, values)):
+            judged = self._entry_list_judged(lid, reply, elapsed, shares[i] if shares is not None else None)
             out.append(judged if judged is not None else await self._entry_list_result(lid, reply, elapsed))
         return out
 
-    def _entry_list_judged(self, lid: int, reply: Reply | str, elapsed: float) -> EntryListResult | None:
+    def _entry_list_judged(
+        self, lid: int, reply: Reply | str, elapsed: float, share: StripedSet | None = None
+    ) -> EntryListResult | None:
         """`_entry_list_result` without awaiting, for the common answers: an EOK list small enough to decode
-        in one step, ENOLEDGER. None: the answer needs the awaited path (no reply, a large list, ...)."""
+        in one step (at once when it is exactly `share`), ENOLEDGER. None: the answer needs the awaited
+        path (no reply, a large list, ...)."""
         if isinstance(reply, str) or reply.status is not Status.EOK and reply.status is not Status.ENOLEDGER:
             return None
         sub = reply.sub
@@ -1150,10 +1161,12 @@ class BookieClient(BookieTransport):
         raw = sub.availabilityOfEntriesOfLedger
         if len(raw) > SMALL_ENTRY_LIST:
             return None
-        try:
-            entries = EntryList.decode(raw)
-        except EntryListError:
-            return None  # the awaited path says what is wrong with it
+        entries = decode_share(raw, share) if share is not None else None
+        if entries is None:
+            try:
+                entries = EntryList.decode(raw)
+            except EntryListError:
+                return None  # the awaited path says what is wrong with it
         self.entry_list_support = Capability.SUPPORTED
         return EntryListResult(self.bookie_id, Outcome.PRESENT, reply.status, None, elapsed, lid, entries)
 

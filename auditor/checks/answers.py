@@ -48,6 +48,9 @@ class LedgerAnswers:
     errors: dict[str, str] = field(default_factory=dict)  # bookie -> why its answer is UNKNOWN
     corrupt: list[CorruptCopy] = field(default_factory=list)
     expected: dict[str, StripedSet] | None = None  # expected_by_bookie of the ledger, when it was asked
+    # Bookies whose answer is exactly their share of `expected` (found so as their list was decoded):
+    # the verdict need not compare them again.
+    exact: set[str] = field(default_factory=set)
 
     @property
     def unknown(self) -> list[str]:
@@ -196,7 +199,9 @@ async def gather_answers_many(
         client = ctx.bookies.client(bookie)
         probing = client.entry_list_support is Capability.UNKNOWN
         timeout = client.config.entry_list_probe_timeout if probing else None
-        results = await client.get_entry_lists([ledgers[i][0].ledger_id for i in idxs], timeout=timeout)
+        results = await client.get_entry_lists(
+            [ledgers[i][0].ledger_id for i in idxs], timeout=timeout, shares=[_expected(outs[i], bookie) for i in idxs]
+        )
         stats.bookie_requests[bookie] += len(results)
         unlisted: list[int] = []
         for i, result in zip(idxs, results):
@@ -246,6 +251,9 @@ def _take_list(
     known = answer_now(result.entries, end)
     if known is not None:
         out.answers[bookie] = known
+        share = result.entries.share
+        if share is not None and out.expected is not None and share is out.expected.get(bookie):
+            out.exact.add(bookie)
         return True
     if small and len(result.entries.records) > SMALL_ANSWER_RECORDS:
         return False

@@ -194,6 +194,7 @@ class CoverageCheck:
             method=method_of(answers),
             text_limit=opts.text_limit,
             expected=answers.expected,
+            exact=answers.exact,
         )
         return result
 

@@ -40,7 +40,7 @@ the gap walk here has no such shortcut.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final
@@ -363,12 +363,15 @@ def _beyond_share(
     expected: Mapping[str, StripedSet],
     within: Mapping[str, RangeSet],
     exact: set[str],
+    known: Collection[str] = (),
 ) -> tuple[dict[str, StripedSet], dict[str, RangeSet]]:
     """What each answering bookie holds beyond its share: entries in [0, stop] it should not hold, and
-    entries after `stop`."""
+    entries after `stop`. `known`: bookies whose whole answer is exactly their share (none of either)."""
     over: dict[str, StripedSet] = {}
     beyond: dict[str, RangeSet] = {}
     for b, held in within.items():
+        if b in known:
+            continue
         if b not in exact:
             extra = expected.get(b, _NONE).subtract_from(held)
             if extra:
@@ -388,6 +391,7 @@ def analyze_coverage(
     *,
     shortcut: bool = True,
     beyond_share: bool = True,
+    exact: Collection[str] = (),
 ) -> Coverage:
     """Classify every entry in [0, end] (end defaults to the metadata's last entry id). `expected`: the
     caller's `expected_by_bookie(metadata, end)`, when it already has it (computed here otherwise).
@@ -395,7 +399,8 @@ def analyze_coverage(
     sweep; tests turn it off to check it gives what the sweep gives. `beyond_share` False: the answers
     are reads (of scheduled entries, or whole spans a read sample found present), which cannot show
     what a bookie holds beyond its share; `overreplicated` and `beyond_end` are left empty instead of
-    computed from them."""
+    computed from them. `exact`: bookies whose answer the caller already found to be exactly their
+    share of `expected` (the same `expected` passed here), so not compared again."""
     e, wq, aq = metadata.ensemble_size, metadata.write_quorum, metadata.ack_quorum
     check_quorum_sizes(e, wq, aq)
     stop = metadata.last_entry_id if end is None else end
@@ -412,14 +417,19 @@ def analyze_coverage(
     if expected is None:
         expected = expected_by_bookie(metadata, stop)
     within: dict[str, RangeSet] = {}
-    exact: set[str] = set()
+    known, exact = exact, set()
     for b, a in answers.items():
-        if isinstance(a, RangeSet):
-            within[b] = clip_rangeset(a, 0, stop)
-            if b in expected and expected[b].equals_rangeset(within[b]):
-                exact.add(b)
+        if not isinstance(a, RangeSet):
+            continue
+        if b in known and b in expected:  # exactly its share, all within [0, stop]: nothing to clip
+            within[b] = a
+            exact.add(b)
+            continue
+        within[b] = clip_rangeset(a, 0, stop)
+        if b in expected and expected[b].equals_rangeset(within[b]):
+            exact.add(b)
     # What bookies hold beyond their shares does not depend on how the rest is classified: once.
-    over, beyond = _beyond_share(answers, stop, expected, within, exact) if beyond_share else ({}, {})
+    over, beyond = _beyond_share(answers, stop, expected, within, exact, known) if beyond_share else ({}, {})
     if shortcut:
         clean = _clean_if_held(metadata, answers, stop, expected, within, exact, over, beyond)
         if clean is not None:

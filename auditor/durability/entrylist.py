@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 from auditor.errors import DataError
 
-from .ranges import RangeSet
+from .ranges import Range, RangeSet
 from .steps import Steps, run_steps
 
 HEADER_LENGTH = 64
@@ -182,7 +182,7 @@ class EntryList:
     groups are expanded only within the entries asked for and up to PERIODIC_RUN_LIMIT ranges.
     """
 
-    __slots__ = ("_records", "_firsts", "_total", "_simple", "_periodic", "_cache")
+    __slots__ = ("_records", "_raw", "_firsts", "_total", "_simple", "_periodic", "_cache", "_share")
 
     def __init__(self, records: Iterable[Record] = ()) -> None:
         recs = tuple(records)
@@ -193,12 +193,14 @@ class EntryList:
         self._adopt(recs, v)
 
     def _adopt(self, recs: tuple[Record, ...], v: _Validation) -> None:
-        self._records: tuple[Record, ...] = recs
+        self._records: tuple[Record, ...] | None = recs
+        self._raw: bytes | None = None  # where records not read yet are read from (`verified`)
         self._firsts: list[int] | None = None  # built on the first search (`_first_ids`)
         self._total = v.total
         self._simple = v.simple
         self._periodic = v.periodic
         self._cache: tuple[tuple[int, int], RangeSet] | None = None
+        self._share: object | None = None
 
     # ----- construction -------------------------------------------------------------------------
     @classmethod
@@ -232,11 +234,13 @@ class EntryList:
             total += size
         out = cls.__new__(cls)
         out._records = records
+        out._raw = None
         out._firsts = None  # a scan takes the ranges and never searches
         out._total = total
         out._simple = True
         out._periodic = False
         out._cache = ((0, MAX_ENTRY_ID), RangeSet(tuple(ranges)))
+        out._share = None
         return out
 
     @classmethod
@@ -269,6 +273,23 @@ class EntryList:
         return out
 
     @classmethod
+    def verified(cls, data: bytes, runs: tuple[Range, ...], total: int, share: object) -> EntryList:
+        """The list `data` encodes, which the caller has checked is exactly one period-0 record per run of
+        `runs` (ascending, none touching the next; `total` ids in all) and exactly the expected set
+        `share` (`auditor.durability.sharelist.decode_share`): what `decode` returns for it, with its
+        records read from `data` only if they are asked for."""
+        out = cls.__new__(cls)
+        out._records = None
+        out._raw = data
+        out._firsts = None
+        out._total = total
+        out._simple = True
+        out._periodic = False
+        out._cache = ((0, MAX_ENTRY_ID), RangeSet(runs))
+        out._share = share
+        return out
+
+    @classmethod
     def from_ranges(cls, ranges: RangeSet) -> EntryList:
         """The records a real bookie would send for this set: one per maximal run, period 0."""
         return cls(_records_for_ranges(ranges))
@@ -280,16 +301,26 @@ class EntryList:
     # ----- encoding -----------------------------------------------------------------------------
     def encode(self) -> bytes:
         """These records serialised as they are (periodic groups stay periodic)."""
-        return _HEADER.pack(CURRENT_VERSION, len(self._records)) + b"".join(_RECORD.pack(*r) for r in self._records)
+        return _HEADER.pack(CURRENT_VERSION, len(self.records)) + b"".join(_RECORD.pack(*r) for r in self.records)
 
     # ----- queries ------------------------------------------------------------------------------
     @property
     def groups(self) -> tuple[SequenceGroup, ...]:
-        return tuple(SequenceGroup(*r) for r in self._records)
+        return tuple(SequenceGroup(*r) for r in self.records)
 
     @property
     def records(self) -> tuple[Record, ...]:
-        return self._records
+        recs = self._records
+        if recs is None:
+            assert self._raw is not None
+            recs = self._records = tuple(_RECORD.iter_unpack(memoryview(self._raw)[HEADER_LENGTH:]))
+        return recs
+
+    @property
+    def share(self) -> object | None:
+        """The expected set (a `StripedSet`) this list was found to hold exactly when it was decoded
+        (`auditor.durability.sharelist.decode_share`); None when it was decoded without one."""
+        return self._share
 
     @property
     def has_periodic_groups(self) -> bool:
@@ -311,17 +342,17 @@ class EntryList:
         if not isinstance(e, int) or isinstance(e, bool):
             return False
         i = bisect_right(self._first_ids(), e) - 1
-        return i >= 0 and _group_has(*self._records[i], e)
+        return i >= 0 and _group_has(*self.records[i], e)
 
     def _first_ids(self) -> list[int]:
         """Each group's first id, for searches (built on the first one)."""
         if self._firsts is None:
-            self._firsts = [r[0] for r in self._records]
+            self._firsts = [r[0] for r in self.records]
         return self._firsts
 
     def __iter__(self) -> Iterator[int]:
         """Every id, one by one (tests and small lists only: a list can name 2^63 ids)."""
-        for first, last, size, period in self._records:
+        for first, last, size, period in self.records:
             starts = (first,) if period == 0 else range(first, last + 1, period)
             for s in starts:
                 yield from range(s, s + size)
@@ -344,7 +375,7 @@ class EntryList:
         key = (first, last)
         if self._cache is not None and self._cache[0] == key:
             return self._cache[1]
-        recs = self._records
+        recs = self.records
         if first > last or not recs:
             return RangeSet()
         firsts = self._first_ids()
@@ -409,13 +440,13 @@ class EntryList:
         return expected.difference(available)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, EntryList) and self._records == other._records
+        return isinstance(other, EntryList) and self.records == other.records
 
     def __hash__(self) -> int:
-        return hash(self._records)
+        return hash(self.records)
 
     def __repr__(self) -> str:
-        return f"EntryList(groups={len(self._records)}, total={self._total})"
+        return f"EntryList(groups={len(self.records)}, total={self._total})"
 
 
 def _periodic_window(rec: Record, first: int, last: int) -> tuple[int, int]:

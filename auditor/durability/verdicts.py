@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import enum
 import functools
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from .coverage import ENTRY_CATEGORIES, Answer, Coverage, analyze_coverage
@@ -511,6 +511,7 @@ def scrutinize_ledger(
     method: str | Method = Method.ENTRY_LIST,
     text_limit: int = DEFAULT_TEXT_LIMIT,
     expected: Mapping[str, StripedSet] | None = None,
+    exact: Collection[str] = (),
 ) -> LedgerScrutiny:
     """Steps 1-4 for one ledger. `answers` None: no entry lists were gathered (metadata checks only).
     An open ledger needs `end` (the LAC `ledgerend.decide_end` proves) for its coverage; placement is judged for closed
@@ -549,7 +550,9 @@ def scrutinize_ledger(
     if answers is not None and (metadata.is_closed or end is not None):
         try:
             # What a bookie holds beyond its share is judged from entry lists only (`durability_findings`).
-            coverage = analyze_coverage(metadata, answers, end, expected, beyond_share=method in _LISTS_ONLY)
+            coverage = analyze_coverage(
+                metadata, answers, end, expected, beyond_share=method in _LISTS_ONLY, exact=exact if expected else ()
+            )
         except ValueError as exc:
             return _unreadable(metadata, findings, exc)
         t = triage(coverage)

@@ -15,6 +15,7 @@ from auditor.durability.entry import Verdict, parse_header
 from auditor.durability.entrylist import EntryList
 from auditor.durability.model import DigestType
 from auditor.durability.ranges import RangeSet
+from auditor.durability.schedule import StripedSet, index_residues
 from tests.realcluster.cluster import Cluster
 
 pytestmark = pytest.mark.realcluster
@@ -393,6 +394,41 @@ async def test_entry_lists_of_many_ledgers_in_one_batch_equal_one_by_one(cluster
             continue
         assert r.present and r.entries is not None
         assert r.entries.to_rangeset() == expected_by_bookie(m)[b.bookie_id]
+
+
+async def test_entry_lists_that_are_exactly_the_bookies_share_are_recognised_with_the_same_answers(
+    cluster: Cluster,
+) -> None:
+    """`get_entry_lists(shares=...)`, as a scan asks: each real bookie's list that is exactly its share
+    (E == WQ and striped, short and long ledgers) comes back marked with it, the same answer as the
+    general decode gives; a list checked against a share it does not hold is decoded the general way."""
+    ids = [cluster.bookie(n).bookie_id for n in range(1, 6)]
+    made = [
+        cluster.create_ledger(ensemble=e, write_quorum=wq, ack_quorum=2, entries=n, bookies=ids[:e])
+        for e, wq, n in ((3, 3, 40), (3, 2, 1), (3, 2, 61), (5, 2, 200), (5, 2, 7))
+    ]
+    b = cluster.bookie(2)
+    shares = []
+    for m in made:
+        ((first, ensemble),) = ((int(k), v) for k, v in m["ensembles"].items())
+        i = ensemble.index(b.bookie_id)
+        share = StripedSet.striped(
+            first, m["lastEntryId"], m["ensembleSize"], index_residues(i, m["ensembleSize"], m["writeQuorum"])
+        )
+        assert share.to_rangeset() == expected_by_bookie(m)[b.bookie_id]
+        shares.append(share)
+    wrong = [shares[1], shares[0]]  # the first two ledgers checked against each other's share
+    lids = [m["ledgerId"] for m in made]
+    async with BookieClient(b.bookie_id, (b.host, b.port), CONFIG) as c:
+        plain = await c.get_entry_lists(lids)
+        marked = await c.get_entry_lists(lids, shares=shares)
+        unmarked = await c.get_entry_lists(lids[:2], shares=wrong)
+    for p, r, share in zip(plain, marked, shares):
+        assert r.present and r.entries is not None and p.entries is not None
+        assert r.entries.share is share and p.entries.share is None
+        assert r.entries == p.entries and r.entries.to_rangeset() == p.entries.to_rangeset() == share.to_rangeset()
+    for p, r in zip(plain, unmarked):
+        assert r.entries is not None and r.entries.share is None and r.entries == p.entries
 
 
 async def test_a_cancelled_batch_withdraws_its_requests_and_the_connection_carries_on(cluster: Cluster) -> None:

@@ -421,6 +421,24 @@ def test_the_shortcut_for_exact_answers_gives_what_the_sweep_gives(
     assert analyze_coverage(md, answers, end) == slow
 
 
+@settings(max_examples=600, deadline=None)
+@given(st.one_of(ledgers_with_answers(), mostly_exact_answers()), st.data())
+def test_answers_the_caller_found_exact_are_judged_as_the_sweep_judges_them(
+    case: tuple[LedgerMetadata, dict[str, Answer], int | None], data: st.DataObject
+) -> None:
+    """`exact`: bookies whose whole answer the caller found to be exactly their share (a scan, as it
+    decoded their lists) are not compared again; the coverage is what the sweep makes of the answers."""
+    md, answers, end = case
+    try:
+        expected = expected_by_bookie(md, end)
+        slow = analyze_coverage(md, answers, end, shortcut=False)
+    except ValueError:
+        return
+    exact = [b for b, a in answers.items() if b in expected and a == expected[b].to_rangeset()]
+    known = data.draw(st.lists(st.sampled_from(exact), unique=True)) if exact else []
+    assert analyze_coverage(md, answers, end, expected, exact=known) == slow
+
+
 @settings(max_examples=400, deadline=None)
 @given(st.one_of(ledgers_with_answers(), mostly_exact_answers()), st.booleans())
 def test_answers_from_reads_skip_only_what_bookies_hold_beyond_their_shares(
