@@ -195,7 +195,7 @@ async def gather_answers_many(
             if expected[b]:
                 wanted.setdefault(b, []).append(i)
 
-    async def ask(bookie: str, idxs: list[int]) -> None:
+    async def ask(bookie: str, idxs: list[int]) -> list[EntryListResult]:
         client = ctx.bookies.client(bookie)
         probing = client.entry_list_support is Capability.UNKNOWN
         timeout = client.config.entry_list_probe_timeout if probing else None
@@ -203,28 +203,30 @@ async def gather_answers_many(
             [ledgers[i][0].ledger_id for i in idxs], timeout=timeout, shares=[_expected(outs[i], bookie) for i in idxs]
         )
         stats.bookie_requests[bookie] += len(results)
-        unlisted: list[int] = []
+        return results
+
+    # Judged bookie by bookie in bookie order once all have answered: each ledger's answers then come in
+    # that order as they are recorded (no re-sorting per ledger).
+    asking = sorted(wanted.items())
+    unlisted: list[tuple[str, int]] = []
+    for (bookie, idxs), results in zip(asking, await asyncio.gather(*(ask(b, idxs) for b, idxs in asking))):
         for i, result in zip(idxs, results):
             md, end = ledgers[i]
             if result.unsupported:
-                unlisted.append(i)
+                unlisted.append((bookie, i))
             elif not _take_list(md, bookie, end, result, outs[i], stats, small=True):
                 await _take_large_list(md, bookie, end, result, outs[i], stats)
-        if unlisted:  # a bookie that cannot list (DbLedgerStorage): read, these ledgers at once
-            await asyncio.gather(
-                *(
-                    _read_answer(ctx, ledgers[i][0], bookie, _expected(outs[i], bookie), outs[i], stats)
-                    for i in unlisted
-                )
-            )
-
-    await asyncio.gather(*(ask(b, idxs) for b, idxs in wanted.items()))
-    _in_bookie_order(outs)
+    if unlisted:  # bookies that cannot list (DbLedgerStorage): read, these ledgers at once
+        await asyncio.gather(
+            *(_read_answer(ctx, ledgers[i][0], b, _expected(outs[i], b), outs[i], stats) for b, i in unlisted)
+        )
+        _in_bookie_order(outs)
     return outs
 
 
 def _in_bookie_order(outs: list[LedgerAnswers]) -> None:
-    """Each ledger's answers in one order (by bookie), whatever order the bookies' batches came back in."""
+    """Each ledger's answers in one order (by bookie), whatever order they were recorded in (the reads of
+    bookies that cannot list come in after every list)."""
     for out in outs:
         out.answers = dict(sorted(out.answers.items()))
         out.methods = dict(sorted(out.methods.items()))

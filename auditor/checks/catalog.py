@@ -51,13 +51,17 @@ from .runner import LedgerOutcome
 
 log = get_logger("auditor.checks")
 
+_METADATA = Method.METADATA.value
+
 Locations = Callable[[Iterable[str]], Awaitable[Mapping[str, str | None]]]
 Marker = Callable[[LedgerMetadata, list[Finding]], Awaitable[None]]
 
 
 def method_of(answers: LedgerAnswers) -> str:
-    used = sorted(set(answers.methods.values())) or [Method.METADATA.value]
-    return "+".join(used)
+    used = set(answers.methods.values())
+    if len(used) == 1:  # the usual case: every bookie answered the same way
+        return next(iter(used))
+    return "+".join(sorted(used)) if used else _METADATA
 
 
 def corrupt_findings(md: LedgerMetadata, answers: LedgerAnswers) -> list[Finding]:

@@ -40,6 +40,7 @@ the gap walk here has no such shortcut.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -301,6 +302,12 @@ _NO_BUCKETS: Final[Mapping[Category, EntryBucket]] = MappingProxyType(
 )
 
 
+@functools.lru_cache(maxsize=256)
+def _no_truncation(write_quorum: int, ack_quorum: int) -> TruncationRisk:
+    """A clean coverage's truncation risk (none), shared like `_NO_BUCKETS`."""
+    return TruncationRisk(recovery_negative_threshold(write_quorum, ack_quorum), _NONE, _NONE)
+
+
 def _clean_if_held(
     metadata: LedgerMetadata,
     answers: Mapping[str, Answer],
@@ -325,13 +332,14 @@ def _clean_if_held(
             return None
     e, wq, aq = metadata.ensemble_size, metadata.write_quorum, metadata.ack_quorum
     entries = 0
-    for span in metadata.spans(stop):
-        if not span.entries:
+    segments = metadata.segments
+    for i, seg in enumerate(segments):  # `metadata.spans(stop)`, without building them
+        f = seg.first_entry_id
+        l = min(segments[i + 1].first_entry_id - 1, stop) if i + 1 < len(segments) else stop
+        if f > l:
             continue
-        if len(span.ensemble) != e or len(set(span.ensemble)) != e:
+        if len(seg.ensemble) != e or len(set(seg.ensemble)) != e:
             return None
-        f, l = span.entries.first, span.entries.last
-        assert f is not None and l is not None
         entries += l - f + 1
     least = wq if entries else None  # every write set has WQ distinct bookies, each holding its entries
     return Coverage(
@@ -345,7 +353,7 @@ def _clean_if_held(
         least_copies_at_most=least,
         least_copies_at_least=least,
         buckets=_NO_BUCKETS,
-        truncation=TruncationRisk(recovery_negative_threshold(wq, aq), _NONE, _NONE),
+        truncation=_no_truncation(wq, aq),
         expected=expected,
         unknown_bookies=(),
         entries_with_unknown_copies=_NONE,

@@ -19,12 +19,14 @@ from __future__ import annotations
 import enum
 import functools
 import json
+import operator
 import re
 import urllib.parse
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
+from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
 from types import MappingProxyType
-from typing import Any
+from typing import Any, cast
 
 from . import varint
 from .ids import LedgerId, LedgerIdError
@@ -347,8 +349,8 @@ class Finding:
         if not changes.keys() <= _FINDING_FIELD_SET:
             raise TypeError(f"Finding has no field {sorted(changes.keys() - _FINDING_FIELD_SET)[0]!r}")
         new = object.__new__(Finding)
-        for name in _FINDING_FIELDS:
-            object.__setattr__(new, name, changes[name] if name in changes else getattr(self, name))
+        for name, put, value in zip(_FINDING_FIELDS, _FINDING_SLOTS, _FINDING_VALUES(self)):
+            put(new, changes[name] if name in changes else value)
         return new
 
     @property
@@ -369,16 +371,22 @@ class Finding:
             if self.ledger.scope:
                 out["scopeId"] = self.ledger.scope
             out["qualifiedName"] = self.ledger.qualified_name
-        optional = {
-            "ledgerState": self.ledger_state.name if self.ledger_state else None,
-            "segmentIndex": self.segment_index,
-            "firstEntryId": self.first_entry_id,
-            "lastEntryId": self.last_entry_id,
-            "ensemble": list(self.ensemble) or None,
-            "bookieId": self.bookie,
-            "entryId": self.entry_id,
-        }
-        out.update({k: v for k, v in optional.items() if v is not None})
+        # (One `if` each rather than a dict of them filtered: every informational finding of a scan is
+        # rendered, and most of these are unset.)
+        if self.ledger_state:
+            out["ledgerState"] = self.ledger_state.name
+        if self.segment_index is not None:
+            out["segmentIndex"] = self.segment_index
+        if self.first_entry_id is not None:
+            out["firstEntryId"] = self.first_entry_id
+        if self.last_entry_id is not None:
+            out["lastEntryId"] = self.last_entry_id
+        if self.ensemble:
+            out["ensemble"] = list(self.ensemble)
+        if self.bookie is not None:
+            out["bookieId"] = self.bookie
+        if self.entry_id is not None:
+            out["entryId"] = self.entry_id
         out["affectedEntries"] = self.affected_count
         if self.affected_ranges:
             out["affectedEntryRanges"] = self.affected_ranges
@@ -425,14 +433,35 @@ class Finding:
         )
 
     def to_json(self) -> str:
-        return _SORTED_JSON.encode(self.to_wire())
+        return _sorted_json(self.to_wire())
 
 
-# `json.dumps(x, sort_keys=True)`, without building an encoder for each finding (a scan prints one line per
-# finding: a million for a million WQ == AQ ledgers).
+def _not_json(value: object) -> Any:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+# `json.dumps(x, sort_keys=True)` (a wire form holds no cycles): one encoder for every finding, not one built
+# per call as `JSONEncoder.encode` does (a scan prints one line per finding: a million for a million WQ ==
+# AQ ledgers). The pure-Python encoder where the C one is missing.
+_C_SORTED_JSON = (
+    c_make_encoder(None, _not_json, encode_basestring_ascii, None, ": ", ", ", True, False, True)
+    if c_make_encoder is not None
+    else None
+)
 _SORTED_JSON = json.JSONEncoder(sort_keys=True)
+
+
+def _sorted_json(value: Any) -> str:
+    if _C_SORTED_JSON is None:
+        return _SORTED_JSON.encode(value)
+    return "".join(_C_SORTED_JSON(value, 0))
+
+
 _FINDING_FIELDS = tuple(f.name for f in fields(Finding))
 _FINDING_FIELD_SET = frozenset(_FINDING_FIELDS)
+# Each field's slot, read all at once and written past the frozen __setattr__ (`copy_with`).
+_FINDING_VALUES = operator.attrgetter(*_FINDING_FIELDS)
+_FINDING_SLOTS = tuple(cast(Any, Finding.__dict__[name]).__set__ for name in _FINDING_FIELDS)
 
 
 def whole_ledger_key(category: str, ledger: LedgerId) -> tuple[Any, ...]:

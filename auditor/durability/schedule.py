@@ -636,6 +636,8 @@ def expected_by_bookie(metadata: LedgerMetadata, end: int | None = None) -> dict
     is asked once per ledger. `end` is the last entry for an open ledger (see LedgerMetadata.spans).
     """
     check_quorum_sizes(metadata.ensemble_size, metadata.write_quorum)
+    if len(metadata.segments) == 1:  # the usual ledger: one stripe per bookie, nothing to merge
+        return _one_segment_shares(metadata, metadata.last_entry_id if end is None else end)
     acc: dict[str, list[Stripe]] = {}
     for span in metadata.spans(end):
         if not span.entries:
@@ -651,3 +653,19 @@ def expected_by_bookie(metadata: LedgerMetadata, end: int | None = None) -> dict
             if s is not None:
                 acc.setdefault(bookie, []).append(s)
     return {b: StripedSet.of(pieces) for b, pieces in acc.items()}
+
+
+def _one_segment_shares(metadata: LedgerMetadata, stop: int) -> dict[str, StripedSet]:
+    """`expected_by_bookie` of a one-segment ledger whose entries end at `stop`."""
+    (segment,) = metadata.segments
+    first, e = segment.first_entry_id, metadata.ensemble_size
+    if first > stop:
+        return {}
+    if len(segment.ensemble) != e:
+        raise ValueError(f"segment 0 has {len(segment.ensemble)} bookies, ensemble size is {e}")
+    out: dict[str, StripedSet] = {}
+    for bookie, res in segment_bookie_residues(segment.ensemble, metadata.write_quorum).items():
+        s = Stripe.make(first, stop, e, res)
+        if s is not None:
+            out[bookie] = StripedSet((s,))
+    return out

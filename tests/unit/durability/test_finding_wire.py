@@ -59,6 +59,14 @@ def samples() -> list[Finding]:
 def test_wire_form_round_trips_through_json(finding: Finding) -> None:
     wire = finding.to_wire()
     assert wire == finding.to_log_dict()  # the log line and the rows are the same dict
+    assert finding.to_json() == json.dumps(wire, sort_keys=True)  # the one shared C encoder
+    flipped = finding.copy_with(confirmed=not finding.confirmed)
+    for name in ("category", "severity", "message", "ledger", "ensemble", "bookie", "detail", "pulsar"):
+        assert getattr(flipped, name) is getattr(finding, name)
+    assert flipped.confirmed is not finding.confirmed and flipped.copy_with(confirmed=finding.confirmed) == finding
+    assert {k: v for k, v in flipped.to_wire().items() if k != "confirmed"} == {
+        k: v for k, v in wire.items() if k != "confirmed"
+    }
     back = Finding.from_wire(json.loads(json.dumps(wire)))
     assert back.to_wire() == wire
     assert back.dedup_key() == finding.dedup_key()
@@ -100,6 +108,7 @@ def test_wire_form_round_trips_for_any_finding(
         confirmed=confirmed,
         unknown_bookies=unknown,
     )
+    assert f.to_json() == json.dumps(f.to_wire(), sort_keys=True)
     back = Finding.from_wire(json.loads(f.to_json()))
     assert back.to_wire() == f.to_wire() and back.dedup_key() == f.dedup_key()
 

@@ -328,3 +328,35 @@ def test_equals_rangeset_with_touching_segments() -> None:
         damaged = answer.difference(RangeSet.span(5_000, 5_010))
         assert exp.equals_rangeset(damaged) == (damaged == answer)
         assert exp.difference(damaged).count() == len(answer) - len(damaged)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(1, 6).flatmap(lambda e: st.tuples(st.just(e), st.integers(1, e))),
+    st.sampled_from([0, 3, 2**31 - 4, 2**62]),
+    st.integers(-2, 40),
+    st.one_of(st.none(), st.integers(-1, 45)),
+    st.booleans(),
+    st.data(),
+)
+def test_one_segment_shares_are_the_schedule_entry_by_entry(
+    quorum: tuple[int, int], base: int, length: int, end: int | None, closed: bool, data: st.DataObject
+) -> None:
+    """`expected_by_bookie` of a one-segment ledger (its own quick path): every entry in [first, end] on
+    exactly its write set's bookies, a bookie listed twice once, nothing past the end, nothing empty."""
+    e, wq = quorum
+    pool = [f"b{i}" for i in range(e + 2)]
+    ensemble = data.draw(st.lists(st.sampled_from(pool), min_size=e, max_size=e))
+    first = base + data.draw(st.integers(0, 3))
+    last = base + length
+    md = ledger(
+        e, wq, wq, last if closed else -1, [(first, ensemble)], LedgerState.CLOSED if closed else LedgerState.OPEN
+    )
+    stop = md.last_entry_id if end is None else base + end
+    got = expected_by_bookie(md, None if end is None else stop)
+    want: dict[str, set[int]] = {}
+    for entry in range(first, stop + 1):
+        for b in write_set_bookies(tuple(ensemble), entry, wq):
+            want.setdefault(b, set()).add(entry)
+    assert {b: set(s.to_rangeset()) for b, s in got.items()} == want
+    assert all(len(s.pieces) == 1 for s in got.values())
