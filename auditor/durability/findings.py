@@ -299,7 +299,8 @@ class Finding:
         unknown_bookies: Iterable[str] = (),
         **fields: Any,
     ) -> Finding:
-        category = Category(category)
+        if type(category) is not Category:  # (an Enum call costs even for a member)
+            category = Category(category)
         if metadata is not None:
             ledger = ledger or metadata.ledger_id
             fields.setdefault("ledger_state", metadata.state)
@@ -317,7 +318,7 @@ class Finding:
             ledger=ledger,
             detail=_freeze(detail),
             method=method.value if isinstance(method, Method) else str(method),
-            unknown_bookies=tuple(sorted(set(unknown_bookies))),
+            unknown_bookies=tuple(sorted(set(unknown_bookies))) if unknown_bookies else (),
             pulsar=MappingProxyType(dict(pulsar)) if pulsar else None,
             **fields,
         )

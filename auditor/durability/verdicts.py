@@ -140,8 +140,7 @@ def risky_quorum_finding(metadata: LedgerMetadata, *, writable_bookies: int | No
         return None
     return Finding.of(
         Category.RISKY_QUORUM,
-        f"ledger {metadata.ledger_id}: risky quorum settings E={risk.ensemble_size} "
-        f"WQ={risk.write_quorum} AQ={risk.ack_quorum}: {'; '.join(risk.reasons)}",
+        f"ledger {metadata.ledger_id}: {_risk_text(risk)}",
         metadata=metadata,
         severity=risk.severity,
         method=Method.METADATA,
@@ -153,6 +152,15 @@ def risky_quorum_finding(metadata: LedgerMetadata, *, writable_bookies: int | No
             "tolerated_unreachable": risk.tolerated_unreachable,
             "tolerated_lost_copies": risk.tolerated_lost_copies,
         },
+    )
+
+
+@functools.lru_cache(maxsize=1024)  # every ledger with the same settings says the same (a Pulsar default: all)
+def _risk_text(risk: QuorumRisk) -> str:
+    """A risky quorum finding's message after the ledger id."""
+    return (
+        f"risky quorum settings E={risk.ensemble_size} WQ={risk.write_quorum} AQ={risk.ack_quorum}: "
+        f"{'; '.join(risk.reasons)}"
     )
 
 

@@ -25,6 +25,7 @@ from .errors import CorruptZnodeError
 
 HEADER_KEY = b"BookieMetadataFormatVersion\t"
 _MAX_VERSION_DIGITS = 10
+_V3_HEADER = HEADER_KEY + b"3\n"
 SUPPORTED_FORMAT_VERSIONS = (1, 2, 3)
 V1_IN_RECOVERY = -102
 V1_CLOSED = "CLOSED"
@@ -60,6 +61,8 @@ def _decode_varint32(data: bytes, pos: int, path: str) -> tuple[int, int]:
 
 def read_header(data: bytes, path: str) -> tuple[int, int]:
     """(format version, offset of the body)."""
+    if data.startswith(_V3_HEADER):  # what every current BookKeeper writes: nothing to parse
+        return 3, len(_V3_HEADER)
     if not data.startswith(HEADER_KEY):
         raise CorruptZnodeError(
             path,

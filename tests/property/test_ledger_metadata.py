@@ -135,3 +135,13 @@ def v3_message(draw: st.DrawFn) -> bytes:
 @given(v3_message())
 def test_v3_free_fields(data: bytes) -> None:
     parse(data)
+
+
+@given(st.binary(max_size=40))
+def test_the_v3_header_is_read_as_the_general_path_reads_it(tail: bytes) -> None:
+    """The written-by-every-BookKeeper header takes a shortcut; a version spelled another way (leading
+    zeros) takes the general path to the same version."""
+    key = f.HEADER_KEY
+    assert f.read_header(key + b"3\n" + tail, "/l") == (3, len(key) + 2)
+    assert f.read_header(key + b"003\n" + tail, "/l") == (3, len(key) + 4)
+    assert f.read_header(key + b"2\n" + tail, "/l") == (2, len(key) + 2)
