@@ -101,6 +101,7 @@ class LedgerPaths:
         self.root = ledgers_root.rstrip("/") or "/"
         self.manager = manager
         self.scoped_root = join(self.root, SCOPED_DIR)
+        self._base = self.root.rstrip("/")
 
     # ---- id -> path
     def path(self, ledger_id: LedgerId | int) -> str:
@@ -117,6 +118,9 @@ class LedgerPaths:
             tree = LEGACY_TREE
         if n > tree.max_value:
             raise ValueError(f"ledger id {n} cannot be stored by the {m.value} ledger manager")
+        if tree is LEGACY_TREE:  # `join(self.root, *tree.to_parts(n))` for the usual ids, spelled out
+            digits = f"{n:010d}"
+            return f"{self._base}/{digits[:2]}/{digits[2:6]}/L{digits[6:]}"
         return join(self.root, *tree.to_parts(n))
 
     # ---- path -> id

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from auditor.durability.ids import MAX_ID, LedgerId, LedgerIdError
 from auditor.metadata.location import LedgerManager
-from auditor.metadata.paths import LedgerPaths, MarkerPaths, walk_ledgers
+from auditor.metadata.location import join
+from auditor.metadata.paths import HYBRID_SPLIT, LEGACY_TREE, LedgerPaths, MarkerPaths, walk_ledgers
 
 from .contract import parse_contract
 from .strategies import ledger_ids, scoped_ledger_ids, weird_numbers
@@ -63,6 +64,11 @@ def test_ledger_paths_round_trip(manager: LedgerManager, root: str, data: st.Dat
     )
     path = paths.path(lid)
     assert paths.parse(path) == lid
+    if lid.scope == 0 and (
+        manager is LedgerManager.LEGACY_HIERARCHICAL
+        or (manager is LedgerManager.HIERARCHICAL and lid.ledger < HYBRID_SPLIT)
+    ):  # the 2-4-4 tree's spelled-out path is its parts joined
+        assert path == join(root, *LEGACY_TREE.to_parts(lid.ledger))
 
 
 # Path-like text close to real ledger paths: digits of every script, wrong widths, stray characters.
