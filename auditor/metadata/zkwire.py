@@ -11,8 +11,9 @@ jute wire protocol for getData, sync and ping only. The server answers a session
 each reply goes to the oldest waiting callback. The session is opened when first needed and again after
 it is lost; it holds no watches or ephemeral nodes, so nothing depends on its continuity.
 
-Before each batch the session syncs, so its server is at least as current as whatever listed the paths
-(the kazoo session may be on another server). Any failure (no server reachable, connection lost, an
+Each batch starts with a sync, so its server is at least as current as whatever listed the paths (the
+kazoo session may be on another server); the batch's reads follow it without waiting for its answer, as
+the server serves a session's requests in order. Any failure (no server reachable, connection lost, an
 answer overdue) is WireUnavailable: the caller reads that batch through kazoo instead.
 """
 
@@ -269,19 +270,6 @@ class WireReader:
                 return s
             raise WireUnavailable("no ZooKeeper server took a session: " + "; ".join(problems))
 
-    async def _sync(self, session: WireSession, op_timeout: float | None) -> None:
-        done: asyncio.Future[int] = session.loop.create_future()
-
-        def reply(_tag: int, err: int, _body: memoryview) -> None:
-            if not done.done():
-                done.set_result(err)
-
-        session.send(OP_SYNC, self.chroot or "/", reply, 0)
-        async with asyncio.timeout(op_timeout):
-            err = await done
-        if err:
-            raise WireUnavailable(f"sync failed with ZooKeeper error {err}")
-
     async def get_many(
         self,
         paths: Sequence[str],
@@ -298,14 +286,18 @@ class WireReader:
         if n == 0:
             return results
         session = await self._live_session(loop)
-        try:
-            async with asyncio.timeout(op_timeout):
-                await self._sync(session, None)
-        except TimeoutError:
-            raise WireUnavailable(f"no answer to sync within {op_timeout} s") from None
         prefix = self.chroot
         finished: asyncio.Future[None] = loop.create_future()
         cursor = {"next": 0, "released": 0, "outstanding": 0, "done": 0}
+
+        def on_sync(_tag: int, err: int, _body: memoryview) -> None:
+            if err and not finished.done():
+                finished.set_exception(WireUnavailable(f"sync failed with ZooKeeper error {err}"))
+
+        # The reads go out right behind the sync, without waiting for its answer: the server serves a
+        # session's requests in order, so they are served after it all the same (a round trip less per
+        # batch), and the sync's answer comes before any of theirs.
+        session.send(OP_SYNC, self.chroot or "/", on_sync, 0)
 
         def pump() -> None:
             while cursor["outstanding"] < max_in_flight and cursor["next"] < cursor["released"]:

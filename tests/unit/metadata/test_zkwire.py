@@ -14,6 +14,7 @@ from kazoo.protocol.states import ZnodeStat
 
 from auditor.metadata.zkwire import (
     OP_GET_DATA,
+    OP_SYNC,
     WireReader,
     WireUnavailable,
     decode_get_data,
@@ -122,3 +123,54 @@ async def test_a_server_that_refuses_the_session_is_unavailable(scripted) -> Non
     port = await scripted(lambda xid, op: reply(xid), connected=refused)
     with pytest.raises(WireUnavailable, match="no ZooKeeper server took a session"):
         await read(port)
+
+
+async def held_sync_server(sync_err: int) -> tuple[int, list[int], asyncio.Server]:
+    """A server that holds its answer to the sync until the batch's reads have arrived (a client that
+    waited for it would hang here), then answers the sync with `sync_err` and every read. Returns its
+    port, the ops it received in order, and the server."""
+    ops: list[int] = []
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            size = struct.unpack(">i", await reader.readexactly(4))[0]
+            await reader.readexactly(size)
+            writer.write(frame(CONNECTED))
+            held: list[tuple[int, int]] = []
+            while True:
+                size = struct.unpack(">i", await reader.readexactly(4))[0]
+                xid, op = struct.unpack(">ii", (await reader.readexactly(size))[:8])
+                ops.append(op)
+                held.append((xid, op))
+                if sum(o == OP_GET_DATA for _, o in held) == 3:
+                    for x, o in held:
+                        body = get_data_body(b"d%d" % x) if o == OP_GET_DATA else b""
+                        writer.write(reply(x, err=sync_err if o == OP_SYNC else 0, body=body))
+                    held.clear()
+                    await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    return server.sockets[0].getsockname()[1], ops, server
+
+
+async def test_a_batchs_reads_follow_its_sync_without_waiting_for_its_answer() -> None:
+    port, ops, server = await held_sync_server(0)
+    try:
+        got = await asyncio.wait_for(read(port), 5)
+    finally:
+        server.close()
+    assert ops == [OP_SYNC, OP_GET_DATA, OP_GET_DATA, OP_GET_DATA]  # the sync first, in the session's order
+    assert [g[0] for g in got] == [b"d2", b"d3", b"d4"]
+
+
+async def test_a_failed_sync_makes_the_batch_unavailable_whatever_the_reads_answered() -> None:
+    port, _, server = await held_sync_server(-4)  # ZooKeeper's ConnectionLoss
+    try:
+        with pytest.raises(WireUnavailable, match="sync failed with ZooKeeper error -4"):
+            await asyncio.wait_for(read(port), 5)
+    finally:
+        server.close()
