@@ -10,8 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from auditor.durability.ids import MAX_ID, LedgerId, LedgerIdError
-from auditor.metadata.location import LedgerManager
-from auditor.metadata.location import join
+from auditor.metadata.location import LedgerManager, join
 from auditor.metadata.paths import HYBRID_SPLIT, LEGACY_TREE, LedgerPaths, MarkerPaths, walk_ledgers
 
 from .contract import parse_contract
