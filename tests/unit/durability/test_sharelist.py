@@ -10,6 +10,7 @@ import struct
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from auditor.durability.coverage import analyze_coverage
 from auditor.durability.entrylist import EntryList, EntryListError, answer_now, encode_ranges
 from auditor.durability.ranges import RangeSet
 from auditor.durability.schedule import StripedSet, expected_by_bookie
@@ -126,3 +127,48 @@ def test_every_one_segment_share_of_a_ledger_is_recognised(case: tuple) -> None:
             assert got is None
         elif one_run_a_period and share.pieces[0].count() < 2**31:
             assert got is not None
+
+
+@settings(max_examples=600, deadline=None)
+@given(ledgers_with_answers(), st.data())
+def test_a_verdict_from_lists_recognised_as_shares_is_the_verdict_from_lists_decoded(
+    case: tuple, data: st.DataObject
+) -> None:
+    """The whole way a scan takes a bookie's list: its bytes recognised as the share where they are one
+    (`decode_share`, the bookie then `exact`), decoded the general way where not. The coverage is what
+    the general decode and the full comparison give, whatever the lists hold (a hole, an entry too many,
+    one past the end, nothing)."""
+    md, _, end = case
+    try:
+        expected = expected_by_bookie(md, end)
+    except ValueError:
+        return
+    stop = md.last_entry_id if end is None else end
+    answers: dict[str, RangeSet] = {}
+    for b, share in expected.items():
+        held = runs_of(share)
+        kind = data.draw(st.sampled_from(["exact", "exact", "exact", "hole", "extra", "beyond", "empty"]))
+        if kind == "hole" and held:
+            held = held - RangeSet.from_ids([data.draw(st.sampled_from(list(held)))])
+        elif kind == "extra":
+            held = held | RangeSet.from_ids([data.draw(st.integers(0, max(stop, 0)))])
+        elif kind == "beyond":
+            held = held | RangeSet.from_ids([stop + data.draw(st.integers(1, 3))])
+        elif kind == "empty":
+            held = RangeSet()
+        answers[b] = held
+    general: dict[str, RangeSet] = {}
+    recognised: dict[str, RangeSet] = {}
+    exact: set[str] = set()
+    for b, held in answers.items():
+        raw = encode_ranges(held)
+        decoded = EntryList.decode(raw)
+        general[b] = decoded.to_rangeset()
+        fast = decode_share(raw, expected[b])
+        if fast is not None:
+            assert fast.share is expected[b]
+            exact.add(b)
+        got = answer_now(fast if fast is not None else decoded, 2**63 - 1)
+        assert got == general[b]
+        recognised[b] = got
+    assert analyze_coverage(md, recognised, end, expected, exact=exact) == analyze_coverage(md, general, end)
