@@ -191,8 +191,8 @@ async def gather_answers_many(
     for i, (md, end) in enumerate(ledgers):
         expected = expected_by_bookie(md, end)
         outs.append(LedgerAnswers(expected=expected))
-        for b in sorted(expected):
-            if expected[b]:
+        for b, share in expected.items():  # (bookies are asked, and judged, in bookie order below)
+            if share:
                 wanted.setdefault(b, []).append(i)
 
     async def ask(bookie: str, idxs: list[int]) -> list[EntryListResult]:

@@ -238,8 +238,13 @@ _PLAIN: frozenset[type] = frozenset({str, int, float, bool, type(None)})
 
 
 def _jsonable(value: Any) -> Any:
-    if type(value) in _PLAIN:
+    kind = type(value)
+    if kind in _PLAIN:
         return value
+    if kind is MappingProxyType or kind is dict:  # a finding's detail (before the ABC check below)
+        return {camel(k if type(k) is str else str(k)): _jsonable(v) for k, v in value.items()}
+    if kind is list or kind is tuple:
+        return [_jsonable(v) for v in value]
     if isinstance(value, enum.Enum):
         return value.value
     if isinstance(value, LedgerId):
