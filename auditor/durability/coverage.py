@@ -332,10 +332,8 @@ def _clean_if_held(
             return None
     e, wq, aq = metadata.ensemble_size, metadata.write_quorum, metadata.ack_quorum
     entries = 0
-    segments = metadata.segments
-    for i, seg in enumerate(segments):  # `metadata.spans(stop)`, without building them
+    for seg, l in metadata.segment_ends(stop):
         f = seg.first_entry_id
-        l = min(segments[i + 1].first_entry_id - 1, stop) if i + 1 < len(segments) else stop
         if f > l:
             continue
         if len(seg.ensemble) != e or len(set(seg.ensemble)) != e:
@@ -371,15 +369,12 @@ def _beyond_share(
     expected: Mapping[str, StripedSet],
     within: Mapping[str, RangeSet],
     exact: set[str],
-    known: Collection[str] = (),
 ) -> tuple[dict[str, StripedSet], dict[str, RangeSet]]:
     """What each answering bookie holds beyond its share: entries in [0, stop] it should not hold, and
-    entries after `stop`. `known`: bookies whose whole answer is exactly their share (none of either)."""
+    entries after `stop`."""
     over: dict[str, StripedSet] = {}
     beyond: dict[str, RangeSet] = {}
     for b, held in within.items():
-        if b in known:
-            continue
         if b not in exact:
             extra = expected.get(b, _NONE).subtract_from(held)
             if extra:
@@ -399,7 +394,7 @@ def analyze_coverage(
     *,
     shortcut: bool = True,
     beyond_share: bool = True,
-    exact: Collection[str] = (),
+    known_exact: Collection[str] = (),
 ) -> Coverage:
     """Classify every entry in [0, end] (end defaults to the metadata's last entry id). `expected`: the
     caller's `expected_by_bookie(metadata, end)`, when it already has it (computed here otherwise).
@@ -407,8 +402,8 @@ def analyze_coverage(
     sweep; tests turn it off to check it gives what the sweep gives. `beyond_share` False: the answers
     are reads (of scheduled entries, or whole spans a read sample found present), which cannot show
     what a bookie holds beyond its share; `overreplicated` and `beyond_end` are left empty instead of
-    computed from them. `exact`: bookies whose answer the caller already found to be exactly their
-    share of `expected` (the same `expected` passed here), so not compared again."""
+    computed from them. `known_exact`: bookies whose whole answer the caller already found to be exactly
+    their share of `expected` (the same `expected` passed here), so not compared again."""
     e, wq, aq = metadata.ensemble_size, metadata.write_quorum, metadata.ack_quorum
     check_quorum_sizes(e, wq, aq)
     stop = metadata.last_entry_id if end is None else end
@@ -425,11 +420,11 @@ def analyze_coverage(
     if expected is None:
         expected = expected_by_bookie(metadata, stop)
     within: dict[str, RangeSet] = {}
-    known, exact = exact, set()
+    exact: set[str] = set()
     for b, a in answers.items():
         if not isinstance(a, RangeSet):
             continue
-        if b in known and b in expected:  # exactly its share, all within [0, stop]: nothing to clip
+        if b in known_exact and b in expected:  # exactly its share, all within [0, stop]: nothing to clip
             within[b] = a
             exact.add(b)
             continue
@@ -437,7 +432,7 @@ def analyze_coverage(
         if b in expected and expected[b].equals_rangeset(within[b]):
             exact.add(b)
     # What bookies hold beyond their shares does not depend on how the rest is classified: once.
-    over, beyond = _beyond_share(answers, stop, expected, within, exact, known) if beyond_share else ({}, {})
+    over, beyond = _beyond_share(answers, stop, expected, within, exact) if beyond_share else ({}, {})
     if shortcut:
         clean = _clean_if_held(metadata, answers, stop, expected, within, exact, over, beyond)
         if clean is not None:

@@ -33,11 +33,15 @@ import struct
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from auditor.errors import DataError
 
 from .ranges import Range, RangeSet
 from .steps import Steps, run_steps
+
+if TYPE_CHECKING:
+    from .schedule import StripedSet
 
 HEADER_LENGTH = 64
 RECORD_LENGTH = 24
@@ -200,7 +204,7 @@ class EntryList:
         self._simple = v.simple
         self._periodic = v.periodic
         self._cache: tuple[tuple[int, int], RangeSet] | None = None
-        self._share: object | None = None
+        self._share: StripedSet | None = None
 
     # ----- construction -------------------------------------------------------------------------
     @classmethod
@@ -273,7 +277,7 @@ class EntryList:
         return out
 
     @classmethod
-    def verified(cls, data: bytes, runs: tuple[Range, ...], total: int, share: object) -> EntryList:
+    def verified(cls, data: bytes, runs: tuple[Range, ...], total: int, share: StripedSet) -> EntryList:
         """The list `data` encodes, which the caller has checked is exactly one period-0 record per run of
         `runs` (ascending, none touching the next; `total` ids in all) and exactly the expected set
         `share` (`auditor.durability.sharelist.decode_share`): what `decode` returns for it, with its
@@ -317,8 +321,8 @@ class EntryList:
         return recs
 
     @property
-    def share(self) -> object | None:
-        """The expected set (a `StripedSet`) this list was found to hold exactly when it was decoded
+    def share(self) -> StripedSet | None:
+        """The expected set this list was found to hold exactly when it was decoded
         (`auditor.durability.sharelist.decode_share`); None when it was decoded without one."""
         return self._share
 

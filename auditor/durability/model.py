@@ -7,7 +7,7 @@ them. Nothing here does I/O.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -84,11 +84,17 @@ class LedgerMetadata:
         `end` (e.g. the highest last-add-confirmed seen); without it an open ledger's last segment is
         treated as ending at `last_entry_id` (normally -1, i.e. nothing known yet).
         """
+        return tuple(
+            SegmentSpan(i, seg.first_entry_id, seg.ensemble, RangeSet.span(seg.first_entry_id, last))
+            for i, (seg, last) in enumerate(self.segment_ends(end))
+        )
+
+    def segment_ends(self, end: int | None = None) -> Iterator[tuple[Segment, int]]:
+        """Each segment with the last entry it can hold (below its first entry id when it holds none):
+        `spans` without building them, for the hot paths that need only the bounds."""
         stop = self.last_entry_id if end is None else end
-        out = []
-        for i, seg in enumerate(self.segments):
-            nxt = self.segments[i + 1].first_entry_id - 1 if i + 1 < len(self.segments) else stop
+        segments = self.segments
+        for i, seg in enumerate(segments):
+            nxt = segments[i + 1].first_entry_id - 1 if i + 1 < len(segments) else stop
             # Defensive clamp: no segment can hold entries past the end of the ledger.
-            last = min(nxt, stop)
-            out.append(SegmentSpan(i, seg.first_entry_id, seg.ensemble, RangeSet.span(seg.first_entry_id, last)))
-        return tuple(out)
+            yield seg, min(nxt, stop)

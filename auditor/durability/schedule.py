@@ -637,7 +637,7 @@ def expected_by_bookie(metadata: LedgerMetadata, end: int | None = None) -> dict
     """
     check_quorum_sizes(metadata.ensemble_size, metadata.write_quorum)
     if len(metadata.segments) == 1:  # the usual ledger: one stripe per bookie, nothing to merge
-        return _one_segment_shares(metadata, metadata.last_entry_id if end is None else end)
+        return _one_segment_shares(metadata, end)
     acc: dict[str, list[Stripe]] = {}
     for span in metadata.spans(end):
         if not span.entries:
@@ -655,9 +655,9 @@ def expected_by_bookie(metadata: LedgerMetadata, end: int | None = None) -> dict
     return {b: StripedSet.of(pieces) for b, pieces in acc.items()}
 
 
-def _one_segment_shares(metadata: LedgerMetadata, stop: int) -> dict[str, StripedSet]:
-    """`expected_by_bookie` of a one-segment ledger whose entries end at `stop`."""
-    (segment,) = metadata.segments
+def _one_segment_shares(metadata: LedgerMetadata, end: int | None) -> dict[str, StripedSet]:
+    """`expected_by_bookie` of a one-segment ledger."""
+    ((segment, stop),) = metadata.segment_ends(end)
     first, e = segment.first_entry_id, metadata.ensemble_size
     if first > stop:
         return {}

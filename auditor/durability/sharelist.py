@@ -3,8 +3,8 @@
 A healthy bookie answers GET_LIST_OF_ENTRIES_OF_LEDGER with exactly the entries the schedule gives it
 (`expected_by_bookie`), encoded as every real bookie encodes a set: one period-0 record per maximal run
 (`auditor.durability.entrylist`). For a one-segment ledger that share is one stripe, whose runs are an
-arithmetic progression: one run [0, last] when E == WQ, else a run of WQ entries every E. Checking a
-list against that progression column by column (tuple comparisons, at C speed) costs a fraction of
+arithmetic progression: one run [0, last] when E == WQ, else a run of WQ entries every E. Building the
+records of that progression at C speed and comparing them with the answer's bytes costs less than
 decoding it record by record and then comparing the ranges with the share, which is most of what a scan
 of healthy ledgers spends per answer.
 
@@ -19,10 +19,18 @@ from __future__ import annotations
 import sys
 from array import array
 
-from .entrylist import _HEADER, _RECORD, CURRENT_VERSION, HEADER_LENGTH, MAX_ENTRY_ID, RECORD_LENGTH, EntryList
+from .entrylist import (
+    _HEADER,
+    _MAX_INT32,
+    _RECORD,
+    CURRENT_VERSION,
+    HEADER_LENGTH,
+    MAX_ENTRY_ID,
+    RECORD_LENGTH,
+    EntryList,
+)
 from .schedule import StripedSet
 
-_MAX_RUN = 2**31 - 1  # a record's int32 sequenceSize: a longer run is split into several records
 _SWAP = sys.byteorder == "little"  # records are big-endian
 
 
@@ -37,9 +45,9 @@ def decode_share(data: bytes, share: StripedSet) -> EntryList | None:
     first, last, p = piece.first, piece.last, piece.period
     if first < 0 or last > MAX_ENTRY_ID:
         return None
-    if p == 1:  # E == WQ: the whole range, one record
+    if p == 1:  # E == WQ: the whole range, one record (a run over an int32 is several: the general decode)
         run = last - first + 1
-        if run > _MAX_RUN or len(data) != HEADER_LENGTH + RECORD_LENGTH:
+        if run > _MAX_INT32 or len(data) != HEADER_LENGTH + RECORD_LENGTH:
             return None
         if _HEADER.unpack_from(data, 0) != (CURRENT_VERSION, 1) or _RECORD.unpack_from(data, HEADER_LENGTH) != (
             first,

@@ -559,7 +559,12 @@ def scrutinize_ledger(
         try:
             # What a bookie holds beyond its share is judged from entry lists only (`durability_findings`).
             coverage = analyze_coverage(
-                metadata, answers, end, expected, beyond_share=method in _LISTS_ONLY, exact=exact if expected else ()
+                metadata,
+                answers,
+                end,
+                expected,
+                beyond_share=method in _LISTS_ONLY,
+                known_exact=exact if expected else (),
             )
         except ValueError as exc:
             return _unreadable(metadata, findings, exc)

@@ -36,21 +36,29 @@ class DigitTree:
     max_value: int = MAX_ID
     variable_leaf: bool = False  # flat: the leaf is L + >= width digits
 
-    @property
-    def total(self) -> int:
-        return sum(self.widths)
+    # Where each directory level's digits start and end (the leaf's run to the end), worked out once: a
+    # scan makes a path per ledger.
+    _cuts: tuple[tuple[int, int | None], ...] = field(init=False, repr=False, compare=False)
+    total: int = field(init=False, repr=False, compare=False)  # digits in all
+
+    def __post_init__(self) -> None:
+        starts = [sum(self.widths[:i]) for i in range(len(self.widths))]
+        cuts = tuple((a, a + w) for a, w in zip(starts[:-1], self.widths[:-1])) + ((starts[-1], None),)
+        object.__setattr__(self, "_cuts", cuts)
+        object.__setattr__(self, "total", sum(self.widths))
 
     def to_parts(self, value: int) -> list[str]:
-        digits = f"{value:0{self.total}d}"
-        if len(digits) != self.total and not self.variable_leaf:
+        total = self.total
+        digits = f"{value:0{total}d}"
+        if len(digits) != total and not self.variable_leaf:
             raise ValueError(f"{value} does not fit the {self.name} layout ({self.total} digits)")
-        parts, pos = [], 0
-        for i, w in enumerate(self.widths):
-            last = i == len(self.widths) - 1
-            chunk = digits[pos:] if last else digits[pos : pos + w]
-            parts.append("L" + chunk if last else chunk)
-            pos += w
+        parts = [digits[a:b] for a, b in self._cuts]
+        parts[-1] = "L" + parts[-1]
         return parts
+
+    def subpath(self, value: int) -> str:
+        """`to_parts(value)` joined: the path below the tree's base."""
+        return "/".join(self.to_parts(value))
 
     def level_regex(self, depth: int) -> re.Pattern[str]:
         """A name at `depth`; use with fullmatch(). ASCII digits only: Python's \\d also matches other
@@ -101,13 +109,15 @@ class LedgerPaths:
         self.root = ledgers_root.rstrip("/") or "/"
         self.manager = manager
         self.scoped_root = join(self.root, SCOPED_DIR)
+        # What `join(root, *parts)` puts before the parts (digits never hold a "/").
         self._base = self.root.rstrip("/")
+        self._scoped_base = self.scoped_root.rstrip("/")
 
     # ---- id -> path
     def path(self, ledger_id: LedgerId | int) -> str:
         lid = ledger_id if isinstance(ledger_id, LedgerId) else LedgerId(0, ledger_id)
         if lid.scope != 0:
-            return join(self.scoped_root, *SCOPED_TREE.to_parts(_value(lid)))
+            return f"{self._scoped_base}/{SCOPED_TREE.subpath(_value(lid))}"
         n = lid.ledger
         m = self.manager
         if m is LedgerManager.FLAT:
@@ -118,10 +128,7 @@ class LedgerPaths:
             tree = LEGACY_TREE
         if n > tree.max_value:
             raise ValueError(f"ledger id {n} cannot be stored by the {m.value} ledger manager")
-        if tree is LEGACY_TREE:  # `join(self.root, *tree.to_parts(n))` for the usual ids, spelled out
-            digits = f"{n:010d}"
-            return f"{self._base}/{digits[:2]}/{digits[2:6]}/L{digits[6:]}"
-        return join(self.root, *tree.to_parts(n))
+        return f"{self._base}/{tree.subpath(n)}"
 
     # ---- path -> id
     def parse(self, path: str) -> LedgerId | None:

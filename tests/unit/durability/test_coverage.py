@@ -436,7 +436,7 @@ def test_answers_the_caller_found_exact_are_judged_as_the_sweep_judges_them(
         return
     exact = [b for b, a in answers.items() if b in expected and a == expected[b].to_rangeset()]
     known = data.draw(st.lists(st.sampled_from(exact), unique=True)) if exact else []
-    assert analyze_coverage(md, answers, end, expected, exact=known) == slow
+    assert analyze_coverage(md, answers, end, expected, known_exact=known) == slow
 
 
 @settings(max_examples=400, deadline=None)

@@ -171,4 +171,4 @@ def test_a_verdict_from_lists_recognised_as_shares_is_the_verdict_from_lists_dec
         got = answer_now(fast if fast is not None else decoded, 2**63 - 1)
         assert got == general[b]
         recognised[b] = got
-    assert analyze_coverage(md, recognised, end, expected, exact=exact) == analyze_coverage(md, general, end)
+    assert analyze_coverage(md, recognised, end, expected, known_exact=exact) == analyze_coverage(md, general, end)
