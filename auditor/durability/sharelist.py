@@ -16,6 +16,7 @@ stripes) it returns None and the caller decodes the general way, which validates
 
 from __future__ import annotations
 
+import functools
 import sys
 from array import array
 
@@ -29,6 +30,7 @@ from .entrylist import (
     RECORD_LENGTH,
     EntryList,
 )
+from .ranges import Range
 from .schedule import StripedSet
 
 _SWAP = sys.byteorder == "little"  # records are big-endian
@@ -61,30 +63,57 @@ def decode_share(data: bytes, share: StripedSet) -> EntryList | None:
     if len(runs) != 1:
         return None
     s, length = runs[0]  # one run of `length` residues from residue `s` (maybe wrapping) per period
-    # The stripe's runs: the first from `first`, each later one from its run start; each ends at its
-    # run's end, the last one at `last`. Every run but the first and the last is `length` long.
+    # The stripe's runs: the first from `first` to its run's end, each later one from its run start, the
+    # last one ending at `last`. Every run but the first and the last is `length` long.
     later_starts = range(first + (s - first - 1) % p + 1, last + 1, p)
-    early_ends = range(first + (s + length - 1 - first) % p, last, p)
     n = len(later_starts) + 1
-    if len(early_ends) != n - 1 or len(data) != HEADER_LENGTH + n * RECORD_LENGTH:
+    if len(range(first + (s + length - 1 - first) % p, last, p)) != n - 1:
+        return None  # `last` ends no run: not a stripe a bookie's share can be
+    if len(data) != HEADER_LENGTH + n * RECORD_LENGTH or _HEADER.unpack_from(data, 0) != (CURRENT_VERSION, n):
         return None
-    if _HEADER.unpack_from(data, 0) != (CURRENT_VERSION, n):
+    # All runs but the last depend only on where the stripe starts, not on where it ends: compared with a
+    # prefix of the records of a longer stripe (kept for stripes starting in the first period: every
+    # one-segment ledger's).
+    head = n - 1
+    if first < p:
+        records, ranges = _early_stripe(first, p, s, length, max(_MIN_RUNS, 1 << (head - 1).bit_length()))
+    else:
+        records, ranges = _stripe(first, p, s, length, head)
+    if not data.startswith(memoryview(records)[: head * RECORD_LENGTH], HEADER_LENGTH):
         return None
-    starts = (first, *later_starts)
-    ends = (*early_ends, last)
-    first_size, last_size = ends[0] - first + 1, last - starts[-1] + 1
-    # The records real bookies would send, built as 64-bit words at C speed and compared as bytes:
-    # (start, start, size << 32 | period 0) each.
-    words = array("q", bytes(RECORD_LENGTH * n))
+    final = later_starts[-1] if head else first
+    if _RECORD.unpack_from(data, HEADER_LENGTH + head * RECORD_LENGTH) != (final, final, last - final + 1, 0):
+        return None
+    if head:
+        total = ranges[0][1] - first + 1 + length * (head - 1) + last - final + 1
+        return EntryList.verified(data, (*ranges[:head], (final, last)), total, share)
+    return EntryList.verified(data, ((first, last),), last - first + 1, share)
+
+
+def _stripe(first: int, p: int, s: int, length: int, count: int) -> tuple[bytes, tuple[Range, ...]]:
+    """The first `count` runs of the stripe from `first` (residues s .. s + length - 1 of every `p`, going
+    on without end), as a real bookie encodes them (one period-0 record each) and as ranges: the first run
+    from `first` to its end, every later one `length` long."""
+    if count == 0:
+        return b"", ()
+    starts = (first, *range(first + (s - first - 1) % p + 1, first + count * p, p)[: count - 1])
+    ends = range(first + (s + length - 1 - first) % p, first + (count + 1) * p, p)[:count]
+    # The records as 64-bit words, (start, start, size << 32 | period 0) each, built at C speed.
+    words = array("q", bytes(RECORD_LENGTH * count))
     column = array("q", starts)
     words[0::3] = column
     words[1::3] = column
-    sizes = array("q", (length << 32,)) * n
-    sizes[0], sizes[-1] = first_size << 32, last_size << 32
+    sizes = array("q", (length << 32,)) * count
+    sizes[0] = (ends[0] - first + 1) << 32
     words[2::3] = sizes
     if _SWAP:
         words.byteswap()
-    if data[HEADER_LENGTH:] != words.tobytes():
-        return None
-    total = first_size if n == 1 else first_size + last_size + length * (n - 2)
-    return EntryList.verified(data, tuple(zip(starts, ends)), total, share)
+    return words.tobytes(), tuple(zip(starts, ends))
+
+
+# `_stripe`s starting in the first period, by (first, period, first residue, run length, number of runs
+# rounded up to a power of two): a few serve every one-segment ledger of a cluster. Bounded: at most
+# _MAX_STRIPES of them, each as long as the lists asked about (SMALL_ENTRY_LIST bytes or so each).
+_MIN_RUNS = 32
+_MAX_STRIPES = 64
+_early_stripe = functools.lru_cache(maxsize=_MAX_STRIPES)(_stripe)

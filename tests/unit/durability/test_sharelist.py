@@ -172,3 +172,21 @@ def test_a_verdict_from_lists_recognised_as_shares_is_the_verdict_from_lists_dec
         assert got == general[b]
         recognised[b] = got
     assert analyze_coverage(md, recognised, end, expected, known_exact=exact) == analyze_coverage(md, general, end)
+
+
+def test_stripes_of_one_pattern_and_any_length_share_the_kept_records_correctly() -> None:
+    """Stripes starting in the first period are compared with a prefix of records kept per pattern
+    (longer ones replacing shorter ones as lists grow): every length, growing then shrinking, and a
+    stripe of the same pattern that starts later (not kept), are still told exactly from their
+    neighbours."""
+    lasts = [*range(-1, 300), *range(299, -2, -1)]
+    for first, e, residues in [(0, 3, (0, 1)), (1, 5, (1, 2)), (2, 5, (4, 0)), (12, 5, (1, 2))]:
+        for last in lasts:
+            share = StripedSet.striped(first, last, e, residues)
+            data = encode_ranges(runs_of(share))
+            got = check(data, share)
+            assert (got is not None) == bool(share)
+            shorter = StripedSet.striped(first, last - 1, e, residues)
+            if shorter and shorter != share:
+                assert decode_share(data, shorter) is None
+                assert decode_share(encode_ranges(runs_of(shorter)), share) is None
