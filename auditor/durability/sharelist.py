@@ -3,10 +3,11 @@
 A healthy bookie answers GET_LIST_OF_ENTRIES_OF_LEDGER with exactly the entries the schedule gives it
 (`expected_by_bookie`), encoded as every real bookie encodes a set: one period-0 record per maximal run
 (`auditor.durability.entrylist`). For a one-segment ledger that share is one stripe, whose runs are an
-arithmetic progression: one run [0, last] when E == WQ, else a run of WQ entries every E. Building the
-records of that progression at C speed and comparing them with the answer's bytes costs less than
-decoding it record by record and then comparing the ranges with the share, which is most of what a scan
-of healthy ledgers spends per answer.
+arithmetic progression: one run [0, last] when E == WQ, else a run of WQ entries every E. Every run but
+the last depends only on where the stripe starts and its pattern, so those records are built once per
+pattern (at C speed) and kept, and an answer is one bytes comparison with their prefix plus a check of
+its last record. That costs less than decoding it record by record and then comparing the ranges with
+the share, which was most of what a scan of healthy ledgers spent per answer.
 
 `decode_share` is an optimisation only, never a judgement: it returns exactly the `EntryList` that
 `EntryList.decode` returns for the same bytes (the same records, total and ranges), and only when those
