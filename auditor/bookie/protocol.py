@@ -430,6 +430,9 @@ def decode_response(body: bytes) -> Reply:
     `status=None` and a `problem` for replies that are well-formed but unusable (unknown status value,
     EOK without the sub-response).
     """
+    listed = _listed_reply(body)
+    if listed is not None:
+        return listed
     resp = pb.Response()
     try:
         resp.ParseFromString(body)
@@ -475,6 +478,84 @@ def decode_response(body: bytes) -> Reply:
     if sub_status is None:
         return Reply(h.txnId, op, None, sub_raw, sub, f"unknown {field} status value {sub_raw}")
     return Reply(h.txnId, op, sub_status, sub_raw, sub)
+
+
+class ListedEntries:
+    """The getListOfEntriesOfLedgerResponse of a reply `_listed_reply` recognised: the fields the client
+    reads of the protobuf message (same names), read from the bytes without building the message."""
+
+    __slots__ = ("status", "ledgerId", "availabilityOfEntriesOfLedger")
+
+    def __init__(self, ledger_id: int, entries: bytes) -> None:
+        self.status = pb.EOK
+        self.ledgerId = ledger_id
+        self.availabilityOfEntriesOfLedger = entries
+
+    def HasField(self, name: str) -> bool:  # named as the protobuf message's method
+        return name in _LISTED_FIELDS
+
+
+_LISTED_FIELDS = frozenset(ListedEntries.__slots__)
+_LIST_FIELDS = pb.GetListOfEntriesOfLedgerResponse.DESCRIPTOR.fields_by_name
+# A GET_LIST reply that found the ledger, as BookKeeper writes it (every field once, in field order): the
+# header (version 3, the operation, txnId), status EOK, then the sub-response: status EOK, ledgerId and
+# the list's bytes. The parts between the varint values:
+_LISTED_HEADER_KEY = _key(pb.Response.DESCRIPTOR.fields_by_name["header"].number, _LEN)[0]
+_LISTED_MIDDLE = (
+    _key(pb.Response.DESCRIPTOR.fields_by_name["status"].number, _VARINT)
+    + _varint(pb.EOK)
+    + _key(pb.Response.DESCRIPTOR.fields_by_name[_RESPONSE_FIELD[Op.GET_LIST_OF_ENTRIES_OF_LEDGER]].number, _LEN)
+)
+_LISTED_SUB = (
+    _key(_LIST_FIELDS["status"].number, _VARINT) + _varint(pb.EOK) + _key(_LIST_FIELDS["ledgerId"].number, _VARINT)
+)
+_LISTED_ENTRIES_KEY = _key(_LIST_FIELDS["availabilityOfEntriesOfLedger"].number, _LEN)[0]
+_MAX_FAST_VARINT = 9  # bytes: values below 2^63, where int64 and uint64 read the same
+
+
+def _uvarint(body: bytes, pos: int) -> tuple[int, int]:
+    """The varint at `pos` and the position after it; (-1, pos) if it is longer than 9 bytes. IndexError
+    if it runs off the end."""
+    b = body[pos]
+    if b < 0x80:  # most are one or two bytes
+        return b, pos + 1
+    value = b & 0x7F
+    b = body[pos + 1]
+    if b < 0x80:
+        return value | b << 7, pos + 2
+    value |= (b & 0x7F) << 7
+    for i in range(2, _MAX_FAST_VARINT):
+        b = body[pos + i]
+        value |= (b & 0x7F) << (7 * i)
+        if b < 0x80:
+            return value, pos + i + 1
+    return -1, pos
+
+
+def _listed_reply(body: bytes) -> Reply | None:
+    """`decode_response(body)` when `body` is a GET_LIST reply that found the ledger, exactly as a
+    bookie writes one (`ListedEntries` as its sub-response); None for any other bytes, which protobuf
+    then parses. It only recognises: whatever it returns is what the general parse gives for the same
+    bytes (tests/unit/bookie/test_listed_reply.py holds it to that)."""
+    n = len(body)
+    if n < 3 or body[0] != _LISTED_HEADER_KEY or body[1] >= 0x80 or not body.startswith(_LIST_HEADER, 2):
+        return None  # (a header of at most 127 bytes: its length is one byte)
+    try:
+        txn, pos = _uvarint(body, 2 + len(_LIST_HEADER))
+        if txn < 0 or pos != 2 + body[1] or not body.startswith(_LISTED_MIDDLE, pos):
+            return None
+        size, pos = _uvarint(body, pos + len(_LISTED_MIDDLE))
+        if size < 0 or pos + size != n or not body.startswith(_LISTED_SUB, pos):
+            return None
+        ledger_id, pos = _uvarint(body, pos + len(_LISTED_SUB))
+        if ledger_id < 0 or body[pos] != _LISTED_ENTRIES_KEY:
+            return None
+        size, pos = _uvarint(body, pos + 1)
+    except IndexError:  # a varint or a key runs off the end
+        return None
+    if size < 0 or pos + size != n:
+        return None
+    return Reply(txn, Op.GET_LIST_OF_ENTRIES_OF_LEDGER, Status.EOK, pb.EOK, ListedEntries(ledger_id, body[pos:]))
 
 
 _check_gated_frames()

@@ -9,8 +9,10 @@ from typing import Any
 
 import pytest
 
+from auditor._proto import bookkeeper_protocol_pb2 as pb
 from auditor.aio.adaptive import AdaptivePolicy
 from auditor.bookie import BookieClient, BookieClientConfig, BookiePool, Capability, Outcome, Status
+from auditor.bookie import protocol as P
 from auditor.durability.entry import Verdict, parse_header
 from auditor.durability.entrylist import EntryList
 from auditor.durability.model import DigestType
@@ -429,6 +431,48 @@ async def test_entry_lists_that_are_exactly_the_bookies_share_are_recognised_wit
         assert r.entries == p.entries and r.entries.to_rangeset() == p.entries.to_rangeset() == share.to_rangeset()
     for p, r in zip(plain, unmarked):
         assert r.entries is not None and r.entries.share is None and r.entries == p.entries
+
+
+async def test_real_bookies_list_replies_are_recognised_from_their_bytes(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every GET_LIST reply of a real bookie that found the ledger has the one shape `_listed_reply`
+    recognises without protobuf, and reads as protobuf reads it; ENOLEDGER is left to protobuf."""
+    ids = [cluster.bookie(n).bookie_id for n in range(1, 4)]
+    made = [
+        cluster.create_ledger(ensemble=3, write_quorum=wq, ack_quorum=2, entries=n, bookies=ids)
+        for wq, n in ((3, 1), (2, 5), (3, 300))
+    ]
+    bodies: list[bytes] = []
+    decode = P.decode_response
+
+    def recording(body: bytes) -> P.Reply:
+        bodies.append(body)
+        return decode(body)
+
+    monkeypatch.setattr(P, "decode_response", recording)
+    b = cluster.bookie(1)
+    async with BookieClient(b.bookie_id, (b.host, b.port), CONFIG) as c:
+        got = await c.get_entry_lists([m["ledgerId"] for m in made] + [NEVER_WRITTEN_LEDGER])
+    assert [r.present for r in got] == [True, True, True, False]
+    assert len(bodies) == 4
+    listed = []
+    for body in bodies:
+        parsed = pb.Response()
+        parsed.ParseFromString(body)
+        fast = P._listed_reply(body)
+        if parsed.status == pb.ENOLEDGER:
+            assert fast is None
+            continue
+        assert fast is not None, body.hex()
+        sub = parsed.getListOfEntriesOfLedgerResponse
+        assert (fast.txn_id, fast.sub.ledgerId, fast.sub.availabilityOfEntriesOfLedger) == (
+            parsed.header.txnId,
+            sub.ledgerId,
+            sub.availabilityOfEntriesOfLedger,
+        )
+        listed.append(sub.ledgerId)
+    assert sorted(listed) == sorted(m["ledgerId"] for m in made)
 
 
 async def test_a_cancelled_batch_withdraws_its_requests_and_the_connection_carries_on(cluster: Cluster) -> None:
