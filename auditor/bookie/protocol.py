@@ -18,6 +18,8 @@ from google.protobuf.message import DecodeError, Message
 from google.protobuf.unknown_fields import UnknownFieldSet
 
 from auditor._proto import bookkeeper_protocol_pb2 as pb
+from auditor.durability.varint import VarintError
+from auditor.durability.varint import decode as _decode_varint
 from auditor.durability.varint import encode as _varint
 from auditor.errors import BookieError
 
@@ -510,26 +512,7 @@ _LISTED_SUB = (
     _key(_LIST_FIELDS["status"].number, _VARINT) + _varint(pb.EOK) + _key(_LIST_FIELDS["ledgerId"].number, _VARINT)
 )
 _LISTED_ENTRIES_KEY = _key(_LIST_FIELDS["availabilityOfEntriesOfLedger"].number, _LEN)[0]
-_MAX_FAST_VARINT = 9  # bytes: values below 2^63, where int64 and uint64 read the same
-
-
-def _uvarint(body: bytes, pos: int) -> tuple[int, int]:
-    """The varint at `pos` and the position after it; (-1, pos) if it is longer than 9 bytes. IndexError
-    if it runs off the end."""
-    b = body[pos]
-    if b < 0x80:  # most are one or two bytes
-        return b, pos + 1
-    value = b & 0x7F
-    b = body[pos + 1]
-    if b < 0x80:
-        return value | b << 7, pos + 2
-    value |= (b & 0x7F) << 7
-    for i in range(2, _MAX_FAST_VARINT):
-        b = body[pos + i]
-        value |= (b & 0x7F) << (7 * i)
-        if b < 0x80:
-            return value, pos + i + 1
-    return -1, pos
+_MAX_ID = (1 << 63) - 1  # larger varints read differently as int64 and uint64: left to protobuf
 
 
 def _listed_reply(body: bytes) -> Reply | None:
@@ -541,19 +524,19 @@ def _listed_reply(body: bytes) -> Reply | None:
     if n < 3 or body[0] != _LISTED_HEADER_KEY or body[1] >= 0x80 or not body.startswith(_LIST_HEADER, 2):
         return None  # (a header of at most 127 bytes: its length is one byte)
     try:
-        txn, pos = _uvarint(body, 2 + len(_LIST_HEADER))
-        if txn < 0 or pos != 2 + body[1] or not body.startswith(_LISTED_MIDDLE, pos):
+        txn, pos = _decode_varint(body, 2 + len(_LIST_HEADER))
+        if pos != 2 + body[1] or not body.startswith(_LISTED_MIDDLE, pos):
             return None
-        size, pos = _uvarint(body, pos + len(_LISTED_MIDDLE))
-        if size < 0 or pos + size != n or not body.startswith(_LISTED_SUB, pos):
+        size, pos = _decode_varint(body, pos + len(_LISTED_MIDDLE))
+        if pos + size != n or not body.startswith(_LISTED_SUB, pos):
             return None
-        ledger_id, pos = _uvarint(body, pos + len(_LISTED_SUB))
-        if ledger_id < 0 or body[pos] != _LISTED_ENTRIES_KEY:
+        ledger_id, pos = _decode_varint(body, pos + len(_LISTED_SUB))
+        if pos >= n or body[pos] != _LISTED_ENTRIES_KEY:
             return None
-        size, pos = _uvarint(body, pos + 1)
-    except IndexError:  # a varint or a key runs off the end
+        size, pos = _decode_varint(body, pos + 1)
+    except VarintError:  # a varint runs off the end, or on past ten bytes
         return None
-    if size < 0 or pos + size != n:
+    if pos + size != n or txn > _MAX_ID or ledger_id > _MAX_ID:
         return None
     return Reply(txn, Op.GET_LIST_OF_ENTRIES_OF_LEDGER, Status.EOK, pb.EOK, ListedEntries(ledger_id, body[pos:]))
 

@@ -124,14 +124,21 @@ def test_replies_a_bookie_writes_otherwise_are_left_to_the_general_parse(change:
         r.getListOfEntriesOfLedgerResponse.ledgerId = -1
     if change == "unknown-field":
         body = r.SerializeToString() + b"\xf8\x07\x01"  # field 127, a varint the Response does not know
-    elif change == "long-varint":  # txnId 7 written in ten bytes: protobuf reads 7, the recognition gives up
+    elif change == "long-varint":  # txnId 7 in ten bytes, but bits past 64 set: protobuf drops them
         plain = r.SerializeToString()
-        body = plain[:1] + bytes([plain[1] + 9]) + plain[2:7] + b"\x87" + b"\x80" * 8 + b"\x00" + plain[8:]
+        body = plain[:1] + bytes([plain[1] + 9]) + plain[2:7] + b"\x87" + b"\x80" * 8 + b"\x7e" + plain[8:]
         assert general(body) == general(plain)
     else:
         body = r.SerializeToString()
     assert P._listed_reply(body) is None
     assert agrees(body) is None
+
+
+def test_a_txn_id_in_more_bytes_than_it_needs_reads_as_protobuf_reads_it() -> None:
+    plain = listed_body(7, 42, b"\x00" * 64)
+    body = plain[:1] + bytes([plain[1] + 9]) + plain[2:7] + b"\x87" + b"\x80" * 8 + b"\x00" + plain[8:]
+    reply = agrees(body)
+    assert reply is not None and reply.txn_id == 7
 
 
 def test_the_recognised_reply_is_what_the_client_judges() -> None:

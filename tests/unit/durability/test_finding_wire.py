@@ -138,6 +138,7 @@ def test_only_findings_above_info_are_logged_one_by_one() -> None:
 def test_varint_round_trip(n: int) -> None:
     data = varint.encode(n)
     assert varint.decode(b"x" + data + b"y", 1) == (n, 1 + len(data))
+    assert varint.decode(b"x" + data, 1) == (n, 1 + len(data))  # ending the data
 
 
 @given(
@@ -152,6 +153,9 @@ def test_varint_is_protobufs_encoding(n: int) -> None:
 def test_varint_errors() -> None:
     with pytest.raises(varint.VarintTruncated):
         varint.decode(b"\x80\x80")
+    for cut in (b"\x80", b"x\x80", b"\x81\x81"):
+        with pytest.raises(varint.VarintTruncated):
+            varint.decode(cut, len(cut) - 1 if cut.startswith(b"x") else 0)
     with pytest.raises(varint.VarintError, match="more than 10 bytes"):
         varint.decode(b"\xff" * 11)
     assert varint.fields(bytes([0x08, 12, 0x10, 34, 0x1A, 2, 0xFF, 0xFF])) == {1: 12, 2: 34}
