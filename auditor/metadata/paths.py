@@ -245,14 +245,15 @@ async def _walk_tree(
             for name in skipped:
                 on_skip(directory, name)
         if depth == leaf_depth:
-            ids = []
+            values = []
             for _, digits in matched:
                 value = int(prefix + digits)
                 if lo <= value <= hi and value <= tree.max_value:
-                    ids.append(_from_value(value) if tree is SCOPED_TREE else LedgerId(0, value))
+                    values.append(value)
                 elif not (p.lo <= value <= p.hi) and on_skip:
                     on_skip(directory, f"{prefix + digits} (misplaced for this layout)")
-            ids.sort()
+            values.sort()  # as ints, the order of their ids (`_value` keeps it), compared at C speed
+            ids = [_from_value(v) for v in values] if tree is SCOPED_TREE else [LedgerId(0, v) for v in values]
             if ids:
                 yield LedgerBatch(directory, ids, skipped)
             continue

@@ -106,7 +106,8 @@ def _tree(paths: list[str]) -> dict[str, list[str]]:
         for i in range(2, len(parts) + 1):
             parent, child = "/".join(parts[: i - 1]) or "/", parts[i - 1]
             kids.setdefault(parent, set()).add(child)
-    return {k: sorted(v) for k, v in kids.items()}
+    # In reverse: ZooKeeper lists children in no particular order, and the walk must sort them.
+    return {k: sorted(v, reverse=True) for k, v in kids.items()}
 
 
 def _walk(
