@@ -429,13 +429,16 @@ _ENTRY_LEVEL = frozenset(
 )
 
 
+_METADATA = Method.METADATA.value
+
+
 def _settled(first: list[Finding]) -> LedgerOutcome | None:
     """The outcome when a first analysis needs no second look: nothing found, or only informational
     verdicts on the metadata as read (quorum settings: nothing a bookie or marker says can change them).
     None: the findings need confirming."""
     if not first:
         return LedgerOutcome()
-    if all(f.method == Method.METADATA.value and not f.actionable for f in first):
+    if all(f.method == _METADATA and not f.actionable for f in first):
         return LedgerOutcome(findings=[f.confirm() for f in first])
     return None
 
