@@ -76,7 +76,7 @@ def decode_share(data: bytes, share: StripedSet) -> EntryList | None:
     # prefix of the records of a longer stripe (kept for stripes starting in the first period: every
     # one-segment ledger's).
     head = n - 1
-    if first < p:
+    if first < p and head <= _MAX_KEPT_RUNS:
         records, ranges = _early_stripe(first, p, s, length, max(_MIN_RUNS, 1 << (head - 1).bit_length()))
     else:
         records, ranges = _stripe(first, p, s, length, head)
@@ -114,7 +114,9 @@ def _stripe(first: int, p: int, s: int, length: int, count: int) -> tuple[bytes,
 
 # `_stripe`s starting in the first period, by (first, period, first residue, run length, number of runs
 # rounded up to a power of two): a few serve every one-segment ledger of a cluster. Bounded: at most
-# _MAX_STRIPES of them, each as long as the lists asked about (SMALL_ENTRY_LIST bytes or so each).
+# _MAX_STRIPES of them, of at most _MAX_KEPT_RUNS runs each (under 50 KiB with their ranges); a longer
+# list builds its own.
 _MIN_RUNS = 32
+_MAX_KEPT_RUNS = 512
 _MAX_STRIPES = 64
 _early_stripe = functools.lru_cache(maxsize=_MAX_STRIPES)(_stripe)

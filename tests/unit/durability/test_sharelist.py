@@ -178,8 +178,8 @@ def test_stripes_of_one_pattern_and_any_length_share_the_kept_records_correctly(
     """Stripes starting in the first period are compared with a prefix of records kept per pattern
     (longer ones replacing shorter ones as lists grow): every length, growing then shrinking, and a
     stripe of the same pattern that starts later (not kept), are still told exactly from their
-    neighbours."""
-    lasts = [*range(-1, 300), *range(299, -2, -1)]
+    neighbours; so are stripes of more runs than are kept (built for the answer alone)."""
+    lasts = [*range(-1, 300), *range(299, -2, -1), *range(1520, 1550), *range(2545, 2575), 9000]
     for first, e, residues in [(0, 3, (0, 1)), (1, 5, (1, 2)), (2, 5, (4, 0)), (12, 5, (1, 2))]:
         for last in lasts:
             share = StripedSet.striped(first, last, e, residues)
