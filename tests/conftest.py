@@ -3,16 +3,28 @@
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import tempfile
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
+import kazoo.protocol.connection
+import kazoo.retry
 import pytest
 
 from tests.realcluster import ports
 from tests.realcluster.cluster import Cluster
+
+# kazoo's connection thread draws its ping jitter from the global `random` (kazoo/protocol/connection.py,
+# every wake-up of a connected client), and its retries their backoff jitter. A client of a worker's shared
+# cluster then changes the global random state while Hypothesis generates a property test's data in the
+# same process, which Hypothesis reports as a strategy using `random` (HypothesisDeprecationWarning, a
+# varying number of them per `make test`). Generators of their own keep the two apart; kazoo behaves the
+# same.
+kazoo.protocol.connection.random = random.Random()  # type: ignore[attr-defined]
+kazoo.retry.random = random.Random()  # type: ignore[attr-defined]
 
 SESSION_BOOKIES = 6
 SESSION_STORAGE = {6: "db"}  # bookies 1-5 SortedLedgerStorage, bookie 6 DbLedgerStorage
