@@ -498,7 +498,7 @@ class ListedEntries:
 
 
 _LISTED_FIELDS = frozenset(ListedEntries.__slots__)
-_LIST_FIELDS = pb.GetListOfEntriesOfLedgerResponse.DESCRIPTOR.fields_by_name
+_LIST_RESPONSE_FIELDS = pb.GetListOfEntriesOfLedgerResponse.DESCRIPTOR.fields_by_name
 # A GET_LIST reply that found the ledger, as BookKeeper writes it (every field once, in field order): the
 # header (version 3, the operation, txnId), status EOK, then the sub-response: status EOK, ledgerId and
 # the list's bytes. The parts between the varint values:
@@ -509,9 +509,11 @@ _LISTED_MIDDLE = (
     + _key(pb.Response.DESCRIPTOR.fields_by_name[_RESPONSE_FIELD[Op.GET_LIST_OF_ENTRIES_OF_LEDGER]].number, _LEN)
 )
 _LISTED_SUB = (
-    _key(_LIST_FIELDS["status"].number, _VARINT) + _varint(pb.EOK) + _key(_LIST_FIELDS["ledgerId"].number, _VARINT)
+    _key(_LIST_RESPONSE_FIELDS["status"].number, _VARINT)
+    + _varint(pb.EOK)
+    + _key(_LIST_RESPONSE_FIELDS["ledgerId"].number, _VARINT)
 )
-_LISTED_ENTRIES_KEY = _key(_LIST_FIELDS["availabilityOfEntriesOfLedger"].number, _LEN)[0]
+_LISTED_ENTRIES_KEY = _key(_LIST_RESPONSE_FIELDS["availabilityOfEntriesOfLedger"].number, _LEN)[0]
 _MAX_ID = (1 << 63) - 1  # larger varints read differently as int64 and uint64: left to protobuf
 
 

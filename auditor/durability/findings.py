@@ -241,21 +241,20 @@ def _jsonable(value: Any) -> Any:
     kind = type(value)
     if kind in _PLAIN:
         return value
-    if kind is MappingProxyType or kind is dict:  # a finding's detail (before the ABC check below)
-        return {camel(k if type(k) is str else str(k)): _jsonable(v) for k, v in value.items()}
-    if kind is list or kind is tuple:
+    # A finding's detail is a dict or mapping proxy of lists and plain values: those exact types are
+    # taken before any ABC check (the `isinstance` is for other mappings and sequences).
+    if kind is dict or kind is MappingProxyType or isinstance(value, Mapping):
+        return {camel(str(k)): _jsonable(v) for k, v in value.items()}
+    if kind is list or kind is tuple or isinstance(value, (list, tuple)):
         return [_jsonable(v) for v in value]
+    if isinstance(value, (set, frozenset)):
+        return [_jsonable(v) for v in sorted(value)]
     if isinstance(value, enum.Enum):
         return value.value
     if isinstance(value, LedgerId):
         return value.qualified_name
     if isinstance(value, (StripedSet, RangeSet)):
         return value.to_text(DEFAULT_TEXT_LIMIT)
-    if isinstance(value, Mapping):
-        return {camel(str(k)): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set, frozenset)):
-        items = sorted(value) if isinstance(value, (set, frozenset)) else value
-        return [_jsonable(v) for v in items]
     if isinstance(value, bytes):
         return value.hex()
     return value

@@ -164,3 +164,34 @@ def test_varint_errors() -> None:
     with pytest.raises(varint.VarintError, match="wire type"):
         varint.fields(bytes([0x0B]))
     assert isinstance(varint.VarintError("x"), ValueError)
+
+
+def test_every_kind_of_detail_value_renders_as_json() -> None:
+    """Mappings of any kind (keys camelCased), sequences, sets (sorted), enums, ids, entry sets, bytes."""
+    from collections import OrderedDict, namedtuple
+    from types import MappingProxyType
+
+    pair = namedtuple("pair", "a b")
+    detail = {
+        "plain_dict": {"in_er": [1, (2, 3)]},
+        "proxy": MappingProxyType({"a_b": 1, 5: "x"}),
+        "ordered": OrderedDict(x_y=frozenset({"b", "a"})),
+        "a_set": {3, 1, 2},
+        "named": pair(1, 2),
+        "enum": Severity.INFO,
+        "ledger": LedgerId(0, 7),
+        "ranges": RangeSet.span(1, 9),
+        "raw": b"\x01\xff",
+    }
+    f = Finding.of(Category.RISKY_QUORUM, "m", ledger=LedgerId(0, 7), detail=detail, method=Method.METADATA)
+    assert json.loads(f.to_json())["detail"] == {
+        "plainDict": {"inEr": [1, [2, 3]]},
+        "proxy": {"aB": 1, "5": "x"},
+        "ordered": {"xY": ["a", "b"]},
+        "aSet": [1, 2, 3],
+        "named": [1, 2],
+        "enum": "info",
+        "ledger": LedgerId(0, 7).qualified_name,
+        "ranges": RangeSet.span(1, 9).to_text(),
+        "raw": "01ff",
+    }
