@@ -12,7 +12,8 @@ limits 0; `defaults`: the shipped adaptive budgets) and each process count of `-
 over `--runs`, starts `bk-auditor run` (a fresh election and state each time) with only the scrutiny
 scheduled and `schedule.scan_processes` N, waits for its first `check finished` line, stops it with
 SIGTERM and records: the pass's own duration and ledgers (from that line), ledgers/s, the daemon's CPU with
-its workers' (GNU time), its peak RSS, and the findings, which must be one `risky_quorum` per ledger when
+its workers' (a cgroup of the run's own where one can be made, as root; else GNU time's, which misses the
+workers: they are a fork server's children), its peak RSS, and the findings, which must be one `risky_quorum` per ledger when
 WQ == AQ, none otherwise. Prints one JSON line per run and a summary (medians, speed-up over one
 process), saved under bench/results/daemon_scan/. With `--baseline TREE`, every pass also runs with TREE's
 `auditor` (PYTHONPATH), the two alternating, on the same ZooKeeper and bookies. Not a test: nothing here
@@ -22,10 +23,13 @@ asserts a time.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import json
 import os
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -36,6 +40,7 @@ import yaml
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
+from bench.cpuquota import QuotaUnavailable, cpu_group
 from bench.harness import by_count, save_results
 from bench.memory import BIN, TIME, Code, planted_and_served
 from bench.planted import Shape
@@ -93,6 +98,17 @@ def _fresh_state(uri: str) -> None:
         zk.close()
 
 
+@functools.cache
+def accounting() -> bool:
+    """Whether a cgroup can count a run's CPU here (bench/cpuquota.py); said once when not."""
+    try:
+        with cpu_group(f"bk-auditor-bench-{os.getpid()}"):
+            return True
+    except QuotaUnavailable as err:
+        print(f"bench.daemon_scan: CPU of the daemon alone (GNU time), not its workers': {err}", file=sys.stderr)
+        return False
+
+
 def one_pass(
     uri: str,
     processes: int,
@@ -111,13 +127,19 @@ def one_pass(
     cfg.write_text(yaml.safe_dump(_config(uri, processes, budgets, identity)))
     log = logs / f"{identity}.log"
     t0 = time.monotonic()
-    with tempfile.NamedTemporaryFile("r", suffix=".time") as timing, log.open("ab") as out:
+    with contextlib.ExitStack() as stack:
+        timing = stack.enter_context(tempfile.NamedTemporaryFile("r", suffix=".time"))
+        out = stack.enter_context(log.open("ab"))
+        # The daemon's scan workers are its fork server's children, not its own: GNU time's rusage misses
+        # them, a cgroup of the run's own (where one can be made, as root) counts them.
+        group = stack.enter_context(cpu_group(f"bk-auditor-bench-{os.getpid()}")) if accounting() else None
         child = subprocess.Popen(
             [TIME, "-f", "%U %S %M", "-o", timing.name, str(BIN), "run", "--config", str(cfg)],
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             env=code.env(),
+            preexec_fn=group.joiner() if group is not None else None,
         )
         finished = None
         while finished is None and child.poll() is None and time.monotonic() - t0 < PASS_TIMEOUT:
@@ -127,6 +149,11 @@ def one_pass(
             os.kill(daemon, signal.SIGTERM)
         rc = child.wait(60)
         user, system, kib = timing.read().split()[-3:]
+        cpu = float(user) + float(system)
+        if group is not None:
+            if not group.wait_empty():
+                raise RuntimeError(f"processes of the daemon are still running in {group.path}")
+            cpu = group.cpu_seconds()
     row: dict[str, Any] = {
         "code": code.label,
         "budgets": budgets,
@@ -138,7 +165,6 @@ def one_pass(
     if finished is None:
         return row | {"failed": log.read_text(errors="replace").splitlines()[-5:]}
     seconds = float(finished["durationSeconds"])
-    cpu = float(user) + float(system)
     found = dict(finished.get("findingsByCategory") or {})
     row |= {
         "processes_used": finished.get("processes"),
@@ -146,6 +172,7 @@ def one_pass(
         "ledgers_seen": finished["ledgersSeen"],
         "ledgers_per_s": round(finished["ledgersSeen"] / seconds, 1) if seconds else None,
         "cpu_s": round(cpu, 1),  # the daemon's and its workers', start-up and shut-down included
+        "cpu_from": "cgroup" if group is not None else "rusage",
         "cpu_us_per_ledger": round(cpu / ledgers * 1e6, 1),
         "peak_rss_mb": round(int(kib) / 1024, 1),
         "findings": found,

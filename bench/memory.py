@@ -97,9 +97,17 @@ class Code:
         return env | (extra or {})
 
 
-def measured(code: Code, argv: list[str], env: dict[str, str], stderr: Path, line: Callable[[str], None]) -> Peak:
+def measured(
+    code: Code,
+    argv: list[str],
+    env: dict[str, str],
+    stderr: Path,
+    line: Callable[[str], None],
+    preexec: Callable[[], None] | None = None,
+) -> Peak:
     """Run a child to its end, each line of its stdout to `line` as it comes (a million findings are
-    counted, never held): its exit status, peak RSS, wall time and CPU time.
+    counted, never held): its exit status, peak RSS, wall time and CPU time. `preexec` runs in the forked
+    child before it execs (bench/cpuquota.py: joining a cgroup).
 
     The peak comes from /usr/bin/time (its wait4 of the child), not from our own wait4: Linux carries the
     spawning process's resident set into a child's ru_maxrss (fork copies it, exec records it, and Python
@@ -114,6 +122,7 @@ def measured(code: Code, argv: list[str], env: dict[str, str], stderr: Path, lin
             stdin=subprocess.DEVNULL,
             env=env,
             cwd=code.tree,
+            preexec_fn=preexec,
         )
         assert child.stdout is not None
         for raw in child.stdout:

@@ -181,7 +181,7 @@ def run_sweep(
 def run_sweep_on_processes(
     settings: Settings, processes: int, options: SweepOptions | None = None, *, progress: ProgressFn | None = None
 ) -> SweepResult:
-    """The same sweep without Spark: `processes` local worker processes (spawned, each with its own event
+    """The same sweep without Spark: `processes` local worker processes (`new_pool`, each with its own event
     loop, ZooKeeper session and bookie connections) run the partitions with the executors' code
     (`worker.run_partitions`). For one machine's cores: Python's one thread per process binds a scan to
     one core, the id space cut as the Spark planner cuts it spreads it over several."""

@@ -33,6 +33,18 @@ def child_pids(pid: int) -> list[int]:
     return out
 
 
+def descendant_pids(pid: int) -> list[int]:
+    """The live processes below `pid`: its children, theirs, and so on (a pool's fork server, the
+    workers it forked and the resource tracker)."""
+    out: list[int] = []
+    todo = [pid]
+    while todo:
+        children = child_pids(todo.pop())
+        out += children
+        todo += children
+    return out
+
+
 @dataclass
 class Proc:
     name: str
