@@ -19,8 +19,9 @@ their own (bench/simbookie, held byte for byte to a real bookie). Then, for each
 in a child process with the bookie and ZooKeeper rate limits off, under GNU time: wall time (start-up and
 planning included), the command's own duration (from its summary), CPU time of the command and its worker
 processes (counted by a cgroup of the run's own where one can be made, as root; else GNU time's, which
-misses the workers: they are the children of a fork server, not of the command), peak RSS of the command itself, and the findings, which must be one `risky_quorum` per ledger
-when WQ == AQ, none otherwise (exit status 0). Prints one JSON line per run and a summary (medians,
+misses the workers: they are the children of a fork server, not of the command), peak RSS of the
+command itself, and the findings, which must be one `risky_quorum` per ledger when WQ == AQ, none
+otherwise (exit status 0). Prints one JSON line per run and a summary (medians,
 ledgers/s, speed-up over one process, CPU per ledger: the whole command's, start-up included), saved under
 bench/results/check_scaling/. With `--baseline TREE` every run is made a second time with TREE's `auditor`
 (PYTHONPATH), the two alternating, and summarised apart.
@@ -49,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from auditor.settings.model import BookieClientSettings, ZooKeeperSettings
-from bench.cpuquota import QuotaUnavailable, cpu_group, machine_busy
+from bench.cpuquota import cpu_group, machine_busy, unavailable
 from bench.harness import by_count, save_results
 from bench.memory import (
     BIN,
@@ -117,11 +118,8 @@ def check(
             quota["cpu_quota"] = round(processes * cpu_quota, 3)
         run = measured(code, argv, env, log, out.line, group.joiner() if group else None)
         if group is not None:
-            if not group.wait_empty():
-                raise RuntimeError(f"processes of the command are still running in {group.path}")
-            command_cpu = run.cpu_seconds
-            run = dataclasses.replace(run, cpu_seconds=group.cpu_seconds())
-            quota["command_cpu_s"] = round(command_cpu, 2)  # GNU time's: the command and what it waited for
+            quota["command_cpu_s"] = round(run.cpu_seconds, 2)  # GNU time's: the command and what it waited for
+            run = dataclasses.replace(run, cpu_seconds=group.final_cpu_seconds())
             quota["throttled_s"] = round(group.throttled_seconds(), 1)
     busy1, total1 = machine_busy()
     cpus = len(os.sched_getaffinity(0))
@@ -189,16 +187,13 @@ def main() -> None:
     if not budgets or not set(budgets) <= set(BUDGETS):
         ap.error(f"--budget: a comma list of {', '.join(BUDGETS)}")
     codes = [Code("this")] + ([Code("baseline", args.baseline.resolve())] if args.baseline is not None else [])
-    try:  # before planting: a machine without the cgroup fails in a second, not after the planting
-        with cpu_group(f"bk-auditor-bench-{os.getpid()}"):
-            accounting = True
-    except QuotaUnavailable as err:
-        if args.cpu_quota is not None:
-            print(f"bench.check_scaling: --cpu-quota: {err}", file=sys.stderr)
-            sys.exit(2)
-        # CPU from GNU time: the command and the processes it waited for, not a fork server's workers
-        print(f"bench.check_scaling: CPU of the command alone (GNU time): {err}", file=sys.stderr)
-        accounting = False
+    why_not = unavailable()  # before planting: without a cgroup, --cpu-quota fails in a second
+    if why_not is not None and args.cpu_quota is not None:
+        print(f"bench.check_scaling: --cpu-quota: {why_not}", file=sys.stderr)
+        sys.exit(2)
+    if why_not is not None:  # CPU from GNU time: the command and what it waited for, not a fork server's workers
+        print(f"bench.check_scaling: CPU of the command alone (GNU time): {why_not}", file=sys.stderr)
+    accounting = why_not is None
     rows: list[dict[str, Any]] = []
     with planted_and_served("bench-check-scaling-", args.ledgers, args.keep, shape) as (uri, workdir):
         for i in range(args.runs):

@@ -67,15 +67,15 @@ class CpuGroup:
                 return int(value) / 1e9
         return 0.0
 
-    def wait_empty(self, timeout: float = 15.0) -> bool:
-        """Wait until no task is left in the group (a command's fork server and workers end just after
-        it); False if some still are after `timeout` seconds."""
+    def final_cpu_seconds(self, timeout: float = 15.0) -> float:
+        """`cpu_seconds` once no task is left in the group (a command's fork server and workers end just
+        after it); RuntimeError naming the group if some still run after `timeout` seconds."""
         deadline = time.monotonic() + timeout
         while (self.path / "cgroup.procs").read_text().strip():
             if time.monotonic() > deadline:
-                return False
+                raise RuntimeError(f"processes of the measured command are still running in {self.path}")
             time.sleep(0.05)
-        return True
+        return self.cpu_seconds()
 
     def joiner(self) -> Callable[[], None]:
         """A `preexec_fn`: the forked child joins the group before it execs (its descendants follow)."""
@@ -123,6 +123,15 @@ def cpu_group(name: str) -> Iterator[CpuGroup]:
                 path.rmdir()
             except OSError:
                 pass  # a task still inside: left for the operator, named by the bench's log
+
+
+def unavailable() -> str | None:
+    """Why no cgroup can be made here (None: one can): a benchmark asks before it plants anything."""
+    try:
+        with cpu_group(f"bk-auditor-bench-probe-{os.getpid()}"):
+            return None
+    except QuotaUnavailable as err:
+        return str(err)
 
 
 def machine_busy() -> tuple[float, float]:

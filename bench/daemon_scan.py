@@ -13,8 +13,8 @@ over `--runs`, starts `bk-auditor run` (a fresh election and state each time) wi
 scheduled and `schedule.scan_processes` N, waits for its first `check finished` line, stops it with
 SIGTERM and records: the pass's own duration and ledgers (from that line), ledgers/s, the daemon's CPU with
 its workers' (a cgroup of the run's own where one can be made, as root; else GNU time's, which misses the
-workers: they are a fork server's children), its peak RSS, and the findings, which must be one `risky_quorum` per ledger when
-WQ == AQ, none otherwise. Prints one JSON line per run and a summary (medians, speed-up over one
+workers: they are a fork server's children), its peak RSS, and the findings, which must be one
+`risky_quorum` per ledger when WQ == AQ, none otherwise. Prints one JSON line per run and a summary (medians, speed-up over one
 process), saved under bench/results/daemon_scan/. With `--baseline TREE`, every pass also runs with TREE's
 `auditor` (PYTHONPATH), the two alternating, on the same ZooKeeper and bookies. Not a test: nothing here
 asserts a time.
@@ -40,7 +40,7 @@ import yaml
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-from bench.cpuquota import QuotaUnavailable, cpu_group
+from bench.cpuquota import cpu_group, unavailable
 from bench.harness import by_count, save_results
 from bench.memory import BIN, TIME, Code, planted_and_served
 from bench.planted import Shape
@@ -101,12 +101,10 @@ def _fresh_state(uri: str) -> None:
 @functools.cache
 def accounting() -> bool:
     """Whether a cgroup can count a run's CPU here (bench/cpuquota.py); said once when not."""
-    try:
-        with cpu_group(f"bk-auditor-bench-{os.getpid()}"):
-            return True
-    except QuotaUnavailable as err:
-        print(f"bench.daemon_scan: CPU of the daemon alone (GNU time), not its workers': {err}", file=sys.stderr)
-        return False
+    why_not = unavailable()
+    if why_not is not None:
+        print(f"bench.daemon_scan: CPU of the daemon alone (GNU time), not its workers': {why_not}", file=sys.stderr)
+    return why_not is None
 
 
 def one_pass(
@@ -151,9 +149,7 @@ def one_pass(
         user, system, kib = timing.read().split()[-3:]
         cpu = float(user) + float(system)
         if group is not None:
-            if not group.wait_empty():
-                raise RuntimeError(f"processes of the daemon are still running in {group.path}")
-            cpu = group.cpu_seconds()
+            cpu = group.final_cpu_seconds()
     row: dict[str, Any] = {
         "code": code.label,
         "budgets": budgets,

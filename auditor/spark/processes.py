@@ -2,9 +2,9 @@
 `bk-auditor sweep --master processes[N]`.
 
 Python runs a scan on one thread, so one process uses one core. Cutting the id space as the Spark planner
-does (`plan.py`) and running the partitions on N worker processes (forked by a fork server that has imported the code once), each with its own event loop,
-ZooKeeper session and bookie connections (`worker.run_partitions`, the executors' code), spreads a scan
-over N cores.
+does (`plan.py`) and running the partitions on N worker processes (forked by a fork server that has
+imported the code once), each with its own event loop, ZooKeeper session and bookie connections
+(`worker.run_partitions`, the executors' code), spreads a scan over N cores.
 
 `check_on_processes` is the engine of the one-shot command and of the daemon's scans
 (`schedule.scan_processes`). For the command it hands the findings back as each partition ends, in id
@@ -64,7 +64,7 @@ def local_processes(master: str | None) -> int | None:
     return n
 
 
-PARENT_POLL_SECONDS = 1.0
+OWNER_POLL_SECONDS = 1.0
 
 
 def _wait_for_end(pid: int) -> None:
@@ -78,15 +78,16 @@ def _wait_for_end(pid: int) -> None:
         while True:
             try:
                 os.kill(pid, 0)
-            except ProcessLookupError:
+            except (ProcessLookupError, PermissionError):  # gone (or the number is another user's now)
                 return
-            except PermissionError:  # another user's process has the number now: ours is gone
-                return
-            time.sleep(PARENT_POLL_SECONDS)
-    select.select([fd], [], [])
+            time.sleep(OWNER_POLL_SECONDS)
+    try:
+        select.select([fd], [], [])
+    finally:
+        os.close(fd)
 
 
-def _end_with_parent(owner: int) -> None:
+def _end_with_owner(owner: int) -> None:
     """A worker's initializer: end the worker once the pool's owner is gone. An owner killed outright
     (SIGKILL, the OOM killer) cannot stop its workers, and they would wait for work forever: each holds both
     ends of the pool's call queue, so no end-of-file ever reaches it (measured: a killed daemon left both
@@ -97,7 +98,7 @@ def _end_with_parent(owner: int) -> None:
         _wait_for_end(owner)
         os._exit(3)
 
-    threading.Thread(target=watch, name="end-with-parent", daemon=True).start()
+    threading.Thread(target=watch, name="end-with-owner", daemon=True).start()
 
 
 # What the fork server imports once, before it forks any worker: the partitions' code and everything it
@@ -116,7 +117,7 @@ def new_pool(processes: int) -> ProcessPoolExecutor:
     return ProcessPoolExecutor(
         processes,
         mp_context=context,
-        initializer=_end_with_parent,
+        initializer=_end_with_owner,
         initargs=(os.getpid(),),
     )
 

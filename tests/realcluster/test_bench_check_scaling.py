@@ -10,25 +10,17 @@ from pathlib import Path
 import pytest
 
 from bench.check_scaling import check, per_process_budget
-from bench.cpuquota import QuotaUnavailable, cpu_group
+from bench.cpuquota import unavailable
 from bench.memory import Code, planted_and_served
 from bench.planted import Shape
 
 pytestmark = pytest.mark.realcluster
 
 
-def _cgroups() -> bool:
-    try:
-        with cpu_group("bk-auditor-test-probe"):
-            return True
-    except QuotaUnavailable:
-        return False
-
-
 def test_check_on_two_processes_counts_every_ledger_and_the_workers_cpu(tmp_path: Path) -> None:
     shape = Shape.parse("3/2/2", "10,50")
     ledgers = 5000
-    cgroups = _cgroups()
+    cgroups = unavailable() is None
     quota = 0.5 if cgroups else None  # where one can be made; else GNU time's count, said so in the row
     with planted_and_served("bk-auditor-bench-check-scaling-", ledgers, False, shape) as (uri, workdir):
         one = check(uri, 1, workdir / "logs", ledgers, shape, Code("this"), None, "shared", cgroups)

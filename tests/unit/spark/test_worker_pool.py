@@ -86,7 +86,7 @@ def test_workers_end_soon_after_their_owner_is_killed() -> None:
 def test_waiting_for_a_process_returns_once_it_has_ended(monkeypatch: pytest.MonkeyPatch, pidfd: bool) -> None:
     if not pidfd:  # a kernel or OS without pidfd_open: the number is polled
         monkeypatch.delattr(os, "pidfd_open", raising=False)
-        monkeypatch.setattr(processes, "PARENT_POLL_SECONDS", 0.05)
+        monkeypatch.setattr(processes, "OWNER_POLL_SECONDS", 0.05)
     child = subprocess.Popen(["sleep", "0.5"])
     waiter = threading.Thread(target=processes._wait_for_end, args=(child.pid,), daemon=True)
     waiter.start()
