@@ -985,8 +985,8 @@ class BookieClient(BookieTransport):
     """
 
     def _encode(self, request: Message | P.GatedFrame) -> bytes:
-        if type(request) is P.GatedFrame:  # GET_LIST / READ_ENTRY, byte for byte what the gate passes
-            return request.frame
+        if type(request) is P.GatedFrame:  # GET_LIST / READ_ENTRY, proven of the one shape the gate passes
+            return P.gated_bytes(request)
         if not isinstance(request, P.Request):
             raise P.UnsafeRequestError(f"not a bookie Request: {type(request).__name__}")
         return P.encode_request(request)  # raises UnsafeRequestError before anything is written

@@ -10,6 +10,7 @@ protobuf message (`Request` one way, `Response` the other). `N + 4` may not exce
 from __future__ import annotations
 
 import enum
+import re
 import struct
 from dataclasses import dataclass
 from typing import Any, cast
@@ -247,13 +248,23 @@ class GatedFrame:
     `entry_list_request` / `read_entry_request` for the same values, which passes the gate: the frames
     differ from those only in the varint values of txnId, ledgerId and entryId, never in operation, fields
     or flags. `_check_gated_frames` proves that equality on edge values when this module loads, so a change
-    that broke it would stop the process from starting (fail closed). Only the read-only client's gate
-    takes them (`BookieClient._encode`)."""
+    that broke it would stop the process from starting (fail closed).
+
+    The promise is "nothing the auditor holds can send a write", so it holds by construction, twice over:
+    only this module can make one (the constructor wants `_MINT`, a module-private token: a frame built
+    from foreign bytes raises), and the read-only client's gate (`BookieClient._encode`) sends only what
+    `gated_bytes` recognises as exactly one of the two shapes, so even a forged instance carrying a write,
+    a fence flag or a master key is refused before the socket."""
 
     __slots__ = ("frame",)
 
-    def __init__(self, frame: bytes) -> None:
+    def __init__(self, frame: bytes, token: object = None) -> None:
+        if token is not _MINT:
+            raise UnsafeRequestError("a GatedFrame is made only by protocol.entry_list_frame / read_entry_frame")
         self.frame = frame
+
+
+_MINT = object()  # the constructor's token: only this module's frame builders hold it
 
 
 def _key(field_number: int, wire_type: int) -> bytes:
@@ -291,7 +302,7 @@ def _gated(header_start: bytes, txn_id: int, sub_key: bytes, sub: bytes) -> Gate
         raise ValueError(f"txn id {txn_id} is not a uint64")
     header = header_start + _varint(txn_id)
     body = _HEADER_KEY + bytes((len(header),)) + header + sub_key + bytes((len(sub),)) + sub
-    return GatedFrame(LENGTH.pack(len(body)) + body)
+    return GatedFrame(LENGTH.pack(len(body)) + body, _MINT)
 
 
 def entry_list_frame(txn_id: int, ledger_id: int) -> GatedFrame:
@@ -308,6 +319,55 @@ def read_entry_frame(txn_id: int, ledger_id: int, entry_id: int) -> GatedFrame:
     return _gated(_READ_HEADER, txn_id, _READ_KEY, sub)
 
 
+# One protobuf varint in its shortest form (no trailing zero byte; a tenth byte only for the top bit of
+# a uint64), as the builders write it: what passes re-encodes to the same bytes.
+_VARINT_RE = rb"(?:[\x00-\x7f]|[\x80-\xff]{1,8}[\x01-\x7f]|[\x80-\xff]{9}\x01)"
+
+
+def _gated_shape(header_start: bytes, sub_key: bytes, sub_fields: bytes) -> re.Pattern[bytes]:
+    """The one shape a pre-gated frame of this kind has: length prefix, the header (version 3, the
+    operation, a txnId and nothing else), the operation's sub-message with exactly its fields, and
+    nothing after. Groups: header length, header, sub length, sub (the lengths are checked apart)."""
+    return re.compile(
+        rb"\A[\s\S]{4}"
+        + re.escape(_HEADER_KEY)
+        + rb"([\x00-\x7f])("
+        + re.escape(header_start)
+        + _VARINT_RE
+        + rb")"
+        + re.escape(sub_key)
+        + rb"([\x00-\x7f])("
+        + sub_fields
+        + rb")\Z"
+    )
+
+
+_GATED_SHAPES = (
+    _gated_shape(_LIST_HEADER, _LIST_KEY, re.escape(_LEDGER_KEY) + _VARINT_RE),
+    _gated_shape(
+        _READ_HEADER, _READ_KEY, re.escape(_READ_LEDGER_KEY) + _VARINT_RE + re.escape(_READ_ENTRY_KEY) + _VARINT_RE
+    ),
+)
+
+
+def gated_bytes(request: GatedFrame) -> bytes:
+    """The frame of a pre-gated request, once it is proven to be a GET_LIST or READ_ENTRY of exactly the
+    shape the builders write (no other operation, field, flag or trailing byte, every length right);
+    UnsafeRequestError otherwise. The read-only gate's check at send, about a microsecond a frame."""
+    frame = request.frame
+    if type(frame) is bytes:
+        for shape in _GATED_SHAPES:
+            m = shape.match(frame)
+            if (
+                m is not None
+                and m.group(1)[0] == len(m.group(2))
+                and m.group(3)[0] == len(m.group(4))
+                and LENGTH.unpack_from(frame)[0] == len(frame) - 4
+            ):
+                return frame
+    raise UnsafeRequestError("a pre-gated frame is not a GET_LIST or READ_ENTRY request of the gated shape")
+
+
 def _check_gated_frames() -> None:
     """Every pre-gated frame shape equals the gated encoding of the same request (edge values of every
     varint length). Raises UnsafeRequestError otherwise: nothing may be sent that the gate did not pass."""
@@ -320,7 +380,7 @@ def _check_gated_frames() -> None:
             (read_entry_frame(txn, ledger, entry), read_entry_request(txn, ledger, entry)),
         ]
         for fast, req in pairs:
-            if fast.frame != encode_request(req):
+            if fast.frame != encode_request(req) or gated_bytes(fast) != fast.frame:
                 raise UnsafeRequestError(f"pre-gated frame differs from the gated encoding of {req}")
 
 
