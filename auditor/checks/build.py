@@ -198,9 +198,16 @@ async def connect_store(settings: Settings) -> ZooKeeperMetadataStore:
 
 @asynccontextmanager
 async def audit_context(
-    settings: Settings, *, one_shot: bool = False, start_rates: Mapping[str, float] | None = None, **overrides: Any
+    settings: Settings,
+    *,
+    one_shot: bool = False,
+    start_rates: Mapping[str, float] | None = None,
+    judges_placement: bool = False,
+    **overrides: Any,
 ) -> AsyncIterator[tuple[AuditContext, Locations]]:
-    """`start_rates`: where each bookie's adaptive request rate starts (BookiePool)."""
+    """`start_rates`: where each bookie's adaptive request rate starts (BookiePool). `judges_placement`:
+    the caller runs a check that judges placement, so a cluster without rack information is said, once
+    here (a `check` run's worker processes and the repair role pass False: the run's owner says it)."""
     store = await connect_store(settings)
     pool = BookiePool(store.address_resolver(), bookie_config(settings), start_rates=start_rates)
     try:
@@ -218,7 +225,7 @@ async def audit_context(
             # is not judged (Locations.problem / finding()).
             locations = Locations(None, rebuild)
             await locations.refresh()
-        if not locations.available and locations.problem is None and options.placement is not None:
+        if judges_placement and not locations.available and locations.problem is None and options.placement is not None:
             log.warning(
                 "no rack information (racks.source=%s found nothing): placement is not checked", settings.racks.source
             )

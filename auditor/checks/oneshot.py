@@ -151,13 +151,17 @@ def print_table(findings: list[Finding], summary: FindingSummary, runs: list[dic
         if r.get("note"):
             con.print(f"{r['check']}: {r['note']}, {r['durationSeconds']}s")
             continue
-        skipped = ", ".join(f"{n} {why}" for why, n in sorted(r["ledgersSkipped"].items())) or "none"
-        con.print(
-            f"{r['check']}: {r['ledgersChecked']} ledgers checked "
-            f"({r['ledgersSeen']} seen, skipped {skipped}), "
-            f"{r['ledgersRechecked']} re-checked, {r['bookieRequests']} bookie requests, "
-            f"{r['durationSeconds']}s"
-        )
+        con.print(f"{r['check']}: {run_counts(r)}, {r['durationSeconds']}s")
+
+
+def run_counts(r: Mapping[str, Any]) -> str:
+    """A check run's counts as a person reads them, named so that they add up: a ledger seen once can be
+    judged more than once (its re-checks), so judgements may outnumber the ledgers."""
+    skipped = ", ".join(f"{n} {why}" for why, n in sorted(r["ledgersSkipped"].items())) or "none"
+    return (
+        f"{r['ledgersChecked']} judgements of {r['ledgersSeen']} ledgers ({r['ledgersRechecked']} re-checks, "
+        f"skipped {skipped}), {r['bookieRequests']} bookie requests"
+    )
 
 
 def print_cleanup_plan(findings: list[Finding], out: TextIO) -> None:
@@ -262,7 +266,8 @@ async def main(
 
     elsewhere = [n for n in names if judges_each_ledger_alone(n)] if sharded else []
     try:
-        async with audit_context(settings, one_shot=True) as (ctx, locations):
+        judges_placement = any(CHECKS[n].use_placement for n in names)
+        async with audit_context(settings, one_shot=True, judges_placement=judges_placement) as (ctx, locations):
             with ProgressDisplay(err) as bar:
                 if elsewhere:
                     assert sharded is not None
@@ -280,11 +285,7 @@ async def main(
                     run = CheckRun(ctx, check, functools.partial(report, check=name), progress=bar.update)
                     finished((await run.run()).as_dict())
             rack_problem = locations.finding()  # unusable rack data: placement was not judged
-            if (
-                rack_problem is not None
-                and any(CHECKS[n].use_placement for n in names)
-                and first_sighting(rack_problem, None)
-            ):
+            if rack_problem is not None and judges_placement and first_sighting(rack_problem, None):
                 if not human_logs:
                     log_new_finding(rack_problem, logger=log, check="scrutiny")
     except Exception as exc:  # connection refused, bad layout, ...: one clear line, exit 2

@@ -18,6 +18,7 @@ from typing import Any, TextIO
 from urllib.parse import urlparse
 
 from auditor.checks.context import RunStats
+from auditor.checks.oneshot import run_counts
 from auditor.durability.findings import Finding, FindingSummary, FindingWire, Severity
 from auditor.tables import console
 from auditor.tables import print_table as table_out
@@ -161,12 +162,7 @@ def print_table(summary: SweepFindings, runs: list[dict[str, Any]], sweep: dict[
     else:
         con.print("no findings: every checked ledger is healthy")
     for r in runs:
-        con.print(
-            f"{r['check']}: {r['ledgersChecked']} ledgers checked ({r['ledgersSeen']} seen, "
-            f"skipped {r['ledgersSkipped'] or 'none'}), {r['ledgersRechecked']} re-checked, "
-            f"{r['bookieRequests']} bookie requests, {r['durationSeconds']}s over {r['partitions']} "
-            "partition(s)"
-        )
+        con.print(f"{r['check']}: {run_counts(r)}, {r['durationSeconds']}s over {r['partitions']} partition(s)")
     failed = sweep.get("failedPartitions") or []
     con.print(
         f"sweep: {sweep['partitionsDone']}/{sweep['partitionsTotal']} partitions on {sweep['master']} "

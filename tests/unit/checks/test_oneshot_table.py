@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import io
 
-from auditor.checks.oneshot import print_table
+from auditor.checks.oneshot import print_table, run_counts
 from auditor.durability.findings import Category, Finding, FindingSummary
 from auditor.durability.ids import LedgerId
 from auditor.durability.ranges import RangeSet
@@ -37,7 +37,20 @@ def test_the_table_names_the_bookie_and_keeps_cells_short() -> None:
     [row] = [line for line in text.splitlines() if "│ 7 " in line]
     assert "10.0.0.2:3181" in row
     assert "0-1,3-4,6-7,9-10," in text and "12-13" not in text
-    assert "open: 0 ledgers checked (4 seen, skipped 4 closed)" in text and "{" not in text
+    assert "open: 0 judgements of 4 ledgers (0 re-checks, skipped 4 closed)" in text and "{" not in text
+
+
+def test_the_run_counts_add_up_when_ledgers_are_re_checked() -> None:
+    """A ledger judged again (a re-check) makes more judgements than ledgers: the line says so in words
+    that add up instead of claiming more ledgers checked than seen."""
+    run = {
+        "ledgersChecked": 21,
+        "ledgersSeen": 16,
+        "ledgersSkipped": {},
+        "ledgersRechecked": 5,
+        "bookieRequests": 40,
+    }
+    assert run_counts(run) == "21 judgements of 16 ledgers (5 re-checks, skipped none), 40 bookie requests"
 
 
 def test_identifier_cells_stay_on_one_line_when_details_are_long() -> None:
