@@ -574,7 +574,8 @@ class Auditor:
         backoff = 1.0
         while not stop.is_set():
             try:
-                async with audit_context(self.settings) as (ctx, locations):
+                judges = self.settings.schedule.scrutiny_seconds > 0
+                async with audit_context(self.settings, judges_placement=judges) as (ctx, locations):
                     self.ctx, self.locations = ctx, locations
                     self.checkstate = CheckStateStore(self.zk)
                     await admin.set_health(ready=True)
@@ -666,13 +667,20 @@ class Auditor:
                 if leading in done and not stop.is_set():
                     # Not a leader task (those are restarted alone) but the leading itself broke: give
                     # another replica the chance, then rejoin.
-                    await election.close()
+                    _said_released(await election.close())
                     await asyncio.sleep(1.0)
                     election = self._new_election()
                     self.election = election
                     await election.start()
         finally:
-            await election.close()
+            _said_released(await election.close())
+
+
+def _said_released(vote: str | None) -> None:
+    """Log the vote an election deleted; nothing when it had none (a daemon that never got as far as
+    voting, e.g. one refusing a wrong ledgers root, must not claim to have released one)."""
+    if vote is not None:
+        log.info("election node released", vote=vote)
 
 
 def daemon_metrics(settings: Settings) -> AuditorMetrics:
@@ -756,7 +764,7 @@ async def serve(settings: Settings, sharded: ShardedChecks | None = None, scan_p
         loop.add_signal_handler(sig, stop.set)
     runner = asyncio.ensure_future(auditor.run(stop, admin))
     await stop.wait()
-    log.warning("stopping: health NOT_SERVING, checks stopped, election node released")
+    log.warning("stopping: health NOT_SERVING, checks stopped")
     await admin.set_health(live=False, ready=False, leader=False)
     try:
         await asyncio.wait_for(runner, timeout=10)

@@ -171,8 +171,10 @@ class LeaderElection:
         self.bridge.add_state_callback(self._on_state)
         self._task = spawn(self._run(), name="election")
 
-    async def close(self) -> None:
-        """Step down, stop, and delete our vote so that a successor need not wait for session expiry."""
+    async def close(self) -> str | None:
+        """Step down, stop, and delete our vote so that a successor need not wait for session expiry.
+        Returns the vote it deleted (None: there was none, or it could not be deleted: it then ends with
+        the session)."""
         self._closed = True
         self._step_down("closing")
         self._poke("closing")  # a round waiting for a change returns even if the cancel below is lost
@@ -183,12 +185,15 @@ class LeaderElection:
                 await self._task
             except (asyncio.CancelledError, Exception):
                 pass
+        released = None
         if self.vote_path is not None and self.client.connected:
             try:
                 await self.bridge.call(self.client.delete_async, self.vote_path)
+                released = self.vote_path
             except (TimeoutError, NoNodeError, KazooException):
                 pass
         self.vote_path = None
+        return released
 
     async def vote_is_ours(self) -> bool:
         """One fresh ZooKeeper round trip: does our vote still exist, owned by our current session? (sync

@@ -467,6 +467,8 @@ def test_admin_api_trigger_pause_explain_and_sigterm(cluster: Cluster, daemons: 
     rc, took = a.stop()
     assert rc == 0 and took < 8, (rc, took)
     assert len(election_children(cluster)) == votes_before - 1
+    [released] = [e for e in a.logs() if e.get("event") == "election node released"]
+    assert released["vote"].startswith(f"{cluster.ledgers_root}/bk-auditor/election/"), released
     s.wait(s.is_leader, 10, "standby takes over at once")
 
 

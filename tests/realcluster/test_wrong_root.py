@@ -76,6 +76,8 @@ def test_daemon_on_a_wrong_root_exits_2_and_creates_nothing(cluster: Cluster, tm
     errors = [e for e in d.logs() if e.get("level") == "error"]
     assert errors and "/wrongroot: not a BookKeeper ledgers root" in errors[-1]["error"], d.tail()
     assert zk_tree(cluster.kazoo) == before
+    # It never voted, so it says nothing of releasing an election node.
+    assert not [e for e in d.logs() if "election node released" in str(e.get("event", ""))], d.tail()
 
 
 async def test_connect_accepts_layout_or_available_and_refuses_neither(cluster: Cluster, scratch: str) -> None:
