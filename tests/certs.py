@@ -155,21 +155,31 @@ class CertAuthority:
         )
         return out
 
-    def issue(self, name: str, hosts: list[str], ou: str | None = None) -> Issued:
-        """A leaf for server and client use; `hosts` become SANs (IP addresses or DNS names)."""
+    def issue(
+        self,
+        name: str,
+        hosts: list[str],
+        ou: str | None = None,
+        *,
+        sans: tuple[x509.GeneralName, ...] = (),
+        stem: str | None = None,
+    ) -> Issued:
+        """A leaf for server and client use; `hosts` become SANs (IP addresses or DNS names), `sans` are
+        further ones of any type (URI, email, ...); written as `<stem or name>.crt/.key`."""
         key = ec.generate_private_key(ec.SECP256R1())
-        sans: list[x509.GeneralName] = []
+        names: list[x509.GeneralName] = []
         for h in hosts:
             try:
-                sans.append(x509.IPAddress(ipaddress.ip_address(h)))
+                names.append(x509.IPAddress(ipaddress.ip_address(h)))
             except ValueError:
-                sans.append(x509.DNSName(h))
+                names.append(x509.DNSName(h))
+        names += sans
         ca = self.authority
         builder = _builder(_name(name, ou), ca.cert.subject, key, ca=False).add_extension(
             x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]),
             critical=False,
         )
-        if sans:
-            builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        if names:
+            builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
         cert = builder.sign(ca.key, hashes.SHA256())
-        return _write(Issued(name, key, cert, ca.cert, ca.dir))
+        return _write(Issued(stem or name, key, cert, ca.cert, ca.dir))

@@ -238,6 +238,16 @@ class AuditorMetrics:
         self.state_resets = Counter(
             p + "state_resets", "Corrupt bk-auditor state znodes replaced by a fresh state", ["node"], registry=r
         )
+        # admin API TLS files re-read after a change (auditor/admin/credentials.py)
+        self.admin_tls_reloads = Counter(
+            p + "admin_tls_reloads",
+            "Changes of the admin API's TLS files (certificate, key, client CA): accepted (new handshakes use "
+            "them) or rejected (unusable: the previous ones stay in use)",
+            ["result"],
+            registry=r,
+        )
+        for result in ("accepted", "rejected"):
+            self.admin_tls_reloads.labels(result)
 
         self._leader: bool | None = None
         self._categories = list(categories) if categories is not None else _categories()
@@ -365,6 +375,10 @@ class AuditorMetrics:
 
     def state_replaced(self, node: str) -> None:
         self.state_resets.labels(node).inc()
+
+    def admin_tls_reloaded(self, result: str) -> None:
+        """`result`: "accepted" or "rejected"; called from gRPC's handshake thread (Counter is thread-safe)."""
+        self.admin_tls_reloads.labels(result).inc()
 
     # ------------------------------------------------------------------------------- state
     def sync_tasks(self, board: TaskBoard) -> None:

@@ -110,7 +110,7 @@ MINIMAL: dict[str, Any] = {
 ADMIN_TLS: dict[str, Any] = {
     "tls": {
         "ca": {"secretName": "pulsar-ca-tls"},
-        "admin": {"enabled": True, "secretName": "bk-auditor-tls", "authorizedClients": ["pulsar-toolset"]},
+        "admin": {"enabled": True, "secretName": "bk-auditor-tls", "authorizedClients": ["dns:pulsar-toolset"]},
     },
     "networkPolicy": {
         "adminClients": [{"podSelector": {"matchLabels": {"component": "toolset"}}}],

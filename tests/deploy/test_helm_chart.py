@@ -70,6 +70,8 @@ def test_values_schema_accepts_every_scenario(scenario: str) -> None:
         ({"antiAffinity": {"type": "sometimes"}}, "/antiAffinity/type"),
         ({"pdb": {"maxUnavailable": "half"}}, "/pdb/maxUnavailable"),
         ({"config": {"schedule": {"scrutiny_seconds": -1}}}, "/config/schedule/scrutiny_seconds"),
+        # untyped (the daemon would refuse it too): dns:pulsar-toolset or cn:pulsar-toolset
+        ({"tls": {"admin": {"authorizedClients": ["pulsar-toolset"]}}}, "/tls/admin/authorizedClients/0"),
     ],
 )
 def test_values_schema_rejects(bad: dict[str, Any], where: str) -> None:
@@ -351,7 +353,7 @@ def test_notes_render() -> None:
     assert "bk-auditor-0 -- bk-auditor status\n" in notes  # the address comes from the pod's environment
     assert "port 7980" in notes and "without authentication" in notes
     notes = render_scenario("admin-tls")[0]["bk-auditor/templates/NOTES.txt"]
-    assert "with mutual TLS" in notes and "only for pulsar-toolset" in notes and "plaintext port 7978" in notes
+    assert "with mutual TLS" in notes and "only for dns:pulsar-toolset" in notes and "plaintext port 7978" in notes
 
 
 # ------------------------------------------------------------------------------------------ monitoring APIs

@@ -136,7 +136,7 @@ def _pod_environment(container: dict[str, Any], certs: Path) -> dict[str, str]:
 def _materialise(certs: Path, ca: CertAuthority, server_name: str, client_cn: str) -> None:
     """Files where the Secrets would be mounted (under `certs` instead of /pulsar/certs)."""
     server = ca.issue("bk-auditor", [server_name])
-    client = ca.issue(client_cn, ["localhost", "127.0.0.1"])
+    client = ca.issue(client_cn, [client_cn])  # as the Pulsar chart's: its CN is also a DNS name
     for d, src in (("bk-auditor", server), ("bk-auditor-client", client)):
         (certs / d).mkdir(parents=True, exist_ok=True)
         (certs / d / "tls.crt").write_bytes(src.cert_file.read_bytes())
@@ -159,7 +159,7 @@ def test_admin_tls_config_loads_with_the_pods_environment(tmp_path: Path, monkey
     a = load_settings(path).admin
     assert a.bind == f"{POD_IP}:7979" and a.probe_bind == f"{POD_IP}:7978"
     assert a.tls_cert == certs / "bk-auditor/tls.crt" and a.tls_client_ca == certs / "admin-client-ca/ca.crt"
-    assert a.authorized_clients == ["pulsar-toolset"] and not a.unauthenticated_reads
+    assert a.authorized_clients == ["dns:pulsar-toolset"] and not a.unauthenticated_reads
 
 
 async def _run(cmd: list[str], env: dict[str, str]) -> tuple[int, str]:

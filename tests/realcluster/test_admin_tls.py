@@ -1,18 +1,21 @@
 """`bk-auditor run` against the real cluster with its admin API on mutual TLS and a plaintext probe
 listener (as the chart configures it), driven by the real `bk-auditor` command in child processes with
-certificates the test makes: authorized mutations work, a missing or foreign certificate is refused with
-one line and exit 2, the probe listener answers health only."""
+certificates the test makes: authorized mutations work, a missing or foreign certificate, or one of the
+right CA whose authorized-looking name has the wrong type, is refused with one line and exit 2, the probe
+listener answers health only; an unusable renewal of the client CA is refused, logged and counted."""
 
 from __future__ import annotations
 
 import itertools
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cryptography import x509
 
 from tests.certs import CertAuthority
 from tests.realcluster import ports
@@ -30,6 +33,9 @@ _ports = itertools.count(ports.DAEMON_PORT_BASE + 150)
 def daemon(cluster: Cluster, tmp_path: Path) -> Iterator[tuple[Daemon, CertAuthority]]:
     ca = CertAuthority(tmp_path / "pki", "admin-ca")
     server = ca.issue("bk-auditor-0", ["localhost", "127.0.0.1"])
+    live_ca = tmp_path / "live" / "ca.crt"  # as a Secret volume mounts it: renewed in place
+    live_ca.parent.mkdir()
+    shutil.copyfile(ca.cert_file, live_ca)
     probe_port = next(_ports)
     d = Daemon(
         cluster,
@@ -40,13 +46,13 @@ def daemon(cluster: Cluster, tmp_path: Path) -> Iterator[tuple[Daemon, CertAutho
         admin={
             "tls_cert": str(server.cert_file),
             "tls_key": str(server.key_file),
-            "tls_client_ca": str(ca.cert_file),
-            "authorized_clients": ["ops"],
+            "tls_client_ca": str(live_ca),
+            "authorized_clients": ["dns:ops"],
             "probe_bind": f"127.0.0.1:{probe_port}",
         },
         schedule={"scrutiny_seconds": 0, "bookie_check_seconds": 0},
     )
-    ops = ca.issue("ops", ["localhost", "127.0.0.1"])
+    ops = ca.issue("ops", ["ops"])
     d.client_tls = {"tls_ca": ca.cert_file, "tls_cert": ops.cert_file, "tls_key": ops.key_file}
     d.start()
     try:
@@ -71,7 +77,7 @@ def test_daemon_admin_api_mutual_tls_end_to_end(daemon: tuple[Daemon, CertAuthor
     d, ca = daemon
     addr = f"127.0.0.1:{d.admin_port}"
     probe = d.config["admin"]["probe_bind"]
-    ops = ca.issue("ops", ["localhost", "127.0.0.1"])
+    ops = ca.issue("ops", ["ops"])
     ok = ["--tls-ca", str(ca.cert_file), "--tls-cert", str(ops.cert_file), "--tls-key", str(ops.key_file)]
 
     r = cli("pause", "--admin", addr, "--reason", "tls test", *ok)
@@ -96,7 +102,7 @@ def test_daemon_admin_api_mutual_tls_end_to_end(daemon: tuple[Daemon, CertAuthor
     )
     assert r.returncode == 2 and "TLS handshake" in one_line(r) and d.status().paused
     # a certificate of the right CA whose name is not authorized: reads yes, mutations no
-    reader = ca.issue("reader", ["localhost", "127.0.0.1"])
+    reader = ca.issue("reader", ["reader"])
     as_reader = ["--tls-ca", str(ca.cert_file), "--tls-cert", str(reader.cert_file), "--tls-key", str(reader.key_file)]
     r = cli("status", "--admin", addr, *as_reader)
     assert r.returncode == 0 and "tls-auditor-0" in r.stdout, r.stderr
@@ -111,6 +117,15 @@ def test_daemon_admin_api_mutual_tls_end_to_end(daemon: tuple[Daemon, CertAuthor
         r = cli(*change, "--admin", addr, *as_reader)
         line = one_line(r)
         assert r.returncode == 2 and "PERMISSION_DENIED" in line and "not in admin.authorized_clients" in line
+    # the same CA's certificate for a broker, whose email and URI SANs spell the authorized DNS name:
+    # a name of another type is not that name (no CN or any-SAN match)
+    broker = ca.issue(
+        "some-broker", [], sans=(x509.RFC822Name("ops"), x509.UniformResourceIdentifier("ops")), stem="broker"
+    )
+    as_broker = ["--tls-ca", str(ca.cert_file), "--tls-cert", str(broker.cert_file), "--tls-key", str(broker.key_file)]
+    r = cli("replication", "disable", "--yes", "--admin", addr, *as_broker)
+    line = one_line(r)
+    assert r.returncode == 2 and "PERMISSION_DENIED" in line and "(names: email:ops, uri:ops)" in line
     assert (d.cluster.kazoo.exists(delay) and d.cluster.kazoo.get(delay)[0]) == before
     assert not d.cluster.kazoo.exists(f"{d.cluster.ledgers_root}/underreplication/disable")
     r = cli("recovery-delay", "4321", "--yes", "--admin", probe)
@@ -130,3 +145,26 @@ def test_daemon_admin_api_mutual_tls_end_to_end(daemon: tuple[Daemon, CertAuthor
     assert d.running
     started = next(e for e in d.logs() if e.get("event") == "bk-auditor started")
     assert started["adminTls"] == "mutual" and started["probePort"] == int(probe.rsplit(":", 1)[1])
+
+
+def test_daemon_keeps_its_client_ca_when_the_renewal_is_unusable(
+    daemon: tuple[Daemon, CertAuthority], tmp_path: Path
+) -> None:
+    d, ca = daemon
+    addr = f"127.0.0.1:{d.admin_port}"
+    ops = ca.issue("ops", ["ops"])
+    ok = ["--tls-ca", str(ca.cert_file), "--tls-cert", str(ops.cert_file), "--tls-key", str(ops.key_file)]
+    live = Path(d.config["admin"]["tls_client_ca"])
+    assert d.metric("bk_auditor_admin_tls_reloads_total", result="rejected") == 0
+    good = live.read_bytes()
+    half = live.with_suffix(".new")
+    half.write_bytes(good[: len(good) // 2])  # a renewal cut short
+    os.replace(half, live)
+    r = cli("status", "--admin", addr, *ok)
+    assert r.returncode == 0, r.stderr  # the old CA still admits its client
+    d.wait(lambda: d.metric("bk_auditor_admin_tls_reloads_total", result="rejected") == 1, 30, "the refusal counted")
+    assert d.metric("bk_auditor_admin_tls_reloads_total", result="accepted") == 0
+    refusals = [e for e in d.logs() if e.get("event", "").startswith("admin API: TLS files changed but cannot")]
+    assert len(refusals) == 1 and refusals[0]["level"] == "error", refusals
+    assert f"admin.tls_client_ca {live} is truncated" in refusals[0]["error"]
+    assert not [e for e in d.logs() if e.get("event") == "admin API: TLS files changed; new handshakes use them"]

@@ -37,7 +37,7 @@ pytestmark = pytest.mark.usefixtures("no_bkaudit_env")
 class Pki:
     ca: CertAuthority
     server: Issued
-    ops: Issued  # a client named in authorized_clients
+    ops: Issued  # a client named in authorized_clients (dns:ops)
     other: Issued  # signed by the same CA, not named
     rogue_ca: CertAuthority
     rogue: Issued  # signed by another CA
@@ -50,10 +50,10 @@ def pki(tmp_path: Path) -> Pki:
     return Pki(
         ca,
         ca.issue("bk-auditor", ["localhost", "127.0.0.1"]),
-        ca.issue("ops", ["localhost", "127.0.0.1"]),
-        ca.issue("reader", ["localhost", "127.0.0.1"]),
+        ca.issue("ops", ["ops"]),
+        ca.issue("reader", ["reader"]),
         rogue_ca,
-        rogue_ca.issue("ops", ["localhost", "127.0.0.1"]),
+        rogue_ca.issue("ops", ["ops"]),
     )
 
 
@@ -193,11 +193,12 @@ async def test_plaintext_client_is_refused(serve: Any, pki: Pki) -> None:
 
 
 async def test_authorized_clients_limit_mutations_not_reads(serve: Any, pki: Pki) -> None:
-    d = await serve(tls_client_ca=pki.ca.cert_file, authorized_clients=["ops"])
+    d = await serve(tls_client_ca=pki.ca.cert_file, authorized_clients=["dns:ops"])
     r = await cli("pause", "--admin", d.addr, *creds(pki, pki.other))
     assert r.exit_code == 2
     line = one_error_line(r)
-    assert "Pause refused: client certificate CN=reader" in line and "admin.authorized_clients" in line
+    assert "Pause refused: client certificate CN=reader (names: dns:reader)" in line
+    assert "is not in admin.authorized_clients" in line
     assert "PERMISSION_DENIED" in line and not d.state.pause.paused
     r = await cli("status", "--admin", d.addr, *creds(pki, pki.other))
     assert r.exit_code == 0, r.output
@@ -206,7 +207,7 @@ async def test_authorized_clients_limit_mutations_not_reads(serve: Any, pki: Pki
 
 
 async def test_refusals_carry_the_status_codes_of_the_table(serve: Any, pki: Pki) -> None:
-    d = await serve(tls_client_ca=pki.ca.cert_file, authorized_clients=["ops"], probe_bind="127.0.0.1:0")
+    d = await serve(tls_client_ca=pki.ca.cert_file, authorized_clients=["dns:ops"], probe_bind="127.0.0.1:0")
     assert d.probe is not None
     async with AdminClient(d.probe, timeout=5) as plain:
         with pytest.raises(AdminClientError) as exc:
@@ -312,19 +313,24 @@ def test_every_admin_method_is_a_read_or_gated_as_mutating() -> None:
             policy.check(method, anonymous)
 
 
-def test_peer_names_come_from_the_verified_certificate_only() -> None:
+def test_peer_names_come_from_the_verified_certificate_only(pki: Pki) -> None:
+    """Typed names parsed from the certificate gRPC verified (x509_pem_cert); gRPC's untyped lists are not
+    used (test_admin_identity.py has the cases)."""
     assert not Peer.from_auth_context({"transport_security_type": [b"ssl"]}).authenticated
+    cert = pki.ca.issue("ops", ["ops.example", "127.0.0.1"], stem="ops-example")
     peer = Peer.from_auth_context(
         {
             "x509_subject": [b"CN=ops"],
+            "x509_pem_cert": [cert.cert_file.read_bytes()],
             "x509_common_name": [b"ops"],
-            "x509_subject_alternative_name": [b"ops.example", b"127.0.0.1"],
+            "x509_subject_alternative_name": [b"ops.example", b"127.0.0.1", b"other"],
         }
     )
-    assert peer.authenticated and peer.names == ("ops", "ops.example", "127.0.0.1")
-    AccessPolicy(tls=True, authorized_clients=frozenset({"ops.example"})).check("Pause", peer)
-    with pytest.raises(PermissionDeniedError):
-        AccessPolicy(tls=True, authorized_clients=frozenset({"other"})).check("Pause", peer)
+    assert peer.authenticated and peer.names == ("dns:ops.example", "ip:127.0.0.1")
+    AccessPolicy(tls=True, authorized_clients=frozenset({"dns:ops.example"})).check("Pause", peer)
+    for other in ("dns:other", "cn:ops", "uri:ops.example://x"):
+        with pytest.raises(PermissionDeniedError):
+            AccessPolicy(tls=True, authorized_clients=frozenset({other})).check("Pause", peer)
 
 
 async def test_missing_tls_file_names_the_setting(pki: Pki, tmp_path: Path) -> None:

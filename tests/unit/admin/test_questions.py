@@ -107,10 +107,10 @@ def test_operator_errors_have_their_status(error: Exception, code: grpc.StatusCo
 
 
 def test_the_switch_changes_are_mutations_and_the_questions_reads() -> None:
-    ops = Peer(authenticated=True, subject="CN=ops", names=("ops",))
-    reader = Peer(authenticated=True, subject="CN=reader", names=("reader",))
+    ops = Peer(authenticated=True, subject="CN=ops", names=("dns:ops",))
+    reader = Peer(authenticated=True, subject="CN=reader", names=("dns:reader",))
     anonymous = Peer(authenticated=False)
-    policy = AccessPolicy(tls=True, authorized_clients=frozenset({"ops"}), unauthenticated_reads=True)
+    policy = AccessPolicy(tls=True, authorized_clients=frozenset({"dns:ops"}), unauthenticated_reads=True)
     for read in ("CanDecommission", "ListUnderreplicated", "WhoIsAuditor", "GetRecoveryDelay", "GetReplication"):
         policy.check(read, anonymous)
     for change in ("SetRecoveryDelay", "SetReplication"):

@@ -33,15 +33,15 @@ def test_full_admin_tls_settings_load(tmp_path: Path, pem: dict[str, Path], monk
     f.write_text(
         "admin:\n"
         f"  tls_cert: {pem['cert']}\n  tls_key: {pem['key']}\n  tls_client_ca: {pem['ca']}\n"
-        "  authorized_clients: [ops, bk-auditor-toolset]\n  probe_bind: 10.0.0.7:7980\n"
+        "  authorized_clients: [dns:ops, 'uri:spiffe://td/sa/toolset']\n  probe_bind: 10.0.0.7:7980\n"
     )
     monkeypatch.setenv("BKAUDIT_ADMIN__UNAUTHENTICATED_READS", "true")
     monkeypatch.setenv("BKAUDIT_ADMIN__BIND", "10.0.0.7:7979")
     a = load_settings(f).admin
-    assert a.tls_client_ca == pem["ca"] and a.authorized_clients == ["ops", "bk-auditor-toolset"]
+    assert a.tls_client_ca == pem["ca"] and a.authorized_clients == ["dns:ops", "uri:spiffe://td/sa/toolset"]
     assert a.probe_bind == "10.0.0.7:7980" and a.unauthenticated_reads and a.bind == "10.0.0.7:7979"
-    monkeypatch.setenv("BKAUDIT_ADMIN__AUTHORIZED_CLIENTS", "a, b")
-    assert load_settings(f).admin.authorized_clients == ["a", "b"]
+    monkeypatch.setenv("BKAUDIT_ADMIN__AUTHORIZED_CLIENTS", "dns:A, cn:b")
+    assert load_settings(f).admin.authorized_clients == ["dns:a", "cn:b"]
 
 
 def test_client_ca_needs_server_tls(tmp_path: Path, pem: dict[str, Path]) -> None:
@@ -58,7 +58,7 @@ def test_missing_client_ca_file_is_named(tmp_path: Path, pem: dict[str, Path]) -
 
 
 def test_authorized_clients_need_a_client_ca(tmp_path: Path, pem: dict[str, Path]) -> None:
-    got = _problems(tmp_path, f"  tls_cert: {pem['cert']}\n  tls_key: {pem['key']}\n  authorized_clients: [ops]\n")
+    got = _problems(tmp_path, f"  tls_cert: {pem['cert']}\n  tls_key: {pem['key']}\n  authorized_clients: [dns:ops]\n")
     assert len(got) == 1 and got[0].startswith("admin.authorized_clients: names client certificates")
 
 
