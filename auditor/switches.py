@@ -5,7 +5,9 @@ read, and read back.
 
 One flow for both forms of each command: `ZooKeeperOps` talks to ZooKeeper directly, `AdminOps` to a
 daemon's admin API (`--admin HOST:PORT`), whose answers come from the same `OperatorSwitches` calls
-(auditor/daemon/operator.py); so both forms print the same report for the same cluster state.
+(auditor/daemon/operator.py); so both forms print the same report for the same cluster state. The direct
+form writes without a leader's guard (it is no daemon: the operator's explicit, confirmed change, as
+Java's shell); through a daemon only its leader writes, guarded by its election vote.
 """
 
 from __future__ import annotations
@@ -60,14 +62,15 @@ class ZooKeeperOps:
     async def recovery_delay(self) -> tuple[int | None, int | None]:
         return await self.switches.lost_bookie_recovery_delay()
 
+    # No guard: the operator's own explicit, confirmed write, as Java's shell makes it (no daemon involved).
     async def change_recovery_delay(self, seconds: int, expected_version: int | None) -> int | None:
-        return (await self.switches.change_lost_bookie_recovery_delay(seconds, expected_version))[0]
+        return (await self.switches.change_lost_bookie_recovery_delay(seconds, expected_version, guard=None))[0]
 
     async def replication_disabled(self) -> bool:
         return await self.switches.replication_disabled()
 
     async def change_replication_disabled(self, disabled: bool) -> bool:
-        return await self.switches.change_replication_disabled(disabled)
+        return await self.switches.change_replication_disabled(disabled, guard=None)
 
 
 @asynccontextmanager

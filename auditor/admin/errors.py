@@ -3,7 +3,7 @@
     auditor.errors.AdminError               INTERNAL: a deliberate refusal the table does not refine
     ├── StandbyError                        FAILED_PRECONDITION: a leader-only request reached a standby
     ├── UnknownCheckError (a KeyError)      NOT_FOUND: no task of that name
-    ├── LedgerNotFoundError (a LookupError) NOT_FOUND: no such ledger, or not connected to ZooKeeper yet
+    ├── LedgerNotFoundError (a LookupError) NOT_FOUND: no such ledger
     ├── NotSupportedError                   UNIMPLEMENTED: the daemon did not plug in this capability
     ├── InvalidArgumentError                INVALID_ARGUMENT: e.g. a malformed bookie id
     ├── NotConnectedError                   FAILED_PRECONDITION: not connected to ZooKeeper (yet)

@@ -50,6 +50,7 @@ HEALTH_READINESS = "readiness"
 HEALTH_LEADER = "leader"
 HEALTH_OVERALL = ""
 DEFAULT_LIMIT = 1000
+DEFAULT_MAX_CONCURRENT_CALLS = 64  # admin.max_concurrent_calls' default
 MAX_LIMIT = 100_000
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
@@ -319,14 +320,18 @@ class AdminServer:
         reflection: bool = True,
         supervisor: Supervisor | None = None,
         questions: OperatorQuestions | None = None,
+        tls_reloaded: Callable[[str], None] | None = None,
+        max_concurrent_calls: int = DEFAULT_MAX_CONCURRENT_CALLS,
     ) -> None:
         self.backend = backend
         self.questions = questions
+        self.max_concurrent_calls = max_concurrent_calls  # admin.max_concurrent_calls
         self._supervisor = supervisor or Supervisor()
         self.bind = bind
         self.tls_cert = tls_cert
         self.tls_key = tls_key
         self.tls_client_ca = tls_client_ca
+        self.tls_reloaded = tls_reloaded  # "accepted"/"rejected" per change of the TLS files (credentials.py)
         self.probe_bind = probe_bind
         self.policy = AccessPolicy(
             tls=tls_cert is not None,
@@ -346,7 +351,13 @@ class AdminServer:
         """Start serving; returns the bound port (useful with port 0)."""
         self._loop = asyncio.get_running_loop()
         # No SO_REUSEPORT: a second daemon on the same address must fail, not silently share the port.
-        server = aio.server(options=[("grpc.so_reuseport", 0)], interceptors=[_AccessInterceptor(self.policy)])
+        # maximum_concurrent_rpcs: past it gRPC answers RESOURCE_EXHAUSTED at once, so a flood of callers
+        # cannot pile up work (and memory) behind the questions, which wait their turn one at a time.
+        server = aio.server(
+            options=[("grpc.so_reuseport", 0)],
+            interceptors=[_AccessInterceptor(self.policy)],
+            maximum_concurrent_rpcs=self.max_concurrent_calls,
+        )
         pb_grpc.add_AdminServiceServicer_to_server(AdminServicer(self.backend, self.questions), server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         if self._want_reflection:
@@ -372,7 +383,7 @@ class AdminServer:
         """TLS credentials from the PEM files (re-read when they change: credentials.py), or None."""
         if self.tls_cert is None or self.tls_key is None:
             return None
-        self.tls = ServerTls(self.tls_cert, self.tls_key, self.tls_client_ca)
+        self.tls = ServerTls(self.tls_cert, self.tls_key, self.tls_client_ca, self.tls_reloaded)
         return self.tls.credentials()
 
     async def set_health(

@@ -14,7 +14,9 @@ from .state import DaemonState, FindingPage
 
 class StateBackend:
     """AdminBackend over a DaemonState. `trigger` runs only on the leader (standbys raise StandbyError)
-    and only for tasks on the board; `explain` works on any replica."""
+    and only for tasks on the board; `explain` works on any replica. The daemon plugs in
+    `OperatorBackend.explain` (operator.py), which bounds it as the other bookie-reading questions: one
+    at a time, within admin.question_timeout_seconds."""
 
     def __init__(
         self,

@@ -1,6 +1,7 @@
 """The daemon's answers to the operator's questions (admin API: CanDecommission, ListUnderreplicated,
-WhoIsAuditor, Get/SetRecoveryDelay, Get/SetReplication), computed by the same code as the command line's
-direct form (auditor/checks/decommission.py, auditor/checks/underreplicated.py, OperatorSwitches).
+ExplainLedger, WhoIsAuditor, Get/SetRecoveryDelay, Get/SetReplication, Get/SetRepairLimits), computed by
+the same code as the command line's direct form (auditor/checks/decommission.py,
+auditor/checks/underreplicated.py, auditor/checks/explain.py, OperatorSwitches).
 
 The questions that read bookies use the daemon's own context: its read-only bookie pool with its
 per-bookie rate limits and in-flight bounds, shared with the running checks (an operator's question
@@ -10,9 +11,15 @@ slows the checks a little rather than doubling the load on a bookie). They are a
 `admin.question_timeout_seconds`, waiting included: past it the call fails with DEADLINE_EXCEEDED
 naming the setting. A caller that gives up first (its gRPC deadline) cancels the work.
 
-The two changes are made only on an operator's explicit, authorised call (access.py counts them as
-mutations), exactly as the command line makes them (compare-and-set, read back), and each is logged with
-who asked. This module is the daemon's one door to OperatorSwitches (an import contract).
+`ExplainLedger` reads bookies too, so it goes through the same bound (`explain`): one at a time with the
+other questions, within the same timeout.
+
+The changes (recovery delay, replication switch, repair limits) are made only on an operator's explicit,
+authorised call (access.py counts them as mutations), only by the leader (a standby refuses with
+StandbyError naming the leader), with the leader's write guard: the write is a multi-op that first checks
+our election vote, so a leader that lost its vote cannot make it. Like the command line they are
+compare-and-set and read back, and each is logged with who asked. This module is the daemon's one door
+to OperatorSwitches (an import contract).
 """
 
 from __future__ import annotations
@@ -22,17 +29,26 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from auditor.admin.errors import InvalidArgumentError, NotConnectedError, QuestionTimeoutError, StandbyError
+from auditor.admin.errors import (
+    InvalidArgumentError,
+    LedgerNotFoundError,
+    NotConnectedError,
+    QuestionTimeoutError,
+    StandbyError,
+)
 from auditor.admin.models import RecoveryDelayState, RepairLimitsState, ReplicationState
 from auditor.checks.context import AuditContext
 from auditor.checks.decommission import DecommissionReport, decommission_report
+from auditor.checks.explain import LedgerExplanation, explain_ledger
 from auditor.checks.underreplicated import MarkedLedger, marked_ledgers
+from auditor.durability.ids import LedgerId
 from auditor.logging import get_logger
+from auditor.metadata.errors import NoSuchLedgerError
 from auditor.metadata.formats import is_valid_bookie_id
 from auditor.metadata.interfaces import WriteGuard
 from auditor.metadata.repairlimits import RepairLimits, RepairLimitsNode
 from auditor.metadata.zkconnection import ZooKeeperConnection
-from auditor.metadata.zkoperator import Leader, OperatorSwitches
+from auditor.metadata.zkoperator import Leader, OperatorSwitches, check_recovery_delay
 from auditor.metadata.zkstore import ZooKeeperMetadataStore
 
 log = get_logger("auditor.admin.operator")
@@ -85,6 +101,17 @@ class OperatorBackend:
             raise InvalidArgumentError(f"{bookie!r} is not a bookie id (host:port or a custom id)")
         return await self._bounded(f"can-decommission {bookie}", lambda ctx: decommission_report(ctx, bookie))
 
+    async def explain(self, ledger: LedgerId) -> LedgerExplanation:
+        """ExplainLedger (any replica): its bookie reads bounded like the other questions'."""
+
+        async def answer(ctx: AuditContext) -> LedgerExplanation:
+            try:
+                return await explain_ledger(ctx, ledger)
+            except NoSuchLedgerError:
+                raise LedgerNotFoundError(f"ledger {ledger} does not exist") from None
+
+        return await self._bounded(f"explain {ledger}", answer)
+
     async def underreplicated(self) -> list[MarkedLedger]:
         async def collect(ctx: AuditContext) -> list[MarkedLedger]:
             return [m async for m in marked_ledgers(ctx)]
@@ -100,9 +127,12 @@ class OperatorBackend:
         return RecoveryDelayState(switches.conn.root, seconds, version)
 
     async def set_recovery_delay(self, seconds: int, expected_version: int | None, caller: str) -> RecoveryDelayState:
+        """Leader only, guarded, compare-and-set on `expected_version`."""
+        check_recovery_delay(seconds)  # a value Java cannot read is INVALID_ARGUMENT on any replica
+        guard = await self._leader_only()
         switches = self._switches()
         previous, _ = await switches.lost_bookie_recovery_delay()
-        now, version = await switches.change_lost_bookie_recovery_delay(seconds, expected_version)
+        now, version = await switches.change_lost_bookie_recovery_delay(seconds, expected_version, guard=guard)
         log.warning(
             "lostBookieRecoveryDelay set on an operator's request",
             ledgersRoot=switches.conn.root,
@@ -117,9 +147,11 @@ class OperatorBackend:
         return ReplicationState(switches.conn.root, not await switches.replication_disabled())
 
     async def set_replication(self, enabled: bool, caller: str) -> ReplicationState:
+        """Leader only, guarded."""
+        guard = await self._leader_only()
         switches = self._switches()
         before = await switches.replication_disabled()
-        disabled = await switches.change_replication_disabled(not enabled)
+        disabled = await switches.change_replication_disabled(not enabled, guard=guard)
         changed = before != disabled
         if changed:
             log.warning(
@@ -140,10 +172,7 @@ class OperatorBackend:
             change.check()
         except ValueError as exc:
             raise InvalidArgumentError(str(exc)) from None
-        guard = self._leader_guard()
-        if guard is None:
-            leaders = await self.who_is_auditor()
-            raise StandbyError(next((x.identity for x in leaders if x.election == self.election_path), None))
+        guard = await self._leader_only()
         store = self._own()
         node = RepairLimitsNode(store)
         before = RepairLimits() if clear else await node.get()
@@ -166,6 +195,14 @@ class OperatorBackend:
             caller=caller,
         )
         return RepairLimitsState(store.root, now)
+
+    async def _leader_only(self) -> WriteGuard:
+        """The leader's write guard; on a standby, StandbyError naming the leader of our election."""
+        guard = self._leader_guard()
+        if guard is None:
+            leaders = await self.who_is_auditor()
+            raise StandbyError(next((x.identity for x in leaders if x.election == self.election_path), None))
+        return guard
 
     def _own(self) -> ZooKeeperMetadataStore:
         store = self._ctx().store

@@ -22,14 +22,12 @@ from typing import Any
 
 from kazoo.exceptions import KazooException
 
-from auditor.admin.errors import LedgerNotFoundError
 from auditor.admin.server import AdminServer
 from auditor.bookie.results import Outcome
 from auditor.checks.build import Locations, audit_context
 from auditor.checks.catalog import CHECKS as CHECK_CLASSES
 from auditor.checks.catalog import judges_each_ledger_alone
 from auditor.checks.context import AuditContext
-from auditor.checks.explain import LedgerExplanation, explain_ledger
 from auditor.checks.references import ReferencesCheck
 from auditor.checks.runner import CheckRun, LedgerCheck, Progress
 from auditor.checks.sharded import PartitionDone, ScanHooks, ShardedChecks
@@ -45,7 +43,6 @@ from auditor.metadata.errors import (
     CorruptZnodeError,
     LayoutMismatchError,
     MetadataConfigError,
-    NoSuchLedgerError,
     NotLeaderError,
     UnsupportedLayoutError,
 )
@@ -561,14 +558,6 @@ class Auditor:
         self._triggers[check].set()
         return True
 
-    async def explain(self, ledger: LedgerId) -> LedgerExplanation:
-        if self.ctx is None:
-            raise LedgerNotFoundError("not connected to ZooKeeper yet")
-        try:
-            return await explain_ledger(self.ctx, ledger)
-        except NoSuchLedgerError:
-            raise LedgerNotFoundError(f"ledger {ledger} does not exist") from None
-
     # ----------------------------------------------------------------------------- main loop
     async def run(self, stop: asyncio.Event, admin: AdminServer) -> None:
         backoff = 1.0
@@ -705,7 +694,14 @@ async def serve(settings: Settings, sharded: ShardedChecks | None = None, scan_p
     server = metrics.serve(settings.metrics.bind) if settings.metrics.enabled else None
     background = Supervisor(metrics=metrics)  # this process's own tasks (the leader's have their own)
     auditor = Auditor(settings, state, metrics, sharded, scan_processes)
-    backend = StateBackend(state, trigger=auditor.trigger, explain=auditor.explain)
+    questions = OperatorBackend(
+        lambda: auditor.ctx,
+        election_path=settings.election_path,
+        timeout=settings.admin.question_timeout_seconds,
+        leader_guard=auditor.leader_guard,
+    )
+    # ExplainLedger reads bookies: bounded with the operator's questions (one at a time, question_timeout).
+    backend = StateBackend(state, trigger=auditor.trigger, explain=questions.explain)
     admin = AdminServer(
         backend,
         settings.admin.bind,
@@ -716,12 +712,9 @@ async def serve(settings: Settings, sharded: ShardedChecks | None = None, scan_p
         unauthenticated_reads=settings.admin.unauthenticated_reads,
         probe_bind=settings.admin.probe_bind,
         supervisor=background,
-        questions=OperatorBackend(
-            lambda: auditor.ctx,
-            election_path=settings.election_path,
-            timeout=settings.admin.question_timeout_seconds,
-            leader_guard=auditor.leader_guard,
-        ),
+        questions=questions,
+        tls_reloaded=metrics.admin_tls_reloaded,
+        max_concurrent_calls=settings.admin.max_concurrent_calls,
     )
     port = await admin.start()
     admin.follow_leadership(state.leadership)

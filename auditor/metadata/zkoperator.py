@@ -4,19 +4,25 @@
 
 Used by the command line and, for an operator's explicit admin-API call only, by the daemon's
 auditor/daemon/operator.py (an import contract in .importlinter keeps the rest of the daemon, the checks
-and the sweep away from this module). Writes are compare-and-set on the version just read, so two operators cannot silently overwrite
-each other, and they never create a missing `underreplication` parent: a cluster without it was never
-formatted for auto-recovery (Java's shell creates it and its LAYOUT there; we leave that to the auditor
-and workers that own it, docs/spec-differences.md).
+and the sweep away from this module). Every write names its `guard`: the daemon passes its leader's write
+guard, so the write is a multi-op that first checks our election vote still exists (a standby, or a leader
+that lost its vote, cannot write); `guard=None` is the command line's direct form only, an operator's own
+explicit, confirmed change, as Java's shell makes it. Writes are compare-and-set on the version just read,
+so two operators cannot silently overwrite each other, and they never create a missing `underreplication`
+parent: a cluster without it was never formatted for auto-recovery (Java's shell creates it and its
+LAYOUT there; we leave that to the auditor and workers that own it, docs/spec-differences.md).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from . import formats
 from .election import DEFAULT_ELECTION_DIR, JAVA_ELECTION_DIR, Leader, leader_of
 from .errors import ConcurrentUpdateError, MetadataConfigError, MissingZnodeError
+from .interfaces import WriteGuard
 from .location import join
 from .paths import MarkerPaths
 from .zkconnection import ZooKeeperConnection
@@ -55,18 +61,21 @@ class OperatorSwitches:
             return None, None
         return formats.parse_lost_bookie_recovery_delay(got[0], path), got[1].version
 
-    async def set_lost_bookie_recovery_delay(self, seconds: int, expected_version: int | None) -> None:
-        """Write `seconds` if the znode is still at `expected_version` (None: still missing)."""
+    async def set_lost_bookie_recovery_delay(
+        self, seconds: int, expected_version: int | None, *, guard: WriteGuard | None
+    ) -> None:
+        """Write `seconds` if the znode is still at `expected_version` (None: still missing), under `guard`
+        (None: the command line's explicit direct write). NotLeaderError when the guard's vote is gone."""
         check_recovery_delay(seconds)
         path = self.markers.lost_bookie_recovery_delay
         data = str(seconds).encode("ascii")  # Java: Integer.toString(...).getBytes(UTF_8)
-        client, bridge = self.conn.client, self.conn.bridge
         try:
             if expected_version is None:
                 # Open whatever zkEnableSecurity says, as BookKeeper creates it (every principal may set it).
-                await bridge.call(client.create_async, path, data, self.conn.security.znode_acl(path))
+                acl = self.conn.security.znode_acl(path)
+                await self._write(guard, "create", path, data, acl)
             else:
-                await bridge.call(client.set_async, path, data, expected_version)
+                await self._write(guard, "set", path, data, expected_version)
         except NoNodeError:
             if expected_version is None:
                 raise MissingZnodeError(self.markers.base, _NO_TREE) from None
@@ -75,26 +84,26 @@ class OperatorSwitches:
             raise ConcurrentUpdateError(path, "changed since it was read (another operator?); read it again") from None
 
     async def change_lost_bookie_recovery_delay(
-        self, seconds: int, expected_version: int | None
+        self, seconds: int, expected_version: int | None, *, guard: WriteGuard | None
     ) -> tuple[int | None, int | None]:
         """Write `seconds` compare-and-set on `expected_version`, then read it back: (seconds, version) now."""
-        await self.set_lost_bookie_recovery_delay(seconds, expected_version)
+        await self.set_lost_bookie_recovery_delay(seconds, expected_version, guard=guard)
         return await self.lost_bookie_recovery_delay()
 
     # ------------------------------------------------------------ the replication switch
     async def replication_disabled(self) -> bool:
         return await self.conn.exists(self.markers.disable) is not None
 
-    async def set_replication_disabled(self, disabled: bool) -> bool:
-        """Create (disable) or delete (enable) the `disable` znode as Java's shell does (empty data).
-        False when it already was in that state (Java's shell fails there; nothing to do is not an error)."""
+    async def set_replication_disabled(self, disabled: bool, *, guard: WriteGuard | None) -> bool:
+        """Create (disable) or delete (enable) the `disable` znode as Java's shell does (empty data), under
+        `guard` (None: the command line's explicit direct write). False when it already was in that state
+        (Java's shell fails there; nothing to do is not an error). NotLeaderError when the vote is gone."""
         path = self.markers.disable
-        client, bridge = self.conn.client, self.conn.bridge
         try:
             if disabled:
-                await bridge.call(client.create_async, path, b"")
+                await self._write(guard, "create", path, b"", None)
             else:
-                await bridge.call(client.delete_async, path)
+                await self._write(guard, "delete", path, -1)
         except NodeExistsError:
             return False
         except NoNodeError:
@@ -103,10 +112,22 @@ class OperatorSwitches:
             return False
         return True
 
-    async def change_replication_disabled(self, disabled: bool) -> bool:
+    async def change_replication_disabled(self, disabled: bool, *, guard: WriteGuard | None) -> bool:
         """Set the switch, then read it back: whether replication is disabled now."""
-        await self.set_replication_disabled(disabled)
+        await self.set_replication_disabled(disabled, guard=guard)
         return await self.replication_disabled()
+
+    async def _write(self, guard: WriteGuard | None, op: str, path: str, *args: Any) -> None:
+        """One write (`create` path data acl | `set` path data version | `delete` path version): inside the
+        guard's multi-op (its vote checked first) or, without a guard, a plain call. A failed op raises
+        kazoo's own error either way (NoNodeError, NodeExistsError, BadVersionError)."""
+        if guard is not None:
+            txn_op = {"create": "create", "set": "set_data", "delete": "delete"}[op]
+            await self.conn.guarded_one(guard, lambda txn: getattr(txn, txn_op)(path, *args))
+            return
+        client = self.conn.client
+        call = {"create": client.create_async, "set": client.set_async, "delete": client.delete_async}[op]
+        await self.conn.bridge.call(call, path, *args)
 
     # ------------------------------------------------------------ whoisauditor
     async def current_leaders(self, our_election: str | None = None) -> list[Leader]:

@@ -22,6 +22,7 @@ from auditor.durability.placement import PolicyKind
 from auditor.errors import ConfigError
 from auditor.tlsfiles import TlsFiles
 
+from .clientnames import client_names
 from .values import DEFAULT_ADMIN_ADDRESS, TimeWindow, checked_bind, optional_bind, split_list
 
 if TYPE_CHECKING:
@@ -299,17 +300,20 @@ class AdminSettings(_Section):
     tls_key: Path | None = None
     # CA bundle (PEM) of the client certificates: when set, `bind` requires one (mutual TLS)
     tls_client_ca: Path | None = None
-    # names (certificate CN or subject alternative name) allowed to make mutating calls; [] = any
-    # certificate tls_client_ca verifies
+    # typed client identities allowed to make mutating calls (clientnames.py: dns:, uri:, email:, ip:
+    # subject alternative names; cn: only for a certificate without any); [] = any certificate
+    # tls_client_ca verifies
     authorized_clients: Annotated[list[str], NoDecode] = Field(default_factory=list)
     # with TLS: Status/ListFindings/ExplainLedger answered to callers without a client certificate
     unauthenticated_reads: bool = False
     # a second, plaintext listener for the kubelet's gRPC probes (which cannot do TLS); its callers are
     # unauthenticated: health always, reads per unauthenticated_reads, never a mutating call
     probe_bind: str | None = None
-    # bound on an operator question that reads bookies (CanDecommission, ListUnderreplicated), waiting for
-    # an earlier question included: past it the call fails with DEADLINE_EXCEEDED
+    # bound on an operator question that reads bookies (CanDecommission, ListUnderreplicated, ExplainLedger),
+    # waiting for an earlier question included: past it the call fails with DEADLINE_EXCEEDED
     question_timeout_seconds: float = Field(120.0, gt=0)
+    # calls the gRPC server runs at once (health checks included); more are refused with RESOURCE_EXHAUSTED
+    max_concurrent_calls: int = Field(64, ge=1)
 
     _check_bind = field_validator("bind")(checked_bind)
     _split = field_validator("authorized_clients", mode="before")(split_list)
@@ -322,7 +326,7 @@ class AdminSettings(_Section):
         names = [n.strip() for n in v]
         if any(not n for n in names):
             raise ValueError(f"names must not be empty, got {v}")
-        return names
+        return client_names(names)
 
 
 class RepairSettings(_Section):

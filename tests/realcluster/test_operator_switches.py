@@ -14,7 +14,7 @@ import pytest
 
 from auditor.metadata.bridge import KazooBridge, start_client, stop_client
 from auditor.metadata.election import LeaderElection
-from auditor.metadata.errors import ConcurrentUpdateError
+from auditor.metadata.errors import ConcurrentUpdateError, NotLeaderError
 from auditor.metadata.zkoperator import OperatorSwitches
 from auditor.metadata.zkstore import ZooKeeperMetadataStore
 from tests.realcluster.cluster import Cluster
@@ -87,13 +87,64 @@ async def test_a_concurrent_change_is_not_overwritten(cluster: Cluster, restore_
     store = await ZooKeeperMetadataStore.connect(cluster.metadata_service_uri)
     try:
         switches = OperatorSwitches(store)
-        await switches.set_lost_bookie_recovery_delay(30, (await switches.lost_bookie_recovery_delay())[1])
+        _, version = await switches.lost_bookie_recovery_delay()
+        await switches.set_lost_bookie_recovery_delay(30, version, guard=None)
         _, version = await switches.lost_bookie_recovery_delay()
         cluster.shell("lostbookierecoverydelay", "-set", "11")  # another operator, between our read and write
         with pytest.raises(ConcurrentUpdateError, match="lostBookieRecoveryDelay: changed since it was read"):
-            await switches.set_lost_bookie_recovery_delay(99, version)
+            await switches.set_lost_bookie_recovery_delay(99, version, guard=None)
         assert await switches.lost_bookie_recovery_delay() == (11, version + 1)
     finally:
+        await store.close()
+
+
+class StaleVote:
+    """The guard of a leader that has not yet learnt its vote is gone (a frozen process, a session expiring
+    as it writes): its own check passes, so only ZooKeeper's check of the vote inside the write stops it."""
+
+    def __init__(self, vote_path: str) -> None:
+        self.guard_path = vote_path
+
+    def check(self) -> None:
+        pass
+
+
+async def test_a_leader_that_lost_its_vote_cannot_set_the_switches(cluster: Cluster, restore_switches: None) -> None:
+    base = f"{cluster.ledgers_root}/underreplication"
+    store = await ZooKeeperMetadataStore.connect(cluster.metadata_service_uri)
+    election = LeaderElection(
+        store.bridge,
+        f"{cluster.ledgers_root}/bk-auditor/election-{uuid.uuid4().hex[:8]}",
+        "switch-writer:1",
+        ledgers_root=cluster.ledgers_root,
+    )
+    try:
+        await election.start()
+        await election.wait_leader(20)
+        guard = election.guard
+        switches = OperatorSwitches(store)
+        if await switches.replication_disabled():
+            assert await switches.set_replication_disabled(False, guard=guard)
+        # While it leads, its guarded writes go through (compare-and-set on the delay's version as before).
+        _, version = await switches.lost_bookie_recovery_delay()
+        assert await switches.change_lost_bookie_recovery_delay(21, version, guard=guard) == (
+            21,
+            0 if version is None else version + 1,
+        )
+        assert await switches.change_replication_disabled(True, guard=guard)
+        _, version = await switches.lost_bookie_recovery_delay()
+
+        cluster.kazoo.delete(guard.guard_path)  # its vote is gone (as when its session expires)
+        before = cluster.kazoo.get(f"{base}/lostBookieRecoveryDelay"), cluster.kazoo.exists(base).cversion
+        for stale in (StaleVote(guard.guard_path), guard):  # not noticed yet, and noticed (or not yet)
+            with pytest.raises(NotLeaderError):
+                await switches.set_replication_disabled(False, guard=stale)
+            with pytest.raises(NotLeaderError):
+                await switches.set_lost_bookie_recovery_delay(5, version, guard=stale)
+        after = cluster.kazoo.get(f"{base}/lostBookieRecoveryDelay"), cluster.kazoo.exists(base).cversion
+        assert after == before and cluster.kazoo.exists(f"{base}/disable") is not None  # nothing written
+    finally:
+        await election.close()
         await store.close()
 
 
