@@ -167,6 +167,18 @@ class WriteGuard(Protocol):
     def check(self) -> None: ...
 
 
+@runtime_checkable
+class ProvingGuard(WriteGuard, Protocol):
+    """A guard whose writes must prove more than one znode still exists (the repair lock: the session's
+    proof node and the lock, `zkrepairlock.LockGuard`): every path of `guard_paths` is checked, in order,
+    inside the write's multi-op, and a failed check raises `refused(path, problem)`."""
+
+    @property
+    def guard_paths(self) -> tuple[str, ...]: ...
+
+    def refused(self, path: str, problem: str) -> Exception: ...
+
+
 class MetadataStore(Protocol):
     """The reads (and leader-guarded writes) the checks and the daemon need from a BookKeeper metadata store
     (what `AuditContext.store` offers)."""

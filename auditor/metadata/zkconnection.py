@@ -6,7 +6,8 @@ write; what the znodes mean lives in one module per part of the tree (zkledgers,
 zkownstate), composed into one store by zkstore.
 
 Reads never create anything. Every write is a ZooKeeper multi-op whose first op checks that the writer's
-guard znode (the leader's election vote) still exists, so a deposed leader's write fails atomically.
+guard znode (the leader's election vote) still exists, so a deposed leader's write fails atomically; a
+repair lock's write checks its session's proof node and the lock first (`ProvingGuard`, zkrepairlock).
 Missing parents are created only strictly below the ledgers root: never the root itself, never outside it.
 """
 
@@ -35,7 +36,7 @@ from auditor.aio import spawn
 
 from .bridge import KazooBridge, connection_abandoned, start_client, stop_client
 from .errors import NotALedgersRootError, NotLeaderError
-from .interfaces import WriteGuard
+from .interfaces import ProvingGuard, WriteGuard
 from .layout import LedgerLayout, parse_layout, resolve_manager
 from .location import LedgerManager, MetadataLocation, join, parse_service_uri
 from .paths import LedgerPaths, MarkerPaths
@@ -245,18 +246,28 @@ class ZooKeeperConnection:
 
         Returns the per-op results of the ops after the check (an exception instance for a failed op).
         """
+        # A repair lock's guard names its session's proof node and the lock (both checked: the local
+        # check alone could straddle kazoo's replacement of an expired session); a vote, itself.
+        paths = guard.guard_paths if isinstance(guard, ProvingGuard) else (guard.guard_path,)
         guard.check()
         txn = self.client.transaction()
-        txn.check(guard.guard_path, -1)  # -1: any version; the vote must simply still exist
+        for path in paths:
+            txn.check(path, -1)  # -1: any version; the znode must simply still exist
         add_ops(txn)
         results = await self.bridge.commit(txn)
-        # When another op fails, ZooKeeper reports the (passed) check as RolledBackError.
-        if isinstance(results[0], Exception) and not isinstance(results[0], RolledBackError):
-            raise NotLeaderError(
-                f"write refused: guard {guard.guard_path} is gone "
-                f"({type(results[0]).__name__}); this process is not the leader"
-            )
-        return results[1:]
+        # When another op fails, ZooKeeper reports the (passed) checks as RolledBackError.
+        for path, result in zip(paths, results):
+            if isinstance(result, Exception) and not isinstance(result, RolledBackError):
+                if isinstance(guard, ProvingGuard):
+                    raise guard.refused(path, f"write refused: {path} is gone ({type(result).__name__})")
+                raise NotLeaderError(
+                    f"write refused: guard {path} is gone ({type(result).__name__}); this process is not the leader"
+                )
+        return results[len(paths) :]
+
+    async def wait_connected(self) -> None:
+        """Until the connection is up (it may be a new session: compare `client.client_id`)."""
+        await self._connected.wait()
 
     async def guarded_one(self, guard: WriteGuard, add_op: Callable[..., None]) -> Any:
         """One guarded op; its failure (e.g. NoNodeError, NodeExistsError, BadVersionError) is raised."""

@@ -10,11 +10,18 @@ and our workers share one cluster.
   lock, so a lock won in between would otherwise be held on a ledger with nothing left to do.
 * `underreplication/disable` is honoured before taking (Java checks only there too: a worker holding a
   lock finishes its ledger); `wait_enabled` waits with an exists watch while it is present.
-* every write made while holding a lock is guarded by it (`LockGuard`): a multi-op whose first op checks
-  the lock znode still exists, and a local check that the session is the one that created it. ZooKeeper
-  refuses an expired session's ops, and a new session has a new id, so a write can only succeed while
-  our ephemeral lock is alive (another worker's re-created lock has the same path and version 0, which
-  is why the session id and not the znode version proves ownership).
+* every write made while holding a lock is guarded by it (`LockGuard`, a `ProvingGuard`): a multi-op
+  whose first ops check that this session's *proof* node and the lock still exist. The proof is an
+  EPHEMERAL_SEQUENTIAL node of our own subtree, `<root>/bk-auditor/repair-sessions/<session hex>-<seq>`,
+  made once per session; the lock itself is created in a multi-op that checks the proof. ZooKeeper
+  deletes a session's ephemerals when it expires, before the client can get a new session, and a
+  sequential name is never made twice, so a write succeeds only while the session that took the lock
+  lives, even when kazoo has meanwhile replaced the expired session (a local session-id check alone
+  could straddle that replacement, and a lock re-created by another worker has the same path and
+  version 0). An exists watch on the lock marks the guard lost when the lock is deleted (or its watch
+  cannot be re-armed on the same lock) while our session lives; an exists watch on the ledger marks it
+  deleted. `write_refusal` (no round trip) is what the bookie writes ask before each request: also the
+  connection state (no write while SUSPENDED) and the ledger's existence.
 * finish: `mark_replicated` deletes the marker with the captured version only when the caller says the
   ledger re-checked clean (a fresh re-mark bumped the version and survives), then empty parents, then
   the lock; `release` only drops the lock (give up now, or after the caller's backoff).
@@ -29,39 +36,136 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
-from kazoo.protocol.states import EventType
+from kazoo.protocol.states import EventType, KazooState, WatchedEvent
 
+from auditor.aio import spawn
 from auditor.durability.ids import LedgerId
 
 from . import formats
 from .errors import RepairLockLostError
 from .interfaces import HeldLock, MarkerRecord, ReleaseOutcome, RepairLockProtocol
+from .location import join
 from .zkstore import ZooKeeperMetadataStore
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(slots=True)
+PROOF_DIR = "repair-sessions"  # under our own subtree: one ephemeral proof node per session that takes locks
+
+
+@dataclass(slots=True, eq=False)
 class LockGuard:
-    """Write guard bound to one held lock: valid while the lock's session is ours and not released."""
+    """Write guard bound to one held lock: valid while the session that took it lives (its proof node
+    exists), the lock is the one we created, and we have not released it."""
 
     lock_path: str
     session_id: int
+    proof_path: str
     store: ZooKeeperMetadataStore
-    released: bool = field(default=False)
+    ledger_path: str | None = None  # watched: bookie writes stop once the ledger is deleted
+    lock_czxid: int | None = None  # the lock we created (set when its watch is first armed)
+    released: bool = False
+    lost: str | None = None  # why the lock is known not to be ours any more
+    ledger_deleted: bool = False
+    watches_down: set[str] = field(default_factory=set)  # kazoo dropped them at a disconnect: re-arming
+    _tasks: set[asyncio.Task[None]] = field(default_factory=set)
 
     @property
     def guard_path(self) -> str:
         return self.lock_path
 
-    def check(self) -> None:
+    @property
+    def guard_paths(self) -> tuple[str, ...]:
+        return (self.proof_path, self.lock_path)
+
+    def refused(self, path: str, problem: str) -> RepairLockLostError:
+        if self.lost is None:
+            self.lost = problem  # the server says so: refuse locally from now on
+        return RepairLockLostError(self.lock_path, problem)
+
+    def _local_problem(self) -> str | None:
         if self.released:
-            raise RepairLockLostError(self.lock_path, "released by this worker; take it again before writing")
+            return "released by this worker; take it again before writing"
+        if self.lost is not None:
+            return self.lost
         session = self.store.client.client_id
         if session is None or session[0] != self.session_id:
-            raise RepairLockLostError(
-                self.lock_path, "the ZooKeeper session that took it has ended; another worker may hold it now"
-            )
+            return "the ZooKeeper session that took it has ended; another worker may hold it now"
+        return None
+
+    def check(self) -> None:
+        """Before a guarded ZooKeeper write (the multi-op proves the rest)."""
+        problem = self._local_problem()
+        if problem is not None:
+            raise RepairLockLostError(self.lock_path, problem)
+
+    def write_refusal(self) -> str | None:
+        """Why a bookie write for this ledger must not be sent now, or None. Local (flags set by the
+        watches and the connection state), so cheap enough for every request."""
+        problem = self._local_problem()
+        if problem is not None:
+            return f"lock {self.lock_path}: {problem}"
+        state = self.store.client.state
+        if state != KazooState.CONNECTED:
+            return f"lock {self.lock_path}: the ZooKeeper connection is {state}: the lock may be lost"
+        if self.watches_down:
+            return f"lock {self.lock_path}: watches on {', '.join(sorted(self.watches_down))} not re-armed yet"
+        if self.ledger_deleted:
+            return f"ledger {self.ledger_path} was deleted"
+        return None
+
+    # ------------------------------------------------------------ watches (on the loop)
+    async def arm(self) -> None:
+        """Exists watches on the lock and the ledger; the lock must be the one our session created."""
+        await self._arm(self.lock_path)
+        if self.ledger_path is not None:
+            await self._arm(self.ledger_path)
+
+    async def _arm(self, path: str) -> None:
+        stat = await self.store.exists(path, self.store.bridge.watcher(lambda event: self._fired(path, event)))
+        self.watches_down.discard(path)
+        if path == self.ledger_path:
+            if stat is None:
+                self.ledger_deleted = True
+            return
+        if self.lock_czxid is None and stat is not None and stat.ephemeralOwner == self.session_id:
+            self.lock_czxid = stat.czxid
+        if stat is None or stat.czxid != self.lock_czxid:
+            self._lose("the lock znode was deleted (or re-created by another worker)")
+
+    def _lose(self, why: str) -> None:
+        if self.lost is None and not self.released:
+            self.lost = why
+            log.warning("repair lock %s lost: %s", self.lock_path, why)
+
+    def _fired(self, path: str, event: WatchedEvent) -> None:
+        if self.released or self.lost is not None:
+            return
+        if event.type == EventType.DELETED:
+            if path == self.ledger_path:
+                self.ledger_deleted = True
+            else:
+                self._lose("the lock znode was deleted while our session lives")
+            return
+        # NONE: kazoo dropped every watch at a disconnect; refuse until re-armed (the lock compared by
+        # czxid). A change of the ledger (its writer, our own ensemble update) only needs the re-arm,
+        # whose look also sees a deletion since.
+        if event.type == EventType.NONE or path != self.ledger_path:
+            self.watches_down.add(path)
+        spawn(self._rearm(path), name=f"re-arm watch on {path}", keep=self._tasks)
+
+    async def _rearm(self, path: str) -> None:
+        while not self.released and self.lost is None:
+            await self.store.wait_connected()
+            session = self.store.client.client_id
+            if session is None or session[0] != self.session_id:
+                return  # a new session: the lock went with the old one (check() says so)
+            try:
+                await self._arm(path)
+                return
+            except Exception as exc:  # connection trouble: try again once reconnected
+                log.debug("re-arming the watch on %s: %r", path, exc)
+                await asyncio.sleep(0.2)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +181,8 @@ class RepairLocks:
         self.store = store
         self.holder = holder
         self._data = formats.serialize_lock(holder)
+        self._proof: tuple[str, int] | None = None  # (proof node, the session that owns it)
+        self._proof_made = asyncio.Lock()  # lanes taking locks at once share one proof per session
 
     # ------------------------------------------------------------ what there is to do
     def markers(self) -> AsyncIterator[MarkerRecord]:
@@ -122,28 +228,88 @@ class RepairLocks:
         stat = await self.store.exists(marker)
         if stat is None:
             return None
-        session = self.store.client.client_id
-        if session is None:
+        proof = await self.session_proof()
+        if proof is None:
             return None
+        proof_path, session = proof
         acl = self.store.security.znode_acl(lock)
         for _ in range(2):
-            try:
-                await self.store.bridge.call(self.store.client.create_async, lock, self._data, acl, ephemeral=True)
-                break
-            except NodeExistsError:
+            # Created only while the proof exists: the lock is then this session's (Java's lock node as
+            # ever: same path, data, ephemeral; the multi only adds the check before it).
+            txn = self.store.client.transaction()
+            txn.check(proof_path, -1)
+            txn.create(lock, self._data, acl, ephemeral=True)
+            checked, created = await self.store.bridge.commit(txn)
+            if isinstance(checked, NoNodeError):
+                self._proof = None  # the session ended (its proof went with it): the next pass makes one
                 return None
-            except NoNodeError:
+            if isinstance(created, NoNodeError):
                 await self._create_locks_dir(lock)
+                continue
+            if isinstance(created, NodeExistsError):
+                return None
+            if isinstance(created, Exception):
+                raise created
+            break
         else:
             return None
-        guard = LockGuard(lock, session[0], self.store)
+        guard = LockGuard(lock, session, proof_path, self.store, ledger_path=self.store.paths.path(ledger_id))
         held = ZkHeldLock(ledger_id, marker, lock, stat.version, self.holder, guard)
+        try:
+            await guard.arm()
+        except BaseException:
+            await asyncio.shield(self.release(held))
+            raise
+        if guard.lost is not None:
+            return None  # gone already (its session ended since): nothing of ours to release
         if await self.store.exists(marker) is None:
             # A Java worker deletes the marker, cleans its parents and only then drops its lock: a
             # create that won in that gap holds a lock on finished work. Give it back at once.
             await self.release(held)
             return None
         return held
+
+    async def session_proof(self) -> tuple[str, int] | None:
+        """This session's proof node and the session that owns it (made at the first lock of a session):
+        `<root>/bk-auditor/repair-sessions/<session hex>-<seq>`, EPHEMERAL_SEQUENTIAL. Its owner is read
+        back, not assumed: the hex in its name is the session we asked on, informational only."""
+        async with self._proof_made:
+            session = self.store.client.client_id
+            if session is None:
+                return None
+            if self._proof is not None and self._proof[1] == session[0]:
+                return self._proof
+            base = join(self.store.own_subtree, PROOF_DIR)
+            prefix = f"{base}/{session[0]:016x}-"
+            acl = self.store.security.znode_acl(prefix)
+            for _ in range(2):
+                try:
+                    path = await self.store.bridge.call(
+                        self.store.client.create_async, prefix, b"", acl, ephemeral=True, sequence=True
+                    )
+                    break
+                except NoNodeError:
+                    await self._create_own_dirs(base)
+            else:
+                return None
+            stat = await self.store.exists(path)
+            if stat is None:
+                return None  # its session ended at once
+            self._proof = (path, stat.ephemeralOwner)
+            return self._proof
+
+    async def _create_own_dirs(self, base: str) -> None:
+        """`<root>/bk-auditor[/repair-sessions]` (persistent, empty), the proofs' parents: only in our own
+        subtree, never the ledgers root. Unguarded, as the lock itself: the proof is what guards."""
+        for path in (self.store.own_subtree, base):
+            if await self.store.exists(path) is not None:
+                continue
+            try:
+                await self.store.bridge.call(
+                    self.store.client.create_async, path, b"", self.store.security.znode_acl(path)
+                )
+            except NodeExistsError:
+                pass
 
     async def _create_locks_dir(self, lock: str) -> None:
         """`locks` (persistent, empty) as Java's checkLayout creates it; only inside an existing
@@ -178,16 +344,12 @@ class RepairLocks:
         if guard.released:
             return
         try:
-            guard.check()
+            # Deleted in a multi-op that checks the proof first: never a lock of another session.
+            await self.store.guarded_one(guard, lambda t: t.delete(held.lock_path, -1))
         except RepairLockLostError as exc:
-            guard.released = True
             log.info("not releasing %s: %s", held.lock_path, exc)
-            return
-        guard.released = True
-        try:
-            await self.store.bridge.call(self.store.client.delete_async, held.lock_path, -1)
-        except NoNodeError:
-            pass
+        finally:
+            guard.released = True
 
 
 def _guard(held: HeldLock) -> LockGuard:

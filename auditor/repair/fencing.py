@@ -8,8 +8,9 @@ repair-and-recovery.md §4.2, §4.3). The auditor's read-only gate refuses it; t
 A `FencePermit` names one ledger, one bookie of that ledger's last ensemble and the master key; the
 gate lets a request through only if it is exactly a fencing READ_ENTRY of that ledger, to that bookie,
 with that key: v3, exactly `header` and `readRequest`, no priority, no unknown fields anywhere, entry
-id >= -1. Permits are made by ledger recovery (recover.py) for a ledger it holds the repair lock of
-and that the repair queue marked, and only when `repair.recover_open_ledgers` is on. Explicit raises,
+id >= -1; and only while the repair lock's lease allows it (`gate.WriteLease`). Permits are made by
+ledger recovery (recover.py) for a ledger it holds the repair lock of and that the repair queue marked,
+and only when `repair.recover_open_ledgers` is on. Explicit raises,
 never `assert`: the gate holds under `python -O` too.
 """
 
@@ -26,7 +27,7 @@ from auditor.bookie import protocol as P
 from auditor.bookie.client import Address, BookieClientConfig, BookieTransport, Resolver
 from auditor.bookie.results import ReadEntryResult
 
-from .gate import MASTER_KEY_LENGTH, RepairGateError, check_envelope
+from .gate import MASTER_KEY_LENGTH, RepairGateError, WriteLease, check_envelope, check_lease
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,16 +107,22 @@ class FencingClient(BookieTransport):
         permit: FencePermit,
         address: Address | Resolver | None = None,
         config: BookieClientConfig | None = None,
+        *,
+        lease: WriteLease,
     ) -> None:
         super().__init__(permit.bookie_id, address, config)
         self.permit = permit
+        self.lease = lease
 
     def _encode(self, request: Message) -> bytes:
+        # The repair lock must still be ours as the request is encoded (it may have waited in the queue).
+        check_lease(self.lease, f"fencing read of ledger {self.permit.ledger_id} on {self.bookie_id}")
         return encode_fencing_read(request, self.permit, self.bookie_id)
 
     async def fenced_read(self, entry_id: int, *, timeout: float | None = None) -> ReadEntryResult:
         """Fence the ledger on this bookie and read `entry_id` (-1: its highest entry). A request the gate
-        refuses raises RepairGateError before connecting."""
+        refuses raises RepairGateError before connecting (LeaseEndedError: the repair lock is gone)."""
+        check_lease(self.lease, f"fencing read of ledger {self.permit.ledger_id} on {self.bookie_id}")
         check_fencing_read(fencing_read_request(0, self.permit, entry_id), self.permit, self.bookie_id)
         lid = self.permit.ledger_id
         reply, elapsed = await self._call(

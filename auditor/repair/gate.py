@@ -15,7 +15,10 @@ What passes (and why each check is there):
 * a body that is a stored entry of that ledger and of the request's entry id: the bookie files the entry
   under the ids in the body's first 16 bytes, not the request's (spec §1.2), so they must agree; and
   whose digest verifies with the ledger's digest type and key, so no corrupt copy can ever leave;
-* the destination bookie = the permit's bookie.
+* the destination bookie = the permit's bookie;
+* and, checked by the clients (writer.py, fencing.py) as each request is encoded, the ledger's repair
+  lock still held by the session that took it, the ZooKeeper connection up and the ledger not deleted
+  (`WriteLease`): no add or fencing read leaves after the lock is lost.
 
 The auditor's own gate (auditor/bookie/protocol.py `encode_request`) refuses every one of these
 requests; this module never touches it.
@@ -24,7 +27,7 @@ requests; this module never touches it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import cast
+from typing import Protocol, cast
 
 from google.protobuf.unknown_fields import UnknownFieldSet
 
@@ -40,6 +43,25 @@ MASTER_KEY_LENGTH = 20  # SHA-1
 
 class RepairGateError(P.UnsafeRequestError):
     """The repair path tried to send something its gate does not allow; nothing was written."""
+
+
+class WriteLease(Protocol):
+    """What a bookie write of the repair role needs besides its permit: the ledger's repair lock still
+    held (`zkrepairlock.LockGuard`). `write_refusal` is asked as each request is encoded, so it must be
+    local (flags kept by watches and the connection state), never a ZooKeeper round trip."""
+
+    def write_refusal(self) -> str | None: ...
+
+
+class LeaseEndedError(RepairGateError):
+    """A bookie write refused because the repair lock (or the ledger) is gone; nothing was written."""
+
+
+def check_lease(lease: WriteLease, what: str) -> None:
+    """Raise LeaseEndedError when `lease` no longer allows bookie writes (`what` names the write)."""
+    why = lease.write_refusal()
+    if why is not None:
+        raise LeaseEndedError(f"{what} not sent: {why}")
 
 
 @dataclass(frozen=True, slots=True)

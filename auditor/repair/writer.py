@@ -2,7 +2,8 @@
 
 `RecoveryAddClient` is the bookie transport of auditor/bookie/client.py (pipelining, timeouts,
 reconnects, TLS) with the repair gate (gate.py) as its request encoder, bound to one permit: one ledger,
-one target bookie, that ledger's keys. Its only operation is `recovery_add`. Reads for repair go through
+one target bookie, that ledger's keys, and to the lease of its repair lock (`gate.WriteLease`: asked as
+each request is encoded). Its only operation is `recovery_add`. Reads for repair go through
 the auditor's read-only `BookieClient`; nothing here can send them, nor anything else.
 """
 
@@ -15,7 +16,14 @@ from google.protobuf.message import Message
 from auditor.bookie.client import Address, BookieClientConfig, BookieTransport, Resolver
 from auditor.bookie.protocol import Op, Status
 
-from .gate import RecoveryAddPermit, check_recovery_add, encode_recovery_add, recovery_add_request
+from .gate import (
+    RecoveryAddPermit,
+    WriteLease,
+    check_lease,
+    check_recovery_add,
+    encode_recovery_add,
+    recovery_add_request,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,15 +55,22 @@ class RecoveryAddClient(BookieTransport):
         permit: RecoveryAddPermit,
         address: Address | Resolver | None = None,
         config: BookieClientConfig | None = None,
+        *,
+        lease: WriteLease,
     ) -> None:
         super().__init__(permit.bookie_id, address, config)
         self.permit = permit
+        self.lease = lease
 
     def _encode(self, request: Message) -> bytes:
+        # Asked again here, as the request is encoded: it may have waited in the queue meanwhile.
+        check_lease(self.lease, f"recovery add of ledger {self.permit.ledger_id} to {self.bookie_id}")
         return encode_recovery_add(request, self.permit, self.bookie_id)
 
     async def recovery_add(self, entry_id: int, body: bytes, *, timeout: float | None = None) -> RecoveryAddResult:
-        """Re-add one entry. A request the gate refuses raises RepairGateError before connecting."""
+        """Re-add one entry. A request the gate refuses raises RepairGateError before connecting;
+        LeaseEndedError (one) when the repair lock or the ledger is gone."""
+        check_lease(self.lease, f"recovery add of ledger {self.permit.ledger_id} entry {entry_id} to {self.bookie_id}")
         check_recovery_add(recovery_add_request(0, self.permit, entry_id, body), self.permit, self.bookie_id)
         lid = self.permit.ledger_id
         reply, elapsed = await self._call(

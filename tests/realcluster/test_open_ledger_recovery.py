@@ -100,6 +100,7 @@ async def ours(
             ledger_credentials(md),
             regs.available,
             _never_choose,  # type: ignore[arg-type]
+            lease=held.guard,
         )
         return await rec.recover(md, proven_end, held.guard)
     finally:

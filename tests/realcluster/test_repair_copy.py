@@ -40,6 +40,17 @@ DEAD_PORT = ports.HOSTILE_PROXY_PORT + 5  # nothing listens there
 Resolve = Callable[[str], tuple[str, int]]
 
 
+class _NoLock:
+    """These tests exercise the copy alone, with no marker and so no repair lock: nothing ends it (the
+    lock's lease is tested with the worker, tests/realcluster/test_repair_lock_loss.py)."""
+
+    def write_refusal(self) -> str | None:
+        return None
+
+
+NO_LOCK = _NoLock()
+
+
 def bookie_ids(cluster: Cluster, *ns: int) -> list[str]:
     return [cluster.bookie(n).bookie_id for n in ns]
 
@@ -76,7 +87,7 @@ async def copy_stripe(
     task = CopyTask(md, 0, index, target, tuple(stripe(r, index) if entries is None else entries))
     async with (
         BookiePool(resolver(cluster, redirect), CONFIG) as reads,
-        RecoveryAddClient(permit, resolver(cluster), CONFIG) as writer,
+        RecoveryAddClient(permit, resolver(cluster), CONFIG, lease=NO_LOCK) as writer,
     ):
         return await copy_entries(task, reads, writer, creds, CopyLimits(max_in_flight=4, retry_delay=0.05))
 

@@ -22,7 +22,14 @@ from auditor.repair.fencing import (
     encode_fencing_read,
     fencing_read_request,
 )
-from auditor.repair.gate import RecoveryAddPermit, RepairGateError, encode_recovery_add, recovery_add_request
+from auditor.repair.gate import (
+    LeaseEndedError,
+    RecoveryAddPermit,
+    RepairGateError,
+    encode_recovery_add,
+    recovery_add_request,
+)
+from tests.unit.repair.test_gate import HELD, Lease
 
 PW = b"pw"
 BOOKIE = "127.0.0.1:3181"
@@ -103,7 +110,7 @@ def test_the_other_gates_refuse_a_fencing_read() -> None:
 
 
 async def test_the_fencing_client_sends_only_fencing_reads_and_checks_before_connecting() -> None:
-    client = FencingClient(PERMIT, ("127.0.0.1", 9))
+    client = FencingClient(PERMIT, ("127.0.0.1", 9), lease=HELD)
     with pytest.raises(RepairGateError):
         client._encode(P.read_entry_request(1, 5, 0))
     with pytest.raises(ValueError):
@@ -125,9 +132,22 @@ def test_permit_checks_its_fields_and_hides_the_key() -> None:
 def test_the_repair_gates_refuse_the_auditors_pre_gated_frames() -> None:
     """A read-only client's pre-encoded GET_LIST / READ_ENTRY frame is no message of either repair gate."""
     add_permit = RecoveryAddPermit(5, BOOKIE, master_key(PW), DigestType.CRC32C)
-    fencing = FencingClient(PERMIT, ("127.0.0.1", 9))
+    fencing = FencingClient(PERMIT, ("127.0.0.1", 9), lease=HELD)
     for frame in (P.entry_list_frame(1, 5), P.read_entry_frame(2, 5, 0)):
         with pytest.raises(RepairGateError):
             encode_recovery_add(frame, add_permit, BOOKIE)  # type: ignore[arg-type]
         with pytest.raises(RepairGateError):
             fencing._encode(frame)  # type: ignore[arg-type]
+
+
+async def test_no_fencing_read_leaves_once_the_lease_refuses() -> None:
+    lease = Lease()
+    client = FencingClient(PERMIT, ("127.0.0.1", 9), lease=lease)
+    client._encode(fencing_read_request(1, PERMIT, -1))
+    lease.refusal = "the lock znode was deleted while our session lives"
+    with pytest.raises(LeaseEndedError, match="lock znode was deleted"):
+        client._encode(fencing_read_request(1, PERMIT, -1))
+    with pytest.raises(LeaseEndedError):
+        await client.fenced_read(-1)
+    assert client.stats.connects == client.stats.connect_failures == client.stats.sent == 0
+    await client.close()

@@ -15,6 +15,7 @@ from auditor.bookie import protocol as P
 from auditor.durability.entry import build_entry, master_key
 from auditor.durability.model import DigestType
 from auditor.repair.gate import (
+    LeaseEndedError,
     RecoveryAddPermit,
     RepairGateError,
     check_recovery_add,
@@ -26,6 +27,19 @@ from auditor.repair.writer import RecoveryAddClient
 PW = b"testPasswd"
 BOOKIE = "127.0.0.1:3181"
 PERMIT = RecoveryAddPermit(1, BOOKIE, master_key(PW), DigestType.CRC32C)
+
+
+class Lease:
+    """A repair lock's lease as the gate sees it: refusing once `refusal` is set."""
+
+    def __init__(self) -> None:
+        self.refusal: str | None = None
+
+    def write_refusal(self) -> str | None:
+        return self.refusal
+
+
+HELD = Lease()
 # §6.4: the LAC-0 repackaged entry, and the v3 RECOVERY_ADD Java's replicator sends with it (txn 1).
 BODY = bytes.fromhex("0000000000000001000000000000000000000000000000000000000000000005f712343568656c6c6f")
 JAVA_FRAME = (
@@ -144,7 +158,7 @@ def test_the_auditors_gate_refuses_every_recovery_add() -> None:
 
 async def test_the_auditor_client_cannot_send_an_add_and_the_writer_cannot_send_a_read() -> None:
     reader = BookieClient(BOOKIE, ("127.0.0.1", 9))
-    writer = RecoveryAddClient(PERMIT, ("127.0.0.1", 9))
+    writer = RecoveryAddClient(PERMIT, ("127.0.0.1", 9), lease=HELD)
     with pytest.raises(UnsafeRequestError):
         reader._encode(_good())
     with pytest.raises(RepairGateError):
@@ -183,3 +197,17 @@ def test_no_third_gate_can_be_defined_outside_the_two_modules() -> None:
 
     with pytest.raises(UnsafeRequestError):
         Harmless(BOOKIE, ("127.0.0.1", 9))._encode(_good())
+
+
+async def test_no_add_leaves_once_the_lease_refuses() -> None:
+    """The lease is asked before queueing and again as the request is encoded (it may have waited)."""
+    lease = Lease()
+    writer = RecoveryAddClient(PERMIT, ("127.0.0.1", 9), lease=lease)
+    assert writer._encode(recovery_add_request(1, PERMIT, 0, BODY)) == bytes.fromhex(JAVA_FRAME)
+    lease.refusal = "the ZooKeeper session that took it has ended"
+    with pytest.raises(LeaseEndedError, match="session that took it has ended"):
+        writer._encode(recovery_add_request(1, PERMIT, 0, BODY))
+    with pytest.raises(LeaseEndedError, match="entry 0"):
+        await writer.recovery_add(0, BODY)
+    assert writer.stats.connects == writer.stats.connect_failures == writer.stats.sent == 0
+    await writer.close()
