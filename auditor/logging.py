@@ -22,6 +22,7 @@ from typing import IO, Any, Protocol
 import structlog
 from structlog.typing import EventDict, WrappedLogger
 
+from auditor import redact
 from auditor.durability.findings import Finding
 from auditor.durability.ids import LedgerId
 
@@ -89,6 +90,9 @@ def _shared_processors() -> list[Any]:
 # info: our own code logs what they mean (lost session, stepping down, unreachable ZooKeeper). Their
 # errors still show; everything else is demoted to debug.
 CHATTY_LOGGERS = ("kazoo",)
+# kazoo's debug trace of every request and response carries znode data (ledger metadata holds the ledger's
+# password) and the digest login (Auth user:password): the line is kept, its payload replaced by its type.
+_KAZOO_PAYLOAD_LINES = frozenset({"Sending request(xid=%s): %s", "Received response(xid=%s): %r"})
 
 
 class _DemoteChatter(logging.Filter):
@@ -97,11 +101,19 @@ class _DemoteChatter(logging.Filter):
         self.level = level
 
     def filter(self, record: logging.LogRecord) -> bool:
+        msg, args = record.msg, record.args  # structlog's own records carry a dict as msg
+        if isinstance(msg, str) and msg in _KAZOO_PAYLOAD_LINES and isinstance(args, tuple) and len(args) == 2:
+            record.args = (args[0], f"<{type(args[1]).__name__}>")
         if record.levelno < logging.ERROR and record.name.split(".", 1)[0] in CHATTY_LOGGERS:
             if self.level > logging.DEBUG:
                 return False
             record.levelno, record.levelname = logging.DEBUG, "DEBUG"
         return True
+
+
+def _scrub(_logger: WrappedLogger, _name: str, line: str) -> str:
+    """The rendered line without any configured secret (`auditor.redact`: a library may print one)."""
+    return redact.scrub(line)
 
 
 def configure_logging(level: str = "info", fmt: str = "json", stream: IO[str] | None = None) -> None:
@@ -114,11 +126,11 @@ def configure_logging(level: str = "info", fmt: str = "json", stream: IO[str] | 
     shared = _shared_processors()
     if fmt == "json":
         renderer: Any = structlog.processors.JSONRenderer(serializer=_dumps)
-        final = [structlog.processors.format_exc_info, renderer]
+        final = [structlog.processors.format_exc_info, renderer, _scrub]
     else:
         isatty = getattr(out, "isatty", None)
         renderer = structlog.dev.ConsoleRenderer(colors=bool(isatty and isatty()))
-        final = [renderer]
+        final = [renderer, _scrub]
     formatter = structlog.stdlib.ProcessorFormatter(
         foreign_pre_chain=shared,
         processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *final],

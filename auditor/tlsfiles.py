@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from auditor import redact
 from auditor.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -42,15 +43,15 @@ class TlsFiles:
     ca_file: Path | None = None
     truststore: Path | None = None
     truststore_type: StoreType = "PKCS12"
-    truststore_password: str | None = None
+    truststore_password: str | None = field(default=None, repr=False)  # secrets: never printed
     truststore_password_file: Path | None = None
     cert_file: Path | None = None
     key_file: Path | None = None
-    key_password: str | None = None
+    key_password: str | None = field(default=None, repr=False)
     key_password_file: Path | None = None
     keystore: Path | None = None
     keystore_type: StoreType = "PKCS12"
-    keystore_password: str | None = None
+    keystore_password: str | None = field(default=None, repr=False)
     keystore_password_file: Path | None = None
     verify_hostname: bool = True
     protocols: Sequence[str] = field(default_factory=tuple)  # e.g. ("TLSv1.2", "TLSv1.3"); () = library default
@@ -65,11 +66,10 @@ def _read(setting: str, path: Path, what: str) -> bytes:
 
 
 def _password(setting: str, inline: str | None, path: Path | None) -> str | None:
-    if inline is not None:
-        return inline
-    if path is None:
-        return None
-    return _read(setting, path, "password file").decode("utf-8", "replace").strip()
+    if inline is None and path is not None:
+        inline = _read(setting, path, "password file").decode("utf-8", "replace").strip()
+    redact.hide(inline)  # never in a log line, whoever writes it
+    return inline
 
 
 def certificates_pem(ders: Sequence[bytes]) -> bytes:

@@ -14,6 +14,7 @@ import kazoo.protocol.connection
 import kazoo.retry
 import pytest
 
+from auditor import redact
 from tests.realcluster import ports
 from tests.realcluster.cluster import Cluster
 
@@ -64,6 +65,14 @@ def _session_cluster_whole(request: pytest.FixtureRequest) -> None:
     c: Cluster = request.getfixturevalue("cluster")
     for line in c.heal_bookies():
         warnings.warn(f"session cluster healed before {request.node.nodeid}: {line}", stacklevel=1)
+
+
+@pytest.fixture(autouse=True)
+def _secrets_forgotten() -> Iterator[None]:
+    """The secrets a test's objects registered for log scrubbing (auditor.redact) do not garble the log
+    lines a later test of the same process checks."""
+    yield
+    redact.forget()
 
 
 @pytest.fixture

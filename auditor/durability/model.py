@@ -59,7 +59,7 @@ class LedgerMetadata:
     length: int
     segments: tuple[Segment, ...]
     digest_type: DigestType | None = None
-    password: bytes | None = None
+    password: bytes | None = field(default=None, repr=False)  # a secret: never printed
     custom_metadata: Mapping[str, bytes] = field(default_factory=lambda: MappingProxyType({}))
     ctime: int | None = None
     creator_token: int | None = None

@@ -16,13 +16,32 @@ Which password and digest type: Java's administrative open (LedgerOpenOp without
 its ReplicationWorker) takes both from the metadata when the metadata stores a password (field 8), and
 otherwise the configured recovery password (`bookieRecoveryPasswd`, default "") and digest type
 (`bookieRecoveryDigestType`, default CRC32). `ledger_credentials` does the same.
+
+Recovery settings are a guess, not the ledger's truth (Pulsar writes CRC32C, the default is CRC32), so a
+copy that fails verification under them is not proof of corruption. `credentials_from_entry` asks a copy
+itself: a CRC32C or CRC32 digest that matches needs no password and proves the ledger's digest type (a
+random match is a 1 in 2^32 chance), and the size of entry 0 (header, digest, then `length` payload
+bytes) tells the digest's size, so which types can fit. Credentials so proven (`verified_on_entry`) judge
+copies like the metadata's; unproven ones make a mismatch `unverified` (`credentials_mismatch`), never
+corrupt and never loss.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from .entry import EntryVerification, Verdict, build_entry, mac_key, master_key, verify_entry
+from .entry import (
+    DIGEST_LENGTH,
+    EntryFormatError,
+    EntryProblem,
+    EntryVerification,
+    Verdict,
+    build_entry,
+    mac_key,
+    master_key,
+    parse_header,
+    verify_entry,
+)
 from .model import DigestType, LedgerMetadata
 
 RECOVERY_DIGEST_DEFAULT = DigestType.CRC32  # Java's bookieRecoveryDigestType default
@@ -33,8 +52,15 @@ class LedgerCredentials:
     """The keys the repair role needs for one ledger. `repr` hides the password and keys."""
 
     digest_type: DigestType
-    password: bytes
+    password: bytes = field(repr=False)
     from_metadata: bool  # False: the configured recovery password and digest type were used
+    # Not from metadata, but a stored copy verified under this digest type (and password): proven.
+    verified_on_entry: bool = False
+
+    @property
+    def trusted(self) -> bool:
+        """A copy failing verification under these credentials is corrupt (False: it is unverified)."""
+        return self.from_metadata or self.verified_on_entry
 
     @property
     def master_key(self) -> bytes:
@@ -48,7 +74,8 @@ class LedgerCredentials:
 
     def __repr__(self) -> str:
         origin = "metadata" if self.from_metadata else "recovery settings"
-        return f"LedgerCredentials({self.digest_type.name}, password from {origin})"
+        proof = ", digest type proven by a stored copy" if self.verified_on_entry else ""
+        return f"LedgerCredentials({self.digest_type.name}, password from {origin}{proof})"
 
 
 def ledger_credentials(
@@ -65,6 +92,68 @@ def ledger_credentials(
     return LedgerCredentials(recovery_digest_type, password, False)
 
 
+# Proven by a matching digest without any password, strongest first.
+_PASSWORD_FREE = (DigestType.CRC32C, DigestType.CRC32)
+# The verification problems that depend on the digest type and password used (the rest, such as another
+# ledger's or entry's id in the header, are corruption whatever the credentials).
+_CREDENTIAL_PROBLEMS = frozenset(
+    {EntryProblem.DIGEST_MISMATCH, EntryProblem.TOO_SHORT, EntryProblem.DIGEST_TYPE_MISMATCH}
+)
+
+
+def digest_size_of(stored: bytes, previous_length: int | None) -> int | None:
+    """The digest size the entry's own bytes imply, or None when they cannot tell. The payload is
+    `length - previous_length` bytes (`length` is cumulative: entry 0's `previous_length` is 0), the
+    digest what lies between the header and the payload (CRC32 8, CRC32C 4, MAC 20, DUMMY 0)."""
+    if previous_length is None:
+        return None
+    try:
+        header = parse_header(stored)
+    except EntryFormatError:
+        return None
+    size = len(stored) - header.header_length - (header.length - previous_length)
+    return size if size in DIGEST_LENGTH.values() else None
+
+
+def credentials_from_entry(
+    credentials: LedgerCredentials,
+    stored: bytes,
+    *,
+    ledger_id: int,
+    entry_id: int,
+    previous_length: int | None = None,
+) -> LedgerCredentials | None:
+    """Credentials a stored copy proves, for a ledger whose metadata stores no password: the recovery
+    settings if the copy verifies under them, else the password-free digest type (CRC32C, CRC32) whose
+    digest matches; DUMMY only when the entry's size proves a digest of 0 bytes (DUMMY checks nothing
+    else). None: this copy proves nothing (corrupt, or MAC under another password). `previous_length`:
+    the cumulative length before this entry (0 for entry 0), when known. Trusted credentials are kept."""
+    if credentials.trusted:
+        return credentials
+    size = digest_size_of(stored, previous_length)
+    candidates: list[DigestType] = []
+    if credentials.digest_type is not DigestType.DUMMY:
+        candidates.append(credentials.digest_type)
+    candidates += [t for t in _PASSWORD_FREE if t not in candidates]
+    if size == 0:
+        candidates.append(DigestType.DUMMY)
+    for digest in candidates:
+        if size is not None and DIGEST_LENGTH[digest] != size:
+            continue
+        key = mac_key(credentials.password) if digest is DigestType.HMAC else None
+        if verify_entry(stored, ledger_id=ledger_id, entry_id=entry_id, digest_type=digest, key=key).ok:
+            return LedgerCredentials(digest, credentials.password, False, verified_on_entry=True)
+    return None
+
+
+def depends_on_credentials(check: EntryVerification, credentials: LedgerCredentials) -> bool:
+    """True when `check` failed only in what the credentials decide (digest, size for the digest) and the
+    credentials are unproven: the copy is unverified, not corrupt."""
+    if credentials.trusted or check.verdict is Verdict.OK or check.header is None:
+        return False
+    return check.verdict is Verdict.UNVERIFIABLE or set(check.problems) <= _CREDENTIAL_PROBLEMS
+
+
 def recovery_lac(metadata: LedgerMetadata) -> int | None:
     """The LAC Java's replicator writes into re-added entries: its handle's LAC, which for a closed
     ledger is the metadata's last entry id. None for a ledger that is not closed: the caller then keeps
@@ -78,11 +167,13 @@ class RecoveryEntry:
 
     body: bytes | None
     verification: EntryVerification
-    reason: str | None = None  # why there is no body (the copy is corrupt, or not re-addable)
+    reason: str | None = None  # why there is no body (the copy is corrupt, unverified, or not re-addable)
+    # The copy failed only under unproven credentials (recovery settings): cannot verify, not corrupt.
+    unverified: bool = False
 
     @property
     def corrupt(self) -> bool:
-        return self.verification.corrupt
+        return self.verification.corrupt and not self.unverified
 
 
 def repackage_for_recovery(
@@ -104,6 +195,9 @@ def repackage_for_recovery(
     check = verify_entry(stored, ledger_id=ledger_id, entry_id=entry_id, digest_type=credentials.digest_type, key=key)
     if check.verdict is not Verdict.OK:
         # UNVERIFIABLE cannot happen (we always have a digest type and a key); never send it anyway.
+        if depends_on_credentials(check, credentials):
+            why = f"credentials_mismatch: {check.detail} under the recovery settings ({credentials.digest_type.name})"
+            return RecoveryEntry(None, check, why, unverified=True)
         return RecoveryEntry(None, check, f"{check.verdict.value}: {check.detail}")
     header = check.header
     payload = check.payload

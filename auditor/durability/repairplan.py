@@ -139,6 +139,9 @@ class BlockReason(str, enum.Enum):
     OPEN_LEDGER_GRACE = "open_ledger_grace"  # open, last ensemble has unregistered bookies: recovery after the grace
     RECOVERY_STOPPED = "recovery_stopped"  # open-ledger recovery met an unknown answer: not closed, retried
     RECOVERY_REFUSED = "recovery_refused"  # open-ledger recovery would cut off acknowledged entries: not closed
+    # No password in the metadata and no copy verifies under the recovery password and digest type (nor a
+    # password-free digest type): cannot verify, never loss; set the ledger's `repair.recovery_*` settings.
+    CREDENTIALS_MISMATCH = "credentials_mismatch"
 
     @property
     def is_loss(self) -> bool:

@@ -15,12 +15,13 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from kazoo.security import ACL, CREATOR_ALL_ACL, OPEN_ACL_UNSAFE
 
+from auditor import redact
 from auditor.tlsfiles import certificates_pem, identity_pem
 
 from .errors import MetadataConfigError
@@ -73,8 +74,11 @@ class KeyStore:
 
     path: Path
     kind: StoreKind
-    password: str | None
+    password: str | None = field(repr=False)  # a secret: never printed
     setting: str  # the setting that named it, for errors
+
+    def __post_init__(self) -> None:
+        redact.hide(self.password)  # nor logged, by anyone
 
     def _read(self) -> bytes:
         try:
@@ -138,10 +142,13 @@ class ZkTls:
     ca_file: Path | None = None
     cert_file: Path | None = None
     key_file: Path | None = None
-    key_password: str | None = None
+    key_password: str | None = field(default=None, repr=False)
     keystore: KeyStore | None = None
     truststore: KeyStore | None = None
     verify_hostname: bool = True
+
+    def __post_init__(self) -> None:
+        redact.hide(self.key_password)
 
     def check(self, setting_prefix: str = "zookeeper.tls.") -> None:
         """Load all material now (at start), as kazoo will on each connection: a bad file or store is a
@@ -174,9 +181,12 @@ class SaslLogin:
     """SASL DIGEST-MD5 (the only mechanism we implement), as a JAAS `Client` section gives it."""
 
     username: str
-    password: str
+    password: str = field(repr=False)
     service: str = "zookeeper"
     source: str = ""  # where it came from (a JAAS file and section), for messages
+
+    def __post_init__(self) -> None:
+        redact.hide(self.password)
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,7 +194,10 @@ class DigestLogin:
     """ZooKeeper's `digest` scheme (`addauth digest user:password`)."""
 
     username: str
-    password: str
+    password: str = field(repr=False)
+
+    def __post_init__(self) -> None:
+        redact.hide(self.password)  # kazoo logs its Auth request (user:password) at debug level
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,12 +11,20 @@ What the result says about an entry that was not sent:
   corrupt everywhere): data loss, named with the entry ids;
 * UNKNOWN — no verified copy was found but some replica did not answer (timeout, EIO, a broken link):
   never called lost;
+* UNVERIFIED — copies were read, but the credentials are the recovery settings' guess (the metadata
+  stores no password) and no copy verifies under them (`LedgerCredentials.trusted`): cannot verify,
+  never called lost or corrupt (the worker blocks it as `credentials_mismatch`);
 * ADD_FAILED — a verified copy was read, the target did not take it (after retries for the statuses
   spec repair-and-recovery.md §1.7 says to retry);
 * NOT_ATTEMPTED — the copy stopped before this entry (the target answered EUA, EFENCED, EREADONLY or
   EBADVERSION: retrying or going on cannot succeed, §1.7).
 
 Re-adding an entry the target already holds is an ordinary success (§1.6), so a copy can be repeated.
+
+The lock: every add asks the writer's lease (the ledger's repair lock, `gate.WriteLease`) as it is encoded.
+Once it refuses (the session suspended, expired or replaced, the lock or the ledger deleted), no further
+add of the copy is sent, the other entries are NOT_ATTEMPTED, and the result's `lease_ended` says why
+(`raise_if_lease_ended`: the caller's repair must end, the lock is no longer its own).
 
 Load: at most `CopyLimits.max_in_flight` entries are between read and acknowledged add at once (and a
 caller may share one `asyncio.Semaphore` over every copy to the same bookie), and the bytes sent pass
@@ -38,6 +46,7 @@ from auditor.durability.ranges import RangeSet
 from auditor.durability.repackage import LedgerCredentials, recovery_lac, repackage_for_recovery
 from auditor.durability.schedule import holds, write_set
 
+from .gate import LeaseEndedError, check_lease
 from .writer import RecoveryAddClient, RecoveryAddResult
 
 # Add statuses after which neither a retry nor the next entry can succeed on this target (spec §1.7):
@@ -49,6 +58,7 @@ _FATAL_ADD = frozenset({Status.EUA, Status.EFENCED, Status.EREADONLY, Status.EBA
 class FailureKind(enum.Enum):
     LOST = "lost"
     UNKNOWN = "unknown"
+    UNVERIFIED = "unverified"  # copies read, none verifies under unproven credentials: not loss
     ADD_FAILED = "add_failed"
     NOT_ATTEMPTED = "not_attempted"
 
@@ -144,10 +154,16 @@ class CopyResult:
     failures: tuple[EntryFailure, ...]
     corrupt: tuple[CorruptReplica, ...]
     stopped: str | None  # why the copy stopped early (a fatal add status), None if it ran through
+    lease_ended: LeaseEndedError | None = None  # the repair lock (or the ledger) went: no add after it
 
     @property
     def complete(self) -> bool:
         return not self.failures and self.stopped is None
+
+    def raise_if_lease_ended(self) -> None:
+        """LeaseEndedError when the copy stopped because the repair lock (or the ledger) went."""
+        if self.lease_ended is not None:
+            raise self.lease_ended
 
     def entries_with(self, kind: FailureKind) -> RangeSet:
         return RangeSet.from_ids(f.entry_id for f in self.failures if f.kind is kind)
@@ -167,6 +183,7 @@ class _Progress:
     failures: list[EntryFailure] = field(default_factory=list)
     corrupt: list[CorruptReplica] = field(default_factory=list)
     stopped: str | None = None
+    lease_ended: LeaseEndedError | None = None
 
 
 async def copy_entries(
@@ -212,12 +229,18 @@ async def copy_entries(
             if progress.stopped is not None:
                 progress.failures.append(EntryFailure(entry_id, FailureKind.NOT_ATTEMPTED, progress.stopped))
                 continue
-            if target_slots is None:
-                await one(entry_id)
-            else:
-                async with target_slots:
+            try:
+                if target_slots is None:
                     await one(entry_id)
+                else:
+                    async with target_slots:
+                        await one(entry_id)
+            except LeaseEndedError as exc:  # no further add of this copy may leave: every worker stops
+                progress.lease_ended = progress.lease_ended or exc
+                progress.stopped = progress.stopped or str(exc)
+                progress.failures.append(EntryFailure(entry_id, FailureKind.NOT_ATTEMPTED, str(exc)))
 
+    check_lease(writer.lease, f"copy of ledger {task.ledger_id} to {task.target}")
     await asyncio.gather(*(worker() for _ in range(min(limits.max_in_flight, max(1, len(task.entries))))))
     return CopyResult(
         ledger_id=task.ledger_id,
@@ -232,6 +255,7 @@ async def copy_entries(
         failures=tuple(sorted(progress.failures, key=lambda f: f.entry_id)),
         corrupt=tuple(sorted(progress.corrupt, key=lambda c: (c.entry_id, c.bookie_id))),
         stopped=progress.stopped,
+        lease_ended=progress.lease_ended,
     )
 
 
@@ -248,6 +272,7 @@ async def _read_verified(
     """A verified, re-packaged copy from the first replica that has one; None (failure recorded) if none."""
     unanswered: list[str] = []
     answers: list[str] = []
+    unverified: list[str] = []  # copies the (unproven) credentials could not check
     for bookie in sources:
         progress.read_requests += 1
         got = await reads.client(bookie).read_entry(task.ledger_id, entry_id, timeout=limits.read_timeout)
@@ -257,6 +282,9 @@ async def _read_verified(
             )
             if packed.body is not None:
                 return packed.body
+            if packed.unverified:  # the recovery settings' guess failed, not the copy: never "corrupt"
+                unverified.append(f"{bookie} {packed.reason}")
+                continue
             progress.corrupt.append(CorruptReplica(entry_id, bookie, packed.reason or "not verified"))
             answers.append(f"{bookie} corrupt")
         elif got.absent:
@@ -265,9 +293,12 @@ async def _read_verified(
             unanswered.append(f"{bookie}: {got.error}")
     if unanswered:
         detail = "no verified copy read; no answer from " + "; ".join(unanswered)
-        if answers:
-            detail += " (" + ", ".join(answers) + ")"
+        if answers or unverified:
+            detail += " (" + ", ".join(answers + unverified) + ")"
         progress.failures.append(EntryFailure(entry_id, FailureKind.UNKNOWN, detail))
+    elif unverified:
+        detail = "copies read that cannot be verified: " + "; ".join(unverified + answers)
+        progress.failures.append(EntryFailure(entry_id, FailureKind.UNVERIFIED, detail))
     else:
         detail = ", ".join(answers) if answers else "no other replica in its write set"
         progress.failures.append(EntryFailure(entry_id, FailureKind.LOST, f"no verified copy anywhere: {detail}"))

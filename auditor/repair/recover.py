@@ -16,6 +16,9 @@ open with unregistered bookies in its last ensemble. The steps:
    in a new segment first); fewer than AQ acknowledgements stops recovery, nothing closed.
 6. IN_RECOVERY -> CLOSED (version-checked). Someone else closing first wins; their close is adopted.
 
+Every fencing read and write-back asks the repair lock's lease as it is encoded (`gate.WriteLease`):
+once the lock's session ends or the ledger is deleted, nothing more is sent (LeaseEndedError).
+
 Every outcome is one log line with the evidence (each bookie's fencing answer, where reading started,
 what was recovered, the answers that ended it).
 """
@@ -59,7 +62,7 @@ from auditor.metadata.zkledgers import LedgerReads
 from auditor.metadata.zkrecovery import CloseOutcome, close_recovered, mark_in_recovery
 
 from .fencing import FencePermit, FencingClient
-from .gate import RecoveryAddPermit
+from .gate import RecoveryAddPermit, WriteLease
 from .writer import RecoveryAddClient
 
 log = get_logger("auditor.repair.recovery")
@@ -133,8 +136,11 @@ class LedgerRecoverer:
         credentials: LedgerCredentials,
         registered: frozenset[str],
         choose: Chooser,
+        *,
+        lease: WriteLease,
     ) -> None:
         self.ctx = ctx
+        self.lease = lease  # the repair lock: every fencing read and write-back asks it (LeaseEndedError)
         self.store = store
         self.resolver = resolver
         self.config = bookie_config
@@ -183,7 +189,7 @@ class LedgerRecoverer:
 
     def _fencer(self, md: LedgerMetadata, bookie: str) -> FencingClient:
         permit = FencePermit(md.ledger_id.ledger, bookie, self.creds.master_key)
-        return FencingClient(permit, self.resolver, self.config)
+        return FencingClient(permit, self.resolver, self.config, lease=self.lease)
 
     async def _fenced(
         self, md: LedgerMetadata, proven_end: int | None, guard: WriteGuard, fencers: dict[str, FencingClient]
@@ -330,7 +336,10 @@ class LedgerRecoverer:
         target = extra.ensemble if extra is not None else ensemble
         writers = {
             b: RecoveryAddClient(
-                RecoveryAddPermit.for_ledger(md.ledger_id.ledger, b, self.creds), self.resolver, self.config
+                RecoveryAddPermit.for_ledger(md.ledger_id.ledger, b, self.creds),
+                self.resolver,
+                self.config,
+                lease=self.lease,
             )
             for b in dict.fromkeys(target)
         }

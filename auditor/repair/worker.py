@@ -34,23 +34,24 @@ from auditor.durability.ids import LedgerId
 from auditor.durability.model import DigestType, LedgerMetadata
 from auditor.durability.placement import PlacementPolicy, PolicyKind
 from auditor.durability.ranges import RangeSet
-from auditor.durability.repackage import LedgerCredentials, ledger_credentials
+from auditor.durability.repackage import LedgerCredentials, depends_on_credentials, ledger_credentials
 from auditor.durability.repairblocked import blocked_finding
 from auditor.durability.repairplan import Action, ActionKind, Backoff, BlockReason, WorkClass, WorkItem, work_order
 from auditor.durability.replacement import Choice, choose_replacement
 from auditor.durability.schedule import StripedSet, write_set
 from auditor.errors import AuditorError
 from auditor.logging import get_logger, log_new_finding
-from auditor.metadata.errors import CorruptZnodeError, NoSuchLedgerError
-from auditor.metadata.interfaces import ReleaseOutcome, WriteGuard
+from auditor.metadata.errors import CorruptZnodeError, NoSuchLedgerError, RepairLockLostError
+from auditor.metadata.interfaces import ReleaseOutcome
 from auditor.metadata.repairlimits import RepairLimits, RepairLimitsNode
 from auditor.metadata.repairstate import RepairBlock, RepairBlocks
 from auditor.metadata.zkensemble import UpdateOutcome, replace_member
-from auditor.metadata.zkrepairlock import RepairLocks, ZkHeldLock
+from auditor.metadata.zkrepairlock import LockGuard, RepairLocks, ZkHeldLock
 
 from .copy import CopyLimits, CopyResult, CopyTask, CorruptReplica, FailureKind, copy_entries
+from .credentials import proven_credentials
 from .evidence import Assessment, BookieStates, assess
-from .gate import RecoveryAddPermit
+from .gate import LeaseEndedError, RecoveryAddPermit
 from .metrics import RepairMetrics
 from .recover import LedgerRecoverer, RecoveryOutcome
 from .writer import RecoveryAddClient
@@ -67,7 +68,8 @@ class Status(str, enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class RepairOptions:
-    recovery_password: bytes = b""  # Java's bookieRecoveryPasswd: for ledgers whose metadata has none
+    # Java's bookieRecoveryPasswd, for ledgers whose metadata has none; a secret: never printed.
+    recovery_password: bytes = field(default=b"", repr=False)
     recovery_digest: DigestType = DigestType.CRC32  # Java's bookieRecoveryDigestType
     best_effort_placement: bool = False
     bytes_per_second: float = 0.0  # 0 = unlimited
@@ -94,6 +96,9 @@ class LedgerRepair:
     bytes_copied: int = 0
     duration_s: float = 0.0
     retry_in_s: float | None = None
+
+
+LOCK_LOST = "lock_lost"  # blocked: the session that took the lock ended (or the lock went) mid-repair
 
 
 class _Blocked(AuditorError):
@@ -152,6 +157,9 @@ class RepairWorker:
         # Open ledgers with unregistered bookies in their last ensemble: when this worker first saw each
         # so (monotonic), for the recovery grace period.
         self._open_seen: dict[LedgerId, float] = {}
+        # Credentials a stored copy proved for ledgers whose metadata has no password (kept: a ledger's
+        # digest type never changes; bounded, as any cache of ledgers).
+        self._proven: dict[LedgerId, LedgerCredentials] = {}
 
     # ------------------------------------------------------------------ backoff
     def in_backoff(self, ledger_id: LedgerId, now_ms: int | None = None) -> bool:
@@ -168,6 +176,9 @@ class RepairWorker:
             before = await self.blocks.get(lid)
         except CorruptZnodeError:
             before = None  # replaced below
+        except Exception as exc:  # ZooKeeper trouble (e.g. the session that held the lock just expired)
+            log.warning("repair record not read", ledgerId=str(lid), path=self.blocks.path(lid), error=repr(exc))
+            before = None
         n = max(self._failures.get(lid, 0), before.failures if before else 0) + 1
         now = int(time.time() * 1000)
         delay = self.options.backoff.delay_s(n) if b.retry_s is None else b.retry_s
@@ -200,7 +211,7 @@ class RepairWorker:
             return LedgerRepair(ledger_id, Status.SKIPPED, "not_taken", "disabled, locked elsewhere or marker gone")
         tally = _Tally()
         try:
-            await self._repair_locked(held, tally)
+            await self._repair_held(held, tally)
         except _Blocked as b:
             try:
                 retry = await self._blocked(held, b)
@@ -212,10 +223,13 @@ class RepairWorker:
             raise
         try:
             await self._succeeded(held)
+            outcome = await self.locks.mark_replicated(held)
+        except RepairLockLostError as exc:  # the session ended at the last moment: the marker stays
+            await self.locks.release(held)
+            return self._done(ledger_id, Status.BLOCKED, started, tally, LOCK_LOST, str(exc), None)
         except BaseException:
             await asyncio.shield(self.locks.release(held))
             raise
-        outcome = await self.locks.mark_replicated(held)
         status = Status.KEPT if outcome is ReleaseOutcome.MARKER_KEPT else Status.REPAIRED
         detail = "re-marked meanwhile: the marker stays" if status is Status.KEPT else outcome.value
         return self._done(ledger_id, status, started, tally, "", detail, None)
@@ -274,6 +288,16 @@ class RepairWorker:
         await self._refresh_states()
         return await assess(self.ctx, md, self.states)
 
+    async def _repair_held(self, held: ZkHeldLock, tally: _Tally) -> None:
+        """`_repair_locked`, with the lock's loss (or the ledger's deletion) mid-way as a block: the
+        bookie writes stopped at once (the lease), ZooKeeper refused the rest (the proof)."""
+        try:
+            await self._repair_locked(held, tally)
+        except (LeaseEndedError, RepairLockLostError) as exc:
+            if held.guard.ledger_deleted:
+                raise _Blocked(BlockReason.LEDGER_DELETED.value, f"deleted while being repaired: {exc}") from None
+            raise _Blocked(LOCK_LOST, str(exc)) from None
+
     async def _repair_locked(self, held: ZkHeldLock, tally: _Tally) -> None:
         md = await self._read(held.ledger_id)
         a = await self._assess(md)
@@ -329,9 +353,10 @@ class RepairWorker:
             self.locks.store,
             self.locks.store.address_resolver(),
             self._bookie_config,
-            ledger_credentials(md, self.options.recovery_password, self.options.recovery_digest),
+            await self._credentials(md, end=a.end),
             regs.available if regs is not None else frozenset(),
             self._choose_in_last,
+            lease=held.guard,
         )
         result = await recoverer.recover(md, a.end, held.guard)
         if self.metrics is not None:
@@ -348,7 +373,7 @@ class RepairWorker:
         return await self._choose(md, len(md.segments) - 1, index, exclude)
 
     async def _act(
-        self, md: LedgerMetadata, action: Action, chosen: dict[int, set[str]], tally: _Tally, guard: WriteGuard
+        self, md: LedgerMetadata, action: Action, chosen: dict[int, set[str]], tally: _Tally, guard: LockGuard
     ) -> LedgerMetadata:
         """One action on the current metadata; returns the metadata after it (changed by a REPLACE)."""
         target = action.bookie
@@ -359,11 +384,12 @@ class RepairWorker:
             chosen[action.segment_index].add(target)
         entries = tuple(e for a, b in action.entries.iter_runs() for e in range(a, b + 1))
         if entries:
-            result = await self._copy(md, action, target, entries)
+            result = await self._copy(md, action, target, entries, guard)
             tally.entries += result.entries_sent
             tally.bytes += result.bytes_sent
             tally.segments.add(action.segment_index)
             tally.corrupt.extend((action.segment_index, c) for c in result.corrupt)
+            result.raise_if_lease_ended()  # the lock or the ledger went: no further write, whatever kind
             if not result.complete:
                 raise _Blocked(*_copy_failure(result))
         if action.kind is not ActionKind.REPLACE:
@@ -385,7 +411,7 @@ class RepairWorker:
         """Every copy of every entry the copy path may rewrite (a closed ledger's segments; an open
         ledger's all but its last, which is the writer's), read from each writable member of its write
         set and verified; the ones that fail, by segment. Read-only, `copy_limits.max_in_flight` at once."""
-        creds = ledger_credentials(md, self.options.recovery_password, self.options.recovery_digest)
+        creds = await self._credentials(md)
         writable = set(self.states.writable)
         found: list[tuple[int, CorruptReplica]] = []
 
@@ -406,13 +432,14 @@ class RepairWorker:
             for segment, bookie, entry in todo:  # one shared iterator: each copy read once
                 check = await self._read_verified(md, creds, bookie, entry)
                 # None: absent or no answer (the entry lists judged presence; this looks for rot only)
-                if check is not None and check.verdict is not Verdict.OK:
+                # A failure only the recovery settings' guess explains is unverified, not rot to heal.
+                if check is not None and check.verdict is not Verdict.OK and not depends_on_credentials(check, creds):
                     found.append((segment, CorruptReplica(entry, bookie, f"{check.verdict.value}: {check.detail}")))
 
         await gather_all(reader() for _ in range(self.options.copy_limits.max_in_flight))
         return sorted(found, key=lambda f: (f[0], f[1].entry_id, f[1].bookie_id))
 
-    async def _heal(self, md: LedgerMetadata, tally: _Tally, guard: WriteGuard) -> None:
+    async def _heal(self, md: LedgerMetadata, tally: _Tally, guard: LockGuard) -> None:
         """Heal the bit rot the copies met (BP-31: no repair in the read path): each corrupt copy on a
         writable bookie of the segment is overwritten by RECOVERY_ADD of a verified copy from another
         replica, then read back until it verifies (for `heal_verify_s`). A bookie that is not writable
@@ -474,13 +501,34 @@ class RepairWorker:
 
     async def _unverified(self, md: LedgerMetadata, bookie: str, entries: list[int]) -> list[int]:
         """The entries `bookie` does not return with a verified digest (read back after a heal)."""
-        creds = ledger_credentials(md, self.options.recovery_password, self.options.recovery_digest)
+        creds = await self._credentials(md, entries)
         bad = []
         for e in entries:
             check = await self._read_verified(md, creds, bookie, e)
             if check is None or check.verdict is not Verdict.OK:
                 bad.append(e)
         return bad
+
+    async def _credentials(
+        self, md: LedgerMetadata, entries: Iterable[int] = (), end: int | None = None
+    ) -> LedgerCredentials:
+        """The metadata's credentials; without a stored password the recovery settings, proven on a stored
+        copy where one proves them (`credentials.proven_credentials`), else unproven (copies that fail
+        under them are unverified: `credentials_mismatch`, never corrupt or lost)."""
+        creds = ledger_credentials(md, self.options.recovery_password, self.options.recovery_digest)
+        if creds.trusted:
+            return creds
+        known = self._proven.get(md.ledger_id)
+        if known is not None:
+            return known
+        regs = self.states.registrations
+        available = regs.available if regs is not None else frozenset()
+        creds = await proven_credentials(md, creds, self.ctx.bookies, available, entries, end)
+        if creds.trusted:
+            if len(self._proven) >= 4096:
+                self._proven.clear()
+            self._proven[md.ledger_id] = creds
+        return creds
 
     async def _read_verified(
         self, md: LedgerMetadata, creds: LedgerCredentials, bookie: str, entry: int
@@ -532,11 +580,14 @@ class RepairWorker:
             return PlacementPolicy(kind=PolicyKind.DEFAULT), {}
         return policy, racks
 
-    async def _copy(self, md: LedgerMetadata, action: Action, target: str, entries: tuple[int, ...]) -> CopyResult:
-        creds = ledger_credentials(md, self.options.recovery_password, self.options.recovery_digest)
+    async def _copy(
+        self, md: LedgerMetadata, action: Action, target: str, entries: tuple[int, ...], lease: LockGuard
+    ) -> CopyResult:
+        creds = await self._credentials(md, entries)
         permit = RecoveryAddPermit.for_ledger(md.ledger_id.ledger, target, creds)
         task = CopyTask(md, action.segment_index, action.index, target, entries)
-        async with RecoveryAddClient(permit, self.locks.store.address_resolver(), self._bookie_config) as writer:
+        resolver = self.locks.store.address_resolver()
+        async with RecoveryAddClient(permit, resolver, self._bookie_config, lease=lease) as writer:
             return await copy_entries(
                 task,
                 self.ctx.bookies,
@@ -680,6 +731,14 @@ def _copy_failure(result: CopyResult) -> tuple[str, str]:
     lost = result.lost
     if lost:
         return BlockReason.DATA_LOSS.value, f"entries {lost} have no verified copy anywhere"
+    unverified = result.entries_with(FailureKind.UNVERIFIED)
+    if unverified:
+        return (
+            BlockReason.CREDENTIALS_MISMATCH.value,
+            f"entries {unverified}: the metadata stores no password and no copy verifies under the recovery "
+            "password and digest type (repair.recovery_password, repair.recovery_digest_type): cannot verify, "
+            "not loss",
+        )
     unknown = result.entries_with(FailureKind.UNKNOWN)
     if unknown:
         return BlockReason.WAIT_UNKNOWN.value, f"entries {unknown}: a replica did not answer"

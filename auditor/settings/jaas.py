@@ -25,7 +25,7 @@ class JaasError(ConfigError):
 class LoginModule:
     name: str  # the login module class
     flag: str
-    options: dict[str, str] = field(default_factory=dict)
+    options: dict[str, str] = field(default_factory=dict, repr=False)  # holds the password: never printed
 
 
 def parse_jaas(text: str, where: str) -> dict[str, list[LoginModule]]:

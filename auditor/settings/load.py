@@ -14,12 +14,21 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
+from auditor import redact
 from auditor.clientenv import CLI_VARIABLES
 from auditor.errors import ConfigError
 
 from .files import translate_file
 from .model import ENV_PREFIX, FILE_DATA, Settings, model_for
-from .origins import Origin, command_line_origins, describe, environment_origins, origin_for, unknown_variables
+from .origins import (
+    Origin,
+    command_line_origins,
+    describe,
+    environment_origins,
+    origin_for,
+    secret_names,
+    unknown_variables,
+)
 from .rules import cross_checks
 from .values import one_line
 
@@ -69,7 +78,8 @@ def load_settings(
             origin = origin_for(tuple(err.get("loc", ())), stacks)
             dotted = ".".join(str(p) for p in err.get("loc", ()))
             label = origin.label() if origin else dotted
-            problems.append(f"{label}: {describe(err, origin.raw if origin else None)}")
+            secret = dotted in secret_names()
+            problems.append(f"{label}: {describe(err, origin.raw if origin else None, secret=secret)}")
         raise ConfigError(problems) from None
     except (SettingsError, RecursionError) as exc:
         # A whole section given as JSON in BKAUDIT_<SECTION> did not decode: name the variable.
@@ -79,6 +89,11 @@ def load_settings(
         FILE_DATA.reset(token)
     settings._config_file = path
     settings._ignored_java_keys = tuple(ignored)
+    for dotted in secret_names():  # never in a log line, whoever writes it (auditor.redact)
+        value: Any = settings
+        for part in dotted.split("."):
+            value = getattr(value, part)
+        redact.hide(value)
     problems = cross_checks(settings, [cli_origins, env_origins, file_origins])
     if problems:
         raise ConfigError(problems)

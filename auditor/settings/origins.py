@@ -5,13 +5,16 @@ worded: every problem is one line that names the setting as it was written and w
 from __future__ import annotations
 
 import difflib
+import functools
 import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .model import ENV_PREFIX, flatten, our_names
+from pydantic import BaseModel
+
+from .model import ENV_PREFIX, Settings, flatten, our_names
 
 
 @dataclass
@@ -103,13 +106,33 @@ def _num(x: Any) -> Any:
     return int(x) if isinstance(x, float) and x.is_integer() else x
 
 
-def describe(err: Mapping[str, Any], raw: Any) -> str:
-    """One pydantic error in our words, showing the value as it was written (`raw`) where known."""
+@functools.cache
+def secret_names() -> frozenset[str]:
+    """The dotted names of the settings declared secret (`Field(repr=False)`): never shown in a message."""
+    names: set[str] = set()
+
+    def walk(model: type[BaseModel], prefix: str) -> None:
+        for name, f in model.model_fields.items():
+            ann = f.annotation
+            if isinstance(ann, type) and issubclass(ann, BaseModel):
+                walk(ann, f"{prefix}{name}.")
+            elif not f.repr:
+                names.add(prefix + name)
+
+    walk(Settings, "")
+    return frozenset(names)
+
+
+def describe(err: Mapping[str, Any], raw: Any, *, secret: bool = False) -> str:
+    """One pydantic error in our words, showing the value as it was written (`raw`) where known; a
+    `secret` setting's value is never shown."""
     kind = err.get("type", "")
     ctx = {k: _num(v) for k, v in (err.get("ctx") or {}).items()}
     got = raw if raw is not None else err.get("input")
-    if isinstance(got, (int, float)) and not isinstance(got, bool):
-        shown: Any = _num(got)
+    if secret:
+        shown: Any = "a value not shown (a secret)"
+    elif isinstance(got, (int, float)) and not isinstance(got, bool):
+        shown = _num(got)
     elif isinstance(got, str) and re.fullmatch(r"-?\d+(\.\d+)?", got.strip()):
         shown = got.strip()  # a number as written in a file or variable: show it as a number
     else:

@@ -710,7 +710,8 @@ public class BkLedgerTool {
                 + ",\"lac\":" + lac
                 + ",\"state\":" + str(md.getState().toString())
                 + ",\"length\":" + md.getLength()
-                + ",\"digest\":" + str(md.getDigestType().toString())
+                // null for metadata with no password (format v1: ledgerMetadataVersion=1 in --client-conf)
+                + ",\"digest\":" + (md.getDigestType() == null ? "null" : str(md.getDigestType().toString()))
                 + ",\"password\":" + str(password)
                 + ",\"ensembleSize\":" + md.getEnsembleSize()
                 + ",\"writeQuorum\":" + md.getWriteQuorumSize()

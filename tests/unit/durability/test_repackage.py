@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import hashlib
+from dataclasses import replace
 
 import pytest
 
 from auditor.durability.entry import build_entry, mac_key, parse_header, verify_entry
 from auditor.durability.ids import LedgerId
 from auditor.durability.model import DigestType, LedgerMetadata, LedgerState, Segment
-from auditor.durability.repackage import ledger_credentials, recovery_lac, repackage_for_recovery
+from auditor.durability.repackage import (
+    credentials_from_entry,
+    digest_size_of,
+    ledger_credentials,
+    recovery_lac,
+    repackage_for_recovery,
+)
 
 # Spec repair-and-recovery.md §6.4: ledger 1, entry 0, payload "hello", CRC32C, password testPasswd.
 ORIGINAL = bytes.fromhex("00000000000000010000000000000000ffffffffffffffff0000000000000005e3a5f74d68656c6c6f")
@@ -98,3 +105,56 @@ def test_credentials_follow_javas_admin_open() -> None:
 def test_recovery_lac_is_the_closed_ledgers_last_entry() -> None:
     assert recovery_lac(metadata(last_entry_id=41)) == 41
     assert recovery_lac(metadata(state=LedgerState.OPEN, last_entry_id=-1)) is None
+
+
+# No password in the metadata: the recovery settings are a guess, a stored copy may prove the truth.
+RECOVERY_DEFAULT = ledger_credentials(metadata(password=None, digest=None))  # "" and CRC32, unproven
+
+
+@pytest.mark.parametrize("digest", [DigestType.CRC32C, DigestType.CRC32])
+def test_a_crc_copy_proves_its_digest_type_without_a_password(digest: DigestType) -> None:
+    later = build_entry(7, 5, 4, 600, b"p" * 100, digest, b"writer-pw")  # size alone cannot tell (entry 5)
+    proven = credentials_from_entry(RECOVERY_DEFAULT, later, ledger_id=7, entry_id=5)
+    assert proven is not None and proven.digest_type is digest and proven.trusted and not proven.from_metadata
+    out = repackage_for_recovery(later, ledger_id=7, entry_id=5, credentials=proven, lac=9)
+    assert out.body is not None and verify_entry(out.body, ledger_id=7, entry_id=5, digest_type=digest).ok
+
+
+def test_under_unproven_credentials_a_mismatch_is_unverified_not_corrupt() -> None:
+    stored = build_entry(7, 0, -1, 3, b"abc", DigestType.CRC32C)  # Pulsar's digest, recovery says CRC32
+    out = repackage_for_recovery(stored, ledger_id=7, entry_id=0, credentials=RECOVERY_DEFAULT, lac=0)
+    assert out.body is None and out.unverified and not out.corrupt
+    assert out.reason is not None and out.reason.startswith("credentials_mismatch")
+    # Proven (or metadata) credentials: the same failure is corruption.
+    trusted = ledger_credentials(metadata(password=b"", digest=DigestType.CRC32))
+    out = repackage_for_recovery(stored, ledger_id=7, entry_id=0, credentials=trusted, lac=0)
+    assert out.corrupt and not out.unverified
+    # A header naming another entry is corrupt whatever the credentials.
+    assert repackage_for_recovery(stored, ledger_id=7, entry_id=1, credentials=RECOVERY_DEFAULT, lac=0).corrupt
+
+
+def test_mac_under_another_password_proves_nothing_and_the_size_rules_out_crc() -> None:
+    stored = build_entry(7, 0, -1, 30, b"x" * 30, DigestType.HMAC, b"writer-pw")
+    assert digest_size_of(stored, 0) == 20 and digest_size_of(stored, None) is None
+    assert credentials_from_entry(RECOVERY_DEFAULT, stored, ledger_id=7, entry_id=0, previous_length=0) is None
+    right = ledger_credentials(metadata(password=None, digest=None), "writer-pw", DigestType.HMAC)
+    proven = credentials_from_entry(right, stored, ledger_id=7, entry_id=0, previous_length=0)
+    assert proven is not None and proven.digest_type is DigestType.HMAC and proven.verified_on_entry
+
+
+def test_dummy_is_proven_only_by_the_entry_size() -> None:
+    dummy = build_entry(7, 0, -1, 16, b"y" * 16, DigestType.DUMMY)
+    crc = build_entry(7, 0, -1, 16, b"y" * 16, DigestType.CRC32C)
+    recovery_dummy = ledger_credentials(metadata(password=None, digest=None), b"", DigestType.DUMMY)
+    got = credentials_from_entry(recovery_dummy, dummy, ledger_id=7, entry_id=0, previous_length=0)
+    assert got is not None and got.digest_type is DigestType.DUMMY
+    # Unknown size: DUMMY (which checks nothing) is never assumed; a CRC32C copy is not taken for DUMMY.
+    assert credentials_from_entry(recovery_dummy, dummy, ledger_id=7, entry_id=0) is None
+    got = credentials_from_entry(recovery_dummy, crc, ledger_id=7, entry_id=0, previous_length=0)
+    assert got is not None and got.digest_type is DigestType.CRC32C
+
+
+def test_credentials_from_metadata_are_kept_as_they_are() -> None:
+    creds = ledger_credentials(metadata())
+    assert credentials_from_entry(creds, b"junk", ledger_id=1, entry_id=0) is creds
+    assert repr(creds).count("testPasswd") == 0 and "testPasswd" not in repr(replace(creds, verified_on_entry=True))
