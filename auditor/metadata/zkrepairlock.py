@@ -65,6 +65,7 @@ class LockGuard:
     ledger_path: str | None = None  # watched: bookie writes stop once the ledger is deleted
     lock_czxid: int | None = None  # the lock we created (set when its watch is first armed)
     released: bool = False
+    releasing: bool = False  # our own delete of the lock is under way: its watch event is no loss
     lost: str | None = None  # why the lock is known not to be ours any more
     ledger_deleted: bool = False
     watches_down: set[str] = field(default_factory=set)  # kazoo dropped them at a disconnect: re-arming
@@ -139,7 +140,7 @@ class LockGuard:
             log.warning("repair lock %s lost: %s", self.lock_path, why)
 
     def _fired(self, path: str, event: WatchedEvent) -> None:
-        if self.released or self.lost is not None:
+        if self.released or self.releasing or self.lost is not None:
             return
         if event.type == EventType.DELETED:
             if path == self.ledger_path:
@@ -343,6 +344,7 @@ class RepairLocks:
         guard = _guard(held)
         if guard.released:
             return
+        guard.releasing = True  # the delete's own watch event may arrive before it returns
         try:
             # Deleted in a multi-op that checks the proof first: never a lock of another session.
             await self.store.guarded_one(guard, lambda t: t.delete(held.lock_path, -1))

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from auditor._proto import bookkeeper_protocol_pb2 as pb
 from auditor.bookie import protocol as P
+from tests.realcluster import ports
 
 # Rewrites one decoded reply in place; returns False to forward it unchanged.
 Rewrite = Callable[[Any], bool]
@@ -122,3 +123,30 @@ class AddCountingProxy(ReplyRewritingProxy):
         await asyncio.sleep(self.reply_delay)
         self.in_flight -= 1
         return False
+
+
+async def counting_proxies_for(
+    stack: contextlib.AsyncExitStack, store: Any, bookies: Mapping[int, Any], monkeypatch: Any, reply_delay: float = 0.0
+) -> dict[str, AddCountingProxy]:
+    """An AddCountingProxy in front of each bookie of `bookies` (index -> BookieProc; proxy port
+    `ports.HOSTILE_PROXY_PORT + index`), closed with `stack`, and `store`'s address resolver redirected
+    through them (every client made from it afterwards reaches those bookies through their proxy)."""
+    proxies: dict[str, AddCountingProxy] = {
+        b.bookie_id: await stack.enter_async_context(
+            AddCountingProxy((b.host, b.port), ports.HOSTILE_PROXY_PORT + n, reply_delay=reply_delay)
+        )
+        for n, b in bookies.items()
+    }
+    direct = store.address_resolver
+
+    def redirected() -> Callable[[str], Awaitable[tuple[str, int]]]:
+        inner = direct()
+
+        async def resolve(bookie_id: str) -> tuple[str, int]:
+            proxy = proxies.get(bookie_id)
+            return proxy.address if proxy is not None else await inner(bookie_id)
+
+        return resolve
+
+    monkeypatch.setattr(store, "address_resolver", redirected)
+    return proxies

@@ -7,7 +7,6 @@ Java client reads every entry of every ledger afterwards."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 
 import pytest
@@ -19,10 +18,9 @@ from auditor.metadata.zkrepairlock import RepairLocks
 from auditor.metadata.zkstore import ZooKeeperMetadataStore
 from auditor.repair.copy import CopyLimits
 from auditor.repair.worker import RepairOptions, RepairWorker, Status
-from tests.realcluster import ports
 from tests.realcluster.checks_util import bookie_lost
 from tests.realcluster.cluster import Cluster
-from tests.realcluster.hostile_proxy import AddCountingProxy
+from tests.realcluster.hostile_proxy import counting_proxies_for
 from tests.realcluster.metadata_helpers import mark_lost, store  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.realcluster
@@ -47,24 +45,7 @@ async def test_adds_in_flight_to_one_bookie_are_bounded_over_every_lane(
     lids = [r["ledgerId"] for r in made]
     candidates = {n: cluster.bookie(n) for n in (3, 4, 6)}  # every possible replacement, each behind a proxy
     async with AsyncExitStack() as stack:
-        proxies = {
-            b.bookie_id: await stack.enter_async_context(
-                AddCountingProxy((b.host, b.port), ports.HOSTILE_PROXY_PORT + n, reply_delay=0.02)
-            )
-            for n, b in candidates.items()
-        }
-        direct = store.address_resolver
-
-        def redirected() -> Callable[[str], Awaitable[tuple[str, int]]]:
-            inner = direct()
-
-            async def resolve(bookie_id: str) -> tuple[str, int]:
-                proxy = proxies.get(bookie_id)
-                return proxy.address if proxy is not None else await inner(bookie_id)
-
-            return resolve
-
-        monkeypatch.setattr(store, "address_resolver", redirected)
+        proxies = await counting_proxies_for(stack, store, candidates, monkeypatch, reply_delay=0.02)
         with bookie_lost(cluster, VICTIM, made):
             cluster.wait_unregistered(VICTIM, timeout=30)
             await mark_lost(store, victim, lids)

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 import pytest
@@ -34,10 +34,10 @@ from auditor.metadata.zkrepairlock import LockGuard, RepairLocks
 from auditor.metadata.zkstore import ZooKeeperMetadataStore
 from auditor.repair.copy import CopyLimits
 from auditor.repair.worker import LedgerRepair, RepairOptions, RepairWorker, Status
-from tests.realcluster import ports, zkwriters
-from tests.realcluster.checks_util import ledger_path
+from tests.realcluster import zkwriters
+from tests.realcluster.checks_util import bookie_lost, ledger_path
 from tests.realcluster.cluster import Cluster
-from tests.realcluster.hostile_proxy import AddCountingProxy
+from tests.realcluster.hostile_proxy import AddCountingProxy, counting_proxies_for
 from tests.realcluster.metadata_helpers import leader_of, mark_lost, open_store, store  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.realcluster
@@ -162,25 +162,8 @@ async def slow_copy(
         ensemble=3, write_quorum=3, ack_quorum=2, entries=ENTRIES, entry_size=SIZE, bookies=[b1, b2, victim]
     )
     async with AsyncExitStack() as stack:
-        proxies = {
-            b.bookie_id: await stack.enter_async_context(
-                AddCountingProxy((b.host, b.port), ports.HOSTILE_PROXY_PORT + n)
-            )
-            for n, b in ((n, cluster.bookie(n)) for n in (3, 4, 6))
-        }
-        direct = store.address_resolver
-
-        def redirected() -> Callable[[str], Awaitable[tuple[str, int]]]:
-            inner = direct()
-
-            async def resolve(bookie_id: str) -> tuple[str, int]:
-                proxy = proxies.get(bookie_id)
-                return proxy.address if proxy is not None else await inner(bookie_id)
-
-            return resolve
-
-        monkeypatch.setattr(store, "address_resolver", redirected)
-        with victim_lost(cluster, made["ledgerId"]):
+        proxies = await counting_proxies_for(stack, store, {n: cluster.bookie(n) for n in (3, 4, 6)}, monkeypatch)
+        with bookie_lost(cluster, VICTIM, [made]):
             cluster.wait_unregistered(VICTIM, timeout=30)
             await mark_lost(store, victim, [made["ledgerId"]])
             options = RepairOptions(
@@ -196,21 +179,6 @@ async def slow_copy(
                     marker = store.markers.marker(LedgerId.of(made["ledgerId"]))
                     if cluster.kazoo.exists(marker):
                         cluster.kazoo.delete(marker)
-
-
-@contextmanager
-def victim_lost(cluster: Cluster, lid: int) -> Iterator[None]:
-    """checks_util.bookie_lost, with the ledger deleted afterwards only if a test has not deleted it."""
-    cluster.held_down.add(VICTIM)
-    cluster.stop_bookie(VICTIM)
-    cluster.wipe_bookie(VICTIM)
-    try:
-        yield
-    finally:
-        cluster.held_down.discard(VICTIM)
-        cluster.start_bookie(VICTIM)
-        if cluster.kazoo.exists(ledger_path(cluster, lid)) is not None:
-            cluster.delete_ledger(lid)
 
 
 def adds(proxies: dict[str, AddCountingProxy]) -> int:
