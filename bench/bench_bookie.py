@@ -5,7 +5,7 @@
     python -m bench.bench_bookie --codec-only
 
 Run from the repository root. The cluster it starts uses the "second cluster" ports of
-tests/realcluster/ports.py (BK_TEST_PORT_SLOT; zk 21811, bookies 3281-3283 in slot 0).
+devcluster/ports.py (BK_TEST_PORT_SLOT; zk 21811, bookies 3281-3283 in slot 0).
 
 Wire part: pipelined GET_LIST_OF_ENTRIES_OF_LEDGER (and, for comparison, READ_ENTRY and ping) requests
 per second over ONE connection, at several in-flight windows. Codec part: decode / encode / missing
@@ -186,8 +186,8 @@ def main() -> int:
                 ap.error("--bookie needs at least one --ledger the bookie holds")
             ledgers = [(lid, f"ledger {lid}") for lid in args.ledger]
         else:
-            from tests.realcluster import ports
-            from tests.realcluster.cluster import Cluster
+            from devcluster import ports
+            from devcluster.cluster import Cluster
 
             workdir = Path(tempfile.mkdtemp(prefix="bk-bench-"))
             cluster = Cluster(

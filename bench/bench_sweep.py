@@ -17,9 +17,9 @@ import sys
 import time
 
 from auditor.durability.ids import LedgerId
-from auditor.metadata.location import LedgerManager
-from auditor.metadata.paths import LedgerPaths, walk_leaf_directories
-from auditor.spark.partitions import Span, check_cover, plan_partitions
+from auditor.metadata.codecs.paths import LedgerPaths, walk_leaf_directories
+from auditor.metadata.zk.location import LedgerManager
+from auditor.processes.partitions import Span, check_cover, plan_partitions
 
 LEAF = 10_000
 

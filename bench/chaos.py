@@ -3,7 +3,7 @@
     python -m bench.chaos --rounds 200 --seed 1          (from the repository root; or: make chaos)
 
 Starts its own ZooKeeper, 6 real bookies (one DbLedgerStorage, one registered behind a TCP proxy) and two
-`bk-auditor run` daemons on the ports of BK_TEST_PORT_SLOT (tests/realcluster/ports.py), writes a few
+`bk-auditor run` daemons on the ports of BK_TEST_PORT_SLOT (devcluster/ports.py), writes a few
 hundred ledgers with the real Java client, then runs one fault per round and checks the invariants
 against ground truth from the Java tools. Progress goes to stdout, one line per round; the report is
 printed at the end and written as JSON under --results. Exit status: 0 when no invariant was violated,
@@ -18,8 +18,8 @@ import logging
 import sys
 from pathlib import Path
 
-from tests.realcluster.chaos.campaign import KINDS, Campaign, CampaignError, ChaosConfig, summary_text, write_report
-from tests.realcluster.cluster import HarnessError
+from devcluster.chaos.campaign import KINDS, Campaign, CampaignError, ChaosConfig, summary_text, write_report
+from devcluster.cluster import HarnessError
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,8 +10,8 @@ docs/benchmarks.md "`check` on 1 and 2 processes").
 
 Starts its own ZooKeeper (bench/memory.py's: "second cluster" ports, a 2 GiB heap, no fsync), plants
 `--ledgers` closed ledgers of `--shape` (default E3/WQ2/AQ2) with `--entries` entries (default 100; a
-list is cycled over the ledgers) (bench/planted.py) and starts simulated bookies for them in a process of
-their own (bench/simbookie, held byte for byte to a real bookie). Then, for each process count of
+list is cycled over the ledgers) (devcluster/planted.py) and starts simulated bookies for them in a process of
+their own (devcluster/simbookie, held byte for byte to a real bookie). Then, for each process count of
 `--processes`, alternating over `--runs`, it runs
 
     bk-auditor check --processes N --checks scrutiny --format json
@@ -61,7 +61,7 @@ from bench.memory import (
     measured,
     planted_and_served,
 )
-from bench.planted import Shape
+from devcluster.planted import Shape
 
 # medians in the summary
 FIELDS = (

@@ -43,9 +43,9 @@ from kazoo.exceptions import NoNodeError
 from bench.cpuquota import cpu_group, unavailable
 from bench.harness import by_count, save_results
 from bench.memory import BIN, TIME, Code, planted_and_served
-from bench.planted import Shape
-from tests.realcluster import ports
-from tests.realcluster.cluster.processes import child_pids
+from devcluster import ports
+from devcluster.cluster.processes import child_pids
+from devcluster.planted import Shape
 
 FIELDS = ("scan_seconds", "ledgers_per_s", "cpu_us_per_ledger", "peak_rss_mb")
 ADMIN_PORT = ports.DAEMON_PORT_BASE + 300  # above the tests' daemon and chaos ports

@@ -4,7 +4,7 @@
     BK_TEST_PORT_SLOT=0 .venv/bin/python -m bench.failover --fault stop    # SIGSTOP past the session timeout
     .venv/bin/python -m bench.failover --rounds 30 --session-timeout 6
 
-Starts its own one-bookie cluster (the "second cluster" ports of tests/realcluster/ports.py) and two
+Starts its own one-bookie cluster (the "second cluster" ports of devcluster/ports.py) and two
 real `bk-auditor run` daemons. Each round kills (or freezes) whichever daemon leads and measures, on
 one clock:
 * expiry   - fault -> the leader's vote znode deleted by ZooKeeper (session expiry on the server),
@@ -33,8 +33,8 @@ from typing import Any
 
 from auditor.admin.client import AdminClient, AdminClientError
 from bench.harness import second_cluster
-from tests.realcluster.cluster import Cluster
-from tests.realcluster.daemon_util import Daemon
+from devcluster.cluster import Cluster
+from devcluster.daemon_util import Daemon
 
 POLL_SECONDS = 0.02
 

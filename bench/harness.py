@@ -1,5 +1,5 @@
 """What the benchmarks that start their own real cluster share: the cluster on the "second cluster"
-ports (tests/realcluster/ports.py, so a test session can run beside them) and the results file."""
+ports (devcluster/ports.py, so a test session can run beside them) and the results file."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from tests.realcluster import ports
-from tests.realcluster.cluster import Cluster
+from devcluster import ports
+from devcluster.cluster import Cluster
 
 RESULTS = Path(__file__).parent / "results"
 

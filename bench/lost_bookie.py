@@ -5,7 +5,7 @@ registration vanishing to the last of its ledgers' under-replication markers wri
     .venv/bin/python -m bench.lost_bookie --ledgers 2000 --runs 1              # a quick smoke
 
 Starts its own ZooKeeper (and one real bookie, so the cluster is a real, formatted one; "second cluster"
-ports of tests/realcluster/ports.py) and plants `--ledgers` closed E3/WQ2/AQ2 ledgers (v3 binary
+ports of devcluster/ports.py) and plants `--ledgers` closed E3/WQ2/AQ2 ledgers (v3 binary
 metadata, read by both sides) over six registered bookie ids that no process serves (marking a lost
 bookie reads only metadata). Half of the ledgers name the victim. `lostBookieRecoveryDelay` is 0 on
 both sides. Each run starts one side alone (a real Java Auditor from the 4.17 jars, its election and
@@ -32,12 +32,12 @@ from typing import Any
 
 from kazoo.client import KazooClient
 
-from auditor.metadata.paths import MarkerPaths
+from auditor.metadata.codecs.paths import MarkerPaths
 from bench.harness import JavaProcessSide, Side, save_results, second_cluster
-from bench.planted import plant, wait_all
-from tests.realcluster import ports
-from tests.realcluster.cluster import Cluster
-from tests.realcluster.daemon_util import Daemon
+from devcluster import ports
+from devcluster.cluster import Cluster
+from devcluster.daemon_util import Daemon
+from devcluster.planted import plant, wait_all
 
 FAKE_PORT = ports.SECOND_PORT_BASE + 60
 WAIT_SECONDS = 300.0

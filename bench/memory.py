@@ -7,8 +7,8 @@ docs/benchmarks.md "Memory at 10k, 100k and 1M ledgers").
 
 Starts its own ZooKeeper ("second cluster" ports; a 2 GiB heap and no fsync, as a million znodes need on
 this machine; no real bookie) and, for each size in turn, plants closed E3/WQ2/AQ2 ledgers of 100
-entries up to that size (bench/planted.py, over six bookie ids) and starts simulated bookies for them in
-a process of their own (`python -m bench.simbookie planted`: they answer from the write schedule and
+entries up to that size (devcluster/planted.py, over six bookie ids) and starts simulated bookies for them in
+a process of their own (`python -m devcluster.simbookie planted`: they answer from the write schedule and
 register themselves). Then, each in a fresh child process:
 * **scan**: `bk-auditor check --checks scrutiny --format json` with the bookie and ZooKeeper rate limits
   off; its peak RSS (GNU time's, see `measured`), wall time, exit status and the findings it printed, which
@@ -40,9 +40,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness import save_results, second_cluster, started
-from bench.planted import DEFAULT_SHAPE, Shape, plant
-from tests.realcluster import ports
-from tests.realcluster.cluster import Cluster, Proc
+from devcluster import ports
+from devcluster.cluster import Cluster, Proc
+from devcluster.planted import DEFAULT_SHAPE, Shape, plant
 
 BIN = Path(sys.executable).with_name("bk-auditor")
 TIME = "/usr/bin/time"  # GNU time: the child's own peak RSS (see `measured`)
@@ -181,7 +181,7 @@ def index(code: Code, uri: str, logs: Path, ledgers: int, trace: bool) -> dict[s
 def start_simulated_bookies(count: int, uri: str, logs: Path, shape: Shape = DEFAULT_SHAPE) -> Proc:
     """The simulated bookies for ledgers 1..count, registered, in a process of their own."""
     log = logs / f"simbookie-{count}.log"
-    argv = [sys.executable, "-m", "bench.simbookie", "--register", uri, "planted", "--ledgers", str(count)]
+    argv = [sys.executable, "-m", "devcluster.simbookie", "--register", uri, "planted", "--ledgers", str(count)]
     sim = Proc("simbookie", [*argv, "--bookies", ",".join(BOOKIES), *shape.argv], log)
     sim.start()
     deadline = time.monotonic() + 60

@@ -5,7 +5,7 @@ Java's BookieLedgerIndexer, on the same ZooKeeper (issue 12, docs/benchmarks.md)
     .venv/bin/python -m bench.metadata_scan --ledgers 5000 --runs 1 --profile # + where our time goes
 
 Starts its own ZooKeeper and one real bookie ("second cluster" ports), plants `--ledgers` closed ledgers
-(bench/planted.py), then rotates, `--runs` times:
+(devcluster/planted.py), then rotates, `--runs` times:
 * raw:  kazoo alone lists the leaf directories and gets every ledger znode with 64 requests in flight,
         discarding the answers (the floor: the same ZooKeeper reads, nothing done with them);
 * wire: the same walk and reads on bench/zk_wire.py, a minimal ZooKeeper client on the event loop with
@@ -36,13 +36,13 @@ from typing import Any
 
 from kazoo.client import KazooClient
 
-from auditor.metadata.zkstore import ZooKeeperMetadataStore
+from auditor.metadata.zk.store import ZooKeeperMetadataStore
 from bench.harness import save_results, second_cluster
-from bench.planted import plant
 from bench.replicas_check import RUNNER, java_run
 from bench.zk_wire import wire_scan
-from tests.realcluster import ports
-from tests.realcluster.cluster.javatools import BK_HOME, BK_VERSION, classpath, compile_once
+from devcluster import ports
+from devcluster.cluster.javatools import BK_HOME, BK_VERSION, classpath, compile_once
+from devcluster.planted import plant
 
 IN_FLIGHT = 64
 

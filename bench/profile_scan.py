@@ -6,7 +6,7 @@ a real cluster (issue 12, docs/benchmarks.md).
     BK_TEST_PORT_SLOT=6 .venv/bin/python -m bench.profile_scan --ledgers 300 --runs 1    # a quick smoke
     BK_TEST_PORT_SLOT=6 .venv/bin/python -m bench.profile_scan --check ledger           # the ledger check instead
 
-Starts its own real cluster ("second cluster" ports of tests/realcluster/ports.py): ZooKeeper and
+Starts its own real cluster ("second cluster" ports of devcluster/ports.py): ZooKeeper and
 `--bookies` real 4.17.3 bookies. Writes `--ledgers` closed ledgers with the real Java client, in equal
 shares of `--shapes` (default thirds E3/WQ3/AQ2, E3/WQ2/AQ2 and E5/WQ2/AQ2; `--shapes 3/3` for E == WQ
 alone), with 10 to 200 entries of `--entry-size` bytes (the
@@ -45,7 +45,7 @@ from typing import Any
 
 from bench.harness import save_results, second_cluster, started
 from bench.scan_child import measure, settings_for
-from tests.realcluster.cluster import BookieProc, Cluster
+from devcluster.cluster import BookieProc, Cluster
 
 # The test harness's bookies keep 512 index pages (pageLimit=512): enough for tests, but with thousands of
 # ledgers on SortedLedgerStorage every GET_LIST then force-flushes dirty index pages ("Could not grab a

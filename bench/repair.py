@@ -3,7 +3,7 @@
     BK_TEST_PORT_SLOT=0 .venv/bin/python -m bench.repair                        # 60 ledgers, 3 runs a side
     .venv/bin/python -m bench.repair --ledgers 6 --runs 1                       # a quick smoke
 
-Starts its own real cluster ("second cluster" ports of tests/realcluster/ports.py): ZooKeeper and six
+Starts its own real cluster ("second cluster" ports of devcluster/ports.py): ZooKeeper and six
 real 4.17 bookies with their Prometheus stats on. Each run writes `--ledgers` closed ledgers with the real
 Java client, in equal thirds E3/WQ3/AQ2, E3/WQ2/AQ2 and E5/WQ2/AQ2 (`--entries` entries of `--entry-size`
 bytes), every one naming bookie 1; stops bookie 1 and wipes it; marks every ledger as our auditor marks
@@ -34,12 +34,12 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 
 from auditor.durability.ids import LedgerId
-from auditor.metadata.paths import MarkerPaths
+from auditor.metadata.codecs.paths import MarkerPaths
 from bench.harness import JavaProcessSide, Side, save_results, second_cluster
-from tests.realcluster.checks_util import bookie_lost
-from tests.realcluster.cli_util import BIN
-from tests.realcluster.cluster import Cluster
-from tests.realcluster.metadata_helpers import mark_lost, open_store
+from devcluster.checks_util import bookie_lost
+from devcluster.cli_util import BIN
+from devcluster.cluster import Cluster
+from devcluster.metadata_helpers import mark_lost, open_store
 
 VICTIM = 1
 SHAPES = ((3, 3), (3, 2), (5, 2))  # (ensemble, write quorum), ack quorum 2

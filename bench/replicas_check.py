@@ -47,7 +47,7 @@ from typing import Any
 from bench.harness import save_results
 from bench.profile_scan import PHASES, SHAPES, metadata_reads, one_run, run_child, scan_cluster, write_ledgers
 from bench.repair import counters
-from tests.realcluster.cluster.javatools import BK_HOME, BK_VERSION, JVM_COMMON, classpath, compile_once
+from devcluster.cluster.javatools import BK_HOME, BK_VERSION, JVM_COMMON, classpath, compile_once
 
 RUNNER = Path(__file__).resolve().parent / "java" / "JavaAuditorChecks.java"
 ROOT = Path(__file__).resolve().parent.parent

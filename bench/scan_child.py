@@ -42,11 +42,11 @@ def settings_for(uri: str, max_in_flight: int, max_concurrent_ledgers: int, loop
 
 
 def run_loop(loop: str, coro_fn: Callable[[], Any]) -> Any:
-    """Run a coroutine on the chosen loop, as `auditor.cli._run_with_loop` does (the collector tuned first,
+    """Run a coroutine on the chosen loop, as `auditor.cli.common.run_with_loop` does (the collector tuned first,
     in trees that tune it)."""
     try:
-        from auditor.gctune import tune_gc
-    except ImportError:  # a tree from before auditor/gctune.py
+        from auditor.processes.gctune import tune_gc
+    except ImportError:  # a tree from before auditor/processes/gctune.py
         pass
     else:
         tune_gc()

@@ -5,8 +5,8 @@
     BK_TEST_PORT_SLOT=6 .venv/bin/python -m bench.sweep_scaling --ledgers 20000       # a quick smoke
 
 Starts its own ZooKeeper (bench/memory.py's: "second cluster" ports, a 2 GiB heap, no fsync), plants
-`--ledgers` closed E3/WQ2/AQ2 ledgers of 100 entries (bench/planted.py) and starts simulated bookies for
-them in a process of their own (bench/simbookie, held byte for byte to a real bookie). Then it starts a
+`--ledgers` closed E3/WQ2/AQ2 ledgers of 100 entries (devcluster/planted.py) and starts simulated bookies for
+them in a process of their own (devcluster/simbookie, held byte for byte to a real bookie). Then it starts a
 Spark standalone master and four one-core workers from the pyspark distribution (on loopback, the
 slot's Spark ports) and, for each executor count k of `--executors`, runs
 
@@ -40,8 +40,8 @@ from bench.memory import (
     measured,
     planted_and_served,
 )
-from tests.realcluster import ports
-from tests.realcluster.cluster.sparkstandalone import SparkStandalone
+from devcluster import ports
+from devcluster.cluster.sparkstandalone import SparkStandalone
 
 WORKERS = 4
 FIELDS = ("seconds", "sweep_seconds", "ledgers_per_s", "wall_ledgers_per_s")  # medians in the summary

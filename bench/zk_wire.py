@@ -1,5 +1,5 @@
 """ZooKeeper reads on the event loop without kazoo, for benchmarks: the product's wire session
-(auditor/metadata/zkwire.py, which reads ledger metadata in bulk) plus the directory listing a scan's walk
+(auditor/metadata/zk/wire.py, which reads ledger metadata in bulk) plus the directory listing a scan's walk
 needs, which the product leaves to kazoo. Used by bench/metadata_scan.py's `wire` side (what a ZooKeeper
 path without kazoo's threads gives, issue 12) and bench/floor_scan.py's metadata reads.
 """
@@ -10,7 +10,7 @@ import asyncio
 import struct
 from collections.abc import AsyncIterator, Callable
 
-from auditor.metadata.zkwire import OP_GET_CHILDREN, OP_GET_DATA, WireSession, decode_get_data
+from auditor.metadata.zk.wire import OP_GET_CHILDREN, OP_GET_DATA, WireSession, decode_get_data
 
 _INT = struct.Struct(">i")
 

@@ -14,7 +14,7 @@ fi
 command -v mvn >/dev/null || { echo "mvn not found: Maven is needed to fetch the BookKeeper jars" >&2; exit 1; }
 rm -rf "$lib.tmp"; mkdir -p "$lib.tmp"
 echo "Fetching BookKeeper $BK_VERSION jars into $lib ..."
-cd "$here/tests/realcluster/bk-jars"
+cd "$here/devcluster/bk-jars"
 offline=()
 if ! timeout 600 mvn -B -q -o -Dbk.version="$BK_VERSION" \
      org.apache.maven.plugins:maven-dependency-plugin:3.6.1:copy-dependencies \

@@ -2,7 +2,7 @@
 # Fetch Pulsar's managed-ledger library and its runtime dependencies (pulsar-metadata, its own
 # bookkeeper-server 4.17.2 client and ZooKeeper 3.9.3 client) from Maven Central into
 # $PULSAR_ML_HOME/lib, a cache outside git, for the test harness's MlTool
-# (tests/realcluster/java/MlTool.java). Idempotent: a complete cache for the same version is reused.
+# (devcluster/java/MlTool.java). Idempotent: a complete cache for the same version is reused.
 #
 # Pinned to 4.0.7, not 4.0.8: managed-ledger 4.0.8's dependencies pulsar-opentelemetry:4.0.8 and
 # jetcd-core-shaded:4.0.8 are not on Maven Central (404), while 4.0.7 resolves completely.
@@ -25,7 +25,7 @@ mkdir -p "$PULSAR_ML_HOME"
 rm -rf "$lib.tmp"; mkdir -p "$lib.tmp"
 log="$PULSAR_ML_HOME/fetch.log"
 echo "Fetching Pulsar managed-ledger $PULSAR_ML_VERSION jars into $lib ..."
-cd "$here/tests/realcluster/ml-jars"
+cd "$here/devcluster/ml-jars"
 # settings.xml mirrors every repository to Maven Central (Pulsar's poms name unreachable ones).
 mvn_args=(-B -s settings.xml -Dpulsar.version="$PULSAR_ML_VERSION"
   org.apache.maven.plugins:maven-dependency-plugin:3.6.1:copy-dependencies

@@ -15,8 +15,8 @@ import kazoo.retry
 import pytest
 
 from auditor import redact
-from tests.realcluster import ports
-from tests.realcluster.cluster import Cluster
+from devcluster import ports
+from devcluster.cluster import Cluster
 
 # kazoo's connection thread draws its ping jitter from the global `random` (kazoo/protocol/connection.py,
 # every wake-up of a connected client), and its retries their backoff jitter. A client of a worker's shared

@@ -16,7 +16,7 @@ from typing import Any
 
 from auditor._proto import bookkeeper_protocol_pb2 as pb
 from auditor.bookie import protocol as P
-from tests.realcluster import ports
+from devcluster import ports
 
 # Rewrites one decoded reply in place; returns False to forward it unchanged.
 Rewrite = Callable[[Any], bool]

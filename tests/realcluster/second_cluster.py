@@ -10,8 +10,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from tests.realcluster import ports
-from tests.realcluster.cluster import Cluster
+from devcluster import ports
+from devcluster.cluster import Cluster
 
 
 @contextmanager

@@ -10,11 +10,11 @@ from typing import Any
 from auditor.durability.findings import summarize
 from auditor.durability.ids import LedgerId
 from auditor.metadata.interfaces import LedgerRecord
-from auditor.metadata.zkstore import ZooKeeperMetadataStore
-from auditor.spark.partitions import check_cover
+from auditor.metadata.zk.store import ZooKeeperMetadataStore
+from auditor.processes.partitions import check_cover
 from auditor.spark.sweep import SweepResult
-from tests.realcluster.checks_util import actionable, audit, ledger_path, rewrite_ensemble
-from tests.realcluster.cluster import Cluster
+from devcluster.checks_util import actionable, audit, ledger_path, rewrite_ensemble
+from devcluster.cluster import Cluster
 
 CHECKS = ["scrutiny", "ledger", "open"]
 # Four leaf directories of our own, next to each other across the hybrid split (2^31 - 1), where no
