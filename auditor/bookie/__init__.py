@@ -11,7 +11,9 @@ the AUTH probe and START_TLS, which opens a TLS connection (`protocol.UnsafeRequ
 
 from auditor.aio.ratelimit import TokenBucket
 
-from .client import BookieClient, BookieClientConfig, BookieTls, ClientStats, Sent, parse_bookie_id_address
+from .client import BookieClient
+from .config import BookieClientConfig, parse_bookie_id_address
+from .pending import Sent
 from .pool import BookieClients, BookiePool, legacy_resolver
 from .protocol import Op, ProtocolError, Status, UnsafeRequestError
 from .results import (
@@ -24,6 +26,8 @@ from .results import (
     ReadEntryResult,
     ReadLacResult,
 )
+from .tls import BookieTls
+from .transport import ClientStats
 
 __all__ = [
     "AuthProbeResult",

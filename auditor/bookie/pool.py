@@ -7,7 +7,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from typing import Any
 
-from .client import BookieClient, BookieClientConfig, Resolver, parse_bookie_id_address
+from .client import BookieClient
+from .config import BookieClientConfig, Resolver, parse_bookie_id_address
 
 
 def legacy_resolver(bookie_id: str) -> tuple[str, int]:

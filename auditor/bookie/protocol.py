@@ -1,5 +1,8 @@
 """Bookie v3 wire protocol: framing, the read-only request builders, the safety gate, reply decoding.
 
+One module on purpose (just over 600 lines): the gate and the decoders apply the same framing and
+message rules, and the fuzz and vector tests drive this one module.
+
 Pure (no sockets, no asyncio) so the fuzz and vector tests can drive it directly.
 
 Framing (spec bookie-protocol.md §1.2): a 4-byte big-endian signed length N, then N bytes of one
