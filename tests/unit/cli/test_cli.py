@@ -17,7 +17,8 @@ from typer.testing import CliRunner
 from auditor import __version__
 from auditor.admin.models import BookieCopies, LedgerExplanation, SegmentCopies
 from auditor.admin.server import AdminServer
-from auditor.cli import _run_with_loop, app
+from auditor.cli import app
+from auditor.cli.common import run_with_loop as _run_with_loop
 from auditor.daemon.backend import StateBackend
 from auditor.daemon.state import DaemonState
 from auditor.durability.findings import Category, Finding
@@ -292,9 +293,9 @@ async def test_admin_address_from_environment(daemon: Daemon, monkeypatch: pytes
 @pytest.fixture
 def fresh_warnings(monkeypatch: pytest.MonkeyPatch) -> None:
     """Forget which warnings this process already showed (the CLI shows each once per process)."""
-    import auditor.cli
+    import auditor.cli.admin_client
 
-    monkeypatch.setattr(auditor.cli, "_warned", set())
+    monkeypatch.setattr(auditor.cli.admin_client, "_warned", set())
     monkeypatch.delenv("BK_AUDITOR_ADMIN", raising=False)
 
 
@@ -402,10 +403,10 @@ def test_event_loop_choice() -> None:
 
 def test_the_collector_is_tuned_before_a_commands_loop_runs() -> None:
     """Every command's event loop runs with the set-up heap frozen and rarer gen-0 collections
-    (auditor/gctune.py); the thresholds are put back for the other tests."""
+    (auditor/processes/gctune.py); the thresholds are put back for the other tests."""
     import gc
 
-    from auditor.gctune import GEN0_THRESHOLD
+    from auditor.processes.gctune import GEN0_THRESHOLD
 
     async def seen() -> tuple[tuple[int, int, int], int]:
         return gc.get_threshold(), gc.get_freeze_count()

@@ -7,8 +7,8 @@ import re
 import pytest
 from typer.testing import CliRunner
 
-from auditor.checks.catalog import CHECKS, resolve_checks
 from auditor.checks.names import ALIASES, CHECK_NAMES
+from auditor.checks.per_ledger import CHECKS, resolve_checks
 from auditor.cli import app
 from auditor.durability.findings import Category
 

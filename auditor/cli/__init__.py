@@ -1,0 +1,76 @@
+"""The `bk-auditor` command line: `app`, the console entry point, with every command registered here, in
+the order `--help` lists them.
+
+* `run`      - the daemon (auditor.daemon.service.serve)
+* `check`    - one-shot checks (auditor.checks.oneshot.main); exit 0 clean, 1 findings, 2 errors
+* `sweep`    - the same checks over the whole cluster as a Spark job (auditor.spark.sweep); same exit codes
+* `repair`   - the repair worker (auditor.repair.run): until interrupted, or `--once`; exit 0 all repaired,
+  1 some ledger blocked or not taken, 2 errors
+* `underreplicated`, `can-decommission` - questions about the cluster, answered here or with --admin by a daemon
+* `whoisauditor`, `recovery-delay`, `replication` - the operator's switches, on ZooKeeper or through a daemon
+* `status`, `findings`, `explain`, `trigger`, `pause`, `repair-limits`, `resume`, `health` - clients of a
+  running daemon's admin API (`--admin host:port`, else $BKAUDIT_ADMIN_ADDRESS, else the default
+  admin.bind, 127.0.0.1:7979).
+
+Every error (bad config, daemon unreachable, bad ledger id) is one line on stderr and exit code 2: the
+one table `auditor.cli.common.EXIT_CODES` turns an error class into its exit code.
+
+The modules: `common` (exit codes, settings loading, shared options), `admin_client` (reaching a daemon's
+admin API, its TLS material), `daemons` (run, repair), `checks` (check, sweep), `questions`, `switches`,
+`admin_commands` (the admin API's clients), `render` (tables and text of what the commands show).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from auditor import __version__
+from auditor.cli.admin_commands import explain, findings, health, pause, repair_limits, resume, status, trigger
+from auditor.cli.checks import check, sweep
+from auditor.cli.daemons import repair, run
+from auditor.cli.questions import can_decommission, underreplicated
+from auditor.cli.switches import recovery_delay, replication, whoisauditor
+
+app = typer.Typer(
+    name="bk-auditor",
+    help="Durability auditor for Apache BookKeeper clusters.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"bk-auditor {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def main(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """Durability auditor for Apache BookKeeper clusters."""
+
+
+app.command()(run)
+app.command()(check)
+app.command()(repair)
+app.command()(sweep)
+app.command()(underreplicated)
+app.command("can-decommission")(can_decommission)
+app.command()(whoisauditor)
+app.command("recovery-delay")(recovery_delay)
+app.command()(replication)
+app.command()(status)
+app.command()(findings)
+app.command()(explain)
+app.command()(trigger)
+app.command()(pause)
+app.command("repair-limits")(repair_limits)
+app.command()(resume)
+app.command()(health)
