@@ -4,17 +4,20 @@ Imports only the generated stubs and the error root: never the server (an import
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import grpc
+from google.protobuf.message import Message
 from grpc import aio
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from auditor._proto import admin_pb2 as pb
 from auditor._proto import admin_pb2_grpc as pb_grpc
 from auditor.errors import AdminError
+
+Reply = TypeVar("Reply", bound=Message)
 
 
 class AdminClientError(AdminError):
@@ -99,17 +102,24 @@ class AdminClient:
             )
         return AdminClientError(f"{what} failed: {exc.details() or code.name} ({code.name})", code)
 
-    async def _call(self, method: Callable[..., Any], request: Any, what: str) -> Any:
+    async def _call(
+        self, method: Callable[..., Awaitable[Any]], request: Message, reply: type[Reply], what: str
+    ) -> Reply:
+        """The `reply` of `method` (a method of the stub) to `request`, or an AdminClientError."""
         try:
-            return await method(request, timeout=self.timeout)
+            # The generated gRPC stub is untyped; its method answers with the reply message its proto
+            # declares (the stub's response_deserializer), which is `reply`.
+            return cast(Reply, await method(request, timeout=self.timeout))
         except aio.AioRpcError as exc:
             raise self._error(exc, what) from None
 
     async def status(self) -> pb.StatusResponse:
-        return await self._call(self._stub.Status, pb.StatusRequest(), "status")
+        return await self._call(self._stub.Status, pb.StatusRequest(), pb.StatusResponse, "status")
 
     async def trigger(self, check: str) -> pb.TriggerCheckResponse:
-        return await self._call(self._stub.TriggerCheck, pb.TriggerCheckRequest(check=check), f"trigger {check}")
+        return await self._call(
+            self._stub.TriggerCheck, pb.TriggerCheckRequest(check=check), pb.TriggerCheckResponse, f"trigger {check}"
+        )
 
     async def findings(
         self, *, category: str = "", ledger: str = "", bookie: str = "", limit: int = 0, include_resolved: bool = False
@@ -117,47 +127,67 @@ class AdminClient:
         req = pb.ListFindingsRequest(
             category=category, ledger=ledger, bookie=bookie, limit=limit, include_resolved=include_resolved
         )
-        return await self._call(self._stub.ListFindings, req, "list findings")
+        return await self._call(self._stub.ListFindings, req, pb.ListFindingsResponse, "list findings")
 
     async def explain(self, ledger: str) -> pb.ExplainLedgerResponse:
         return await self._call(
-            self._stub.ExplainLedger, pb.ExplainLedgerRequest(ledger=ledger), f"explain ledger {ledger}"
+            self._stub.ExplainLedger,
+            pb.ExplainLedgerRequest(ledger=ledger),
+            pb.ExplainLedgerResponse,
+            f"explain ledger {ledger}",
         )
 
     async def pause(self, reason: str = "") -> pb.PauseResponse:
-        return await self._call(self._stub.Pause, pb.PauseRequest(reason=reason), "pause")
+        return await self._call(self._stub.Pause, pb.PauseRequest(reason=reason), pb.PauseResponse, "pause")
 
     async def resume(self) -> pb.ResumeResponse:
-        return await self._call(self._stub.Resume, pb.ResumeRequest(), "resume")
+        return await self._call(self._stub.Resume, pb.ResumeRequest(), pb.ResumeResponse, "resume")
 
     # The operator's questions (the CLI's --admin form of can-decommission, underreplicated, whoisauditor,
     # recovery-delay and replication).
     async def can_decommission(self, bookie: str) -> pb.CanDecommissionResponse:
         req = pb.CanDecommissionRequest(bookie=bookie)
-        return await self._call(self._stub.CanDecommission, req, f"can-decommission {bookie}")
+        return await self._call(
+            self._stub.CanDecommission, req, pb.CanDecommissionResponse, f"can-decommission {bookie}"
+        )
 
     async def underreplicated(self) -> pb.ListUnderreplicatedResponse:
-        return await self._call(self._stub.ListUnderreplicated, pb.ListUnderreplicatedRequest(), "underreplicated")
+        return await self._call(
+            self._stub.ListUnderreplicated,
+            pb.ListUnderreplicatedRequest(),
+            pb.ListUnderreplicatedResponse,
+            "underreplicated",
+        )
 
     async def who_is_auditor(self) -> pb.WhoIsAuditorResponse:
-        return await self._call(self._stub.WhoIsAuditor, pb.WhoIsAuditorRequest(), "whoisauditor")
+        return await self._call(
+            self._stub.WhoIsAuditor, pb.WhoIsAuditorRequest(), pb.WhoIsAuditorResponse, "whoisauditor"
+        )
 
     async def recovery_delay(self) -> pb.RecoveryDelay:
-        return await self._call(self._stub.GetRecoveryDelay, pb.GetRecoveryDelayRequest(), "get recovery delay")
+        return await self._call(
+            self._stub.GetRecoveryDelay, pb.GetRecoveryDelayRequest(), pb.RecoveryDelay, "get recovery delay"
+        )
 
     async def set_recovery_delay(self, seconds: int, expected_version: int | None) -> pb.RecoveryDelay:
         req = pb.SetRecoveryDelayRequest(seconds=seconds, expected_version=expected_version)
-        return await self._call(self._stub.SetRecoveryDelay, req, f"set recovery delay to {seconds}s")
+        return await self._call(self._stub.SetRecoveryDelay, req, pb.RecoveryDelay, f"set recovery delay to {seconds}s")
 
     async def replication(self) -> pb.Replication:
-        return await self._call(self._stub.GetReplication, pb.GetReplicationRequest(), "get replication")
+        return await self._call(
+            self._stub.GetReplication, pb.GetReplicationRequest(), pb.Replication, "get replication"
+        )
 
     async def set_replication(self, enabled: bool) -> pb.Replication:
         req = pb.SetReplicationRequest(enabled=enabled)
-        return await self._call(self._stub.SetReplication, req, f"{'enable' if enabled else 'disable'} replication")
+        return await self._call(
+            self._stub.SetReplication, req, pb.Replication, f"{'enable' if enabled else 'disable'} replication"
+        )
 
     async def repair_limits(self) -> pb.RepairLimits:
-        return await self._call(self._stub.GetRepairLimits, pb.GetRepairLimitsRequest(), "get repair limits")
+        return await self._call(
+            self._stub.GetRepairLimits, pb.GetRepairLimitsRequest(), pb.RepairLimits, "get repair limits"
+        )
 
     async def set_repair_limits(
         self,
@@ -173,7 +203,7 @@ class AdminClient:
             entries_in_flight_per_bookie=entries_in_flight_per_bookie,
             clear=clear,
         )
-        return await self._call(self._stub.SetRepairLimits, req, "set repair limits")
+        return await self._call(self._stub.SetRepairLimits, req, pb.RepairLimits, "set repair limits")
 
     async def health(self, service: str = "") -> str:
         """The health status name of `service` (SERVING, NOT_SERVING, ...); NOT_FOUND for unknown names."""
@@ -183,7 +213,8 @@ class AdminClient:
             if exc.code() is grpc.StatusCode.NOT_FOUND:
                 return "NOT_FOUND"
             raise self._error(exc, f"health check of {service!r}") from None
-        return health_pb2.HealthCheckResponse.ServingStatus.Name(resp.status)
+        # grpc_health ships no types; an enum's Name() is a str.
+        return cast(str, health_pb2.HealthCheckResponse.ServingStatus.Name(resp.status))
 
 
 def _read(path: Path | None, flag: str) -> bytes | None:

@@ -7,7 +7,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from auditor._proto import admin_pb2 as pb
-from auditor.daemon.state import FindingRecord, TaskInfo
+from auditor.board.findings import FindingRecord
+from auditor.board.tasks import TaskInfo
 from auditor.durability.ids import LedgerId
 from auditor.durability.model import LedgerMetadata
 

@@ -11,13 +11,14 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from auditor import __version__
+from auditor.board.findings import FindingPage
+from auditor.board.tasks import TaskInfo
 from auditor.checks.decommission import DecommissionReport
 from auditor.checks.explain import BookieCopies, LedgerExplanation, SegmentCopies
 from auditor.checks.underreplicated import MarkedLedger
-from auditor.daemon.state import FindingPage, TaskInfo
 from auditor.durability.ids import LedgerId
-from auditor.metadata.election import Leader
-from auditor.metadata.repairlimits import RepairLimits
+from auditor.metadata.bookkeeper.election import Leader
+from auditor.metadata.own.repairlimits import RepairLimits
 
 __all__ = [
     "AdminBackend",

@@ -21,7 +21,7 @@ All flip to NOT_SERVING when `stop()` begins.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +32,9 @@ from grpc_health.v1.health import aio as health_aio
 
 from auditor._proto import admin_pb2 as pb
 from auditor._proto import admin_pb2_grpc as pb_grpc
-from auditor.daemon.supervisor import Supervisor
+from auditor.aio import spawn as spawn_task
 from auditor.durability.ids import LedgerId
-from auditor.metadata.repairlimits import RepairLimits
+from auditor.metadata.own.repairlimits import RepairLimits
 from auditor.settings.values import parse_bind
 
 from .access import AccessPolicy, Peer
@@ -54,6 +54,9 @@ DEFAULT_MAX_CONCURRENT_CALLS = 64  # admin.max_concurrent_calls' default
 MAX_LIMIT = 100_000
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
+# How the server starts its background jobs (the health updates that follow leadership): the daemon passes
+# its supervisor's `fire`, so they are counted with its other tasks; by default `auditor.aio.spawn`.
+Spawn = Callable[[str, Coroutine[Any, Any, Any]], object]
 
 
 # ------------------------------------------------------------------------------------------ servicer
@@ -246,7 +249,7 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
 # ------------------------------------------------------------------------------------------ server
 
 
-class _HealthServicer(health_aio.HealthServicer):
+class _HealthServicer(health_aio.HealthServicer):  # type: ignore[misc]  # grpc_health ships no types
     """The standard health service, except that `leader` is SERVING only while `leader_claim()` holds at
     the moment of the check (a stored SERVING could be answered by a process that has just resumed from
     a freeze, before it learnt that its session expired)."""
@@ -266,7 +269,7 @@ class _HealthServicer(health_aio.HealthServicer):
         return resp
 
 
-class _AccessInterceptor(aio.ServerInterceptor):
+class _AccessInterceptor(aio.ServerInterceptor):  # type: ignore[misc]  # grpc ships no types
     """Applies the access policy to every AdminService method (health and reflection pass untouched). A
     method it cannot wrap (not unary) is refused, so nothing added later bypasses the policy."""
 
@@ -318,7 +321,7 @@ class AdminServer:
         unauthenticated_reads: bool = False,
         probe_bind: str | None = None,
         reflection: bool = True,
-        supervisor: Supervisor | None = None,
+        spawn: Spawn | None = None,
         questions: OperatorQuestions | None = None,
         tls_reloaded: Callable[[str], None] | None = None,
         max_concurrent_calls: int = DEFAULT_MAX_CONCURRENT_CALLS,
@@ -326,7 +329,8 @@ class AdminServer:
         self.backend = backend
         self.questions = questions
         self.max_concurrent_calls = max_concurrent_calls  # admin.max_concurrent_calls
-        self._supervisor = supervisor or Supervisor()
+        self._tasks: set[asyncio.Task[Any]] = set()  # what the default `spawn` keeps
+        self._spawn: Spawn = spawn or self._spawn_kept
         self.bind = bind
         self.tls_cert = tls_cert
         self.tls_key = tls_key
@@ -346,6 +350,10 @@ class AdminServer:
         self.port: int = 0
         self.probe_port: int | None = None
         self.tls: ServerTls | None = None
+
+    def _spawn_kept(self, name: str, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+        """A background job kept referenced by this server until it ends; its failure is logged."""
+        return spawn_task(coro, name=name, keep=self._tasks)
 
     async def start(self) -> int:
         """Start serving; returns the bound port (useful with port 0)."""
@@ -399,7 +407,7 @@ class AdminServer:
             await self.health.set(HEALTH_LEADER, SERVING if leader else NOT_SERVING)
 
     def follow_leadership(self, leadership: Any) -> None:
-        """Keep the `leader` health status in step with a state.Leadership (its listeners are sync), and
+        """Keep the `leader` health status in step with the daemon's Leadership (its listeners are sync), and
         answer it from `leadership.confirmed` at each check."""
         if hasattr(leadership, "confirmed"):
             self.health.leader_claim = lambda: bool(leadership.confirmed)
@@ -408,7 +416,10 @@ class AdminServer:
             loop = self._loop
             if loop is None or loop.is_closed():
                 return
-            coro_starter = lambda: self._supervisor.fire("health-update", self.set_health(leader=is_leader))  # noqa: E731
+
+            def coro_starter() -> None:
+                self._spawn("health-update", self.set_health(leader=is_leader))
+
             try:
                 running = asyncio.get_running_loop()
             except RuntimeError:
@@ -439,6 +450,7 @@ def _add_port(server: aio.Server, bind: str, creds: grpc.ServerCredentials | Non
     host, port = parse_bind(bind)
     address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     reason = ""
+    bound: int  # grpc ships no types: add_*_port answers the port bound, 0 when it could not bind
     try:
         bound = server.add_insecure_port(address) if creds is None else server.add_secure_port(address, creds)
     except RuntimeError as exc:  # grpc refuses, e.g. bad PEM material or an address it cannot use

@@ -6,10 +6,11 @@ from __future__ import annotations
 from auditor import __version__
 from auditor.admin.errors import NotSupportedError, StandbyError, UnknownCheckError
 from auditor.admin.models import ExplainFn, LedgerExplanation, StatusSnapshot, TriggerFn, TriggerResult
+from auditor.board.findings import FindingPage
 from auditor.durability.ids import LedgerId
 from auditor.durability.javatext import shown
 
-from .state import DaemonState, FindingPage
+from .state import DaemonState
 
 
 class StateBackend:

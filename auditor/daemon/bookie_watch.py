@@ -30,7 +30,6 @@ from auditor.aio.tasks import gather_all
 from auditor.durability.findings import Category, Finding, Method
 from auditor.durability.ids import LedgerId
 from auditor.logging import get_logger
-from auditor.metadata.checkstate import parse_own_json
 from auditor.metadata.errors import (
     ConcurrentUpdateError,
     CorruptZnodeError,
@@ -38,7 +37,8 @@ from auditor.metadata.errors import (
     NoSuchLedgerError,
 )
 from auditor.metadata.interfaces import WriteGuard
-from auditor.metadata.zkstore import ZooKeeperMetadataStore
+from auditor.metadata.own.recipe import DocumentSchema, OwnDocument, parse_own_json
+from auditor.metadata.zk.store import ZooKeeperMetadataStore
 
 from .ledger_index import LedgerIndex
 from .supervisor import Spawn, Supervisor
@@ -51,7 +51,10 @@ log = get_logger("auditor.bookies")
 MARK_BATCH = 256
 
 
-def parse_incarnations(data: bytes, path: str) -> dict[str, tuple[int, int]]:
+Incarnations = dict[str, tuple[int, int]]  # bookie id -> its cookie's (czxid, mzxid)
+
+
+def parse_incarnations(data: bytes, path: str) -> Incarnations:
     """`{bookieId: [cookie czxid, cookie mzxid]}` as saved by the bookie watch; CorruptZnodeError otherwise."""
     doc = parse_own_json(data, path, "bk-auditor bookie state")
     if not isinstance(doc, dict):
@@ -66,6 +69,15 @@ def parse_incarnations(data: bytes, path: str) -> dict[str, tuple[int, int]]:
             raise CorruptZnodeError(path, f"bk-auditor bookie state: {bookie!r:.80} is not [czxid, mzxid]")
         out[bookie] = (value[0], value[1])
     return out
+
+
+def serialise_incarnations(incarnations: Incarnations) -> bytes:
+    return json.dumps({b: list(v) for b, v in sorted(incarnations.items())}).encode()
+
+
+INCARNATIONS: DocumentSchema[Incarnations] = DocumentSchema(
+    "bk-auditor bookie state", parse_incarnations, serialise_incarnations, empty_is_absent=True
+)
 
 
 Guard = Callable[[], WriteGuard]
@@ -100,13 +112,14 @@ class BookieWatch:
         self.default_delay = default_delay
         self.periodic_seconds = periodic_seconds
         self.state_path = state_path or join(store.own_subtree, "bookies")
+        self._state = OwnDocument(store, self.state_path, INCARNATIONS)
         self.lost: set[str] = set()
         self.pending: dict[str, asyncio.TimerHandle] = {}
         self.marked: dict[str, int] = {}  # bookie -> ledgers marked for it (this leadership)
         self._changed = asyncio.Event()
         self._audit_now = asyncio.Event()
         self._last_delay: int | None = None
-        self._incarnations: dict[str, tuple[int, int]] = {}
+        self._incarnations: Incarnations = {}
         # Delayed audits are started through the daemon's supervisor (a reference kept, failures logged
         # and counted); on our own, through a private one.
         self._spawn: Spawn = spawn or Supervisor().fire
@@ -315,25 +328,12 @@ class BookieWatch:
         raise ConcurrentUpdateError(str(lid), "ledger metadata kept changing while marking it under-replicated")
 
     # ----------------------------------------------------------------------------- reincarnation
-    async def _load_incarnations(self) -> dict[str, tuple[int, int]]:
-        data = await self.store.read_own(self.state_path)
-        if not data:
-            return {}
-        try:
-            return parse_incarnations(data, self.state_path)
-        except CorruptZnodeError as exc:
-            # Ours, so ours to repair: start afresh; the first save (right after start) replaces it.
-            log.warning(
-                "bk-auditor state is corrupt: replacing it with a fresh state",
-                path=self.state_path,
-                problem=exc.problem,
-            )
-            self._on_corrupt_state(exc)
-            return {}
+    async def _load_incarnations(self) -> Incarnations:
+        # A corrupt state is started afresh: the first save (right after start) replaces it.
+        return await self._state.get_or_replace({}, log=log, count=self._on_corrupt_state)
 
     async def _save_incarnations(self) -> None:
-        data = json.dumps({b: list(v) for b, v in sorted(self._incarnations.items())}).encode()
-        await self.store.put(self.state_path, data, self._guard())
+        await self._state.put(self._incarnations, self._guard())
 
     async def _check_reincarnations(self, initial: bool = False) -> None:
         cookies = await self.store.cookies()

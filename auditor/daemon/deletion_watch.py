@@ -26,7 +26,7 @@ from auditor.durability.findings import Finding
 from auditor.durability.ids import LedgerId
 from auditor.durability.references import Reference, managed_ledger_path
 from auditor.logging import get_logger
-from auditor.metadata.zkconnection import ZooKeeperConnection
+from auditor.metadata.zk.connection import ZooKeeperConnection
 
 log = get_logger("auditor.daemon")
 

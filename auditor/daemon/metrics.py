@@ -26,11 +26,13 @@ from typing import Any
 import prometheus_client
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, generate_latest
 
+from auditor.board.findings import FindingStore, category_of, severity_of
+from auditor.board.tasks import TaskBoard, TaskState
 from auditor.durability.findings import Finding
 from auditor.durability.topics import namespace_ledger_counts
-from auditor.exposition import ClusterLabelled, MetricsServer, serve
+from auditor.metrics.exposition import ClusterLabelled, MetricsServer, serve
 
-from .state import DaemonState, FindingStore, TaskBoard, TaskState, category_of, severity_of
+from .state import DaemonState
 
 prometheus_client.disable_created_metrics()  # in case prometheus_client was imported before us
 

@@ -43,13 +43,13 @@ from auditor.checks.explain import LedgerExplanation, explain_ledger
 from auditor.checks.underreplicated import MarkedLedger, marked_ledgers
 from auditor.durability.ids import LedgerId
 from auditor.logging import get_logger
+from auditor.metadata.bookkeeper.operator import Leader, OperatorSwitches, check_recovery_delay
+from auditor.metadata.codecs.formats import is_valid_bookie_id
 from auditor.metadata.errors import NoSuchLedgerError
-from auditor.metadata.formats import is_valid_bookie_id
 from auditor.metadata.interfaces import WriteGuard
-from auditor.metadata.repairlimits import RepairLimits, RepairLimitsNode
-from auditor.metadata.zkconnection import ZooKeeperConnection
-from auditor.metadata.zkoperator import Leader, OperatorSwitches, check_recovery_delay
-from auditor.metadata.zkstore import ZooKeeperMetadataStore
+from auditor.metadata.own.repairlimits import RepairLimits, RepairLimitsNode
+from auditor.metadata.zk.connection import ZooKeeperConnection
+from auditor.metadata.zk.store import ZooKeeperMetadataStore
 
 log = get_logger("auditor.admin.operator")
 T = TypeVar("T")

@@ -24,9 +24,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from auditor.aio import error_text, spawn
+from auditor.board.tasks import TaskBoard
 from auditor.logging import get_logger
-
-from .state import TaskBoard
 
 log = get_logger("auditor.daemon.tasks")
 

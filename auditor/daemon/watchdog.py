@@ -28,7 +28,7 @@ from auditor.logging import get_logger
 from auditor.metadata.errors import MetadataError, NotLeaderError
 from auditor.metadata.interfaces import WriteGuard
 
-from .state import Leadership
+from .leadership import Leadership
 from .supervisor import Spawn
 
 log = get_logger("auditor.daemon.watchdog")

@@ -14,8 +14,8 @@ import yaml
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
+from auditor.board.findings import FindingStore
 from auditor.daemon.metrics import AuditorMetrics, RunSummary
-from auditor.daemon.state import FindingStore
 from auditor.durability.findings import Category, Finding
 from auditor.durability.ids import LedgerId
 from tests.deploy.artifacts import ROOT, rendered

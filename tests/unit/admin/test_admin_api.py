@@ -21,8 +21,9 @@ from auditor.admin.client import AdminClient, AdminClientError
 from auditor.admin.errors import LedgerNotFoundError
 from auditor.admin.models import BookieCopies, LedgerExplanation, SegmentCopies
 from auditor.admin.server import SERVICE_NAME, AdminServer
+from auditor.board.tasks import TaskState
 from auditor.daemon.backend import StateBackend
-from auditor.daemon.state import DaemonState, TaskState
+from auditor.daemon.state import DaemonState
 from auditor.durability.findings import Category, Finding
 from auditor.durability.ids import LedgerId
 from auditor.durability.model import DigestType, LedgerMetadata, LedgerState, Segment

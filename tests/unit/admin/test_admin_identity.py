@@ -24,7 +24,7 @@ from auditor.daemon.backend import StateBackend
 from auditor.daemon.state import DaemonState
 from auditor.settings import ConfigError, load_settings
 from auditor.settings.clientnames import client_name
-from tests.certs import CertAuthority, Issued
+from devcluster.certs import CertAuthority, Issued
 
 pytestmark = pytest.mark.usefixtures("no_bkaudit_env")
 

@@ -25,7 +25,7 @@ from auditor.admin.server import SERVICE_NAME, AdminServer
 from auditor.cli import app
 from auditor.daemon.backend import StateBackend
 from auditor.daemon.state import DaemonState
-from tests.certs import CertAuthority, Issued
+from devcluster.certs import CertAuthority, Issued
 
 BIN = Path(sys.executable).with_name("bk-auditor")
 

@@ -21,7 +21,7 @@ from auditor.admin.server import AdminServer
 from auditor.daemon.backend import StateBackend
 from auditor.daemon.metrics import AuditorMetrics
 from auditor.daemon.state import DaemonState
-from tests.certs import CertAuthority, Issued
+from devcluster.certs import CertAuthority, Issued
 
 pytestmark = pytest.mark.usefixtures("no_bkaudit_env")
 

@@ -7,8 +7,10 @@ import urllib.request
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from auditor.board.findings import FindingStore
+from auditor.board.tasks import TaskBoard
 from auditor.daemon.metrics import AuditorMetrics, RunSummary
-from auditor.daemon.state import DaemonState, FindingStore, TaskBoard
+from auditor.daemon.state import DaemonState
 from auditor.durability.findings import Category, Finding
 from auditor.durability.ids import LedgerId
 
@@ -268,12 +270,12 @@ def test_namespace_gauge_is_bounded_and_forgets_namespaces_that_recovered() -> N
 def test_a_burst_of_reports_syncs_the_gauges_once_per_interval_and_they_catch_up() -> None:
     import asyncio
 
-    from auditor.daemon import service
+    from auditor.daemon import replica, reporter
     from auditor.settings import Settings
 
     st = DaemonState("pod-0")
     m = AuditorMetrics(cluster=CLUSTER)
-    auditor = service.Auditor(Settings(), st, m)
+    auditor = replica.Auditor(Settings(), st, m)
     syncs = []
     real_sync = m.sync_findings
     m.sync_findings = lambda store: (syncs.append(len(store)), real_sync(store))  # type: ignore[method-assign]
@@ -282,7 +284,7 @@ def test_a_burst_of_reports_syncs_the_gauges_once_per_interval_and_they_catch_up
         for ledger in range(5000):
             auditor.report("scrutiny", Finding.of(Category.RISKY_QUORUM, "wq == aq", ledger=LedgerId.of(ledger)))
         assert len(syncs) == 1  # the first report syncs at once; the rest wait for the interval
-        await asyncio.sleep(service.FINDINGS_SYNC_SECONDS + 0.3)
+        await asyncio.sleep(reporter.FINDINGS_SYNC_SECONDS + 0.3)
 
     asyncio.run(burst())
     assert syncs == [1, 5000]  # one more when the interval was up: the gauges caught up

@@ -6,7 +6,11 @@ import asyncio
 
 import pytest
 
-from auditor.daemon.state import DaemonState, FindingStore, Leadership, PauseControl, TaskBoard, TaskState
+from auditor.board.findings import FindingStore
+from auditor.board.tasks import TaskBoard, TaskState
+from auditor.daemon.leadership import Leadership
+from auditor.daemon.pause import PauseControl
+from auditor.daemon.state import DaemonState
 from auditor.durability.findings import Category, Finding
 from auditor.durability.ids import LedgerId
 

@@ -11,8 +11,8 @@ import json
 import pytest
 from prometheus_client import CollectorRegistry
 
+from auditor.board.tasks import TaskBoard, TaskState
 from auditor.daemon.metrics import AuditorMetrics
-from auditor.daemon.state import TaskBoard, TaskState
 from auditor.daemon.supervisor import Backoff, Supervisor
 from auditor.logging import configure_logging
 

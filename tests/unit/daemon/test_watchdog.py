@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from auditor.daemon.state import Leadership
+from auditor.daemon.leadership import Leadership
 from auditor.daemon.supervisor import Supervisor
 from auditor.daemon.watchdog import STALL_FRACTION, LoopWatchdog
 

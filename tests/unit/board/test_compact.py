@@ -15,8 +15,8 @@ from collections.abc import Callable
 
 import pytest
 
-from auditor.daemon import compact
-from auditor.daemon.state import FindingStore
+from auditor.board import compact
+from auditor.board.findings import FindingStore
 from auditor.durability.findings import Category, Finding, FindingSummary, Severity
 from auditor.durability.ids import LedgerId
 from auditor.durability.model import DigestType, LedgerMetadata, LedgerState, Segment

@@ -1,4 +1,4 @@
-"""Informational whole-ledger findings, kept compactly for the daemon's finding store.
+"""Informational whole-ledger findings, kept compactly for the finding store (findings.py).
 
 A WQ == AQ ledger has one informational `risky_quorum` finding, and Pulsar's default E2/WQ2/AQ2 makes every
 ledger one, so a daemon over a million ledgers holds a million of them. Kept as a `Finding` and its record
@@ -7,7 +7,7 @@ chart's 512 MiB. Here what such findings share is kept once, as a `Shape` (the f
 Pulsar context, and the text around the ledger's id in its message), and each ledger keeps a `Sighting`: its
 shape, its Pulsar context (one shared copy per distinct context) and its sighting times. A finding comes back
 from its shape and ledger field for field, message included (the shape is made from the very text it
-rebuilds; `tests/unit/daemon/test_compact.py`). The keys a run saw are a `FindingSummary`'s, which holds
+rebuilds; `tests/unit/board/test_compact.py`). The keys a run saw are a `FindingSummary`'s, which holds
 a scope-0 ledger's whole-ledger key as its id in an `IntSet`.
 """
 
