@@ -46,11 +46,13 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final
 
+from .cleancoverage import all_held_entries, exact_shares
 from .findings import Category
 from .ids import LedgerId
 from .model import LedgerMetadata, LedgerState
 from .ranges import RangeSet
-from .schedule import Stripe, StripedSet, check_quorum_sizes, clip_rangeset, expected_by_bookie, segment_bookie_residues
+from .schedule import check_quorum_sizes, expected_by_bookie, segment_bookie_residues
+from .striped import Stripe, StripedSet, clip_rangeset
 
 __all__ = [
     "UNKNOWN",
@@ -308,38 +310,20 @@ def _no_truncation(write_quorum: int, ack_quorum: int) -> TruncationRisk:
     return TruncationRisk(recovery_negative_threshold(write_quorum, ack_quorum), _NONE, _NONE)
 
 
-def _clean_if_held(
+def _clean_coverage(
     metadata: LedgerMetadata,
-    answers: Mapping[str, Answer],
     stop: int,
+    entries: int,
     expected: Mapping[str, StripedSet],
     within: Mapping[str, RangeSet],
-    exact: set[str],
     over: dict[str, StripedSet],
     beyond: dict[str, RangeSet],
-) -> Coverage | None:
-    """The coverage when every bookie answered and each one that should hold entries holds every one of
-    them: every entry on its whole write set, nothing unknown, no bucket to fill, so no sweep. What
-    bookies hold beyond their shares (`over`, `beyond`) is the caller's, the same the sweep reports. The
-    usual answers take this path: a healthy bookie's entry list (`exact`, nothing
-    to compute) and a read sample that found nothing absent (its answer is the whole span it was asked
-    about, unscheduled entries included). None for anything else (an unknown answer, a missing entry, a
-    bookie listed twice in an ensemble, a malformed ensemble), which the sweep classifies."""
-    if len(within) != len(answers):
-        return None  # some answer is unknown
-    for b, share in expected.items():
-        if share and b not in exact and (b not in within or share.difference(within[b])):
-            return None
+) -> Coverage:
+    """The coverage when every bookie holds its whole share (`cleancoverage.all_held_entries` gave
+    `entries`): every write set has WQ distinct bookies, each holding its entries. What bookies hold
+    beyond their shares (`over`, `beyond`) is the caller's, the same the sweep reports."""
     e, wq, aq = metadata.ensemble_size, metadata.write_quorum, metadata.ack_quorum
-    entries = 0
-    for seg, l in metadata.segment_ends(stop):
-        f = seg.first_entry_id
-        if f > l:
-            continue
-        if len(seg.ensemble) != e or len(set(seg.ensemble)) != e:
-            return None
-        entries += l - f + 1
-    least = wq if entries else None  # every write set has WQ distinct bookies, each holding its entries
+    least = wq if entries else None
     return Coverage(
         ledger_id=metadata.ledger_id,
         state=metadata.state,
@@ -419,24 +403,13 @@ def analyze_coverage(
     # skipped by the gap walks below.
     if expected is None:
         expected = expected_by_bookie(metadata, stop)
-    within: dict[str, RangeSet] = {}
-    exact: set[str] = set()
-    for b, a in answers.items():
-        if not isinstance(a, RangeSet):
-            continue
-        if b in known_exact and b in expected:  # exactly its share, all within [0, stop]: nothing to clip
-            within[b] = a
-            exact.add(b)
-            continue
-        within[b] = clip_rangeset(a, 0, stop)
-        if b in expected and expected[b].equals_rangeset(within[b]):
-            exact.add(b)
+    within, exact = exact_shares(answers, expected, stop, known_exact)
     # What bookies hold beyond their shares does not depend on how the rest is classified: once.
     over, beyond = _beyond_share(answers, stop, expected, within, exact) if beyond_share else ({}, {})
     if shortcut:
-        clean = _clean_if_held(metadata, answers, stop, expected, within, exact, over, beyond)
-        if clean is not None:
-            return clean
+        held = all_held_entries(metadata, answers, stop, expected, within, exact)
+        if held is not None:
+            return _clean_coverage(metadata, stop, held, expected, within, over, beyond)
 
     for span in metadata.spans(stop):
         if not span.entries:

@@ -41,7 +41,7 @@ from .ranges import Range, RangeSet
 from .steps import Steps, run_steps
 
 if TYPE_CHECKING:
-    from .schedule import StripedSet
+    from .striped import StripedSet
 
 HEADER_LENGTH = 64
 RECORD_LENGTH = 24

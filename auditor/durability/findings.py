@@ -18,22 +18,21 @@ from __future__ import annotations
 
 import enum
 import functools
-import json
-import operator
 import re
 import urllib.parse
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field, fields
-from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
+from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, cast
+from typing import Any
 
 from . import varint
 from .ids import LedgerId, LedgerIdError
 from .intset import IntSet
 from .model import LedgerMetadata, LedgerState
 from .ranges import RangeSet
-from .schedule import StripedSet
+from .slotcopy import slot_copier
+from .sortedjson import sorted_json
+from .striped import StripedSet
 
 __all__ = [
     "Category",
@@ -350,13 +349,8 @@ class Finding:
     def copy_with(self, **changes: Any) -> Finding:
         """This finding with `changes` (field names, values as stored). A field-by-field copy:
         `dataclasses.replace` re-runs the checks of __init__ and costs three times as much, and it runs
-        for nearly every finding of a scan (confirming it; the daemon's store keeping it)."""
-        if not changes.keys() <= _FINDING_FIELD_SET:
-            raise TypeError(f"Finding has no field {sorted(changes.keys() - _FINDING_FIELD_SET)[0]!r}")
-        new = object.__new__(Finding)
-        for name, put, value in zip(_FINDING_FIELDS, _FINDING_SLOTS, _FINDING_VALUES(self)):
-            put(new, changes[name] if name in changes else value)
-        return new
+        for nearly every finding of a scan (confirming it; the daemon's store keeping it): see slotcopy."""
+        return _copy_finding(self, changes)
 
     @property
     def actionable(self) -> bool:
@@ -440,35 +434,11 @@ class Finding:
         )
 
     def to_json(self) -> str:
-        return _sorted_json(self.to_wire())
+        """`json.dumps(self.to_wire(), sort_keys=True)`, with one encoder for every finding (sortedjson)."""
+        return sorted_json(self.to_wire())
 
 
-def _not_json(value: object) -> Any:
-    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
-
-
-# `json.dumps(x, sort_keys=True)` (a wire form holds no cycles): one encoder for every finding, not one built
-# per call as `JSONEncoder.encode` does (a scan prints one line per finding: a million for a million WQ ==
-# AQ ledgers). The pure-Python encoder where the C one is missing.
-_C_SORTED_JSON = (
-    c_make_encoder(None, _not_json, encode_basestring_ascii, None, ": ", ", ", True, False, True)
-    if c_make_encoder is not None
-    else None
-)
-_SORTED_JSON = json.JSONEncoder(sort_keys=True)
-
-
-def _sorted_json(value: Any) -> str:
-    if _C_SORTED_JSON is None:
-        return _SORTED_JSON.encode(value)
-    return "".join(_C_SORTED_JSON(value, 0))
-
-
-_FINDING_FIELDS = tuple(f.name for f in fields(Finding))
-_FINDING_FIELD_SET = frozenset(_FINDING_FIELDS)
-# Each field's slot, read all at once and written past the frozen __setattr__ (`copy_with`).
-_FINDING_VALUES = operator.attrgetter(*_FINDING_FIELDS)
-_FINDING_SLOTS = tuple(cast(Any, Finding.__dict__[name]).__set__ for name in _FINDING_FIELDS)
+_copy_finding = slot_copier(Finding)  # `Finding.copy_with`
 
 
 def whole_ledger_key(category: str, ledger: LedgerId) -> tuple[Any, ...]:

@@ -57,7 +57,6 @@ __all__ = [
     "DEFAULT_RACK",
     "DEFAULT_REGION_RACK",
     "DEFAULT_ZONE_UD",
-    "CONF_KEYS",
 ]
 
 DEFAULT_RACK = "/default-rack"
@@ -118,70 +117,20 @@ class Adherence(enum.IntEnum):
     MEETS_STRICT = 2
 
 
-def _bool(value: str | bool) -> bool:
-    return value if isinstance(value, bool) else str(value).strip().lower() == "true"
-
-
-# Java client configuration key -> PlacementPolicy field
-CONF_KEYS: Mapping[str, str] = MappingProxyType(
-    {
-        "ensemblePlacementPolicy": "kind",
-        "minNumRacksPerWriteQuorum": "min_num_racks_per_write_quorum",
-        "enforceMinNumRacksPerWriteQuorum": "enforce_min_num_racks_per_write_quorum",
-        "reppRegionsToWrite": "regions_to_write",
-        "reppMinimumRegionsForDurability": "minimum_regions_for_durability",
-        "minNumZonesPerWriteQuorum": "min_num_zones_per_write_quorum",
-        "desiredNumZonesPerWriteQuorum": "desired_num_zones_per_write_quorum",
-        "enforceStrictZoneawarePlacement": "enforce_strict_zoneaware_placement",
-    }
-)
-
-
 @dataclass(frozen=True, slots=True)
 class PlacementPolicy:
-    """The writers' placement configuration (client configuration keys in comments)."""
+    """The writers' placement configuration, its fields spelt as the `placement` settings that build it
+    (`PlacementSettings.build_policy`; client configuration keys in comments)."""
 
-    kind: PolicyKind = PolicyKind.RACK_AWARE  # ensemblePlacementPolicy
-    min_num_racks_per_write_quorum: int = 2  # minNumRacksPerWriteQuorum
-    enforce_min_num_racks_per_write_quorum: bool = False  # enforceMinNumRacksPerWriteQuorum
-    regions_to_write: tuple[str, ...] = ()  # reppRegionsToWrite ("R1;R2;...")
-    minimum_regions_for_durability: int = 2  # reppMinimumRegionsForDurability
-    min_num_zones_per_write_quorum: int = 2  # minNumZonesPerWriteQuorum
-    desired_num_zones_per_write_quorum: int = 3  # desiredNumZonesPerWriteQuorum
+    kind: PolicyKind = PolicyKind.RACK_AWARE  # ensemblePlacementPolicy (the setting `placement.policy`)
+    min_racks_per_write_quorum: int = 2  # minNumRacksPerWriteQuorum
+    enforce_min_racks_per_write_quorum: bool = False  # enforceMinNumRacksPerWriteQuorum
+    regions_to_write: tuple[str, ...] = ()  # reppRegionsToWrite ("R1;R2;..."); no setting sets it
+    min_regions_for_durability: int = 2  # reppMinimumRegionsForDurability
+    min_zones_per_write_quorum: int = 2  # minNumZonesPerWriteQuorum
+    desired_zones_per_write_quorum: int = 3  # desiredNumZonesPerWriteQuorum
     enforce_strict_zoneaware_placement: bool = True  # enforceStrictZoneawarePlacement
     default_location: str | None = None  # None: the policy's default (/default-rack, ...)
-
-    @classmethod
-    def from_conf(cls, conf: Mapping[str, str | int | bool]) -> PlacementPolicy:
-        """Build from BookKeeper client configuration keys; unknown keys are ignored."""
-        kw: dict[str, object] = {}
-        for key, attr in CONF_KEYS.items():
-            if key not in conf:
-                continue
-            v = conf[key]
-            if attr == "kind":
-                kw[attr] = PolicyKind.parse(str(v))
-            elif attr == "regions_to_write":
-                kw[attr] = tuple(r.strip() for r in str(v).split(";") if r.strip())
-            elif attr.startswith("enforce"):
-                kw[attr] = _bool(v)  # type: ignore[arg-type]
-            else:
-                kw[attr] = int(v)
-        return cls(**kw)  # type: ignore[arg-type]
-
-    def to_conf(self) -> dict[str, str]:
-        out = {}
-        for key, attr in CONF_KEYS.items():
-            v = getattr(self, attr)
-            if attr == "kind":
-                out[key] = v.java_class
-            elif attr == "regions_to_write":
-                out[key] = ";".join(v)
-            elif isinstance(v, bool):
-                out[key] = "true" if v else "false"
-            else:
-                out[key] = str(v)
-        return out
 
     @property
     def default(self) -> str:
@@ -287,12 +236,12 @@ def _quorums(ensemble: Sequence[str], wq: int) -> list[tuple[int, tuple[str, ...
 
 
 def _rack_reasons(locs: Sequence[str], wq: int, policy: PlacementPolicy, default: str) -> list[str]:
-    need = min(wq, policy.min_num_racks_per_write_quorum)
+    need = min(wq, policy.min_racks_per_write_quorum)
     reasons = []
     distinct = set(locs)
     if len(distinct) < need:
         reasons.append(f"{len(distinct)} distinct racks, need {need}")
-    if policy.enforce_min_num_racks_per_write_quorum and default in distinct:
+    if policy.enforce_min_racks_per_write_quorum and default in distinct:
         reasons.append(f"a member is in the default rack {default} (enforceMinNumRacksPerWriteQuorum)")
     return reasons
 
@@ -347,9 +296,9 @@ def check_ensemble(
         structural = []
         if e % write_quorum:
             structural.append(f"ensemble size {e} is not a multiple of write quorum {write_quorum}")
-        if write_quorum <= policy.min_num_zones_per_write_quorum:
+        if write_quorum <= policy.min_zones_per_write_quorum:
             structural.append(
-                f"write quorum {write_quorum} <= minNumZonesPerWriteQuorum {policy.min_num_zones_per_write_quorum}"
+                f"write quorum {write_quorum} <= minNumZonesPerWriteQuorum {policy.min_zones_per_write_quorum}"
             )
         if structural:
             reasons.extend(structural)
@@ -394,7 +343,7 @@ def _check_region_quorum(
     unknown_region = _region(default)
     regions = Counter(r for r in map(_region, locs) if r != unknown_region)
     unresolved = sum(1 for loc in locs if _region(loc) == unknown_region)
-    min_regions = policy.minimum_regions_for_durability
+    min_regions = policy.min_regions_for_durability
     if policy.regions_to_write and min_regions > 1:
         need = min(wq, min_regions)
         if len(regions) < need:
@@ -431,14 +380,14 @@ def _check_zone_quorum(
         zones.setdefault(z, set()).add(ud)
         members[z] += 1
     why = []
-    if len(zones) < policy.min_num_zones_per_write_quorum:
-        why.append(f"{len(zones)} distinct zones, need {policy.min_num_zones_per_write_quorum}")
+    if len(zones) < policy.min_zones_per_write_quorum:
+        why.append(f"{len(zones)} distinct zones, need {policy.min_zones_per_write_quorum}")
     crowded = sorted(z for z, n in members.items() if n > 1 and len(zones[z]) < 2)
     if crowded:
         why.append(f"zone(s) {', '.join(crowded)} hold several members in one upgrade domain")
     if why:
         return Adherence.FAIL, why
-    desired = min(wq, policy.desired_num_zones_per_write_quorum)
+    desired = min(wq, policy.desired_zones_per_write_quorum)
     if len(zones) < desired:
         return Adherence.MEETS_SOFT, [f"{len(zones)} distinct zones, desired {desired}"]
     return Adherence.MEETS_STRICT, []

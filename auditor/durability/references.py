@@ -14,7 +14,7 @@ it tags every ledger it creates with the managed ledger (or schema) it belongs t
   only inside its cursor ledger, so a metadata-only cross-check cannot rule it out.
 
 Positions (mark-delete, terminated position) point into ledgers without owning them: never references.
-Pure: the adapters read the znodes (auditor/metadata/zkpulsar.py), the check confirms (checks/references.py).
+Pure: the adapters read the znodes (auditor/metadata/pulsar/references.py), the check confirms (checks/references.py).
 """
 
 from __future__ import annotations

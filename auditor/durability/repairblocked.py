@@ -12,7 +12,7 @@ from .repairplan import BlockReason
 
 
 class BlockRecord(Protocol):
-    """What a blocked record holds (auditor.metadata.repairstate.RepairBlock)."""
+    """What a blocked record holds (auditor.metadata.own.repairstate.RepairBlock)."""
 
     @property
     def reason(self) -> str: ...

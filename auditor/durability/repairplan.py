@@ -44,7 +44,8 @@ from .ids import LedgerId
 from .model import LedgerMetadata, Segment, SegmentSpan
 from .placement import Adherence, PlacementVerdict
 from .ranges import RangeSet
-from .schedule import StripedSet, expected_for_index
+from .schedule import expected_for_index
+from .striped import StripedSet
 
 __all__ = [
     "BookieState",

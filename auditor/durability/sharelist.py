@@ -32,7 +32,7 @@ from .entrylist import (
     EntryList,
 )
 from .ranges import Range
-from .schedule import StripedSet
+from .striped import StripedSet
 
 _SWAP = sys.byteorder == "little"  # records are big-endian
 

@@ -24,8 +24,9 @@ from google.protobuf.message import Message
 from auditor._proto import bookkeeper_protocol_pb2 as pb
 from auditor._proto import bookkeeper_repair_pb2 as rpb
 from auditor.bookie import protocol as P
-from auditor.bookie.client import Address, BookieClientConfig, BookieTransport, Resolver
+from auditor.bookie.config import Address, BookieClientConfig, Resolver
 from auditor.bookie.results import ReadEntryResult
+from auditor.bookie.transport import BookieTransport
 
 from .gate import MASTER_KEY_LENGTH, RepairGateError, WriteLease, check_envelope, check_lease
 

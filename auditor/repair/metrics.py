@@ -1,5 +1,5 @@
 """Prometheus metrics of the repair role, `bk_auditor_repair_*`, in a registry of their own, every series
-labelled with the cluster (auditor/exposition.py). docs/metrics.md maps them to Java's ReplicationWorker
+labelled with the cluster (auditor/metrics/exposition.py). docs/metrics.md maps them to Java's ReplicationWorker
 metrics."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from auditor.durability.repairplan import WorkClass, WorkItem
-from auditor.exposition import ClusterLabelled
+from auditor.metrics.exposition import ClusterLabelled
 
 PREFIX = "bk_auditor_repair_"
 # One ledger takes from milliseconds (nothing to copy) to hours (a long ledger at a low byte rate).

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from auditor.aio.tasks import gather_all
-from auditor.bookie.client import BookieClientConfig, Resolver
+from auditor.bookie.config import BookieClientConfig, Resolver
 from auditor.bookie.protocol import Status
 from auditor.bookie.results import Outcome, ReadEntryResult
 from auditor.checks.context import AuditContext
@@ -57,9 +57,9 @@ from auditor.durability.repackage import LedgerCredentials
 from auditor.durability.schedule import write_set
 from auditor.errors import AuditorError
 from auditor.logging import get_logger
+from auditor.metadata.bookkeeper.recovery import CloseOutcome, close_recovered, mark_in_recovery
 from auditor.metadata.interfaces import WriteGuard
-from auditor.metadata.zkledgers import LedgerReads
-from auditor.metadata.zkrecovery import CloseOutcome, close_recovered, mark_in_recovery
+from auditor.metadata.zk.store import ZooKeeperMetadataStore
 
 from .fencing import FencePermit, FencingClient
 from .gate import RecoveryAddPermit, WriteLease
@@ -130,7 +130,7 @@ class LedgerRecoverer:
     def __init__(
         self,
         ctx: AuditContext,
-        store: LedgerReads,
+        store: ZooKeeperMetadataStore,
         resolver: Resolver,
         bookie_config: BookieClientConfig,
         credentials: LedgerCredentials,

@@ -15,15 +15,16 @@ from auditor.checks.build import audit_context, bookie_config
 from auditor.durability.model import DigestType
 from auditor.durability.repairplan import Backoff
 from auditor.errors import ConfigError, error_line
-from auditor.exposition import serve
 from auditor.logging import get_logger
-from auditor.metadata.zkrepairlock import RepairLocks
-from auditor.metadata.zkstore import ZooKeeperMetadataStore
+from auditor.metadata.bookkeeper.repairlock import RepairLocks
+from auditor.metadata.zk.store import ZooKeeperMetadataStore
+from auditor.metrics.exposition import serve
 from auditor.settings import Settings
 
+from .attempt import RepairOptions, Status
 from .copy import CopyLimits
 from .metrics import RepairMetrics
-from .worker import RepairOptions, RepairWorker, Status
+from .worker import RepairWorker
 
 log = get_logger("auditor.repair")
 

@@ -1,6 +1,6 @@
 """The repair role's connection to the one bookie chosen to receive a ledger's copies.
 
-`RecoveryAddClient` is the bookie transport of auditor/bookie/client.py (pipelining, timeouts,
+`RecoveryAddClient` is the bookie transport of auditor/bookie/transport.py (pipelining, timeouts,
 reconnects, TLS) with the repair gate (gate.py) as its request encoder, bound to one permit: one ledger,
 one target bookie, that ledger's keys, and to the lease of its repair lock (`gate.WriteLease`: asked as
 each request is encoded). Its only operation is `recovery_add`. Reads for repair go through
@@ -13,8 +13,9 @@ from dataclasses import dataclass
 
 from google.protobuf.message import Message
 
-from auditor.bookie.client import Address, BookieClientConfig, BookieTransport, Resolver
+from auditor.bookie.config import Address, BookieClientConfig, Resolver
 from auditor.bookie.protocol import Op, Status
+from auditor.bookie.transport import BookieTransport
 
 from .gate import (
     RecoveryAddPermit,

@@ -12,14 +12,14 @@ from auditor.durability.ids import LedgerId
 from auditor.durability.model import DigestType, LedgerMetadata, LedgerState, Segment
 from auditor.durability.repackage import ledger_credentials
 from auditor.errors import ConfigError
-from auditor.metadata.zksecurity import DigestLogin, KeyStore, SaslLogin, ZkSecurity, ZkTls
+from auditor.files.tls import TlsFiles
+from auditor.metadata.zk.security import DigestLogin, KeyStore, SaslLogin, ZkSecurity, ZkTls
+from auditor.repair.attempt import RepairOptions
 from auditor.repair.fencing import FencePermit
 from auditor.repair.gate import RecoveryAddPermit
-from auditor.repair.worker import RepairOptions
 from auditor.settings.jaas import parse_jaas
 from auditor.settings.load import load_settings
 from auditor.settings.model import Settings
-from auditor.tlsfiles import TlsFiles
 
 SECRET = "Zq9-s3cret-7Hx"
 
@@ -118,7 +118,7 @@ def test_kazoos_trace_of_znode_data_is_not_logged() -> None:
     import logging
 
     from auditor.logging import configure_logging
-    from auditor.metadata.formats import serialize_ledger_metadata
+    from auditor.metadata.codecs.formats import serialize_ledger_metadata
 
     data = serialize_ledger_metadata(metadata(SECRET.encode()))
     out = io.StringIO()

@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 from auditor.checks.answers import fragment_sample, segment_ends
 from auditor.durability.ids import LedgerId
 from auditor.durability.model import LedgerMetadata, LedgerState, Segment
-from auditor.durability.schedule import StripedSet, expected_by_bookie
+from auditor.durability.schedule import expected_by_bookie
+from auditor.durability.striped import StripedSet
 
 
 @st.composite

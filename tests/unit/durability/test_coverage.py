@@ -21,7 +21,8 @@ from auditor.durability.findings import Category
 from auditor.durability.ids import LedgerId
 from auditor.durability.model import LedgerMetadata, LedgerState, Segment
 from auditor.durability.ranges import RangeSet
-from auditor.durability.schedule import StripedSet, expected_by_bookie
+from auditor.durability.schedule import expected_by_bookie
+from auditor.durability.striped import StripedSet
 from auditor.durability.verdicts import durability_findings
 
 NO, ACK, WRITE = Category.ENTRY_NO_REPLICA, Category.ENTRY_BELOW_ACK_QUORUM, Category.ENTRY_BELOW_WRITE_QUORUM

@@ -22,7 +22,7 @@ from auditor.durability.findings import (
 from auditor.durability.ids import LedgerId
 from auditor.durability.model import LedgerMetadata, LedgerState, Segment
 from auditor.durability.ranges import RangeSet
-from auditor.durability.schedule import StripedSet
+from auditor.durability.striped import StripedSet
 
 PULSAR_DATA = {
     "application": b"pulsar",

@@ -10,9 +10,6 @@ from auditor.durability.ids import LedgerId
 from auditor.durability.model import LedgerMetadata, LedgerState, Segment
 from auditor.durability.ranges import RangeSet
 from auditor.durability.schedule import (
-    Stripe,
-    StripedSet,
-    clip_rangeset,
     expected_by_bookie,
     expected_for_index,
     holds,
@@ -21,6 +18,7 @@ from auditor.durability.schedule import (
     write_set,
     write_set_bookies,
 )
+from auditor.durability.striped import Stripe, StripedSet, clip_rangeset
 
 
 def ids_of(s: StripedSet | Stripe | None) -> list[int]:

@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 from auditor.durability.coverage import analyze_coverage
 from auditor.durability.entrylist import EntryList, EntryListError, answer_now, encode_ranges
 from auditor.durability.ranges import RangeSet
-from auditor.durability.schedule import StripedSet, expected_by_bookie
+from auditor.durability.schedule import expected_by_bookie
 from auditor.durability.sharelist import decode_share
+from auditor.durability.striped import StripedSet
 from tests.unit.durability.test_coverage import ledgers_with_answers
 
 _RECORD = struct.Struct(">qqii")

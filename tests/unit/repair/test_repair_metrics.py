@@ -13,7 +13,7 @@ from auditor.durability.findings import Category, Severity
 from auditor.durability.ids import LedgerId
 from auditor.durability.repairblocked import blocked_finding
 from auditor.durability.repairplan import WorkClass, WorkItem
-from auditor.metadata.repairstate import RepairBlock
+from auditor.metadata.own.repairstate import RepairBlock
 from auditor.repair.metrics import RepairMetrics
 
 DOCS = Path(__file__).resolve().parents[3] / "docs" / "metrics.md"
