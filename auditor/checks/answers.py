@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from auditor.aio.cooperative import finish
-from auditor.bookie.client import Sent
+from auditor.bookie.pending import Sent
 from auditor.bookie.results import Capability, EntryListResult, Outcome, ReadEntryResult
 from auditor.durability.coverage import UNKNOWN, Answer
 from auditor.durability.entry import EntryVerification
@@ -24,8 +24,9 @@ from auditor.durability.findings import Method
 from auditor.durability.ledgerend import LacEvidence, LedgerEnd, closed_end, decide_end, judge_read_lac
 from auditor.durability.model import LedgerMetadata
 from auditor.durability.ranges import RangeSet
-from auditor.durability.schedule import StripedSet, expected_by_bookie
+from auditor.durability.schedule import expected_by_bookie
 from auditor.durability.steps import run_steps
+from auditor.durability.striped import StripedSet
 
 from .context import AuditContext, RunStats
 

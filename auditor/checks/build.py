@@ -5,46 +5,27 @@ Used by the one-shot command, the daemon and each Spark partition alike.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
 from auditor.aio.adaptive import AdaptivePolicy
-from auditor.bookie.client import BookieClientConfig, BookieTls
+from auditor.bookie.config import BookieClientConfig
 from auditor.bookie.pool import BookiePool
+from auditor.bookie.tls import BookieTls
 from auditor.durability.findings import Category, Finding, Method
-from auditor.durability.placement import PlacementPolicy, PolicyKind
 from auditor.errors import ConfigError
+from auditor.files.tls import ReloadingContext, TlsFileError
+from auditor.logging import get_logger
+from auditor.metadata.bookkeeper.bookies import pulsar_racks
+from auditor.metadata.bookkeeper.racks import RackResolver, ScriptRackResolver, load_rack_file
 from auditor.metadata.errors import MetadataError
-from auditor.metadata.racks import RackResolver, ScriptRackResolver, load_rack_file
-from auditor.metadata.zkbookies import BookieRegistry, pulsar_racks
-from auditor.metadata.zkstore import ZooKeeperMetadataStore
+from auditor.metadata.zk.store import ZooKeeperMetadataStore
 from auditor.settings import Settings, zookeeper_security
-from auditor.tlsfiles import ReloadingContext, TlsFileError
 
 from .context import AuditContext, CheckOptions
 
-log = logging.getLogger("auditor.checks")
-
-
-def placement_policy(settings: Settings) -> PlacementPolicy | None:
-    p = settings.placement
-    kind = p.policy  # translated from Java's class name, if one was given, when the settings were loaded
-    if kind is PolicyKind.DEFAULT:
-        return None  # the default (random) policy promises nothing to check
-    return PlacementPolicy(
-        kind=kind,
-        min_num_racks_per_write_quorum=p.min_racks_per_write_quorum,
-        enforce_min_num_racks_per_write_quorum=p.enforce_min_racks_per_write_quorum,
-        minimum_regions_for_durability=p.min_regions_for_durability,
-        min_num_zones_per_write_quorum=p.min_zones_per_write_quorum,
-        desired_num_zones_per_write_quorum=p.desired_zones_per_write_quorum,
-        enforce_strict_zoneaware_placement=p.enforce_strict_zoneaware_placement,
-        default_location=None
-        if kind is PolicyKind.RACK_AWARE and settings.racks.default_rack == "/default-rack"
-        else settings.racks.default_rack,
-    )
+log = get_logger("auditor.checks")
 
 
 def check_options(settings: Settings, *, one_shot: bool = False) -> CheckOptions:
@@ -57,7 +38,7 @@ def check_options(settings: Settings, *, one_shot: bool = False) -> CheckOptions
         recheck_delays=delays,
         underreplicated_grace_period=settings.under_replication.grace_seconds,
         verification_percentage=settings.ledger_check.verification_percentage,
-        placement=placement_policy(settings),
+        placement=settings.placement.build_policy(settings.racks.default_rack),
         pulsar_root=settings.references.pulsar_root,
         orphan_grace_seconds=settings.references.orphan_grace_seconds,
     )
@@ -164,7 +145,7 @@ class Locations:
         self._cache.clear()
 
 
-async def rack_resolver(settings: Settings, store: BookieRegistry) -> RackResolver | None:
+async def rack_resolver(settings: Settings, store: ZooKeeperMetadataStore) -> RackResolver | None:
     r = settings.racks
 
     async def host_of(bookie_id: str) -> str | None:
@@ -216,7 +197,10 @@ async def audit_context(
             from dataclasses import replace
 
             options = replace(options, **overrides)
-        rebuild = lambda: rack_resolver(settings, store)  # noqa: E731
+
+        async def rebuild() -> RackResolver | None:
+            return await rack_resolver(settings, store)
+
         if settings.racks.source in ("file", "script"):
             # Local configuration: unusable at start is a configuration error (exit 2), not a finding.
             locations = Locations(await rebuild(), rebuild)

@@ -1,6 +1,6 @@
 """`explain`: why is a ledger flagged? Its metadata, and what each ensemble member holds of each segment.
 
-The ledger's end and the bookies' answers come from the checks' own flow (`catalog`'s end and ask steps
+The ledger's end and the bookies' answers come from the checks' own flow (`per_ledger`'s end and ask steps
 over `answers.py`): a closed ledger ends at its last entry, an open one at the LAC the bookies' READ_LAC
 answers prove, and each bookie is asked once for its entry list (reads where it cannot list). So what
 `explain` shows is what the `scrutiny` and `open` checks see now. Works on any replica; writes nothing.
@@ -19,11 +19,11 @@ from auditor.durability.model import LedgerMetadata
 from auditor.durability.ranges import RangeSet
 from auditor.durability.schedule import expected_by_bookie
 from auditor.metadata.errors import CorruptZnodeError
-from auditor.metadata.repairstate import RepairBlocks
-from auditor.metadata.zkownstate import OwnZnodes
+from auditor.metadata.own.repairstate import RepairBlocks
+from auditor.metadata.zk.store import ZooKeeperMetadataStore
 
-from .catalog import OpenLedgerCheck
 from .context import AuditContext, RunStats
+from .per_ledger import OpenLedgerCheck
 
 MAX_RUNS = 100  # missing runs shown per bookie and segment
 
@@ -118,7 +118,7 @@ async def explain_ledger(ctx: AuditContext, ledger: LedgerId) -> LedgerExplanati
 
 async def repair_note(ctx: AuditContext, ledger: LedgerId) -> str | None:
     """Why the repair role has not repaired `ledger`, from its shared record (None: no record)."""
-    if not isinstance(ctx.store, OwnZnodes):
+    if not isinstance(ctx.store, ZooKeeperMetadataStore):
         return None
     try:
         got = await RepairBlocks(ctx.store).get(ledger)

@@ -15,16 +15,16 @@ import time
 from collections.abc import Mapping
 from typing import Any, TextIO
 
+from auditor.checks.tables import console
+from auditor.checks.tables import print_table as table_out
 from auditor.durability.findings import Category, Finding, FindingSummary
 from auditor.durability.topics import at_risk_by_topic
 from auditor.errors import error_line
 from auditor.logging import get_logger, log_new_finding
 from auditor.settings import Settings
-from auditor.tables import console
-from auditor.tables import print_table as table_out
 
 from .build import audit_context
-from .catalog import CHECKS, judges_each_ledger_alone, resolve_checks
+from .per_ledger import CHECKS, judges_each_ledger_alone, resolve_checks
 from .runner import CheckRun, Progress
 from .sharded import ShardedChecks
 

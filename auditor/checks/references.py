@@ -32,10 +32,10 @@ from auditor.durability.references import (
 from auditor.logging import get_logger
 from auditor.metadata.errors import CorruptZnodeError, NoSuchLedgerError
 from auditor.metadata.interfaces import LedgerRecord
-from auditor.metadata.referencestate import SeenLedgers, SeenStore
-from auditor.metadata.zkconnection import ZooKeeperConnection
-from auditor.metadata.zkownstate import OwnZnodes
-from auditor.metadata.zkpulsar import PulsarReferenceReader
+from auditor.metadata.own.referencestate import SeenLedgers, SeenStore
+from auditor.metadata.pulsar.references import PulsarReferenceReader
+from auditor.metadata.zk.connection import ZooKeeperConnection
+from auditor.metadata.zk.store import ZooKeeperMetadataStore
 
 from .context import AuditContext, RunStats
 from .runner import LedgerOutcome
@@ -100,10 +100,10 @@ class ReferencesCheck:
         return True
 
     async def _read_seen(self) -> SeenLedgers | None:
-        if not isinstance(self.ctx.store, OwnZnodes):
+        if not isinstance(self.ctx.store, ZooKeeperMetadataStore):
             return None
         try:
-            return await SeenStore(self.ctx.store).read()
+            return await SeenStore(self.ctx.store).get()
         except CorruptZnodeError as exc:  # only "last seen" is lost; the next pass rewrites it
             log.warning("references state unreadable: last-seen times unknown", path=exc.path, problem=exc.problem)
             return None

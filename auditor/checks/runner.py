@@ -16,24 +16,26 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast, runtime_checkable
 
-import structlog
-
 from auditor.durability.findings import Category, Finding, Method
 from auditor.durability.ids import LedgerId
 from auditor.durability.model import LedgerMetadata
+from auditor.logging import get_logger
 from auditor.metadata.errors import CorruptZnodeError, NoSuchLedgerError
 from auditor.metadata.interfaces import CorruptLedger, LedgerRecord, ScanStats
 
 from .context import AuditContext, RunStats
 from .recheck import RecheckQueue
 
-log = structlog.get_logger("auditor.checks")
+log = get_logger("auditor.checks")
 
 # Ledgers whose bookies a check that can (`first_answers`) asks together, in one batch per bookie: a scan
 # of thousands of ledgers wakes once per bookie per group instead of once per request. At most half of
 # `max_concurrent_ledgers`, so two groups are in flight: one being judged while the next one's answers
 # arrive.
 GROUP_LEDGERS = 64
+
+# A ledger in dispatch, during a scan: [its id, finished] (mutable: `finished` is set when it is done).
+_Slot = list[Any]
 
 
 @dataclass
@@ -204,7 +206,7 @@ class CheckRun:
         source = records if records is not None else self.ctx.store.scan_ledgers(start, end, stats=self.scan_stats)
         # Ledgers in dispatch (ascending id) order: [id, finished]. The cursor passes a ledger only once
         # it and every ledger before it are finished.
-        order: collections.deque[list] = collections.deque()
+        order: collections.deque[_Slot] = collections.deque()
 
         def advance() -> None:
             while order and order[0][1]:
@@ -217,7 +219,7 @@ class CheckRun:
             if not t.cancelled() and (exc := t.exception()) is not None:
                 failures.append(exc)  # retrieved here, raised by the scan at its end
 
-        def done_with(slot: list, release: bool = True) -> None:
+        def done_with(slot: _Slot, release: bool = True) -> None:
             if release:
                 limit.release()
             slot[1] = True
@@ -227,13 +229,13 @@ class CheckRun:
             if self._progress_sink:
                 self._progress_sink(self.progress)
 
-        async def guarded(r: LedgerRecord | CorruptLedger, slot: list) -> None:
+        async def guarded(r: LedgerRecord | CorruptLedger, slot: _Slot) -> None:
             try:
                 await self._one(r)
             finally:
                 done_with(slot)
 
-        async def guarded_group(group: list[tuple[LedgerRecord | CorruptLedger, list]]) -> None:
+        async def guarded_group(group: list[tuple[LedgerRecord | CorruptLedger, _Slot]]) -> None:
             """A group of `batchable` ledgers: their first answers asked together in one batch per bookie
             (`first_answers`); those the answers settle (`settle`) recorded at once, their informational
             findings confirmed together (`confirm_settled`); each of the others checked in turn."""
@@ -281,7 +283,7 @@ class CheckRun:
 
         batching = self.check if isinstance(self.check, BatchingCheck) else None
         group_size = min(GROUP_LEDGERS, max(1, self.ctx.options.max_concurrent_ledgers // 2))
-        group: list[tuple[LedgerRecord | CorruptLedger, list]] = []
+        group: list[tuple[LedgerRecord | CorruptLedger, _Slot]] = []
         try:
             async for batch in source:
                 for r in batch:
@@ -329,7 +331,7 @@ class CheckRun:
         """Work the re-check queue until it is empty: the ledgers due together are re-checked together, at
         most `max_concurrent_ledgers` at a time. One at a time, a bookie that is registered but silent
         cost every ledger on it its timeouts in turn: 2 s per ledger and re-check at a 1 s timeout, some
-        400 s per round for the 200 ledgers of a test cluster (tests/realcluster/test_daemon_processes.py)."""
+        400 s per round for the 200 ledgers of a test cluster (tests/realcluster/processes/test_daemon_processes.py)."""
         limit = max(1, self.ctx.options.max_concurrent_ledgers)
         while len(self.queue):
             due = [await self.queue.get()]

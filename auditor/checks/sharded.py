@@ -1,5 +1,6 @@
-"""Per-ledger checks run on worker processes: what their engine (`auditor.spark.processes`) takes and hands
-back, so that the one-shot command and the daemon can use it without importing it (the CLI injects it).
+"""Per-ledger checks run on worker processes: what their engine (`auditor.processes.engine`) takes and hands
+back, so that the checks that use it need not import it (the CLI injects it into the one-shot command; the
+daemon makes it only when `schedule.scan_processes` > 1, in `auditor.daemon.service.scan_engine`).
 
 The one-shot command (`check --processes N`) wants every finding in id order and the re-checks done by the
 workers. The daemon's leader (`schedule.scan_processes`) wants more (`ScanHooks`): to resume a pass after

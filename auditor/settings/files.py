@@ -10,8 +10,8 @@ from typing import Any
 
 import yaml
 
-from auditor import safeyaml
 from auditor.errors import ConfigError
+from auditor.files import safeyaml
 
 from .javakeys import (
     BOOKIE_SECURITY_KEYS,

@@ -15,8 +15,8 @@ from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
 from auditor import redact
-from auditor.clientenv import CLI_VARIABLES
 from auditor.errors import ConfigError
+from auditor.settings.clientenv import CLI_VARIABLES
 
 from .files import translate_file
 from .model import ENV_PREFIX, FILE_DATA, Settings, model_for

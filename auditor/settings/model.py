@@ -1,5 +1,8 @@
 """The settings model: one pydantic `Settings` with a section per subject, and the names it knows.
 
+One module on purpose (just over 600 lines): the sections are one model that pydantic resolves
+together, and the names it knows are derived from it; wording and loading live elsewhere.
+
 Sources and their precedence are set up here (`settings_customise_sources`); reading them, and wording
 what is wrong, is `auditor.settings.load`'s job.
 """
@@ -18,15 +21,15 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
-from auditor.durability.placement import PolicyKind
+from auditor.durability.placement import DEFAULT_RACK, PlacementPolicy, PolicyKind
 from auditor.errors import ConfigError
-from auditor.tlsfiles import TlsFiles
+from auditor.files.tls import TlsFiles
 
 from .clientnames import client_names
 from .values import DEFAULT_ADMIN_ADDRESS, TimeWindow, checked_bind, optional_bind, split_list
 
 if TYPE_CHECKING:
-    from auditor.metadata.location import MetadataLocation
+    from auditor.metadata.zk.location import MetadataLocation
 
 ENV_PREFIX = "BKAUDIT_"
 DEFAULT_LEDGERS_ROOT = "/ledgers"
@@ -204,7 +207,7 @@ class ReferencesSettings(_Section):
     def _check_root(cls, v: str | None) -> str | None:
         if v is None:
             return v
-        from auditor.metadata.location import zk_path_problem
+        from auditor.metadata.zk.location import zk_path_problem
 
         problem = zk_path_problem(v)
         if problem:
@@ -213,6 +216,9 @@ class ReferencesSettings(_Section):
 
 
 class PlacementSettings(_Section):
+    """The writers' placement policy, as the checks judge it: the fields of `PlacementPolicy`, spelt the
+    same, which `build_policy` fills in."""
+
     policy: PolicyKind = PolicyKind.RACK_AWARE  # Java class names are translated on the way in
     min_racks_per_write_quorum: int = Field(2, ge=1)
     enforce_min_racks_per_write_quorum: bool = False
@@ -220,6 +226,24 @@ class PlacementSettings(_Section):
     min_zones_per_write_quorum: int = Field(2, ge=1)
     desired_zones_per_write_quorum: int = Field(3, ge=1)
     enforce_strict_zoneaware_placement: bool = True
+
+    def build_policy(self, default_rack: str) -> PlacementPolicy | None:
+        """The policy to judge ensembles by, members of no known rack placed in `default_rack`
+        (`racks.default_rack`); None for the default (random) policy, which promises nothing to check."""
+        kind = self.policy  # translated from Java's class name, if one was given, when the settings were loaded
+        if kind is PolicyKind.DEFAULT:
+            return None
+        return PlacementPolicy(
+            kind=kind,
+            min_racks_per_write_quorum=self.min_racks_per_write_quorum,
+            enforce_min_racks_per_write_quorum=self.enforce_min_racks_per_write_quorum,
+            min_regions_for_durability=self.min_regions_for_durability,
+            min_zones_per_write_quorum=self.min_zones_per_write_quorum,
+            desired_zones_per_write_quorum=self.desired_zones_per_write_quorum,
+            enforce_strict_zoneaware_placement=self.enforce_strict_zoneaware_placement,
+            # the rack-aware policy's own default stays implicit (None), any other rack is given
+            default_location=None if kind is PolicyKind.RACK_AWARE and default_rack == DEFAULT_RACK else default_rack,
+        )
 
 
 class RackSettings(_Section):
@@ -259,7 +283,7 @@ class BookieTlsSettings(_Section):
         return [n for n in names if getattr(self, n) is not None]
 
     def files(self) -> TlsFiles:
-        """Where the material is, for `auditor.tlsfiles.client_context`."""
+        """Where the material is, for `auditor.files.tls.client_context`."""
         return TlsFiles(
             ca_file=self.ca_file,
             truststore=self.truststore,
@@ -465,7 +489,7 @@ class Settings(BaseSettings):
 
     def metadata_location(self) -> MetadataLocation:
         """The resolved metadata location (URI wins over zkServers + root)."""
-        from auditor.metadata.location import LedgerManager, resolve
+        from auditor.metadata.zk.location import LedgerManager, resolve
 
         zk = self.zookeeper
         return resolve(
@@ -505,13 +529,13 @@ class Settings(BaseSettings):
 
     @property
     def java_election_path(self) -> str:
-        from auditor.metadata.election import JAVA_ELECTION_DIR
+        from auditor.metadata.bookkeeper.election import JAVA_ELECTION_DIR
 
         return f"{self.ledgers_root.rstrip('/')}/{JAVA_ELECTION_DIR}"
 
     @property
     def election_path(self) -> str:
-        from auditor.metadata.election import election_path
+        from auditor.metadata.bookkeeper.election import election_path
 
         if self.election.path:
             return self.election.path.rstrip("/")

@@ -21,9 +21,9 @@ def cross_checks(s: Settings, stacks: list[dict[str, Origin]]) -> list[str]:
             s.metadata_location()
         except Exception as exc:  # MetadataConfigError / UnsupportedLayoutError from the adapters
             say("metadata_service_uri" if s.metadata_service_uri else "zookeeper.servers", str(exc))
-    from auditor.metadata.election import election_base
+    from auditor.metadata.bookkeeper.election import election_base
     from auditor.metadata.errors import MetadataConfigError
-    from auditor.metadata.location import zk_path_problem
+    from auditor.metadata.zk.location import zk_path_problem
 
     root = s.zookeeper.ledgers_root
     if zk_path_problem(root.rstrip("/") or "/"):
@@ -40,7 +40,7 @@ def cross_checks(s: Settings, stacks: list[dict[str, Origin]]) -> list[str]:
         except MetadataConfigError as exc:
             say("election.path", str(exc))
     if s.election.join_java_election:
-        from auditor.metadata.formats import is_valid_bookie_id
+        from auditor.metadata.codecs.formats import is_valid_bookie_id
 
         if not is_valid_bookie_id(s.election.identity):
             say(
@@ -70,7 +70,7 @@ def cross_checks(s: Settings, stacks: list[dict[str, Origin]]) -> list[str]:
             say("racks.script", f"{r.script}: no such file")
     t = s.bookie_client.tls
     if t.enabled:
-        from auditor.tlsfiles import TlsFileError, client_context
+        from auditor.files.tls import TlsFileError, client_context
 
         try:
             client_context(t.files())  # every file read and checked now: a bad one is exit 2 at start

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from auditor.errors import ConfigError
-from auditor.metadata.zksecurity import DigestLogin, KeyStore, KeyStoreError, SaslLogin, ZkSecurity, ZkTls, store_kind
+from auditor.metadata.zk.security import DigestLogin, KeyStore, KeyStoreError, SaslLogin, ZkSecurity, ZkTls, store_kind
 
 from .jaas import read_jaas
 from .model import Settings

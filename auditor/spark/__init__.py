@@ -10,13 +10,6 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "ID_SPACE_END": "partitions",
-    "IdPartition": "partitions",
-    "Span": "partitions",
-    "check_cover": "partitions",
-    "plan_partitions": "partitions",
-    "SweepPlan": "plan",
-    "plan_sweep": "plan",
     "get_session": "session",
     "PartitionReport": "sweep",
     "SweepOptions": "sweep",

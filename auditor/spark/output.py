@@ -17,13 +17,12 @@ from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import urlparse
 
-from auditor.checks.context import RunStats
 from auditor.checks.oneshot import run_counts
+from auditor.checks.tables import console
+from auditor.checks.tables import print_table as table_out
 from auditor.durability.findings import Finding, FindingSummary, FindingWire, Severity
-from auditor.tables import console
-from auditor.tables import print_table as table_out
-
-from .worker import FINDING, STATS, Row
+from auditor.processes.engine import merge_run_stats
+from auditor.processes.worker import FINDING, STATS, Row
 
 
 class SweepFindings:
@@ -64,17 +63,6 @@ class PartitionStats:
 
     def ledgers(self, check: str) -> list[str] | None:
         return self.checks.get(check, {}).get("ledgers")
-
-
-def merge_run_stats(check: str, parts: Iterable[dict[str, Any]]) -> dict[str, Any]:
-    """Sum one check's RunStats dicts over partitions (durationSeconds: summed partition time)."""
-    total = RunStats(check)
-    partitions, seconds = 0, 0.0
-    for p in parts:
-        total.absorb(p)
-        partitions += 1
-        seconds += float(p.get("durationSeconds", 0.0))
-    return {**total.as_dict(), "partitions": partitions, "durationSeconds": round(seconds, 3)}
 
 
 def aggregate(

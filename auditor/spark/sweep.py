@@ -5,10 +5,10 @@
     bk-auditor sweep --metadata-service-uri ...          (the same options)
 
 1. The driver lists the leaf directories of the ledger tree (not the ledgers in them) and cuts the id
-   space into N consecutive partitions of about equal ledger counts (`plan.py`, `partitions.py`).
+   space into N consecutive partitions of about equal ledger counts (`auditor/processes/plan.py`, `partitions.py`).
 2. Each partition is one Spark task (`mapPartitions` over a one-element partition): it opens its own
    ZooKeeper session and bookie connections and runs the selected checks with the same code as
-   `bk-auditor check` and the daemon (`worker.py`).
+   `bk-auditor check` and the daemon (`auditor/processes/worker.py`).
 3. The driver submits one job per partition from a pool of `max_concurrent_partitions` threads, so the
    load on the cluster is bounded globally: at most that many partitions are in flight, each within
    its own per-bookie rate limit. Progress is reported as partitions finish; a failed partition is
@@ -33,13 +33,13 @@ from typing import Any, TextIO
 
 from auditor.durability.ids import LedgerId
 from auditor.errors import error_line
+from auditor.processes.engine import local_processes, new_pool, partition_rows, stop_workers
+from auditor.processes.partitions import IdPartition
+from auditor.processes.plan import SweepPlan, checked_plan
+from auditor.processes.worker import FINDING, STATS, Row, run_partitions, settings_to_wire
 from auditor.settings import Settings
 
 from .output import PartitionStats, SweepFindings, aggregate, findings_jsonl, join_uri, print_table, write_text
-from .partitions import IdPartition
-from .plan import SweepPlan, checked_plan
-from .processes import local_processes, new_pool, partition_rows, stop_workers
-from .worker import FINDING, STATS, Row, run_partitions, settings_to_wire
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 PARTITIONS_PER_CORE = 4
@@ -204,7 +204,7 @@ def run_sweep_on_processes(
 
 
 def _checks(opts: SweepOptions) -> list[str]:
-    from auditor.checks.catalog import resolve_checks
+    from auditor.checks.per_ledger import resolve_checks
 
     return resolve_checks(opts.checks, per_ledger_only=True)
 
@@ -304,7 +304,7 @@ def sweep_main(
     err: TextIO | None = None,
 ) -> int:
     """Everything `bk-auditor sweep` does after parsing options; returns the exit code."""
-    from auditor.checks.catalog import resolve_checks
+    from auditor.checks.per_ledger import resolve_checks
     from auditor.logging import get_logger, log_new_finding
 
     from .session import describe, get_session

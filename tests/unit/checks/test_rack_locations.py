@@ -10,7 +10,7 @@ from pathlib import Path
 
 from auditor.checks.build import Locations
 from auditor.durability.findings import Category
-from auditor.metadata.racks import RackResolver, ScriptRackResolver, pulsar_rack_map
+from auditor.metadata.bookkeeper.racks import RackResolver, ScriptRackResolver, pulsar_rack_map
 
 GOOD = json.dumps({"default": {"b1:3181": {"rack": "/r1"}, "b2:3181": {"rack": "/r2"}}}).encode()
 

@@ -17,6 +17,7 @@ from auditor.durability.placement import (
     check_ledger,
     normalize_location,
 )
+from tests.unit.durability.placement_conf import policy_from_conf, policy_to_conf
 
 RACK = PlacementPolicy()
 STRICT, SOFT, FAIL = Adherence.MEETS_STRICT, Adherence.MEETS_SOFT, Adherence.FAIL
@@ -57,7 +58,7 @@ def test_rack_aware_wrapping_quorum() -> None:
 
 
 def test_min_racks_capped_by_write_quorum() -> None:
-    policy = PlacementPolicy(min_num_racks_per_write_quorum=3)
+    policy = PlacementPolicy(min_racks_per_write_quorum=3)
     assert check_ensemble(ens(4), 2, 2, policy, locs("/r1", "/r2", "/r1", "/r2")).adherence is STRICT
     assert check_ensemble(ens(4), 3, 2, policy, locs("/r1", "/r2", "/r1", "/r2")).adherence is FAIL
 
@@ -83,7 +84,7 @@ def test_read_only_or_stopped_bookie_keeps_its_rack() -> None:
 
 
 def test_enforce_min_racks_rejects_default_rack() -> None:
-    policy = PlacementPolicy(enforce_min_num_racks_per_write_quorum=True)
+    policy = PlacementPolicy(enforce_min_racks_per_write_quorum=True)
     v = check_ensemble(ens(3), 2, 2, policy, locs("/r1", "/r2", None))
     assert v.adherence is FAIL
     assert [q.start_index for q in v.quorums] == [1, 2]
@@ -109,9 +110,7 @@ def test_normalize_location() -> None:
 # region-aware
 
 
-REGION = PlacementPolicy(
-    kind=PolicyKind.REGION_AWARE, regions_to_write=("east", "west"), minimum_regions_for_durability=2
-)
+REGION = PlacementPolicy(kind=PolicyKind.REGION_AWARE, regions_to_write=("east", "west"), min_regions_for_durability=2)
 
 
 def test_region_aware_alternating_regions_pass() -> None:
@@ -224,7 +223,7 @@ def test_default_policy_always_strict() -> None:
 
 
 def test_from_conf_java_keys() -> None:
-    p = PlacementPolicy.from_conf(
+    p = policy_from_conf(
         {
             "ensemblePlacementPolicy": "org.apache.bookkeeper.client.RegionAwareEnsemblePlacementPolicy",
             "minNumRacksPerWriteQuorum": "3",
@@ -237,16 +236,15 @@ def test_from_conf_java_keys() -> None:
             "unrelated": "x",
         }
     )
-    assert p.kind is PolicyKind.REGION_AWARE and p.min_num_racks_per_write_quorum == 3
-    assert p.enforce_min_num_racks_per_write_quorum and p.regions_to_write == ("east", "west")
-    assert p.desired_num_zones_per_write_quorum == 4 and not p.enforce_strict_zoneaware_placement
-    assert PlacementPolicy.from_conf(p.to_conf()) == p
+    assert p.kind is PolicyKind.REGION_AWARE and p.min_racks_per_write_quorum == 3
+    assert p.enforce_min_racks_per_write_quorum and p.regions_to_write == ("east", "west")
+    assert p.desired_zones_per_write_quorum == 4 and not p.enforce_strict_zoneaware_placement
+    assert policy_from_conf(policy_to_conf(p)) == p
     assert (
-        PlacementPolicy.from_conf({"ensemblePlacementPolicy": "ZoneawareEnsemblePlacementPolicy"}).kind
-        is PolicyKind.ZONE_AWARE
+        policy_from_conf({"ensemblePlacementPolicy": "ZoneawareEnsemblePlacementPolicy"}).kind is PolicyKind.ZONE_AWARE
     )
     with pytest.raises(ValueError):
-        PlacementPolicy.from_conf({"ensemblePlacementPolicy": "com.example.Custom"})
+        policy_from_conf({"ensemblePlacementPolicy": "com.example.Custom"})
 
 
 def test_check_ledger_worst_segment_and_empty_segments() -> None:

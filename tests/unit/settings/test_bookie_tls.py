@@ -1,6 +1,6 @@
 """Bookie TLS settings: the Java client's keys translated as BookKeeper 4.17.3 reads them, our own
 `bookie_client.tls` names, and every refusal (fail closed: a security setting we do not implement is an
-error naming the key, never ignored). Certificates are generated for the test (tests/certs.py)."""
+error naming the key, never ignored). Certificates are generated for the test (devcluster/certs.py)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from auditor.checks.build import bookie_config
+from auditor.files.tls import ReloadingContext, TlsFileError, TlsFiles, client_context
 from auditor.settings import ConfigError, load_settings
-from auditor.tlsfiles import ReloadingContext, TlsFileError, TlsFiles, client_context
-from tests.certs import STORE_PASSWORD, CertAuthority, Issued
+from devcluster.certs import STORE_PASSWORD, CertAuthority, Issued
 
 URI = "metadataServiceUri=zk+hierarchical://127.0.0.1:2181/ledgers\n"
 FACTORY = "tlsProviderFactoryClass=org.apache.bookkeeper.tls.TLSContextFactory\n"

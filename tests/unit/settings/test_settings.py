@@ -8,9 +8,8 @@ from pathlib import Path
 import pytest
 
 import auditor.errors
-from auditor.checks.build import placement_policy
-from auditor.durability.placement import POLICY_CLASSES, PlacementPolicy, PolicyKind
-from auditor.metadata.location import LedgerManager
+from auditor.durability.placement import POLICY_CLASSES, PolicyKind
+from auditor.metadata.zk.location import LedgerManager
 from auditor.settings import (
     DEFAULT_ADMIN_ADDRESS,
     ENV_ADMIN_ADDRESS,
@@ -22,6 +21,7 @@ from auditor.settings import (
     load_settings,
     parse_properties,
 )
+from tests.unit.durability.placement_conf import policy_from_conf
 
 pytestmark = pytest.mark.usefixtures("no_bkaudit_env")  # no BKAUDIT_* variable from outside
 
@@ -50,7 +50,7 @@ def test_each_placement_class_is_translated_once_when_loaded(tmp_path: Path, nam
     conf.write_text(f"metadataServiceUri=zk://127.0.0.1:2181/ledgers\nensemblePlacementPolicy=x.y.{name}\n")
     s = load_settings(conf)
     assert s.placement.policy is POLICY_CLASSES[name]
-    policy = placement_policy(s)
+    policy = s.placement.build_policy(s.racks.default_rack)
     if POLICY_CLASSES[name] is PolicyKind.DEFAULT:
         assert policy is None
     else:
@@ -62,7 +62,7 @@ def test_placement_kind_names_and_java_classes_round_trip() -> None:
         assert PolicyKind.parse(kind.value) is kind
         assert PolicyKind.parse(kind.java_class) is kind
         assert kind.java_class.startswith("org.apache.bookkeeper.client.")
-    assert PlacementPolicy.from_conf(
+    assert policy_from_conf(
         {"ensemblePlacementPolicy": "org.apache.pulsar.bookie.rackawareness.IsolatedBookieEnsemblePlacementPolicy"}
     ).kind is (PolicyKind.RACK_AWARE)
 

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from kazoo.security import CREATOR_ALL_ACL, OPEN_ACL_UNSAFE
 
-from auditor.metadata.zksecurity import ZkSecurity
+from auditor.metadata.zk.security import ZkSecurity
 from auditor.settings import ConfigError, load_settings, zookeeper_security
 from auditor.settings.jaas import JaasError, parse_jaas
-from tests.realcluster.cluster.zksecurity import STORE_PASSWORD, Pki
+from devcluster.cluster.zksecurity import STORE_PASSWORD, Pki
 
 URI = "metadataServiceUri=zk+hierarchical://127.0.0.1:2181/ledgers\n"
 DIGEST = "org.apache.zookeeper.server.auth.DigestLoginModule"

@@ -18,11 +18,10 @@ from typer.testing import CliRunner
 from auditor.cli import app
 from auditor.durability.findings import Category, Finding, FindingSummary, Severity
 from auditor.durability.ids import MAX_ID, LedgerId
-from auditor.metadata.location import LedgerManager
-from auditor.metadata.paths import HYBRID_SPLIT, LedgerPaths, walk_leaf_directories
-from auditor.settings import Settings
-from auditor.spark.output import aggregate, findings_jsonl, merge_run_stats
-from auditor.spark.partitions import (
+from auditor.metadata.codecs.paths import HYBRID_SPLIT, LedgerPaths, walk_leaf_directories
+from auditor.metadata.zk.location import LedgerManager
+from auditor.processes.engine import merge_run_stats
+from auditor.processes.partitions import (
     ID_SPACE_END,
     IdPartition,
     Span,
@@ -33,8 +32,10 @@ from auditor.spark.partitions import (
     id_value,
     plan_partitions,
 )
+from auditor.processes.worker import FINDING, STATS, settings_from_wire, settings_to_wire
+from auditor.settings import Settings
+from auditor.spark.output import aggregate, findings_jsonl
 from auditor.spark.session import parse_conf, resolve_master, spark_defaults
-from auditor.spark.worker import FINDING, STATS, settings_from_wire, settings_to_wire
 
 
 def L(n: int, scope: int = 0) -> LedgerId:
@@ -410,7 +411,7 @@ def test_sweep_rejects_a_bad_executor_log_level_before_starting_spark(capsys: py
 def test_sweep_progress_line_has_ledgers_rate_and_eta() -> None:
     import io
 
-    from auditor.spark.partitions import IdPartition
+    from auditor.processes.partitions import IdPartition
     from auditor.spark.sweep import PartitionReport, SweepProgress, print_progress
 
     err = io.StringIO()

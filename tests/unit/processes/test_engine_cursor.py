@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from auditor.checks.context import RunStats
 from auditor.durability.ids import MAX_ID, LedgerId
-from auditor.spark.output import merge_run_stats
-from auditor.spark.partitions import ID_SPACE_END, SCOPE_STRIDE, IdPartition
-from auditor.spark.processes import _Cursor
+from auditor.processes.engine import _Cursor, merge_run_stats
+from auditor.processes.partitions import ID_SPACE_END, SCOPE_STRIDE, IdPartition
 
 
 def _parts(*cuts: int) -> list[IdPartition]:

@@ -26,19 +26,20 @@ import select
 import threading
 import time
 from collections import deque
+from collections.abc import Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
+from auditor.checks.context import RunStats
 from auditor.checks.runner import Progress, ProgressSink
 from auditor.checks.sharded import FindingSink, PartitionDone, ScanHooks, Suspect
-from auditor.cpus import available_cpus
 from auditor.durability.findings import Finding
 from auditor.durability.ids import LedgerId
 from auditor.errors import AuditorError
+from auditor.processes.cpus import available_cpus
 from auditor.settings import Settings
 
-from .output import merge_run_stats
 from .partitions import ID_SPACE_END, IdPartition, id_at
 from .plan import checked_plan
 from .worker import FINDING, STATS, SUSPECT, Row, run_partitions, settings_to_wire
@@ -104,7 +105,7 @@ def _end_with_owner(owner: int) -> None:
 # What the fork server imports once, before it forks any worker: the partitions' code and everything it
 # uses (the settings, kazoo, protobuf, structlog...). A spawned worker imported it all again: about 0.45 s
 # of CPU each, a tenth of a 4-process scan of 100,000 ledgers.
-PRELOAD = ["auditor.spark.processes"]
+PRELOAD = ["auditor.processes.engine"]
 
 
 def new_pool(processes: int) -> ProcessPoolExecutor:
@@ -154,6 +155,17 @@ def shared_budget(wire: dict[str, Any], processes: int) -> dict[str, Any]:
     zk["reads_per_second"] = zk["reads_per_second"] / processes
     zk["max_concurrent_reads"] = max(1, zk["max_concurrent_reads"] // processes)
     return out
+
+
+def merge_run_stats(check: str, parts: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """Sum one check's RunStats dicts over partitions (durationSeconds: summed partition time)."""
+    total = RunStats(check)
+    partitions, seconds = 0, 0.0
+    for p in parts:
+        total.absorb(p)
+        partitions += 1
+        seconds += float(p.get("durationSeconds", 0.0))
+    return {**total.as_dict(), "partitions": partitions, "durationSeconds": round(seconds, 3)}
 
 
 class PartitionFailed(AuditorError):

@@ -25,15 +25,18 @@ from dataclasses import asdict
 from typing import Any
 
 from auditor.checks.build import audit_context
-from auditor.checks.catalog import CHECKS
+from auditor.checks.per_ledger import CHECKS
 from auditor.checks.runner import BatchingCheck, CheckRun, LedgerCheck, LedgerOutcome
 from auditor.durability.findings import Finding
 from auditor.durability.ids import LedgerId
-from auditor.gctune import tune_gc
+from auditor.logging import get_logger
 from auditor.metadata.interfaces import CorruptLedger, LedgerRecord
+from auditor.processes.gctune import tune_gc
 from auditor.settings import Settings
 
 from .partitions import IdPartition
+
+log = get_logger("auditor.spark")
 
 FINDING = "finding"
 STATS = "stats"
@@ -205,7 +208,5 @@ def run_partitions(
                 rows = runner.run(coro)
         else:
             rows = asyncio.run(coro)
-        logging.getLogger("auditor.spark").info(
-            "partition %s %s done in %.1fs", part.index, part.describe(), time.monotonic() - started
-        )
+        log.info("partition %s %s done in %.1fs", part.index, part.describe(), time.monotonic() - started)
         yield from rows

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from auditor.spark import processes
-from auditor.spark.processes import PRELOAD, new_pool
+from auditor.processes import engine as processes
+from auditor.processes.engine import PRELOAD, new_pool
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -44,8 +44,8 @@ def test_workers_come_from_a_fork_server_with_the_code_imported_and_no_grpc() ->
 OWNER = """
 import json, sys, time
 sys.path.insert(0, {root!r})
-from tests.unit.spark.test_worker_pool import worker_facts
-from auditor.spark.processes import new_pool
+from tests.unit.processes.test_worker_pool import worker_facts
+from auditor.processes.engine import new_pool
 
 pool = new_pool(2)
 pids = sorted({{pool.submit(worker_facts).result(timeout=60)["pid"] for _ in range(8)}})

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from auditor.checks.runner import CheckRun
-from auditor.spark.worker import _Tracked
+from auditor.processes.worker import _Tracked
 from tests.unit.checks.test_runner_failures import GroupedCheck, record
 
 

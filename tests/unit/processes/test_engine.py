@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from auditor.cpus import available_cpus, quota_cpus
+from auditor.processes.cpus import available_cpus, quota_cpus
+from auditor.processes.engine import local_processes, shared_budget
+from auditor.processes.worker import settings_from_wire, settings_to_wire
 from auditor.settings import Settings
-from auditor.spark.processes import local_processes, shared_budget
-from auditor.spark.worker import settings_from_wire, settings_to_wire
 
 
 def test_cgroup_v2_quota_rounds_up(tmp_path: Path) -> None:
