@@ -5,6 +5,10 @@ grpc, asyncio) routed through the same processors, so every line has the same sh
   `logger`, `event`, then the event's keys.
 * `console`: structlog's console renderer (colours only on a TTY), for people at a terminal.
 
+Every module of ours gets its logger one way, `log = get_logger("auditor.<subject>")` (the name is what
+a JSON line carries as `logger`; tests/unit/test_logger_idiom.py keeps it so). This module sits low so
+that every layer may import it: it imports only structlog, the standard library and `auditor.redact`.
+
 Key convention, shared with BookKeeper's own structured logs: camelCase `ledgerId`, `bookieId`,
 `entryId`. Snake-case spellings of those (`ledger_id=...`) are renamed on the way out, so a call site
 cannot break the convention by accident.
@@ -17,14 +21,12 @@ import json
 import logging
 import sys
 from collections.abc import Mapping
-from typing import IO, Any, Protocol
+from typing import IO, Any, Protocol, runtime_checkable
 
 import structlog
 from structlog.typing import EventDict, WrappedLogger
 
 from auditor import redact
-from auditor.durability.findings import Finding
-from auditor.durability.ids import LedgerId
 
 _HANDLER_FLAG = "_bk_auditor_handler"
 LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
@@ -45,12 +47,21 @@ _RESERVED = {"event", "level", "timestamp", "logger", "exception", "stack"}
 _SEVERITY_LEVEL = {"critical": logging.ERROR, "major": logging.WARNING, "minor": logging.WARNING, "info": logging.INFO}
 
 
+@runtime_checkable
+class _ScopedLedgerId(Protocol):
+    """A ledger id with its scope (`auditor.durability.ids.LedgerId`, which this low module cannot
+    import)."""
+
+    scope: int
+    ledger: int
+
+
 def _camel_keys(_: WrappedLogger, __: str, event: EventDict) -> EventDict:
     for snake, camel in CAMEL_KEYS.items():
         if snake in event:
             event.setdefault(camel, event.pop(snake))
     ledger = event.get("ledgerId")
-    if isinstance(ledger, LedgerId):
+    if isinstance(ledger, _ScopedLedgerId):
         # Same shape as Finding.to_log_dict: ledgerId is always a number, scopeId only when not 0, so a
         # log store never sees ledgerId as a number in one line and a string in the next.
         event["ledgerId"] = ledger.ledger
@@ -147,22 +158,37 @@ def configure_logging(level: str = "info", fmt: str = "json", stream: IO[str] | 
     root.setLevel(LEVELS[level.lower()])
     logging.captureWarnings(True)
     structlog.configure(
-        processors=[structlog.stdlib.filter_by_level, *shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
+        processors=[
+            structlog.stdlib.filter_by_level,
+            # `log.info("... %s", x)` reads as the stdlib's does (the event, formatted), not as a key.
+            structlog.stdlib.PositionalArgumentsFormatter(),
+            *shared,
+            structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
+        ],
         logger_factory=structlog.stdlib.LoggerFactory(),
         wrapper_class=structlog.stdlib.BoundLogger,
         cache_logger_on_first_use=False,  # reconfiguration (level, stream) must reach existing loggers
     )
 
 
-def get_logger(name: str | None = None, **initial: Any) -> Any:
-    """A structlog logger named like a stdlib one (`auditor.daemon...`)."""
-    return structlog.stdlib.get_logger(name, **initial)
+def get_logger(name: str, **initial: Any) -> Any:
+    """The logger of one of our modules, `name` like a stdlib one (`auditor.daemon...`): a structlog
+    logger over the stdlib logger of that name, so that its lines go where stdlib logging sends them
+    whether or not `configure_logging` ran (a library's host, a test's log capture)."""
+    return structlog.wrap_logger(logging.getLogger(name), **initial)
 
 
 class LoggableFinding(Protocol):
     """What `log_finding` needs (a `Finding`, or anything with the same wire form)."""
 
     def to_log_dict(self) -> Mapping[str, Any]: ...
+
+
+class NewFinding(LoggableFinding, Protocol):
+    """What `log_new_finding` needs (a `Finding`)."""
+
+    @property
+    def actionable(self) -> bool: ...
 
 
 def log_finding(
@@ -180,7 +206,7 @@ def log_finding(
     (logger or get_logger("auditor.findings")).log(level, event, **fields)
 
 
-def log_new_finding(finding: Finding, *, logger: Any = None, check: str | None = None) -> None:
+def log_new_finding(finding: NewFinding, *, logger: Any = None, check: str | None = None) -> None:
     """Log a finding seen for the first time, unless it is informational (`Finding.actionable`): info
     findings are counted, not logged one by one. The one rule for the daemon, `bk-auditor check` and the
     Spark sweep."""

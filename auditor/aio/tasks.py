@@ -13,12 +13,12 @@ import functools
 from collections.abc import Callable, Coroutine, Iterable
 from typing import Any, TypeVar
 
-import structlog
+from auditor.logging import get_logger
 
 T = TypeVar("T")
 FailureHandler = Callable[[str, BaseException], None]
 
-log = structlog.stdlib.get_logger("auditor.tasks")
+log = get_logger("auditor.tasks")
 
 _RUNNING: set[asyncio.Task[Any]] = set()  # tasks spawned without a caller's set
 

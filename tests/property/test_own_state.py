@@ -11,10 +11,11 @@ from hypothesis import strategies as st
 
 from auditor.daemon.bookie_watch import parse_incarnations
 from auditor.durability.ids import LedgerId
-from auditor.metadata.checkstate import MAX_MILLIS, CheckState
 from auditor.metadata.errors import CorruptZnodeError
-from auditor.metadata.repairlimits import COUNT_LIMIT, RepairLimits
-from auditor.metadata.repairstate import TEXT_LIMIT, RepairBlock
+from auditor.metadata.own.checkstate import CheckState
+from auditor.metadata.own.recipe import MAX_MILLIS
+from auditor.metadata.own.repairlimits import COUNT_LIMIT, RepairLimits
+from auditor.metadata.own.repairstate import TEXT_LIMIT, RepairBlock
 from tests.property.contract import parse_contract
 
 CHECK_PATH = "/ledgers/bk-auditor/checks/ledger"

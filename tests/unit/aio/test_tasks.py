@@ -14,7 +14,7 @@ from typing import Any
 from auditor.aio import spawn
 from auditor.aio import tasks as aio_tasks
 from auditor.logging import configure_logging
-from auditor.metadata.election import LeaderElection
+from auditor.metadata.bookkeeper.election import LeaderElection
 
 
 @contextmanager
