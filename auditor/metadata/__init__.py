@@ -1,7 +1,9 @@
 """BookKeeper metadata adapters: ZooKeeper (kazoo, bridged to asyncio) behind small interfaces."""
 
-from .election import LeaderElection, VoteGuard, election_path
-from .errors import (
+from auditor.metadata.bookkeeper.bookies import address_of, pulsar_racks
+from auditor.metadata.bookkeeper.election import LeaderElection, VoteGuard, election_path
+from auditor.metadata.codecs.paths import LedgerBatch, LedgerPaths, MarkerPaths
+from auditor.metadata.errors import (
     ConcurrentUpdateError,
     CorruptZnodeError,
     LayoutMismatchError,
@@ -11,7 +13,7 @@ from .errors import (
     NotLeaderError,
     UnsupportedLayoutError,
 )
-from .interfaces import (
+from auditor.metadata.interfaces import (
     BookieAddress,
     BookieRegistration,
     CookieRecord,
@@ -25,10 +27,8 @@ from .interfaces import (
     ScanStats,
     WriteGuard,
 )
-from .location import Driver, LedgerManager, MetadataLocation, from_settings, parse_service_uri
-from .paths import LedgerBatch, LedgerPaths, MarkerPaths
-from .zkbookies import address_of, pulsar_racks
-from .zkstore import ZooKeeperMetadataStore
+from auditor.metadata.zk.location import Driver, LedgerManager, MetadataLocation, from_settings, parse_service_uri
+from auditor.metadata.zk.store import ZooKeeperMetadataStore
 
 __all__ = [
     "BookieAddress",

@@ -11,9 +11,8 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from auditor.durability.ids import LedgerId
 from auditor.durability.model import LedgerMetadata
-
-from .formats import BookieServiceInfo, Cookie
-from .paths import LedgerBatch
+from auditor.metadata.codecs.formats import BookieServiceInfo, Cookie
+from auditor.metadata.codecs.paths import LedgerBatch
 
 if TYPE_CHECKING:
     from kazoo.protocol.states import ZnodeStat
@@ -170,7 +169,7 @@ class WriteGuard(Protocol):
 @runtime_checkable
 class ProvingGuard(WriteGuard, Protocol):
     """A guard whose writes must prove more than one znode still exists (the repair lock: the session's
-    proof node and the lock, `zkrepairlock.LockGuard`): every path of `guard_paths` is checked, in order,
+    proof node and the lock, `bookkeeper.repairlock.LockGuard`): every path of `guard_paths` is checked, in order,
     inside the write's multi-op, and a failed check raises `refused(path, problem)`."""
 
     @property
@@ -229,7 +228,7 @@ class MetadataStore(Protocol):
 
 class RepairLockProtocol(Protocol):
     """The repair worker's side of Java's under-replication work protocol (markers, `locks/urL<id>`,
-    `disable`): what a repair worker codes against (ZooKeeper: `zkrepairlock.RepairLocks`)."""
+    `disable`): what a repair worker codes against (ZooKeeper: `bookkeeper.repairlock.RepairLocks`)."""
 
     def markers(self) -> AsyncIterator[MarkerRecord]: ...
 

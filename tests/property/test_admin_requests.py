@@ -18,7 +18,7 @@ from auditor._proto import admin_pb2_grpc as pb_grpc
 from auditor.admin.errors import LedgerNotFoundError
 from auditor.admin.models import LedgerExplanation
 from auditor.admin.server import AdminServer
-from auditor.checks.catalog import ALIASES, CHECKS, resolve_checks
+from auditor.checks.per_ledger import ALIASES, CHECKS, resolve_checks
 from auditor.daemon.backend import StateBackend
 from auditor.daemon.state import DaemonState
 from auditor.durability.ids import LedgerId, LedgerIdError

@@ -4,7 +4,7 @@ and LAC bodies, and the open-ledger end decided from them.
 Each target keeps the contract in tests/property/contract.py: valid input round-trips, invalid input
 raises the module's own error (EntryListError, FrameError/ProtocolError, EntryFormatError) or becomes a
 CORRUPT verdict, nothing else escapes, and one input costs bounded memory and time. The pure parsers
-raise without a bookie id; the client adds it (tests/unit/bookie/test_framing.py checks that).
+raise without a bookie id; the client adds it (tests/unit/bookie/test_client_scripted_peer.py checks that).
 `make test` runs the `ci` profile; `make fuzz` runs >= 100,000 inputs per target.
 """
 

@@ -1,4 +1,4 @@
-"""Ledger metadata formats 1, 2 and 3 (auditor.metadata.formats): every Java-writable ledger round-trips;
+"""Ledger metadata formats 1, 2 and 3 (auditor.metadata.codecs.formats): every Java-writable ledger round-trips;
 hostile bytes are a CorruptZnodeError naming the znode, or metadata that keeps every invariant."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from auditor._proto import bookkeeper_formats_pb2 as pb
 from auditor.durability import varint
 from auditor.durability.model import LedgerMetadata
-from auditor.metadata import formats as f
+from auditor.metadata.codecs import formats as f
 from auditor.metadata.errors import CorruptZnodeError
 
 from .contract import parse_contract

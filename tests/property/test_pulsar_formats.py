@@ -1,4 +1,4 @@
-"""Pulsar's managed-ledger, cursor and schema znodes (auditor.metadata.pulsarformats): what Pulsar writes
+"""Pulsar's managed-ledger, cursor and schema znodes (auditor.metadata.pulsar.formats): what Pulsar writes
 reads back as written, plain or in any compression wrapper; hostile bytes (and hostile wrappers) are a
 CorruptZnodeError naming the znode, or a listing that keeps every invariant, within bounded work."""
 
@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from auditor._proto import pulsar_mledger_pb2 as pb
 from auditor.metadata.errors import CorruptZnodeError
-from auditor.metadata.pulsarformats import parse_cursor, parse_managed_ledger, parse_schema_locator
+from auditor.metadata.pulsar.formats import parse_cursor, parse_managed_ledger, parse_schema_locator
 
 from .contract import parse_contract
 from .strategies import mutated

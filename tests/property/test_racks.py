@@ -12,8 +12,8 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
+from auditor.metadata.bookkeeper.racks import load_rack_file, normalise_rack, pulsar_rack_map
 from auditor.metadata.errors import CorruptZnodeError, MetadataConfigError
-from auditor.metadata.racks import load_rack_file, normalise_rack, pulsar_rack_map
 
 from .contract import parse_contract
 from .strategies import bookie_ids, deep_json, json_values, mutated

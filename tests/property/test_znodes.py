@@ -10,9 +10,9 @@ from types import MappingProxyType
 from hypothesis import given
 from hypothesis import strategies as st
 
-from auditor.metadata import formats as f
+from auditor.metadata.bookkeeper.layout import LedgerLayout, parse_layout
+from auditor.metadata.codecs import formats as f
 from auditor.metadata.errors import CorruptZnodeError
-from auditor.metadata.layout import LedgerLayout, parse_layout
 
 from .contract import parse_contract
 from .strategies import bookie_ids, int32, int64, mutated, weird_numbers

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 
-from auditor.metadata.bridge import KazooBridge
+from auditor.metadata.zk.bridge import KazooBridge
 
 
 class _Answer:

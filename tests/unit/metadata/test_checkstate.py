@@ -8,8 +8,8 @@ import pytest
 
 from auditor.daemon.bookie_watch import parse_incarnations
 from auditor.durability.ids import LedgerId
-from auditor.metadata.checkstate import CheckState
 from auditor.metadata.errors import CorruptZnodeError
+from auditor.metadata.own.checkstate import CheckState
 
 PATH = "/ledgers/bk-auditor/checks/scrutiny"
 DEEP = b"[" * 100_000 + b"]" * 100_000

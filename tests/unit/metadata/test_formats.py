@@ -12,7 +12,7 @@ from auditor._proto import bookkeeper_formats_pb2 as pb
 from auditor.durability import varint
 from auditor.durability.ids import LedgerId
 from auditor.durability.model import DigestType, LedgerMetadata, LedgerState, Segment
-from auditor.metadata import formats as f
+from auditor.metadata.codecs import formats as f
 from auditor.metadata.errors import CorruptZnodeError
 
 PATH = "/ledgers/00/0000/L0007"

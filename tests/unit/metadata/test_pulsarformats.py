@@ -10,7 +10,7 @@ import pytest
 
 from auditor._proto import pulsar_mledger_pb2 as pb
 from auditor.metadata.errors import CorruptZnodeError
-from auditor.metadata.pulsarformats import parse_cursor, parse_managed_ledger, parse_schema_locator
+from auditor.metadata.pulsar.formats import parse_cursor, parse_managed_ledger, parse_schema_locator
 
 PATH = "/managed-ledgers/public/default/persistent/t"
 

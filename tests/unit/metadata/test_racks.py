@@ -7,8 +7,14 @@ from pathlib import Path
 
 import pytest
 
+from auditor.metadata.bookkeeper.racks import (
+    DEFAULT_RACK,
+    ScriptRackResolver,
+    load_rack_file,
+    normalise_rack,
+    pulsar_rack_map,
+)
 from auditor.metadata.errors import CorruptZnodeError, MetadataConfigError
-from auditor.metadata.racks import DEFAULT_RACK, ScriptRackResolver, load_rack_file, normalise_rack, pulsar_rack_map
 
 
 def test_normalise_rack() -> None:

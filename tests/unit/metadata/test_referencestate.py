@@ -6,7 +6,7 @@ import pytest
 
 from auditor.durability.ranges import RangeSet
 from auditor.metadata.errors import CorruptZnodeError
-from auditor.metadata.referencestate import MAX_TEXT, SeenLedgers
+from auditor.metadata.own.referencestate import MAX_TEXT, SeenLedgers
 
 PATH = "/ledgers/bk-auditor/references/seen"
 

@@ -12,7 +12,7 @@ import pytest
 from kazoo.protocol.serialization import Connect, GetData
 from kazoo.protocol.states import ZnodeStat
 
-from auditor.metadata.zkwire import (
+from auditor.metadata.zk.wire import (
     OP_GET_DATA,
     OP_SYNC,
     WireReader,

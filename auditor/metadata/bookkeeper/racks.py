@@ -12,19 +12,18 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
 import yaml
 
-from auditor import safeyaml
+from auditor.files import safeyaml
+from auditor.logging import get_logger
+from auditor.metadata.codecs.formats import parse_host_port
+from auditor.metadata.errors import CorruptZnodeError, MetadataConfigError
 
-from .errors import CorruptZnodeError, MetadataConfigError
-from .formats import parse_host_port
-
-log = logging.getLogger(__name__)
+log = get_logger("auditor.metadata.racks")
 
 DEFAULT_RACK = "/default-rack"
 DEFAULT_REGION_RACK = "/default-region/default-rack"

@@ -21,10 +21,9 @@ from auditor.durability.references import (
     managed_ledger_path,
     schema_path,
 )
-
-from .errors import CorruptZnodeError
-from .pulsarformats import parse_cursor, parse_managed_ledger, parse_schema_locator
-from .zkconnection import ZooKeeperConnection
+from auditor.metadata.errors import CorruptZnodeError
+from auditor.metadata.pulsar.formats import parse_cursor, parse_managed_ledger, parse_schema_locator
+from auditor.metadata.zk.connection import ZooKeeperConnection
 
 ML_DEPTHS = (4, 5)  # tenant/ns/persistent/topic; property/cluster/ns/persistent/topic
 SCHEMA_DEPTHS = (3, 4)

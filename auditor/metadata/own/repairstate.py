@@ -14,19 +14,16 @@ ledger replaces it).
 from __future__ import annotations
 
 import json
-import logging
 from dataclasses import dataclass
 from posixpath import join
 from typing import Any
 
 from auditor.durability.ids import LedgerId
+from auditor.logging import get_logger
+from auditor.metadata.errors import CorruptZnodeError
+from auditor.metadata.own.recipe import MAX_MILLIS, DocumentSchema, OwnDirectory, OwnZnodeStore, parse_own_json
 
-from .checkstate import MAX_MILLIS, parse_own_json
-from .errors import CorruptZnodeError
-from .interfaces import WriteGuard
-from .zkownstate import OwnZnodes
-
-log = logging.getLogger(__name__)
+log = get_logger("auditor.metadata.repairstate")
 
 TEXT_LIMIT = 2000  # characters of reason/detail kept: a record stays small whatever a failure says
 
@@ -88,29 +85,28 @@ def _millis(doc: dict[str, Any], key: str, path: str) -> int:
     return value
 
 
-class RepairBlocks:
-    """The blocked-ledger records in ZooKeeper."""
+REPAIR_BLOCK: DocumentSchema[RepairBlock] = DocumentSchema(
+    "bk-auditor repair record", RepairBlock.parse, RepairBlock.to_json
+)
 
-    def __init__(self, store: OwnZnodes, base: str | None = None) -> None:
-        self.store = store
-        self.base = (base or join(store.own_subtree, "repair", "blocked")).rstrip("/")
+
+def _qualified_name(ledger_id: LedgerId) -> str:
+    return ledger_id.qualified_name
+
+
+class RepairBlocks(OwnDirectory[LedgerId, RepairBlock]):
+    """The blocked-ledger records in ZooKeeper, one per ledger (named by its qualified name)."""
+
+    def __init__(self, store: OwnZnodeStore, base: str | None = None) -> None:
+        super().__init__(store, base or join(store.own_subtree, "repair", "blocked"), REPAIR_BLOCK, _qualified_name)
         self._logged: set[str] = set()  # unreadable records already logged by `readable`
-
-    def path(self, ledger_id: LedgerId) -> str:
-        return join(self.base, ledger_id.qualified_name)
-
-    async def get(self, ledger_id: LedgerId) -> RepairBlock | None:
-        """The record of `ledger_id`, None if there is none; CorruptZnodeError if it is not one."""
-        path = self.path(ledger_id)
-        data = await self.store.read_own(path)
-        return None if data is None else RepairBlock.parse(data, path)
 
     async def all(self) -> tuple[dict[LedgerId, RepairBlock], list[CorruptZnodeError]]:
         """Every readable record, and what was wrong with the others (a child that is not a ledger's
         qualified name, or not a record)."""
         out: dict[LedgerId, RepairBlock] = {}
         bad: list[CorruptZnodeError] = []
-        for name in await self.store.own_children(self.base):
+        for name in await self.names():
             path = join(self.base, name)
             try:
                 lid = LedgerId.parse(name)
@@ -125,12 +121,6 @@ class RepairBlocks:
             if got is not None:
                 out[lid] = got
         return out, bad
-
-    async def put(self, ledger_id: LedgerId, block: RepairBlock, guard: WriteGuard) -> None:
-        await self.store.put(self.path(ledger_id), block.to_json(), guard)
-
-    async def clear(self, ledger_id: LedgerId, guard: WriteGuard) -> bool:
-        return await self.store.delete_own(self.path(ledger_id), guard)
 
     async def readable(self) -> dict[LedgerId, RepairBlock]:
         """`all()`'s readable records; each unreadable one is logged once (per instance), not at every

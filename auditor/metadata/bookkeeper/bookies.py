@@ -1,52 +1,51 @@
 """Bookies in ZooKeeper, read only: registrations (writable and read-only, watched), cookies, where a bookie
 id points to (its bookie-rpc endpoint), and Pulsar's rack map (`/bookies`).
+
+A recipe on the connection (zk/connection.py), composed into the store (zk/store.py).
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
-from . import formats
-from .errors import CorruptZnodeError, MissingZnodeError
-from .interfaces import BookieAddress, BookieRegistration, CookieRecord, NodeStat, Registrations
-from .location import join
-from .racks import StaticRackMap, pulsar_rack_map
-from .zkconnection import ZooKeeperConnection
+from auditor.logging import get_logger
+from auditor.metadata.bookkeeper.racks import StaticRackMap, pulsar_rack_map
+from auditor.metadata.codecs import formats
+from auditor.metadata.errors import CorruptZnodeError, MissingZnodeError
+from auditor.metadata.interfaces import BookieAddress, BookieRegistration, CookieRecord, NodeStat, Registrations
+from auditor.metadata.zk.connection import ZooKeeperConnection
+from auditor.metadata.zk.location import join
 
-log = logging.getLogger(__name__)
+log = get_logger("auditor.metadata.zkbookies")
 
 READONLY = "readonly"
 
 
-class BookieRegistry(ZooKeeperConnection):
+class BookieRegistry:
     """`<root>/available` (+ `/readonly`) and `<root>/cookies`, with the registrations' endpoints cached
     per session."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, zk: ZooKeeperConnection) -> None:
+        self._zk = zk
         self._service_info: dict[str, formats.BookieServiceInfo | None] = {}
-
-    def _session_lost(self) -> None:
-        super()._session_lost()
-        self._service_info.clear()
+        zk.on_session_lost(self._service_info.clear)
 
     @property
     def available_path(self) -> str:
-        return join(self.root, "available")
+        return join(self._zk.root, "available")
 
     @property
     def readonly_path(self) -> str:
-        return join(self.root, "available", READONLY)
+        return join(self._zk.root, "available", READONLY)
 
     async def _registrations_under(self, parent: str, read_only: bool) -> dict[str, BookieRegistration]:
         """Registrations under `available` (writable) or `available/readonly`. `available` missing is an
         error (every BookKeeper cluster has it; Java's registration client fails too); `readonly` missing
         means none (Java's clients create it lazily). Names that are not valid bookie ids are skipped with
         a warning: no ensemble can name them (Java's listing throws on them)."""
-        names = await self.children(parent)
+        names = await self._zk.children(parent)
         if names is None:
             if not read_only:
                 raise MissingZnodeError(
@@ -65,7 +64,7 @@ class BookieRegistry(ZooKeeperConnection):
 
         async def one(name: str) -> BookieRegistration | None:
             path = join(parent, name)
-            got = await self.get(path)
+            got = await self._zk.get(path)
             if got is None:
                 return None  # unregistered while we looked
             data, stat = got
@@ -92,21 +91,21 @@ class BookieRegistry(ZooKeeperConnection):
 
         async def both() -> None:
             await asyncio.gather(
-                self._watch_loop(self.available_path, callback, children=True),
-                self._watch_loop(self.readonly_path, callback, children=True),
+                self._zk.watch_loop(self.available_path, callback, children=True),
+                self._zk.watch_loop(self.readonly_path, callback, children=True),
             )
 
-        return self._spawn(both())
+        return self._zk.spawn_watch(both())
 
     async def cookies(self) -> dict[str, CookieRecord]:
-        parent = join(self.root, "cookies")
-        names = await self.children(parent) or []
+        parent = join(self._zk.root, "cookies")
+        names = await self._zk.children(parent) or []
         recs = await asyncio.gather(*(self.cookie(n) for n in names))
         return {n: r for n, r in zip(names, recs) if r is not None}
 
     async def cookie(self, bookie_id: str) -> CookieRecord | None:
-        path = join(self.root, "cookies", bookie_id)
-        got = await self.get(path)
+        path = join(self._zk.root, "cookies", bookie_id)
+        got = await self._zk.get(path)
         if got is None:
             return None
         data, stat = got
@@ -119,7 +118,7 @@ class BookieRegistry(ZooKeeperConnection):
         """bookie id -> (host, port): the registration's bookie-rpc endpoint, else `host:port` parsing."""
         if bookie_id not in self._service_info:
             for parent in (self.available_path, self.readonly_path):
-                got = await self.get(join(parent, bookie_id))
+                got = await self._zk.get(join(parent, bookie_id))
                 if got is not None:
                     try:
                         self._service_info[bookie_id] = formats.parse_bookie_service_info(
@@ -151,8 +150,16 @@ def address_of(bookie_id: str, info: formats.BookieServiceInfo | None) -> Bookie
     return None if hp is None else BookieAddress(hp[0], hp[1], best_effort=True)
 
 
+class RackMapSource(Protocol):
+    """What Pulsar's rack map is read with: the store (zk/store.py), raw reads and bookie addresses."""
+
+    async def get(self, path: str, watch: Any = None) -> tuple[bytes, Any] | None: ...
+
+    async def resolve_bookie(self, bookie_id: str) -> BookieAddress | None: ...
+
+
 async def pulsar_racks(
-    store: BookieRegistry, *, path: str = "/bookies", default_rack: str = "/default-rack"
+    store: RackMapSource, *, path: str = "/bookies", default_rack: str = "/default-rack"
 ) -> StaticRackMap | None:
     """Pulsar's rack map from `/bookies` at the metadata-store root (inside any chroot); None if absent."""
     got = await store.get(path)

@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from auditor.durability.javatext import java_int
-
-from .errors import MetadataConfigError, UnsupportedLayoutError
+from auditor.metadata.errors import MetadataConfigError, UnsupportedLayoutError
 
 DEFAULT_LEDGERS_ROOT = "/ledgers"
 DEFAULT_ZK_TIMEOUT_MS = 10000

@@ -1,35 +1,39 @@
 """Under-replication in ZooKeeper (`<root>/underreplication`): markers read, created and merged exactly as
 Java's markLedgerUnderreplicatedAsync does (guarded), listed, deleted with their empty parents as Java's
-markLedgerReplicated does (guarded: the repair lock holder's write, zkrepairlock); the disable flag;
-lostBookieRecoveryDelay (read and watched).
+markLedgerReplicated does (guarded: the repair lock holder's write, bookkeeper/repairlock.py); the disable
+flag; lostBookieRecoveryDelay (read and watched).
+
+A recipe on the connection (zk/connection.py), composed into the store (zk/store.py).
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError, RolledBackError
 
 from auditor.durability.ids import LedgerId
+from auditor.logging import get_logger
+from auditor.metadata.codecs import formats
+from auditor.metadata.errors import ConcurrentUpdateError, CorruptZnodeError, MetadataVersionChangedError
+from auditor.metadata.interfaces import LockRecord, MarkerRecord, MarkResult, NodeStat, WriteGuard
+from auditor.metadata.zk.connection import ZooKeeperConnection
+from auditor.metadata.zk.location import join
 
-from . import formats
-from .errors import ConcurrentUpdateError, CorruptZnodeError, MetadataVersionChangedError
-from .interfaces import LockRecord, MarkerRecord, MarkResult, NodeStat, WriteGuard
-from .location import join
-from .zkconnection import ZooKeeperConnection
-
-log = logging.getLogger(__name__)
+log = get_logger("auditor.metadata.zkmarkers")
 
 
-class UnderReplicationMarkers(ZooKeeperConnection):
-    """Markers and the under-replication settings under `self.markers` (MarkerPaths)."""
+class UnderReplicationMarkers:
+    """Markers and the under-replication settings under the connection's `markers` (MarkerPaths)."""
+
+    def __init__(self, zk: ZooKeeperConnection) -> None:
+        self._zk = zk
 
     async def read_marker(self, ledger_id: LedgerId | int) -> MarkerRecord | None:
         lid = ledger_id if isinstance(ledger_id, LedgerId) else LedgerId(0, ledger_id)
-        path = self.markers.marker(lid)
-        got = await self.get(path)
+        path = self._zk.markers.marker(lid)
+        got = await self._zk.get(path)
         if got is None:
             return None
         ur = formats.parse_marker(got[0], path)
@@ -38,8 +42,8 @@ class UnderReplicationMarkers(ZooKeeperConnection):
     async def read_lock(self, ledger_id: LedgerId | int) -> LockRecord | None:
         """The worker lock on a marked ledger, if one is held (Java's `locks/urL<id>`, ephemeral)."""
         lid = ledger_id if isinstance(ledger_id, LedgerId) else LedgerId(0, ledger_id)
-        path = self.markers.lock(lid)
-        got = await self.get(path)
+        path = self._zk.markers.lock(lid)
+        got = await self._zk.get(path)
         if got is None:
             return None
         return LockRecord(lid, path, formats.parse_lock(got[0], path), got[1].ctime)
@@ -61,14 +65,14 @@ class UnderReplicationMarkers(ZooKeeperConnection):
         """
         lid = ledger_id if isinstance(ledger_id, LedgerId) else LedgerId(0, ledger_id)
         wanted = list(dict.fromkeys(replicas))
-        path = self.markers.marker(lid)
-        ledger_path = self.paths.path(lid) if if_metadata_version is not None else None
+        path = self._zk.markers.marker(lid)
+        ledger_path = self._zk.paths.path(lid) if if_metadata_version is not None else None
         leaf_dir = path.rsplit("/", 1)[0]
         # A missing marker usually lacks its own directory too (workers remove empty parents with the
         # marker, as Java's do), so the directory is created in the marker's transaction: one write.
         with_dir = True
         for _ in range(100):
-            data = formats.serialize_marker(wanted, self._clock_ms() if store_ctime else None)
+            data = formats.serialize_marker(wanted, self._zk.now_ms() if store_ctime else None)
 
             def create(t: Any, data: bytes = data, with_dir: bool = with_dir) -> None:
                 if ledger_path is not None:
@@ -77,7 +81,7 @@ class UnderReplicationMarkers(ZooKeeperConnection):
                     t.create(leaf_dir, b"")
                 t.create(path, data)
 
-            failed = self._failed_op(await self.guarded(guard, create), ledger_path)
+            failed = self._failed_op(await self._zk.guarded(guard, create), ledger_path)
             if failed is None:
                 return MarkResult.CREATED
             index, failure = failed
@@ -86,18 +90,18 @@ class UnderReplicationMarkers(ZooKeeperConnection):
                 continue
             if isinstance(failure, NoNodeError):
                 # More than the directory is missing (or a worker removed empty parents just now).
-                await self.create_parents(leaf_dir if with_dir else path, guard)
+                await self._zk.create_parents(leaf_dir if with_dir else path, guard)
                 continue
             if not isinstance(failure, NodeExistsError):
                 raise failure
-            got = await self.get(path)
+            got = await self._zk.get(path)
             if got is None:
                 continue  # removed in between: create again
             existing = formats.parse_marker(got[0], path)
             merged, changed = formats.merge_replicas(existing.replicas, wanted)
             if not changed:
                 return MarkResult.UNCHANGED
-            ctime = self._clock_ms() if store_ctime else (existing.ctime if existing.ctime >= 0 else None)
+            ctime = self._zk.now_ms() if store_ctime else (existing.ctime if existing.ctime >= 0 else None)
             new = formats.serialize_marker(merged, ctime)
 
             def merge(t: Any, new: bytes = new, version: int = got[1].version) -> None:
@@ -105,7 +109,7 @@ class UnderReplicationMarkers(ZooKeeperConnection):
                     t.check(ledger_path, if_metadata_version)
                 t.set_data(path, new, version)
 
-            failed = self._failed_op(await self.guarded(guard, merge), ledger_path)
+            failed = self._failed_op(await self._zk.guarded(guard, merge), ledger_path)
             if failed is None:
                 return MarkResult.MERGED
             if not isinstance(failed[1], (BadVersionError, NoNodeError)):
@@ -118,10 +122,10 @@ class UnderReplicationMarkers(ZooKeeperConnection):
         all at once: otherwise every concurrent marker finds them missing and races to create them."""
         by_upper: dict[str, str] = {}
         for lid in ledger_ids:
-            leaf_dir = self.markers.marker(lid).rsplit("/", 1)[0]
+            leaf_dir = self._zk.markers.marker(lid).rsplit("/", 1)[0]
             by_upper.setdefault(leaf_dir.rsplit("/", 1)[0], leaf_dir)
         for leaf_dir in by_upper.values():
-            await self.create_parents(leaf_dir, guard)
+            await self._zk.create_parents(leaf_dir, guard)
 
     @staticmethod
     def _failed_op(results: list[Any], ledger_path: str | None) -> tuple[int, Exception] | None:
@@ -142,16 +146,16 @@ class UnderReplicationMarkers(ZooKeeperConnection):
         markLedgerReplicated does (guarded). False if it did not exist; BadVersionError if it changed
         since `version` (a re-mark: it must stay)."""
         lid = ledger_id if isinstance(ledger_id, LedgerId) else LedgerId(0, ledger_id)
-        path = self.markers.marker(lid)
+        path = self._zk.markers.marker(lid)
         try:
-            await self.guarded_one(guard, lambda t: t.delete(path, version))
+            await self._zk.guarded_one(guard, lambda t: t.delete(path, version))
         except NoNodeError:
             return False
-        top = self.markers.ledgers if lid.scope == 0 else self.markers.scoped_ledgers
+        top = self._zk.markers.ledgers if lid.scope == 0 else self._zk.markers.scoped_ledgers
         parent = path.rsplit("/", 1)[0]
         while parent != top and parent.startswith(top + "/"):
             try:
-                await self.guarded_one(guard, lambda t, p=parent: t.delete(p, -1))
+                await self._zk.guarded_one(guard, lambda t, p=parent: t.delete(p, -1))
             except (NotEmptyError, NoNodeError):
                 break  # another ledger of this directory is marked (or a worker cleaned it first)
             parent = parent.rsplit("/", 1)[0]
@@ -160,17 +164,17 @@ class UnderReplicationMarkers(ZooKeeperConnection):
     async def _marker_ids(self, include_scoped: bool) -> AsyncIterator[LedgerId]:
         """Every marker's ledger, from the names alone (walks the 4 hex levels; scoped markers from their
         own tree), streamed."""
-        trees = [(self.markers.ledgers, 4)] + ([(self.markers.scoped_ledgers, 8)] if include_scoped else [])
+        trees = [(self._zk.markers.ledgers, 4)] + ([(self._zk.markers.scoped_ledgers, 8)] if include_scoped else [])
         for base, levels in trees:
             stack = [(base, 0)]
             while stack:
                 d, depth = stack.pop()
-                for n in sorted(await self.children(d) or [], reverse=True):
+                for n in sorted(await self._zk.children(d) or [], reverse=True):
                     p = join(d, n)
                     if depth < levels:
                         stack.append((p, depth + 1))
                         continue
-                    lid = self.markers.parse_marker(p)
+                    lid = self._zk.markers.parse_marker(p)
                     if lid is None:
                         log.info("skipping non-marker znode %s", p)
                     else:
@@ -196,11 +200,11 @@ class UnderReplicationMarkers(ZooKeeperConnection):
         return gen()
 
     async def is_replication_disabled(self) -> bool:
-        return await self.exists(self.markers.disable) is not None
+        return await self._zk.exists(self._zk.markers.disable) is not None
 
     async def lost_bookie_recovery_delay(self) -> int | None:
-        path = self.markers.lost_bookie_recovery_delay
-        got = await self.get(path)
+        path = self._zk.markers.lost_bookie_recovery_delay
+        got = await self._zk.get(path)
         return None if got is None else formats.parse_lost_bookie_recovery_delay(got[0], path)
 
     def watch_lost_bookie_recovery_delay(self, callback: Callable[[int | None], None]) -> Callable[[], None]:
@@ -208,13 +212,13 @@ class UnderReplicationMarkers(ZooKeeperConnection):
         (`triggeraudit` rewrites the same value). None when the znode is deleted or unparsable.
         Returns a canceller.
         """
-        path = self.markers.lost_bookie_recovery_delay
+        path = self._zk.markers.lost_bookie_recovery_delay
 
         async def report() -> None:
-            got = await self.get(path)
+            got = await self._zk.get(path)
             callback(None if got is None else _safe_int(got[0], path))
 
-        return self._spawn(self._watch_loop(path, report, children=False))
+        return self._zk.spawn_watch(self._zk.watch_loop(path, report, children=False))
 
 
 def _safe_int(data: bytes, path: str) -> int | None:

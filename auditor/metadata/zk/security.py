@@ -3,7 +3,7 @@ ACL of every znode we create (`ZkSecurity.znode_acl`, the one place: it becomes 
 default ACL, and the only create with an ACL of its own asks it for its path).
 
 kazoo reads TLS material from PEM files only, and again on every reconnect. JKS and PKCS12 stores (what
-Java clients are given) are read as the bookie client reads its own (`auditor.tlsfiles.read_store`:
+Java clients are given) are read as the bookie client reads its own (`auditor.files.tls.read_store`:
 `cryptography` for PKCS12, `pyjks` for JKS) and written as PEM into a private directory that lives as
 long as the connection (`ZkSecurity.client_arguments`).
 """
@@ -22,9 +22,8 @@ from typing import Any, Literal
 from kazoo.security import ACL, CREATOR_ALL_ACL, OPEN_ACL_UNSAFE
 
 from auditor import redact
-from auditor.tlsfiles import certificates_pem, identity_pem
-
-from .errors import MetadataConfigError
+from auditor.files.tls import certificates_pem, identity_pem
+from auditor.metadata.errors import MetadataConfigError
 
 StoreKind = Literal["PEM", "JKS", "PKCS12"]
 STORE_KINDS: tuple[StoreKind, ...] = ("PEM", "JKS", "PKCS12")
@@ -88,8 +87,8 @@ class KeyStore:
 
     def _java_store(self) -> tuple[bytes | None, list[bytes]]:
         """(PKCS#8 DER key or None, DER certificates) of a JKS/PKCS12 store, read as the bookie client
-        reads its stores (auditor.tlsfiles: `cryptography` for PKCS12, `pyjks` for JKS)."""
-        from auditor.tlsfiles import TlsFileError, read_store
+        reads its stores (auditor.files.tls: `cryptography` for PKCS12, `pyjks` for JKS)."""
+        from auditor.files.tls import TlsFileError, read_store
 
         assert self.kind != "PEM"
         try:

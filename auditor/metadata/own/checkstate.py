@@ -18,13 +18,9 @@ from dataclasses import dataclass
 from posixpath import join
 from typing import Any
 
-from kazoo.exceptions import KazooException
-
 from auditor.durability.ids import LedgerId
-
-from .errors import CorruptZnodeError, MetadataError
-from .interfaces import WriteGuard
-from .zkownstate import OwnZnodes
+from auditor.metadata.errors import CorruptZnodeError
+from auditor.metadata.own.recipe import MAX_MILLIS, DocumentSchema, OwnDirectory, OwnZnodeStore, parse_own_json
 
 
 @dataclass(frozen=True)
@@ -58,9 +54,6 @@ class CheckState:
         return cls(_millis(doc, "lastSuccessMs", path), _millis(doc, "runStartedMs", path), cursor)
 
 
-MAX_MILLIS = 2**63 - 1  # a Java long, as System.currentTimeMillis() gives
-
-
 def _short(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
@@ -75,36 +68,17 @@ def _millis(doc: dict[str, Any], key: str, path: str) -> int | None:
     return value
 
 
-def parse_own_json(data: bytes, path: str, what: str) -> Any:
-    """The JSON document in one of our own znodes; CorruptZnodeError naming `path` for anything that is
-    not UTF-8 JSON (including nesting too deep to parse)."""
-    try:
-        return json.loads(data.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise CorruptZnodeError(path, f"{what} is not UTF-8 text") from None
-    except ValueError as exc:
-        raise CorruptZnodeError(path, f"{what} is not valid JSON: {exc}") from None
-    except RecursionError:
-        raise CorruptZnodeError(path, f"{what} is not valid JSON: nested too deeply") from None
+CHECK_STATE: DocumentSchema[CheckState] = DocumentSchema(
+    "bk-auditor check state",
+    CheckState.parse,
+    CheckState.to_json,
+    empty_is_absent=True,
+    read_failure_is_metadata_error=True,
+)
 
 
-class CheckStateStore:
-    def __init__(self, store: OwnZnodes, base: str | None = None) -> None:
-        self.store = store
-        self.base = (base or join(store.own_subtree, "checks")).rstrip("/")
+class CheckStateStore(OwnDirectory[str, CheckState]):
+    """The check states, one per check (a read failing for ZooKeeper's reasons is a MetadataError)."""
 
-    def path(self, check: str) -> str:
-        return join(self.base, check)
-
-    async def read(self, check: str) -> CheckState:
-        path = self.path(check)
-        try:
-            data = await self.store.read_own(path)
-        except KazooException as exc:
-            raise MetadataError(f"{path}: cannot read bk-auditor check state ({type(exc).__name__})") from exc
-        if not data:
-            return CheckState()
-        return CheckState.parse(data, path)
-
-    async def write(self, check: str, state: CheckState, guard: WriteGuard) -> None:
-        await self.store.put(self.path(check), state.to_json(), guard)
+    def __init__(self, store: OwnZnodeStore, base: str | None = None) -> None:
+        super().__init__(store, base or join(store.own_subtree, "checks"), CHECK_STATE, str)

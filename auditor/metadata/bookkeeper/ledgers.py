@@ -1,24 +1,24 @@
 """Ledger metadata in ZooKeeper, read only: listing (streamed, one leaf directory at a time), scans and reads.
 
-Nothing here writes ledger metadata: the auditor never does.
+A recipe on the connection (zk/connection.py), composed into the store (zk/store.py). Nothing here writes
+ledger metadata: the auditor never does.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
 from auditor.durability.ids import LedgerId
+from auditor.logging import get_logger
+from auditor.metadata.codecs import formats
+from auditor.metadata.codecs.paths import LeafDirectory, LedgerBatch, walk_leaf_directories, walk_ledgers
+from auditor.metadata.errors import CorruptZnodeError, MissingZnodeError, NoSuchLedgerError
+from auditor.metadata.interfaces import CorruptLedger, LedgerRecord, NodeStat, ScanStats
+from auditor.metadata.zk.connection import ZooKeeperConnection
 
-from . import formats
-from .errors import CorruptZnodeError, MissingZnodeError, NoSuchLedgerError
-from .interfaces import CorruptLedger, LedgerRecord, NodeStat, ScanStats
-from .paths import LeafDirectory, LedgerBatch, walk_leaf_directories, walk_ledgers
-from .zkconnection import ZooKeeperConnection
-
-log = logging.getLogger(__name__)
+log = get_logger("auditor.metadata.zkledgers")
 
 # Ledgers parsed between two yields to the event loop (about 10-20 ms of parsing).
 PARSE_SLICE = 256
@@ -28,14 +28,17 @@ READ_CHUNK = 1024
 FIRST_CHUNK = 128
 
 
-class LedgerReads(ZooKeeperConnection):
+class LedgerReads:
     """The ledgers under the root, by every ledger manager's layout (+ our scoped extension)."""
+
+    def __init__(self, zk: ZooKeeperConnection) -> None:
+        self._zk = zk
 
     async def _ledger_children(self, path: str, sync: bool) -> list[str] | None:
         """Children of a ledger directory; None if it vanished (a race: nothing to list). The ledgers root
         itself missing is an error: listing it as empty would report a cluster with no ledgers."""
-        names = await self.children(path, sync)
-        if names is None and path == self.root:
+        names = await self._zk.children(path, sync)
+        if names is None and path == self._zk.root:
             raise MissingZnodeError(path, "the ledgers root is gone")
         return names
 
@@ -59,7 +62,7 @@ class LedgerReads(ZooKeeperConnection):
             return await self._ledger_children(path, sync)
 
         async def gen() -> AsyncIterator[LedgerBatch]:
-            async for batch in walk_ledgers(self.paths, children, start, end, include_scoped, skip):
+            async for batch in walk_ledgers(self._zk.paths, children, start, end, include_scoped, skip):
                 st.directories += 1
                 st.listed += len(batch.ledger_ids)
                 yield batch
@@ -75,12 +78,12 @@ class LedgerReads(ZooKeeperConnection):
         async def children(path: str) -> list[str] | None:
             return await self._ledger_children(path, sync)
 
-        dirs = [d async for d in walk_leaf_directories(self.paths, children, include_scoped)]
+        dirs = [d async for d in walk_leaf_directories(self._zk.paths, children, include_scoped)]
         if not count_children:
             return dirs
 
         async def counted(d: LeafDirectory) -> LeafDirectory:
-            stat = await self.exists(d.path)
+            stat = await self._zk.exists(d.path)
             return LeafDirectory(d.path, d.first, d.last, stat.numChildren if stat is not None else 0)
 
         return list(await asyncio.gather(*(counted(d) for d in dirs)))
@@ -122,8 +125,8 @@ class LedgerReads(ZooKeeperConnection):
 
     async def read_ledger(self, ledger_id: LedgerId | int) -> LedgerRecord:
         lid = ledger_id if isinstance(ledger_id, LedgerId) else LedgerId(0, ledger_id)
-        path = self.paths.path(lid)
-        got = await self.get(path)
+        path = self._zk.paths.path(lid)
+        got = await self._zk.get(path)
         if got is None:
             raise NoSuchLedgerError(path)
         data, stat = got
@@ -145,7 +148,7 @@ class LedgerReads(ZooKeeperConnection):
         by the bridge), each chunk parsed while the next one is read, parsing yielding to the loop every
         PARSE_SLICE ledgers, so a 10,000-ledger directory never holds the loop for long. The first chunk
         is `first` ledgers, the next ones double up to READ_CHUNK: a scan's first answers come back soon."""
-        paths = [self.paths.path(lid) for lid in lids]
+        paths = [self._zk.paths.path(lid) for lid in lids]
         spans: list[tuple[int, int]] = []
         at, size = 0, first
         while at < len(lids):
@@ -158,7 +161,7 @@ class LedgerReads(ZooKeeperConnection):
             if span is None:
                 return None
             start, stop = span
-            return start, stop, asyncio.ensure_future(self.bridge.get_many(paths[start:stop]))
+            return start, stop, asyncio.ensure_future(self._zk.bridge.get_many(paths[start:stop]))
 
         current = read_next()
         try:
@@ -180,7 +183,7 @@ class LedgerReads(ZooKeeperConnection):
     async def ledger_versions(self, ids: Iterable[LedgerId]) -> list[int | None]:
         """The metadata znode version of each ledger (None: it does not exist), read in bulk without
         parsing: enough to tell that a ledger read earlier is still there, unchanged."""
-        answers = await self.bridge.get_many([self.paths.path(lid) for lid in ids])
+        answers = await self._zk.bridge.get_many([self._zk.paths.path(lid) for lid in ids])
         out: list[int | None] = []
         for got in answers:
             if isinstance(got, Exception):

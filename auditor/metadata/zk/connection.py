@@ -2,23 +2,24 @@
 
 As kazoo keeps its client apart from its recipes, this module holds only the connection (kazoo bridged
 to asyncio, the LAYOUT check at connect, session state), raw reads, kept-armed watches and the guarded
-write; what the znodes mean lives in one module per part of the tree (zkledgers, zkbookies, zkmarkers,
-zkownstate), composed into one store by zkstore.
+write; what the znodes mean lives in one recipe per part of the tree, each taking the connection
+(bookkeeper/ledgers.py, bookkeeper/bookies.py, bookkeeper/markers.py, own/znodes.py), composed into one
+store by zk/store.py.
 
 Reads never create anything. Every write is a ZooKeeper multi-op whose first op checks that the writer's
 guard znode (the leader's election vote) still exists, so a deposed leader's write fails atomically; a
-repair lock's write checks its session's proof node and the lock first (`ProvingGuard`, zkrepairlock).
+repair lock's write checks its session's proof node and the lock first (`ProvingGuard`,
+bookkeeper/repairlock.py).
 Missing parents are created only strictly below the ledgers root: never the root itself, never outside it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from collections.abc import Callable, Coroutine
 from contextlib import ExitStack
-from typing import Any, Self
+from typing import Any, Self, cast
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import (
@@ -33,17 +34,17 @@ from kazoo.exceptions import (
 from kazoo.protocol.states import EventType, KazooState, WatchedEvent
 
 from auditor.aio import spawn
+from auditor.logging import get_logger
+from auditor.metadata.bookkeeper.layout import LedgerLayout, parse_layout, resolve_manager
+from auditor.metadata.codecs.paths import LedgerPaths, MarkerPaths
+from auditor.metadata.errors import NotALedgersRootError, NotLeaderError
+from auditor.metadata.interfaces import ProvingGuard, WriteGuard
+from auditor.metadata.zk.bridge import KazooBridge, connection_abandoned, start_client, stop_client
+from auditor.metadata.zk.location import LedgerManager, MetadataLocation, join, parse_service_uri
+from auditor.metadata.zk.security import PLAINTEXT, ZkSecurity, ZooKeeperAuthError
+from auditor.metadata.zk.wire import reader_for
 
-from .bridge import KazooBridge, connection_abandoned, start_client, stop_client
-from .errors import NotALedgersRootError, NotLeaderError
-from .interfaces import ProvingGuard, WriteGuard
-from .layout import LedgerLayout, parse_layout, resolve_manager
-from .location import LedgerManager, MetadataLocation, join, parse_service_uri
-from .paths import LedgerPaths, MarkerPaths
-from .zksecurity import PLAINTEXT, ZkSecurity, ZooKeeperAuthError
-from .zkwire import reader_for
-
-log = logging.getLogger(__name__)
+log = get_logger("auditor.metadata.zkconnection")
 
 
 def reconnect_policy(session_timeout: float) -> dict[str, float]:
@@ -87,6 +88,7 @@ class ZooKeeperConnection:
             self._connected.set()
         self._lost: asyncio.Future[None] = bridge.loop.create_future()
         self._watch_tasks: set[asyncio.Task[None]] = set()
+        self._session_lost_callbacks: list[Callable[[], None]] = []
         bridge.add_state_callback(self._on_state)
 
     # ------------------------------------------------------------ connection state (on the loop)
@@ -101,12 +103,19 @@ class ZooKeeperConnection:
             if not self._lost.done():
                 self._lost.set_result(None)
             self._lost = self.bridge.loop.create_future()
-            self._session_lost()
+            for forget in self._session_lost_callbacks:
+                forget()
 
-    def _session_lost(self) -> None:
-        """Hook for the recipes: forget what was cached under the lost session (call super())."""
+    def on_session_lost(self, callback: Callable[[], None]) -> None:
+        """Call `callback()` (on the loop) each time the session is lost: for the recipes to forget what
+        they cached under it."""
+        self._session_lost_callbacks.append(callback)
 
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> Callable[[], None]:
+    def now_ms(self) -> int:
+        """The wall clock in milliseconds (a test's clock if one was given), e.g. for a marker's ctime."""
+        return self._clock_ms()
+
+    def spawn_watch(self, coro: Coroutine[Any, Any, None]) -> Callable[[], None]:
         """Run a watch loop in the background (kept until it ends, its failure logged); returns its canceller."""
         task = spawn(coro, name="zookeeper watch", keep=self._watch_tasks)
 
@@ -137,7 +146,7 @@ class ZooKeeperConnection:
         otherwise look like a healthy, empty cluster). Nothing is created, whatever the outcome.
         `security` says how (TLS, credentials) and which ACL our creates carry; with TLS asked for,
         nothing is ever sent in plaintext. ZooKeeperAuthError when ZooKeeper refuses us. With
-        `wire_reads`, bulk reads use a read-only session of our own (`zkwire`), on a plaintext connection
+        `wire_reads`, bulk reads use a read-only session of our own (`zk.wire`), on a plaintext connection
         without credentials only: it implements neither TLS nor authentication.
         """
         loc = parse_service_uri(location) if isinstance(location, str) else location
@@ -222,7 +231,8 @@ class ZooKeeperConnection:
     async def get(self, path: str, watch: Any = None) -> tuple[bytes, Any] | None:
         """A znode's data and Stat; None if it does not exist."""
         try:
-            return await self.bridge.call(self.client.get_async, path, watch)
+            # kazoo ships no types: get answers (data, ZnodeStat), get_children the children's names.
+            return cast("tuple[bytes, Any]", await self.bridge.call(self.client.get_async, path, watch))
         except NoNodeError:
             return None
 
@@ -232,7 +242,7 @@ class ZooKeeperConnection:
             if sync:
                 # As Java does before each listing: a follower must not serve a stale directory.
                 await self.bridge.call(self.client.sync_async, path)
-            return await self.bridge.call(self.client.get_children_async, path)
+            return cast("list[str]", await self.bridge.call(self.client.get_children_async, path))
         except NoNodeError:
             return None
 
@@ -292,7 +302,7 @@ class ZooKeeperConnection:
                 pass
 
     # ------------------------------------------------------------ watches
-    async def _watch_loop(self, path: str, on_change: Callable[[], Any], *, children: bool) -> None:
+    async def watch_loop(self, path: str, on_change: Callable[[], Any], *, children: bool) -> None:
         """Keep a one-shot watch armed on `path` (children or data/existence) and call `on_change` on the
         loop each time it fires. After a session loss (watches die with it) re-arm once reconnected and
         report a change only if the znode moved on meanwhile (mzxid/cversion).

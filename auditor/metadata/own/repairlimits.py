@@ -16,10 +16,8 @@ from dataclasses import dataclass
 from posixpath import join
 from typing import Any
 
-from .checkstate import MAX_MILLIS, parse_own_json
-from .errors import CorruptZnodeError
-from .interfaces import WriteGuard
-from .zkownstate import OwnZnodes
+from auditor.metadata.errors import CorruptZnodeError
+from auditor.metadata.own.recipe import MAX_MILLIS, DocumentSchema, OwnDocument, OwnZnodeStore, parse_own_json
 
 COUNT_LIMIT = 1_000_000  # entries in flight: anything larger is not a limit anyone means
 
@@ -100,18 +98,21 @@ def _count(doc: dict[str, Any], key: str, path: str) -> int | None:
     return value
 
 
-class RepairLimitsNode:
+def _serialise(limits: RepairLimits) -> bytes:
+    limits.check()  # ValueError before anything is written: only limits a worker can apply are kept
+    return limits.to_json()
+
+
+REPAIR_LIMITS: DocumentSchema[RepairLimits] = DocumentSchema("bk-auditor repair limits", RepairLimits.parse, _serialise)
+
+
+class RepairLimitsNode(OwnDocument[RepairLimits]):
     """The limits znode."""
 
-    def __init__(self, store: OwnZnodes) -> None:
-        self.store = store
-        self.path = join(store.own_subtree, "repair", "limits")
+    def __init__(self, store: OwnZnodeStore) -> None:
+        super().__init__(store, join(store.own_subtree, "repair", "limits"), REPAIR_LIMITS)
 
     async def get(self) -> RepairLimits:
         """The limits set, or none set (an empty `RepairLimits`); CorruptZnodeError if it is not one."""
-        data = await self.store.read_own(self.path)
-        return RepairLimits() if data is None else RepairLimits.parse(data, self.path)
-
-    async def put(self, limits: RepairLimits, guard: WriteGuard) -> None:
-        limits.check()
-        await self.store.put(self.path, limits.to_json(), guard)
+        got = await super().get()
+        return RepairLimits() if got is None else got

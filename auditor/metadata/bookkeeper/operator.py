@@ -19,13 +19,13 @@ from typing import Any
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
-from . import formats
-from .election import DEFAULT_ELECTION_DIR, JAVA_ELECTION_DIR, Leader, leader_of
-from .errors import ConcurrentUpdateError, MetadataConfigError, MissingZnodeError
-from .interfaces import WriteGuard
-from .location import join
-from .paths import MarkerPaths
-from .zkconnection import ZooKeeperConnection
+from auditor.metadata.bookkeeper.election import DEFAULT_ELECTION_DIR, JAVA_ELECTION_DIR, Leader, leader_of
+from auditor.metadata.codecs import formats
+from auditor.metadata.codecs.paths import MarkerPaths
+from auditor.metadata.errors import ConcurrentUpdateError, MetadataConfigError, MissingZnodeError
+from auditor.metadata.interfaces import WriteGuard
+from auditor.metadata.zk.connection import ZooKeeperConnection
+from auditor.metadata.zk.location import join
 
 JAVA_INT_MAX = 2**31 - 1
 

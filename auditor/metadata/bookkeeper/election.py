@@ -13,23 +13,22 @@ transaction), so a deposed leader's write fails.
 from __future__ import annotations
 
 import asyncio
-import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
 from kazoo.protocol.states import EventType, KazooState
 
 from auditor.aio import spawn
+from auditor.logging import get_logger
+from auditor.metadata.codecs import formats
+from auditor.metadata.errors import MetadataConfigError, NotLeaderError
+from auditor.metadata.zk.bridge import KazooBridge
+from auditor.metadata.zk.location import join
 
-from . import formats
-from .bridge import KazooBridge
-from .errors import MetadataConfigError, NotLeaderError
-from .location import join
-
-log = logging.getLogger(__name__)
+log = get_logger("auditor.metadata.election")
 
 VOTE_PREFIX = "V_"
 _VOTE = re.compile(r"V_([0-9]+)")  # fullmatch; ASCII digits (ZooKeeper's sequence suffix)
@@ -270,7 +269,7 @@ class LeaderElection:
 
     async def _vote(self) -> str:
         await self._ensure_parent()
-        return await self.bridge.call(
+        created = await self.bridge.call(
             self.client.create_async,
             join(self.path, VOTE_PREFIX),
             formats.serialize_vote(self.identity),
@@ -278,6 +277,7 @@ class LeaderElection:
             True,
             True,
         )
+        return cast(str, created)  # kazoo ships no types: create answers the path it created
 
     async def _run(self) -> None:
         while not self._closed:

@@ -30,7 +30,6 @@ and our workers share one cluster.
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -40,14 +39,14 @@ from kazoo.protocol.states import EventType, KazooState, WatchedEvent
 
 from auditor.aio import spawn
 from auditor.durability.ids import LedgerId
+from auditor.logging import get_logger
+from auditor.metadata.codecs import formats
+from auditor.metadata.errors import RepairLockLostError
+from auditor.metadata.interfaces import HeldLock, MarkerRecord, ReleaseOutcome, RepairLockProtocol
+from auditor.metadata.zk.location import join
+from auditor.metadata.zk.store import ZooKeeperMetadataStore
 
-from . import formats
-from .errors import RepairLockLostError
-from .interfaces import HeldLock, MarkerRecord, ReleaseOutcome, RepairLockProtocol
-from .location import join
-from .zkstore import ZooKeeperMetadataStore
-
-log = logging.getLogger(__name__)
+log = get_logger("auditor.metadata.zkrepairlock")
 
 
 PROOF_DIR = "repair-sessions"  # under our own subtree: one ephemeral proof node per session that takes locks

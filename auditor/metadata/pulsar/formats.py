@@ -24,8 +24,7 @@ from auditor.durability.references import (
     ManagedLedgerListing,
     SchemaListing,
 )
-
-from .errors import CorruptZnodeError
+from auditor.metadata.errors import CorruptZnodeError
 
 MAGIC = b"\x47\x78"
 # Bound on what one znode may expand to: ZooKeeper's default znode limit is 1 MiB, and Pulsar compresses

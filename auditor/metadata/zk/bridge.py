@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import logging
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import AuthFailedError, NoNodeError
@@ -22,11 +21,11 @@ from kazoo.protocol.states import KazooState, KeeperState, WatchedEvent
 
 from auditor.aio.ratelimit import TokenBucket
 from auditor.aio.window import Window
+from auditor.logging import get_logger
+from auditor.metadata.errors import ZooKeeperUnreachableError
+from auditor.metadata.zk.wire import WireReader, WireUnavailable
 
-from .errors import ZooKeeperUnreachableError
-from .zkwire import WireReader, WireUnavailable
-
-log = logging.getLogger(__name__)
+log = get_logger("auditor.metadata.bridge")
 
 StateCallback = Callable[[KazooState], None]
 
@@ -88,7 +87,7 @@ class KazooBridge:
 
         Up to `max_in_flight` reads are outstanding at once (apart from single requests, which have their
         own bound), and the rate limit releases them in slices of that window. They go over the wire
-        session (`auditor.metadata.zkwire`) when there is one; a batch it cannot serve, and every batch
+        session (`auditor.metadata.zk.wire`) when there is one; a batch it cannot serve, and every batch
         for a while after, goes through kazoo.
         """
         wire = self.wire
@@ -171,7 +170,8 @@ class KazooBridge:
 
     async def commit(self, transaction: Any) -> list[Any]:
         """Commit a kazoo TransactionRequest; the result list holds an exception per failed op."""
-        return await self._request(self.write_rate, transaction.commit_async)
+        # kazoo ships no types: a transaction's commit answers a list.
+        return cast("list[Any]", await self._request(self.write_rate, transaction.commit_async))
 
     # ------------------------------------------------------------ watches
     def watcher(self, callback: Callable[[WatchedEvent], None]) -> Callable[[WatchedEvent], None]:

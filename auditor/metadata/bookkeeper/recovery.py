@@ -21,11 +21,10 @@ from kazoo.exceptions import BadVersionError, NoNodeError
 
 from auditor.durability.model import LedgerMetadata, LedgerState, Segment
 from auditor.durability.recovery import closed_metadata_segments
-
-from . import formats
-from .errors import NoSuchLedgerError
-from .interfaces import WriteGuard
-from .zkledgers import LedgerReads
+from auditor.metadata.codecs import formats
+from auditor.metadata.errors import NoSuchLedgerError
+from auditor.metadata.interfaces import WriteGuard
+from auditor.metadata.zk.store import ZooKeeperMetadataStore
 
 __all__ = ["CloseOutcome", "MetadataStep", "mark_in_recovery", "close_recovered"]
 
@@ -49,7 +48,7 @@ class MetadataStep:
 
 
 async def _write(
-    store: LedgerReads, current: LedgerMetadata, updated: LedgerMetadata, guard: WriteGuard
+    store: ZooKeeperMetadataStore, current: LedgerMetadata, updated: LedgerMetadata, guard: WriteGuard
 ) -> LedgerMetadata:
     path = store.paths.path(current.ledger_id)
     data = formats.serialize_ledger_metadata(updated, current.format_version)
@@ -57,14 +56,14 @@ async def _write(
     return formats.parse_ledger_metadata(data, current.ledger_id, path, stat.version)
 
 
-async def _reread(store: LedgerReads, md: LedgerMetadata) -> LedgerMetadata | None:
+async def _reread(store: ZooKeeperMetadataStore, md: LedgerMetadata) -> LedgerMetadata | None:
     try:
         return (await store.read_ledger(md.ledger_id)).metadata
     except NoSuchLedgerError:
         return None
 
 
-async def mark_in_recovery(store: LedgerReads, md: LedgerMetadata, guard: WriteGuard) -> MetadataStep:
+async def mark_in_recovery(store: ZooKeeperMetadataStore, md: LedgerMetadata, guard: WriteGuard) -> MetadataStep:
     """OPEN -> IN_RECOVERY (compare-and-set at `md.version`, re-read on conflict)."""
     current: LedgerMetadata | None = md
     for _ in range(MAX_ATTEMPTS):
@@ -89,7 +88,7 @@ async def mark_in_recovery(store: LedgerReads, md: LedgerMetadata, guard: WriteG
 
 
 async def close_recovered(
-    store: LedgerReads,
+    store: ZooKeeperMetadataStore,
     started: LedgerMetadata,
     last_entry_id: int,
     length: int,

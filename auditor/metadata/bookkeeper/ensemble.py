@@ -23,11 +23,10 @@ from kazoo.exceptions import BadVersionError, NoNodeError
 
 from auditor.durability.model import LedgerMetadata
 from auditor.durability.repairplan import segment_change, with_member
-
-from . import formats
-from .errors import NoSuchLedgerError
-from .interfaces import WriteGuard
-from .zkledgers import LedgerReads
+from auditor.metadata.codecs import formats
+from auditor.metadata.errors import NoSuchLedgerError
+from auditor.metadata.interfaces import WriteGuard
+from auditor.metadata.zk.store import ZooKeeperMetadataStore
 
 __all__ = ["UpdateOutcome", "EnsembleUpdate", "replace_member"]
 
@@ -50,7 +49,7 @@ class EnsembleUpdate:
 
 
 async def replace_member(
-    store: LedgerReads,
+    store: ZooKeeperMetadataStore,
     planned: LedgerMetadata,
     segment_index: int,
     index: int,

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import logging
 import random
 import struct
 from collections.abc import Callable, Sequence
@@ -31,10 +30,10 @@ from kazoo.exceptions import EXCEPTIONS, ZookeeperError
 from kazoo.protocol.states import ZnodeStat
 
 from auditor.aio.ratelimit import TokenBucket
+from auditor.logging import get_logger
+from auditor.metadata.errors import MetadataError
 
-from .errors import MetadataError
-
-log = logging.getLogger(__name__)
+log = get_logger("auditor.metadata.zkwire")
 
 OP_GET_DATA = 4
 OP_GET_CHILDREN = 8  # benchmarks only (bench/zk_wire.py): the product lists through kazoo
@@ -86,7 +85,8 @@ def decode_get_data(body: memoryview) -> tuple[bytes, ZnodeStat]:
 
 def error_for(code: int, path: str) -> Exception:
     """kazoo's exception for a ZooKeeper error code, so both read paths fail alike."""
-    cls = EXCEPTIONS[code] if code in EXCEPTIONS else ZookeeperError
+    # kazoo ships no types: EXCEPTIONS maps codes to exception classes (ZookeeperError's subclasses).
+    cls: type[Exception] = EXCEPTIONS[code] if code in EXCEPTIONS else ZookeeperError
     return cls(f"{path}: ZooKeeper error {code}")
 
 

@@ -1,7 +1,8 @@
 """Ledger id <-> znode path for every ZooKeeper ledger manager, plus our 128-bit extension. Spec §2.
 
-Pure: no I/O. The listing walk (`walk_ledgers`) takes an async `children(path)` function so the
-adapter decides how children are fetched.
+Pure: no I/O. A digit tree is walked in one place (`_walk_digit_tree`), for both listings: the ledgers
+(`walk_ledgers`) and the leaf directories (`walk_leaf_directories`). It takes an async `children(path)`
+function so the adapter decides how children are fetched.
 
 A *digit tree* is a directory tree whose path digits, concatenated, spell a fixed-width decimal number:
 legacy 2-4-4 (10 digits), long 3-4-4-4-4 (19 digits), flat (one level, `L` + at least 10 digits), and
@@ -16,8 +17,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 from auditor.durability.ids import MAX_ID, LedgerId
-
-from .location import LedgerManager, join
+from auditor.metadata.zk.location import LedgerManager, join
 
 # Java's Integer.MAX_VALUE: the hybrid manager uses the legacy (2-4-4) path strictly below it.
 HYBRID_SPLIT = 2**31 - 1
@@ -222,9 +222,41 @@ async def _walk_tree(
 ) -> AsyncIterator[LedgerBatch]:
     tree = p.tree
     leaf_depth = len(tree.widths) - 1
-    regexes = [tree.level_regex(d) for d in range(len(tree.widths))]
-    # Depth-first, children in numeric order; only the names of the directories on the current
-    # path are held in memory (at most 10 000 per level).
+    async for directory, prefix, matched, skipped in _walk_digit_tree(p, children, lo, hi, leaf_depth, on_skip):
+        values = []
+        for _, digits in matched:
+            value = int(prefix + digits)
+            if lo <= value <= hi and value <= tree.max_value:
+                values.append(value)
+            elif not (p.lo <= value <= p.hi) and on_skip:
+                on_skip(directory, f"{prefix + digits} (misplaced for this layout)")
+        values.sort()  # as ints, the order of their ids (`_value` keeps it), compared at C speed
+        ids = [_from_value(v) for v in values] if tree is SCOPED_TREE else [LedgerId(0, v) for v in values]
+        if ids:
+            yield LedgerBatch(directory, ids, skipped)
+
+
+Listed = tuple[str, str, list[tuple[str, str]], list[str]]  # directory, its digits, (name, digits) matched, skipped
+
+
+async def _walk_digit_tree(
+    p: TreePass,
+    children: ChildrenFn,
+    lo: int,
+    hi: int,
+    last_depth: int,
+    on_skip: Callable[[str, str], None] | None = None,
+) -> AsyncIterator[Listed]:
+    """The one walk of a ledger digit tree: list the directories of `p` from its base down to `last_depth`,
+    depth-first, children in numeric order, never descending into a directory whose id range misses
+    [lo, hi]; yield each directory listed at `last_depth` with its accumulated digits, the names there
+    that fit the level (with their digits) and the others. Names that do not fit a level are reported
+    through `on_skip(parent, name)`, except at the base (other BookKeeper znodes live there); a directory
+    that vanished mid-walk (or is empty) yields nothing."""
+    tree = p.tree
+    regexes = [tree.level_regex(d) for d in range(last_depth + 1)]
+    # Only the names of the directories on the current path are held in memory (at most 10 000 per
+    # level).
     stack: list[tuple[str, str, int]] = [(p.base, "", 0)]
     while stack:
         directory, prefix, depth = stack.pop()
@@ -244,18 +276,8 @@ async def _walk_tree(
         if skipped and on_skip and not (tree is FLAT_TREE and depth == 0):
             for name in skipped:
                 on_skip(directory, name)
-        if depth == leaf_depth:
-            values = []
-            for _, digits in matched:
-                value = int(prefix + digits)
-                if lo <= value <= hi and value <= tree.max_value:
-                    values.append(value)
-                elif not (p.lo <= value <= p.hi) and on_skip:
-                    on_skip(directory, f"{prefix + digits} (misplaced for this layout)")
-            values.sort()  # as ints, the order of their ids (`_value` keeps it), compared at C speed
-            ids = [_from_value(v) for v in values] if tree is SCOPED_TREE else [LedgerId(0, v) for v in values]
-            if ids:
-                yield LedgerBatch(directory, ids, skipped)
+        if depth == last_depth:
+            yield directory, prefix, matched, skipped
             continue
         subdirs = []
         for name, digits in matched:
@@ -375,28 +397,16 @@ async def walk_leaf_directories(
             # Flat: the root is the one leaf directory (listing it would list every ledger).
             yield LeafDirectory(p.base, _id_at_or_after(p.lo), _id_at_or_before(hi))
             continue
-        regexes = [tree.level_regex(d) for d in range(leaf_depth)]
-        stack: list[tuple[str, str, int]] = [(p.base, "", 0)]
-        while stack:
-            directory, prefix, depth = stack.pop()
-            names = await children(directory)
-            if not names:
-                continue
+        # Strays among the directories are not ours to plan: skipped silently (no on_skip).
+        async for directory, prefix, matched, _ in _walk_digit_tree(p, children, p.lo, hi, leaf_depth - 1):
             subdirs = []
-            for name in names:
-                m = regexes[depth].fullmatch(name)
-                if not m:
-                    continue  # other znodes (the root's LAYOUT, available, ...) or strays: not ours to plan
-                lo, top = tree.prefix_range(prefix + m.group(1))
+            for name, digits in matched:
+                lo, top = tree.prefix_range(prefix + digits)
                 lo, top = max(lo, p.lo), min(top, hi)
                 if lo <= top:
-                    subdirs.append((lo, top, name, prefix + m.group(1)))
+                    subdirs.append((lo, top, name))
             subdirs.sort()
-            if depth == leaf_depth - 1:
-                for lo, top, name, _ in subdirs:
-                    first, last = _id_at_or_after(lo), _id_at_or_before(top)
-                    if first <= last:
-                        yield LeafDirectory(join(directory, name), first, last)
-                continue
-            for _lo, _top, name, digits in reversed(subdirs):  # smallest popped first
-                stack.append((join(directory, name), digits, depth + 1))
+            for lo, top, name in subdirs:
+                first, last = _id_at_or_after(lo), _id_at_or_before(top)
+                if first <= last:
+                    yield LeafDirectory(join(directory, name), first, last)

@@ -8,9 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from auditor.durability.javatext import java_int, java_split, shown
-
-from .errors import CorruptZnodeError, LayoutMismatchError, UnsupportedLayoutError
-from .location import Driver, LedgerManager
+from auditor.metadata.errors import CorruptZnodeError, LayoutMismatchError, UnsupportedLayoutError
+from auditor.metadata.zk.location import Driver, LedgerManager
 
 # Class-name suffix (after any shading prefix such as "dlshade.") -> path scheme. Order matters:
 # the longer names must be tried before "HierarchicalLedgerManagerFactory".

@@ -17,11 +17,8 @@ from dataclasses import dataclass
 from posixpath import join
 
 from auditor.durability.ranges import RangeSet
-
-from .checkstate import MAX_MILLIS, parse_own_json
-from .errors import CorruptZnodeError
-from .interfaces import WriteGuard
-from .zkownstate import OwnZnodes
+from auditor.metadata.errors import CorruptZnodeError
+from auditor.metadata.own.recipe import MAX_MILLIS, DocumentSchema, OwnDocument, OwnZnodeStore, parse_own_json
 
 MAX_TEXT = 900_000  # below ZooKeeper's default 1 MiB znode limit, with room for the rest
 _RANGES = re.compile(r"(?:[0-9]{1,19}(?:-[0-9]{1,19})?(?:,[0-9]{1,19}(?:-[0-9]{1,19})?)*)?\Z")
@@ -66,14 +63,13 @@ class SeenLedgers:
         return cls(ms, RangeSet.of(ranges))
 
 
-class SeenStore:
-    def __init__(self, store: OwnZnodes) -> None:
-        self.store = store
-        self.path = join(store.own_subtree, "references", "seen")
+SEEN_LEDGERS: DocumentSchema[SeenLedgers] = DocumentSchema(
+    "bk-auditor references state", SeenLedgers.parse, SeenLedgers.to_json, empty_is_absent=True
+)
 
-    async def read(self) -> SeenLedgers | None:
-        data = await self.store.read_own(self.path)
-        return SeenLedgers.parse(data, self.path) if data else None
 
-    async def write(self, seen: SeenLedgers, guard: WriteGuard) -> None:
-        await self.store.put(self.path, seen.to_json(), guard)
+class SeenStore(OwnDocument[SeenLedgers]):
+    """The seen-ledgers znode."""
+
+    def __init__(self, store: OwnZnodeStore) -> None:
+        super().__init__(store, join(store.own_subtree, "references", "seen"), SEEN_LEDGERS)
