@@ -9,7 +9,7 @@
 
 Each package defines its own subclasses beside the code that raises them and derives them from one of
 these five. The CLI maps them to exit codes and the admin API to gRPC status codes, each in one table
-(`auditor.cli.EXIT_CODES`, `auditor.admin.errors.STATUS_CODES`).
+(`auditor.cli.common.EXIT_CODES`, `auditor.admin.errors.STATUS_CODES`).
 This module imports nothing of ours, so every layer (the pure core included) may use it.
 """
 

@@ -7,7 +7,6 @@ Every problem is a `TlsFileError` (a `ConfigError`: exit 2) whose `setting` name
 
 from __future__ import annotations
 
-import logging
 import os
 import ssl
 import tempfile
@@ -18,8 +17,9 @@ from typing import Literal
 
 from auditor import redact
 from auditor.errors import ConfigError
+from auditor.logging import get_logger
 
-log = logging.getLogger(__name__)
+log = get_logger("auditor.tlsfiles")
 
 StoreType = Literal["PKCS12", "JKS"]
 TLS_VERSIONS: dict[str, ssl.TLSVersion] = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}

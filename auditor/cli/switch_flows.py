@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from auditor.checks.build import connect_store
 from auditor.errors import ConfigError
-from auditor.metadata.zkoperator import Leader, OperatorSwitches, check_recovery_delay
+from auditor.metadata.bookkeeper.operator import Leader, OperatorSwitches, check_recovery_delay
 from auditor.settings import Settings
 
 if TYPE_CHECKING:
@@ -111,8 +111,12 @@ class AdminOps:
         return not (await self.client.set_replication(not disabled)).enabled
 
 
-def _opt(msg: Any, name: str) -> Any:
-    return getattr(msg, name) if msg.HasField(name) else None
+def _opt(msg: Any, name: str) -> int | None:
+    """An optional int32 field of an admin reply (RecoveryDelay): its value, None when unset."""
+    if not msg.HasField(name):
+        return None
+    value: int = getattr(msg, name)
+    return value
 
 
 @dataclass(frozen=True)

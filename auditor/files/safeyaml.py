@@ -28,9 +28,9 @@ class _BoundedSafeLoader(yaml.SafeLoader):
         self._depth += 1
         try:
             if self._depth > MAX_DEPTH:
-                raise yaml.composer.ComposerError(
-                    None, None, f"nested deeper than {MAX_DEPTH} levels", self.peek_event().start_mark
-                )
+                # peek_event is unannotated in types-PyYAML (yaml/parser.pyi).
+                mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
+                raise yaml.composer.ComposerError(None, None, f"nested deeper than {MAX_DEPTH} levels", mark)
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
