@@ -1,11 +1,15 @@
 # The two commands (see README.md): `make demo` and `make test`. Both do all set-up first.
-.PHONY: setup demo test lint fuzz chaos
+.PHONY: setup venv demo test lint fuzz chaos
 
 setup:
 	./scripts/setup.sh
 
+# The Python virtualenv alone (.venv from requirements/dev.lock, protobuf code): all `make lint` needs.
+venv:
+	./scripts/venv.sh
+
 demo: setup
-	.venv/bin/python -m tests.realcluster.demo
+	.venv/bin/python -m devcluster.demo
 
 # Two pytest-xdist workers, each with its own real cluster on its own port slot (BK_TEST_PORT_SLOT and
 # the next one), whole test files to one worker (module fixtures share a cluster): about 19 min on 2
@@ -15,10 +19,11 @@ test: setup lint
 	.venv/bin/python -m pytest -q -ra -n 2 --dist loadfile tests
 
 # Static checks (docs/contributing.md): ruff lint + format check, the layer contracts (.importlinter),
-# mypy (configured in pyproject.toml: strict on auditor/durability, auditor/bookie, auditor/aio, auditor/repair).
-lint: setup
-	.venv/bin/ruff check auditor tests bench
-	.venv/bin/ruff format --check auditor tests bench
+# mypy (configured in pyproject.toml: strict on all of auditor/). Needs only the virtualenv, not the cluster's
+# set-up (ZooKeeper, a JDK, the BookKeeper jars).
+lint: venv
+	.venv/bin/ruff check auditor tests bench devcluster
+	.venv/bin/ruff format --check auditor tests bench devcluster
 	.venv/bin/lint-imports
 	.venv/bin/mypy
 

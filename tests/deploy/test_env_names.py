@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from auditor.clientenv import CLI_VARIABLES
+from auditor.settings.clientenv import CLI_VARIABLES
 from auditor.settings.load import ENV_ADMIN_ADDRESS, ENV_CONFIG_FILE
 from auditor.settings.origins import unknown_variables
 from tests.deploy.artifacts import ROOT

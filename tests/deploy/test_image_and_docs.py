@@ -107,12 +107,13 @@ def test_locks_pin_every_dependency_with_hashes() -> None:
     for name, (version, _, _) in [*runtime.items(), *build.items()]:
         if name in dev:
             assert dev[name][0] == version, f"{name}: {version} here, {dev[name][0]} in dev.lock"
-    # what installs from them: the image (hash-checked), make setup (hash-checked)
+    # what installs from them: the image (hash-checked), make setup (hash-checked, through make venv's script)
     dockerfile = DOCKERFILE.read_text()
     assert "pip install --require-hashes -r /tmp/runtime.lock" in dockerfile
     assert "pip install --require-hashes -r requirements/build.lock" in dockerfile
     assert "--no-build-isolation" in dockerfile and "pip install --no-deps /tmp/dist/" in dockerfile
-    setup = (ROOT / "scripts" / "setup.sh").read_text()
+    assert '"$here/scripts/venv.sh"' in (ROOT / "scripts" / "setup.sh").read_text()
+    setup = (ROOT / "scripts" / "venv.sh").read_text()
     assert "lock=requirements/dev.lock" in setup and '--require-hashes -r "$lock"' in setup
 
 
@@ -131,8 +132,8 @@ def test_this_environment_is_the_dev_lock() -> None:
 def test_metrics_doc_matches_the_code() -> None:
     """docs/metrics.md: its table is the daemon's metrics, one row each, and every `check` / `category`
     value it quotes is one the daemon uses."""
-    from auditor.checks.catalog import CHECKS
-    from auditor.daemon.service import BOOKIE_WATCH
+    from auditor.checks.per_ledger import CHECKS
+    from auditor.daemon.replica import BOOKIE_WATCH
     from auditor.durability.findings import Category
     from tests.deploy.promql import documented_checks, exposed
 

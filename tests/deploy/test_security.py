@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from auditor.settings import load_settings
-from tests.certs import CertAuthority
+from devcluster.certs import CertAuthority
 from tests.deploy.artifacts import CHART, SCENARIOS, one, render_manifests, rendered
 
 SECRET_ROOTS = ("/pulsar/certs/", "/etc/bk-auditor/auth/")
