@@ -16,7 +16,7 @@ from auditor import errors
 from auditor.admin.client import AdminClientError
 from auditor.admin.errors import LedgerNotFoundError, NotSupportedError, StandbyError, UnknownCheckError, status_of
 from auditor.bookie.protocol import FrameError, ProtocolError, UnsafeRequestError
-from auditor.cli import exit_code
+from auditor.cli.common import exit_code
 from auditor.durability.entry import EntryFormatError
 from auditor.durability.entrylist import EntryListError
 from auditor.durability.ids import LedgerIdError

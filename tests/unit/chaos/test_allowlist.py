@@ -1,9 +1,9 @@
-"""The chaos campaign's ZooKeeper allow-list (tests/realcluster/chaos/zktree.py): what it lets through
+"""The chaos campaign's ZooKeeper allow-list (devcluster/chaos/zktree.py): what it lets through
 and what it flags, on hand-made snapshots. The campaign's smoke test checks the same on the real tree."""
 
 from __future__ import annotations
 
-from tests.realcluster.chaos.zktree import Allowance, Node, diff
+from devcluster.chaos.zktree import Allowance, Node, diff
 
 R = "/ledgers"
 BOOKIES = {"127.0.0.1:3181", "localhost:3185"}
