@@ -18,7 +18,7 @@ import time
 
 from auditor.durability.ids import LedgerId
 from auditor.metadata.codecs.paths import LedgerPaths, walk_leaf_directories
-from auditor.metadata.zk.location import LedgerManager
+from auditor.metadata.location import LedgerManager
 from auditor.processes.partitions import Span, check_cover, plan_partitions
 
 LEAF = 10_000

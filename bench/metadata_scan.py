@@ -36,7 +36,7 @@ from typing import Any
 
 from kazoo.client import KazooClient
 
-from auditor.metadata.zk.store import ZooKeeperMetadataStore
+from auditor.metadata.store import ZooKeeperMetadataStore
 from bench.harness import save_results, second_cluster
 from bench.replicas_check import RUNNER, java_run
 from bench.zk_wire import wire_scan

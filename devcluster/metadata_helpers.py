@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Iterable
 
 from auditor.durability.model import DigestType, LedgerMetadata, LedgerState
 from auditor.metadata.bookkeeper.election import LeaderElection
-from auditor.metadata.zk.store import ZooKeeperMetadataStore
+from auditor.metadata.store import ZooKeeperMetadataStore
 
 JAVA_DIGEST = {
     "CRC32": DigestType.CRC32,

@@ -17,7 +17,7 @@ from auditor.durability.ids import LedgerId
 from auditor.durability.model import DigestType, LedgerMetadata, LedgerState, Segment
 from auditor.metadata.codecs import formats
 from auditor.metadata.codecs.paths import LedgerPaths
-from auditor.metadata.zk.location import LedgerManager
+from auditor.metadata.location import LedgerManager
 
 
 @dataclass(frozen=True)

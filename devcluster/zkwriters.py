@@ -18,8 +18,8 @@ from auditor.durability.model import LedgerMetadata
 from auditor.metadata.codecs import formats
 from auditor.metadata.errors import ConcurrentUpdateError, CorruptZnodeError, NoSuchLedgerError
 from auditor.metadata.interfaces import WriteGuard
-from auditor.metadata.zk.location import join
-from auditor.metadata.zk.store import ZooKeeperMetadataStore
+from auditor.metadata.location import join
+from auditor.metadata.store import ZooKeeperMetadataStore
 
 log = logging.getLogger(__name__)
 

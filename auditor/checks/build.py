@@ -20,7 +20,7 @@ from auditor.logging import get_logger
 from auditor.metadata.bookkeeper.bookies import pulsar_racks
 from auditor.metadata.bookkeeper.racks import RackResolver, ScriptRackResolver, load_rack_file
 from auditor.metadata.errors import MetadataError
-from auditor.metadata.zk.store import ZooKeeperMetadataStore
+from auditor.metadata.store import ZooKeeperMetadataStore
 from auditor.settings import Settings, zookeeper_security
 
 from .context import AuditContext, CheckOptions

@@ -20,7 +20,7 @@ from auditor.durability.ranges import RangeSet
 from auditor.durability.schedule import expected_by_bookie
 from auditor.metadata.errors import CorruptZnodeError
 from auditor.metadata.own.repairstate import RepairBlocks
-from auditor.metadata.zk.store import ZooKeeperMetadataStore
+from auditor.metadata.store import ZooKeeperMetadataStore
 
 from .context import AuditContext, RunStats
 from .per_ledger import OpenLedgerCheck

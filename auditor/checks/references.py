@@ -34,8 +34,8 @@ from auditor.metadata.errors import CorruptZnodeError, NoSuchLedgerError
 from auditor.metadata.interfaces import LedgerRecord
 from auditor.metadata.own.referencestate import SeenLedgers, SeenStore
 from auditor.metadata.pulsar.references import PulsarReferenceReader
+from auditor.metadata.store import ZooKeeperMetadataStore
 from auditor.metadata.zk.connection import ZooKeeperConnection
-from auditor.metadata.zk.store import ZooKeeperMetadataStore
 
 from .context import AuditContext, RunStats
 from .runner import LedgerOutcome

@@ -38,7 +38,7 @@ from auditor.metadata.errors import (
 )
 from auditor.metadata.interfaces import WriteGuard
 from auditor.metadata.own.recipe import DocumentSchema, OwnDocument, parse_own_json
-from auditor.metadata.zk.store import ZooKeeperMetadataStore
+from auditor.metadata.store import ZooKeeperMetadataStore
 
 from .ledger_index import LedgerIndex
 from .supervisor import Spawn, Supervisor

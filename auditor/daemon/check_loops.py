@@ -32,7 +32,7 @@ from auditor.logging import get_logger
 from auditor.metadata.interfaces import WriteGuard
 from auditor.metadata.own.checkstate import CheckState
 from auditor.metadata.own.referencestate import SeenStore
-from auditor.metadata.zk.store import ZooKeeperMetadataStore
+from auditor.metadata.store import ZooKeeperMetadataStore
 from auditor.settings import Settings
 
 from .deletion_watch import DeletionWatch

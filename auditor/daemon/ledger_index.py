@@ -22,7 +22,7 @@ from collections.abc import Iterable
 
 from auditor.durability.ids import LedgerId
 from auditor.metadata.interfaces import CorruptLedger
-from auditor.metadata.zk.store import ZooKeeperMetadataStore
+from auditor.metadata.store import ZooKeeperMetadataStore
 
 _VERSION_BITS = 32
 _VERSION_MASK = (1 << _VERSION_BITS) - 1

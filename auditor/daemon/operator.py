@@ -48,8 +48,8 @@ from auditor.metadata.codecs.formats import is_valid_bookie_id
 from auditor.metadata.errors import NoSuchLedgerError
 from auditor.metadata.interfaces import WriteGuard
 from auditor.metadata.own.repairlimits import RepairLimits, RepairLimitsNode
+from auditor.metadata.store import ZooKeeperMetadataStore
 from auditor.metadata.zk.connection import ZooKeeperConnection
-from auditor.metadata.zk.store import ZooKeeperMetadataStore
 
 log = get_logger("auditor.admin.operator")
 T = TypeVar("T")

@@ -31,7 +31,7 @@ from auditor.metadata.errors import (
 )
 from auditor.metadata.interfaces import WriteGuard
 from auditor.metadata.own.checkstate import CheckStateStore
-from auditor.metadata.zk.store import ZooKeeperMetadataStore
+from auditor.metadata.store import ZooKeeperMetadataStore
 from auditor.settings import Settings
 
 from .bookie_watch import BookieWatch

@@ -17,7 +17,7 @@ from auditor.durability.findings import Category
 from auditor.durability.ids import LedgerId
 from auditor.durability.repairblocked import blocked_finding
 from auditor.metadata.own.repairstate import RepairBlocks
-from auditor.metadata.zk.store import ZooKeeperMetadataStore
+from auditor.metadata.store import ZooKeeperMetadataStore
 from auditor.settings import Settings
 
 from .metrics import AuditorMetrics

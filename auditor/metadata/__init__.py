@@ -27,8 +27,8 @@ from auditor.metadata.interfaces import (
     ScanStats,
     WriteGuard,
 )
-from auditor.metadata.zk.location import Driver, LedgerManager, MetadataLocation, from_settings, parse_service_uri
-from auditor.metadata.zk.store import ZooKeeperMetadataStore
+from auditor.metadata.location import Driver, LedgerManager, MetadataLocation, from_settings, parse_service_uri
+from auditor.metadata.store import ZooKeeperMetadataStore
 
 __all__ = [
     "BookieAddress",

@@ -169,7 +169,7 @@ class WriteGuard(Protocol):
 @runtime_checkable
 class ProvingGuard(WriteGuard, Protocol):
     """A guard whose writes must prove more than one znode still exists (the repair lock: the session's
-    proof node and the lock, `bookkeeper.repairlock.LockGuard`): every path of `guard_paths` is checked, in order,
+    proof node and the lock, `repair.lock.LockGuard`): every path of `guard_paths` is checked, in order,
     inside the write's multi-op, and a failed check raises `refused(path, problem)`."""
 
     @property
@@ -228,7 +228,7 @@ class MetadataStore(Protocol):
 
 class RepairLockProtocol(Protocol):
     """The repair worker's side of Java's under-replication work protocol (markers, `locks/urL<id>`,
-    `disable`): what a repair worker codes against (ZooKeeper: `bookkeeper.repairlock.RepairLocks`)."""
+    `disable`): what a repair worker codes against (ZooKeeper: `repair.lock.RepairLocks`)."""
 
     def markers(self) -> AsyncIterator[MarkerRecord]: ...
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from auditor.checks.build import connect_store
 from auditor.durability.ids import LedgerId, next_id
-from auditor.metadata.zk.store import ZooKeeperMetadataStore
+from auditor.metadata.store import ZooKeeperMetadataStore
 from auditor.settings import Settings
 
 from .partitions import (

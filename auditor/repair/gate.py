@@ -47,7 +47,7 @@ class RepairGateError(P.UnsafeRequestError):
 
 class WriteLease(Protocol):
     """What a bookie write of the repair role needs besides its permit: the ledger's repair lock still
-    held (`bookkeeper.repairlock.LockGuard`). `write_refusal` is asked as each request is encoded, so it must be
+    held (`metadata.repair.lock.LockGuard`). `write_refusal` is asked as each request is encoded, so it must be
     local (flags kept by watches and the connection state), never a ZooKeeper round trip."""
 
     def write_refusal(self) -> str | None: ...

@@ -25,7 +25,7 @@ from auditor.durability.repairplan import Action, ActionKind
 from auditor.durability.schedule import write_set
 from auditor.durability.striped import StripedSet
 from auditor.logging import get_logger
-from auditor.metadata.bookkeeper.repairlock import LockGuard
+from auditor.metadata.repair.lock import LockGuard
 
 from .attempt import Tally
 from .copy import CorruptReplica

@@ -3,7 +3,7 @@
 `LedgerRepairer.repair`: take Java's lock (the marker version captured), read the ledger, gather the
 evidence with the checks' own read-only code and plan (`evidence.assess`); for each action copy exactly
 its entries through the repair gate (`copy.copy_entries`), and for a REPLACE choose the new bookie by the
-placement policy (`targets`) and commit it with the version-checked `metadata.bookkeeper.ensemble.replace_member`; heal the
+placement policy (`targets`) and commit it with the version-checked `metadata.repair.ensemble.replace_member`; heal the
 corrupt copies met on the way (`healing`); then re-check the ledger the same way, and only when it is
 clean delete the marker at the captured version. Anything in the way (data loss, an unknown answer, an
 open segment, no eligible bookie, a failed copy, a changed segment) ends the attempt as BLOCKED: the lock
@@ -32,11 +32,11 @@ from auditor.durability.repackage import LedgerCredentials, ledger_credentials
 from auditor.durability.repairblocked import blocked_finding
 from auditor.durability.repairplan import Action, ActionKind, BlockReason
 from auditor.logging import get_logger, log_new_finding
-from auditor.metadata.bookkeeper.ensemble import UpdateOutcome, replace_member
-from auditor.metadata.bookkeeper.repairlock import LockGuard, RepairLocks, ZkHeldLock
 from auditor.metadata.errors import CorruptZnodeError, NoSuchLedgerError, RepairLockLostError
 from auditor.metadata.interfaces import ReleaseOutcome
 from auditor.metadata.own.repairstate import RepairBlock, RepairBlocks
+from auditor.metadata.repair.ensemble import UpdateOutcome, replace_member
+from auditor.metadata.repair.lock import LockGuard, RepairLocks, ZkHeldLock
 
 from .attempt import LOCK_LOST, Blocked, LedgerRepair, RepairOptions, Status, Tally, copy_failure
 from .copy import CopyResult, CopyTask, copy_entries

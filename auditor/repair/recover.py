@@ -57,9 +57,9 @@ from auditor.durability.repackage import LedgerCredentials
 from auditor.durability.schedule import write_set
 from auditor.errors import AuditorError
 from auditor.logging import get_logger
-from auditor.metadata.bookkeeper.recovery import CloseOutcome, close_recovered, mark_in_recovery
 from auditor.metadata.interfaces import WriteGuard
-from auditor.metadata.zk.store import ZooKeeperMetadataStore
+from auditor.metadata.repair.recovery import CloseOutcome, close_recovered, mark_in_recovery
+from auditor.metadata.store import ZooKeeperMetadataStore
 
 from .fencing import FencePermit, FencingClient
 from .gate import RecoveryAddPermit, WriteLease

@@ -16,8 +16,8 @@ from auditor.durability.model import DigestType
 from auditor.durability.repairplan import Backoff
 from auditor.errors import ConfigError, error_line
 from auditor.logging import get_logger
-from auditor.metadata.bookkeeper.repairlock import RepairLocks
-from auditor.metadata.zk.store import ZooKeeperMetadataStore
+from auditor.metadata.repair.lock import RepairLocks
+from auditor.metadata.store import ZooKeeperMetadataStore
 from auditor.metrics.exposition import serve
 from auditor.settings import Settings
 

@@ -20,9 +20,9 @@ from auditor.bookie.config import BookieClientConfig
 from auditor.checks.context import AuditContext
 from auditor.durability.repairplan import WorkClass, WorkItem, work_order
 from auditor.logging import get_logger
-from auditor.metadata.bookkeeper.repairlock import RepairLocks
 from auditor.metadata.errors import CorruptZnodeError, NoSuchLedgerError
 from auditor.metadata.own.repairlimits import RepairLimits, RepairLimitsNode
+from auditor.metadata.repair.lock import RepairLocks
 
 from .attempt import LedgerRepair, RepairOptions
 from .evidence import assess

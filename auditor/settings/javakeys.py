@@ -9,7 +9,7 @@ Names, defaults and units were checked against BookKeeper 4.17.3 (`ServerConfigu
 names are recorded (facts needed for interoperability). docs/configuration.md has the table, with the
 reasons where our default differs. Class names translate through one table each: placement policies
 through `auditor.durability.placement.POLICY_CLASSES`, ledger managers through
-`auditor.metadata.zk.location.LEDGER_MANAGER_CLASSES`.
+`auditor.metadata.location.LEDGER_MANAGER_CLASSES`.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def _rack_source(value: Any) -> str:
 
 
 def _ledger_manager(value: Any) -> str:
-    from auditor.metadata.zk.location import LEDGER_MANAGER_CLASSES  # the adapters load only when needed
+    from auditor.metadata.location import LEDGER_MANAGER_CLASSES  # the adapters load only when needed
 
     name = str(value).strip()
     short = name.rsplit(".", 1)[-1]

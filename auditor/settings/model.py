@@ -29,7 +29,7 @@ from .clientnames import client_names
 from .values import DEFAULT_ADMIN_ADDRESS, TimeWindow, checked_bind, optional_bind, split_list
 
 if TYPE_CHECKING:
-    from auditor.metadata.zk.location import MetadataLocation
+    from auditor.metadata.location import MetadataLocation
 
 ENV_PREFIX = "BKAUDIT_"
 DEFAULT_LEDGERS_ROOT = "/ledgers"
@@ -207,7 +207,7 @@ class ReferencesSettings(_Section):
     def _check_root(cls, v: str | None) -> str | None:
         if v is None:
             return v
-        from auditor.metadata.zk.location import zk_path_problem
+        from auditor.metadata.location import zk_path_problem
 
         problem = zk_path_problem(v)
         if problem:
@@ -489,7 +489,7 @@ class Settings(BaseSettings):
 
     def metadata_location(self) -> MetadataLocation:
         """The resolved metadata location (URI wins over zkServers + root)."""
-        from auditor.metadata.zk.location import LedgerManager, resolve
+        from auditor.metadata.location import LedgerManager, resolve
 
         zk = self.zookeeper
         return resolve(

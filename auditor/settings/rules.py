@@ -23,7 +23,7 @@ def cross_checks(s: Settings, stacks: list[dict[str, Origin]]) -> list[str]:
             say("metadata_service_uri" if s.metadata_service_uri else "zookeeper.servers", str(exc))
     from auditor.metadata.bookkeeper.election import election_base
     from auditor.metadata.errors import MetadataConfigError
-    from auditor.metadata.zk.location import zk_path_problem
+    from auditor.metadata.location import zk_path_problem
 
     root = s.zookeeper.ledgers_root
     if zk_path_problem(root.rstrip("/") or "/"):

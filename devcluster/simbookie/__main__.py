@@ -27,7 +27,7 @@ from contextlib import contextmanager
 
 from kazoo.client import KazooClient
 
-from auditor.metadata.zk.location import join, parse_service_uri
+from auditor.metadata.location import join, parse_service_uri
 from devcluster.planted import Shape
 
 from .replies import Faults

@@ -9,7 +9,7 @@ from typing import Protocol
 
 from auditor.durability.ids import LedgerId
 from auditor.metadata.interfaces import LedgerRecord
-from auditor.metadata.zk.store import ZooKeeperMetadataStore
+from auditor.metadata.store import ZooKeeperMetadataStore
 from devcluster.planted import DEFAULT_SHAPE, Shape, planted
 
 from .stored import WrittenLedger

@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from auditor.metadata.errors import MetadataConfigError, UnsupportedLayoutError
-from auditor.metadata.zk.location import _SERVER, LedgerManager, from_settings, parse_service_uri, zk_path_problem
+from auditor.metadata.location import _SERVER, LedgerManager, from_settings, parse_service_uri, zk_path_problem
 from auditor.settings import ConfigError, PropertiesError, Settings, load_settings, parse_properties
 from auditor.settings.jaas import FLAGS, JaasError, parse_jaas
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from auditor.durability.ids import MAX_ID, LedgerId, LedgerIdError
 from auditor.metadata.codecs.paths import HYBRID_SPLIT, LEGACY_TREE, LedgerPaths, MarkerPaths, walk_ledgers
-from auditor.metadata.zk.location import LedgerManager, join
+from auditor.metadata.location import LedgerManager, join
 
 from .contract import parse_contract
 from .strategies import ledger_ids, scoped_ledger_ids, weird_numbers

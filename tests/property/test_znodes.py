@@ -10,8 +10,8 @@ from types import MappingProxyType
 from hypothesis import given
 from hypothesis import strategies as st
 
-from auditor.metadata.bookkeeper.layout import LedgerLayout, parse_layout
 from auditor.metadata.codecs import formats as f
+from auditor.metadata.codecs.layout import LedgerLayout, parse_layout
 from auditor.metadata.errors import CorruptZnodeError
 
 from .contract import parse_contract

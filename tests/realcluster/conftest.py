@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from auditor.metadata.zk.store import ZooKeeperMetadataStore
+from auditor.metadata.store import ZooKeeperMetadataStore
 from devcluster.cluster import Cluster
 from devcluster.daemon_util import Daemon, reset_auditor_state
 from devcluster.metadata_helpers import open_store

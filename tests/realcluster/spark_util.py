@@ -10,7 +10,7 @@ from typing import Any
 from auditor.durability.findings import summarize
 from auditor.durability.ids import LedgerId
 from auditor.metadata.interfaces import LedgerRecord
-from auditor.metadata.zk.store import ZooKeeperMetadataStore
+from auditor.metadata.store import ZooKeeperMetadataStore
 from auditor.processes.partitions import check_cover
 from auditor.spark.sweep import SweepResult
 from devcluster.checks_util import actionable, audit, ledger_path, rewrite_ensemble

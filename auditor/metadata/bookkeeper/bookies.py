@@ -15,8 +15,8 @@ from auditor.metadata.bookkeeper.racks import StaticRackMap, pulsar_rack_map
 from auditor.metadata.codecs import formats
 from auditor.metadata.errors import CorruptZnodeError, MissingZnodeError
 from auditor.metadata.interfaces import BookieAddress, BookieRegistration, CookieRecord, NodeStat, Registrations
+from auditor.metadata.location import join
 from auditor.metadata.zk.connection import ZooKeeperConnection
-from auditor.metadata.zk.location import join
 
 log = get_logger("auditor.metadata.zkbookies")
 

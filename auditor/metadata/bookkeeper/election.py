@@ -25,8 +25,8 @@ from auditor.aio import spawn
 from auditor.logging import get_logger
 from auditor.metadata.codecs import formats
 from auditor.metadata.errors import MetadataConfigError, NotLeaderError
+from auditor.metadata.location import join
 from auditor.metadata.zk.bridge import KazooBridge
-from auditor.metadata.zk.location import join
 
 log = get_logger("auditor.metadata.election")
 

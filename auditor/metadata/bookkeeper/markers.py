@@ -1,6 +1,6 @@
 """Under-replication in ZooKeeper (`<root>/underreplication`): markers read, created and merged exactly as
 Java's markLedgerUnderreplicatedAsync does (guarded), listed, deleted with their empty parents as Java's
-markLedgerReplicated does (guarded: the repair lock holder's write, bookkeeper/repairlock.py); the disable
+markLedgerReplicated does (guarded: the repair lock holder's write, repair/lock.py); the disable
 flag; lostBookieRecoveryDelay (read and watched).
 
 A recipe on the connection (zk/connection.py), composed into the store (zk/store.py).
@@ -18,8 +18,8 @@ from auditor.logging import get_logger
 from auditor.metadata.codecs import formats
 from auditor.metadata.errors import ConcurrentUpdateError, CorruptZnodeError, MetadataVersionChangedError
 from auditor.metadata.interfaces import LockRecord, MarkerRecord, MarkResult, NodeStat, WriteGuard
+from auditor.metadata.location import join
 from auditor.metadata.zk.connection import ZooKeeperConnection
-from auditor.metadata.zk.location import join
 
 log = get_logger("auditor.metadata.zkmarkers")
 

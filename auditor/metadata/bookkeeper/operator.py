@@ -24,8 +24,8 @@ from auditor.metadata.codecs import formats
 from auditor.metadata.codecs.paths import MarkerPaths
 from auditor.metadata.errors import ConcurrentUpdateError, MetadataConfigError, MissingZnodeError
 from auditor.metadata.interfaces import WriteGuard
+from auditor.metadata.location import join
 from auditor.metadata.zk.connection import ZooKeeperConnection
-from auditor.metadata.zk.location import join
 
 JAVA_INT_MAX = 2**31 - 1
 

@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 from auditor.durability.ids import MAX_ID, LedgerId
-from auditor.metadata.zk.location import LedgerManager, join
+from auditor.metadata.location import LedgerManager, join
 
 # Java's Integer.MAX_VALUE: the hybrid manager uses the legacy (2-4-4) path strictly below it.
 HYBRID_SPLIT = 2**31 - 1

@@ -4,7 +4,7 @@ limits, the bookie watch's incarnations.
 
 As kazoo's recipes take the client, `OwnDocument` (one document at a fixed path) and `OwnDirectory`
 (documents of one kind under one directory, one per key) take the store that holds our own subtree
-(zk/store.py, offering `own.znodes.OwnZnodes`) and a `DocumentSchema`: how the document is parsed
+(store.py, offering `own.znodes.OwnZnodes`) and a `DocumentSchema`: how the document is parsed
 (strictly: anything but what we write is `CorruptZnodeError` naming the znode) and serialised. Reads
 never create anything; every write and delete is guarded by the guard its caller passes (the leader's
 vote, or a repair lock's `ProvingGuard`), exactly as the store's own `put` and `delete_own` are.

@@ -1,7 +1,7 @@
 """bk-auditor's own znodes (`<root>/bk-auditor/...`: check cursors and times, bookie incarnations), read
 and written whole; the one place besides the markers where the daemon creates znodes.
 
-A recipe on the connection (zk/connection.py) whose primitives the store (zk/store.py) offers; the
+A recipe on the connection (zk/connection.py) whose primitives the store (metadata/store.py) offers; the
 documents are read and written through the one recipe built on them (own/recipe.py: `OwnDocument`,
 `OwnDirectory`), each with its schema beside its meaning (checkstate.py, referencestate.py,
 repairstate.py, repairlimits.py, the daemon's bookie watch).
@@ -14,8 +14,8 @@ from kazoo.exceptions import NodeExistsError, NoNodeError
 from auditor.metadata.bookkeeper.election import OUR_SUBTREE
 from auditor.metadata.errors import ConcurrentUpdateError
 from auditor.metadata.interfaces import WriteGuard
+from auditor.metadata.location import join
 from auditor.metadata.zk.connection import ZooKeeperConnection
-from auditor.metadata.zk.location import join
 
 
 class OwnZnodes:

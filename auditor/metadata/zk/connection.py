@@ -4,12 +4,12 @@ As kazoo keeps its client apart from its recipes, this module holds only the con
 to asyncio, the LAYOUT check at connect, session state), raw reads, kept-armed watches and the guarded
 write; what the znodes mean lives in one recipe per part of the tree, each taking the connection
 (bookkeeper/ledgers.py, bookkeeper/bookies.py, bookkeeper/markers.py, own/znodes.py), composed into one
-store by zk/store.py.
+store by metadata/store.py.
 
 Reads never create anything. Every write is a ZooKeeper multi-op whose first op checks that the writer's
 guard znode (the leader's election vote) still exists, so a deposed leader's write fails atomically; a
 repair lock's write checks its session's proof node and the lock first (`ProvingGuard`,
-bookkeeper/repairlock.py).
+repair/lock.py).
 Missing parents are created only strictly below the ledgers root: never the root itself, never outside it.
 """
 
@@ -35,12 +35,12 @@ from kazoo.protocol.states import EventType, KazooState, WatchedEvent
 
 from auditor.aio import spawn
 from auditor.logging import get_logger
-from auditor.metadata.bookkeeper.layout import LedgerLayout, parse_layout, resolve_manager
+from auditor.metadata.codecs.layout import LedgerLayout, parse_layout, resolve_manager
 from auditor.metadata.codecs.paths import LedgerPaths, MarkerPaths
 from auditor.metadata.errors import NotALedgersRootError, NotLeaderError
 from auditor.metadata.interfaces import ProvingGuard, WriteGuard
+from auditor.metadata.location import LedgerManager, MetadataLocation, join, parse_service_uri
 from auditor.metadata.zk.bridge import KazooBridge, connection_abandoned, start_client, stop_client
-from auditor.metadata.zk.location import LedgerManager, MetadataLocation, join, parse_service_uri
 from auditor.metadata.zk.security import PLAINTEXT, ZkSecurity, ZooKeeperAuthError
 from auditor.metadata.zk.wire import reader_for
 

@@ -365,7 +365,7 @@ def test_scoped_ledger_is_judged_on_metadata_and_never_breaks_a_scan(cluster: Cl
     from auditor.durability.model import LedgerState
     from auditor.metadata.codecs import formats
     from auditor.metadata.codecs.paths import LedgerPaths
-    from auditor.metadata.zk.location import LedgerManager
+    from auditor.metadata.location import LedgerManager
 
     r = cluster.create_ledger(ensemble=3, write_quorum=1, ack_quorum=1, entries=5)
     real = asyncio.run(_read(cluster, r["ledgerId"]))

@@ -10,8 +10,8 @@ import pytest
 
 from auditor.durability.ids import LedgerId
 from auditor.metadata.bookkeeper.bookies import pulsar_racks
-from auditor.metadata.zk.location import LedgerManager
-from auditor.metadata.zk.store import ZooKeeperMetadataStore
+from auditor.metadata.location import LedgerManager
+from auditor.metadata.store import ZooKeeperMetadataStore
 from devcluster import zkwriters
 from devcluster.cluster import Cluster
 from devcluster.metadata_helpers import collect, open_store

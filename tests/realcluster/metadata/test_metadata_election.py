@@ -11,8 +11,8 @@ from kazoo.protocol.states import KazooState
 
 from auditor.metadata.bookkeeper.election import LeaderElection, sort_votes
 from auditor.metadata.errors import MetadataConfigError, NotLeaderError
+from auditor.metadata.store import ZooKeeperMetadataStore
 from auditor.metadata.zk.bridge import KazooBridge, start_client, stop_client
-from auditor.metadata.zk.store import ZooKeeperMetadataStore
 from devcluster import ports
 from devcluster.cluster import Cluster
 
@@ -189,7 +189,7 @@ async def test_a_zookeeper_restart_longer_than_the_backoff_keeps_the_session(clu
     tried ~6 s after the drop and lost the session (chaos seed 1, round 115: a new leader only 9 s later)."""
     from dataclasses import replace
 
-    from auditor.metadata.zk.location import parse_service_uri
+    from auditor.metadata.location import parse_service_uri
 
     loc = replace(parse_service_uri(cluster.metadata_service_uri), session_timeout_ms=4000)
     store = await ZooKeeperMetadataStore.connect(loc)

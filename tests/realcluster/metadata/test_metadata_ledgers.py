@@ -22,7 +22,7 @@ from auditor.metadata.errors import (
     NotLeaderError,
 )
 from auditor.metadata.interfaces import ScanStats
-from auditor.metadata.zk.location import LedgerManager
+from auditor.metadata.location import LedgerManager
 from devcluster import zkwriters
 from devcluster.cluster import Cluster
 from devcluster.metadata_helpers import JAVA_DIGEST, collect, java_to_string, leader_of, open_store

@@ -13,7 +13,7 @@ from kazoo.exceptions import NoAuthError
 from kazoo.security import make_digest_acl
 
 from auditor.aio.ratelimit import TokenBucket
-from auditor.metadata.zk.store import ZooKeeperMetadataStore
+from auditor.metadata.store import ZooKeeperMetadataStore
 from auditor.metadata.zk.wire import WireReader, WireUnavailable
 from devcluster.cluster import Cluster
 from devcluster.metadata_helpers import open_store

@@ -25,8 +25,8 @@ from auditor.checks.context import AuditContext, RunStats
 from auditor.durability.ids import LedgerId
 from auditor.durability.model import LedgerMetadata, LedgerState
 from auditor.durability.repackage import ledger_credentials
-from auditor.metadata.bookkeeper.repairlock import RepairLocks
-from auditor.metadata.zk.store import ZooKeeperMetadataStore
+from auditor.metadata.repair.lock import RepairLocks
+from auditor.metadata.store import ZooKeeperMetadataStore
 from auditor.repair.attempt import RepairOptions, Status
 from auditor.repair.fencing import FencingClient
 from auditor.repair.ledger import recheck_problem

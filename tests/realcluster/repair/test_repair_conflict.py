@@ -16,8 +16,8 @@ from auditor.bookie import BookieClientConfig, BookiePool
 from auditor.checks.context import AuditContext
 from auditor.durability.ids import LedgerId
 from auditor.durability.repairplan import Backoff
-from auditor.metadata.bookkeeper.repairlock import RepairLocks
-from auditor.metadata.zk.store import ZooKeeperMetadataStore
+from auditor.metadata.repair.lock import RepairLocks
+from auditor.metadata.store import ZooKeeperMetadataStore
 from auditor.repair.attempt import RepairOptions, Status
 from auditor.repair.worker import RepairWorker
 from devcluster.checks_util import bookie_lost, ledger_path, remove_markers, rewrite_ensemble

@@ -26,9 +26,9 @@ from auditor.durability.model import DigestType
 from auditor.durability.repairblocked import blocked_finding
 from auditor.durability.repairplan import Backoff
 from auditor.durability.schedule import write_set
-from auditor.metadata.bookkeeper.repairlock import RepairLocks
 from auditor.metadata.own.repairstate import RepairBlocks
-from auditor.metadata.zk.store import ZooKeeperMetadataStore
+from auditor.metadata.repair.lock import RepairLocks
+from auditor.metadata.store import ZooKeeperMetadataStore
 from auditor.repair.attempt import RepairOptions, Status
 from auditor.repair.metrics import RepairMetrics
 from auditor.repair.worker import RepairWorker

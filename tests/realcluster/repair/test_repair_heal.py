@@ -13,7 +13,7 @@ import asyncio
 
 import pytest
 
-from auditor.metadata.zk.store import ZooKeeperMetadataStore
+from auditor.metadata.store import ZooKeeperMetadataStore
 from devcluster.checks_util import bookie_lost, corrupt_entry_on_disk
 from devcluster.cli_util import cli, ledger_log_lines
 from devcluster.cluster import Cluster

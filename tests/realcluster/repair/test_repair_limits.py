@@ -16,8 +16,8 @@ from auditor.admin.client import AdminClient, AdminClientError
 from auditor.bookie import BookieClientConfig, BookiePool
 from auditor.checks.context import AuditContext
 from auditor.durability.ids import LedgerId
-from auditor.metadata.bookkeeper.repairlock import RepairLocks
-from auditor.metadata.zk.store import ZooKeeperMetadataStore
+from auditor.metadata.repair.lock import RepairLocks
+from auditor.metadata.store import ZooKeeperMetadataStore
 from auditor.repair.attempt import LedgerRepair, RepairOptions, Status
 from auditor.repair.worker import RepairWorker
 from devcluster.checks_util import bookie_lost

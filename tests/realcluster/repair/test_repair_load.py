@@ -14,8 +14,8 @@ import pytest
 from auditor.bookie import BookieClientConfig, BookiePool
 from auditor.checks.context import AuditContext
 from auditor.durability.ids import LedgerId
-from auditor.metadata.bookkeeper.repairlock import RepairLocks
-from auditor.metadata.zk.store import ZooKeeperMetadataStore
+from auditor.metadata.repair.lock import RepairLocks
+from auditor.metadata.store import ZooKeeperMetadataStore
 from auditor.repair.attempt import RepairOptions, Status
 from auditor.repair.copy import CopyLimits
 from auditor.repair.worker import RepairWorker

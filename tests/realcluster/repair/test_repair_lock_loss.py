@@ -1,6 +1,6 @@
 """No repair write after the repair lock is lost, against real ZooKeeper and real BookKeeper 4.17.3.
 
-The lock guard (metadata.bookkeeper.repairlock.LockGuard): a guarded multi-op checks the session's proof node as well as
+The lock guard (metadata.repair.lock.LockGuard): a guarded multi-op checks the session's proof node as well as
 the lock, so a guard whose session expired is refused by ZooKeeper itself, even after kazoo replaced
 the session and another worker re-created the lock (same path, version 0), with the local check
 bypassed; a lock deleted and re-created by another client while our session lives is not accepted.
@@ -27,11 +27,11 @@ from kazoo.protocol.states import KazooState
 from auditor.bookie import BookieClientConfig, BookiePool
 from auditor.checks.context import AuditContext
 from auditor.durability.ids import LedgerId
-from auditor.metadata.bookkeeper.repairlock import LockGuard, RepairLocks
 from auditor.metadata.codecs import formats
 from auditor.metadata.errors import NotLeaderError, RepairLockLostError
+from auditor.metadata.repair.lock import LockGuard, RepairLocks
+from auditor.metadata.store import ZooKeeperMetadataStore
 from auditor.metadata.zk.bridge import start_client, stop_client
-from auditor.metadata.zk.store import ZooKeeperMetadataStore
 from auditor.repair.attempt import LedgerRepair, RepairOptions, Status
 from auditor.repair.copy import CopyLimits
 from auditor.repair.worker import RepairWorker

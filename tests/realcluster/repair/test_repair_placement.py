@@ -14,7 +14,7 @@ import yaml
 
 from auditor.durability.ids import LedgerId
 from auditor.metadata.own.repairstate import RepairBlocks
-from auditor.metadata.zk.store import ZooKeeperMetadataStore
+from auditor.metadata.store import ZooKeeperMetadataStore
 from devcluster.checks_util import bookie_lost
 from devcluster.cli_util import cli, ledger_log_lines
 from devcluster.cluster import Cluster

@@ -19,11 +19,11 @@ from auditor.durability.ids import LedgerId
 from auditor.durability.model import LedgerMetadata
 from auditor.durability.repairplan import with_member
 from auditor.metadata.bookkeeper.election import LeaderElection
-from auditor.metadata.bookkeeper.ensemble import UpdateOutcome, replace_member
-from auditor.metadata.bookkeeper.repairlock import RepairLocks
 from auditor.metadata.errors import NotLeaderError, RepairLockLostError
 from auditor.metadata.interfaces import ReleaseOutcome
-from auditor.metadata.zk.store import ZooKeeperMetadataStore
+from auditor.metadata.repair.ensemble import UpdateOutcome, replace_member
+from auditor.metadata.repair.lock import RepairLocks
+from auditor.metadata.store import ZooKeeperMetadataStore
 from devcluster import zkwriters
 from devcluster.cluster import Cluster
 from devcluster.metadata_helpers import java_to_string, leader_of, listunderreplicated, open_store

@@ -23,9 +23,9 @@ from auditor.checks.context import AuditContext
 from auditor.checks.explain import explain_ledger
 from auditor.durability.ids import LedgerId
 from auditor.durability.repairplan import Backoff
-from auditor.metadata.bookkeeper.repairlock import RepairLocks
 from auditor.metadata.own.repairstate import RepairBlocks
-from auditor.metadata.zk.store import ZooKeeperMetadataStore
+from auditor.metadata.repair.lock import RepairLocks
+from auditor.metadata.store import ZooKeeperMetadataStore
 from auditor.repair.attempt import RepairOptions, Status
 from auditor.repair.evidence import BookieStates, assess
 from auditor.repair.ledger import recheck_problem

@@ -16,8 +16,8 @@ import pytest
 from kazoo.security import ACL, Id, Permissions
 
 from auditor.metadata.bookkeeper.election import LeaderElection
+from auditor.metadata.store import ZooKeeperMetadataStore
 from auditor.metadata.zk.security import SaslLogin, ZkSecurity, ZooKeeperAuthError
-from auditor.metadata.zk.store import ZooKeeperMetadataStore
 from devcluster import ports
 from devcluster.cli_util import cli, error_lines, json_findings
 from devcluster.cluster import Cluster, secured_cluster

@@ -16,8 +16,8 @@ from kazoo.security import ACL, Id, Permissions, make_digest_acl_credential
 
 from auditor.metadata.bookkeeper.election import LeaderElection
 from auditor.metadata.errors import ZooKeeperUnreachableError
+from auditor.metadata.store import ZooKeeperMetadataStore
 from auditor.metadata.zk.security import ZkSecurity, ZkTls
-from auditor.metadata.zk.store import ZooKeeperMetadataStore
 from auditor.settings import load_settings, zookeeper_security
 from devcluster import ports
 from devcluster.cli_util import cli, json_findings

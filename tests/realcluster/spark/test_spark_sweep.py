@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 from auditor.cli import app
 from auditor.durability.findings import Category
 from auditor.durability.ids import LedgerId
-from auditor.metadata.zk.store import ZooKeeperMetadataStore
+from auditor.metadata.store import ZooKeeperMetadataStore
 from auditor.processes.partitions import check_cover
 from auditor.processes.plan import plan_with_store
 from auditor.spark.session import get_session

@@ -15,8 +15,8 @@ import pytest
 from auditor.metadata.bookkeeper.election import LeaderElection
 from auditor.metadata.bookkeeper.operator import OperatorSwitches
 from auditor.metadata.errors import ConcurrentUpdateError, NotLeaderError
+from auditor.metadata.store import ZooKeeperMetadataStore
 from auditor.metadata.zk.bridge import KazooBridge, start_client, stop_client
-from auditor.metadata.zk.store import ZooKeeperMetadataStore
 from devcluster.cluster import Cluster
 
 pytestmark = pytest.mark.realcluster

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from auditor.metadata.bookkeeper.layout import LedgerLayout, manager_of, parse_layout, resolve_manager
+from auditor.metadata.codecs.layout import LedgerLayout, manager_of, parse_layout, resolve_manager
 from auditor.metadata.errors import CorruptZnodeError, LayoutMismatchError, MetadataConfigError, UnsupportedLayoutError
-from auditor.metadata.zk.location import Driver, LedgerManager, from_settings, parse_service_uri
+from auditor.metadata.location import Driver, LedgerManager, from_settings, parse_service_uri
 from auditor.settings import parse_properties
 
 H, LH, FL, LEG = (

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from auditor.durability.ids import MAX_ID, LedgerId
 from auditor.metadata.codecs.paths import HYBRID_SPLIT, LedgerPaths, MarkerPaths, walk_ledgers
-from auditor.metadata.zk.location import LedgerManager
+from auditor.metadata.location import LedgerManager
 
 ids63 = st.integers(min_value=0, max_value=MAX_ID)
 small = st.integers(min_value=0, max_value=HYBRID_SPLIT - 1)

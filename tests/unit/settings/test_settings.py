@@ -9,7 +9,7 @@ import pytest
 
 import auditor.errors
 from auditor.durability.placement import POLICY_CLASSES, PolicyKind
-from auditor.metadata.zk.location import LedgerManager
+from auditor.metadata.location import LedgerManager
 from auditor.settings import (
     DEFAULT_ADMIN_ADDRESS,
     ENV_ADMIN_ADDRESS,

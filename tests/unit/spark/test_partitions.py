@@ -19,7 +19,7 @@ from auditor.cli import app
 from auditor.durability.findings import Category, Finding, FindingSummary, Severity
 from auditor.durability.ids import MAX_ID, LedgerId
 from auditor.metadata.codecs.paths import HYBRID_SPLIT, LedgerPaths, walk_leaf_directories
-from auditor.metadata.zk.location import LedgerManager
+from auditor.metadata.location import LedgerManager
 from auditor.processes.engine import merge_run_stats
 from auditor.processes.partitions import (
     ID_SPACE_END,

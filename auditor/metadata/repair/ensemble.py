@@ -26,7 +26,7 @@ from auditor.durability.repairplan import segment_change, with_member
 from auditor.metadata.codecs import formats
 from auditor.metadata.errors import NoSuchLedgerError
 from auditor.metadata.interfaces import WriteGuard
-from auditor.metadata.zk.store import ZooKeeperMetadataStore
+from auditor.metadata.store import ZooKeeperMetadataStore
 
 __all__ = ["UpdateOutcome", "EnsembleUpdate", "replace_member"]
 

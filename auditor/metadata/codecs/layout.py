@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from auditor.durability.javatext import java_int, java_split, shown
 from auditor.metadata.errors import CorruptZnodeError, LayoutMismatchError, UnsupportedLayoutError
-from auditor.metadata.zk.location import Driver, LedgerManager
+from auditor.metadata.location import Driver, LedgerManager
 
 # Class-name suffix (after any shading prefix such as "dlshade.") -> path scheme. Order matters:
 # the longer names must be tried before "HierarchicalLedgerManagerFactory".

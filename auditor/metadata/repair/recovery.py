@@ -24,7 +24,7 @@ from auditor.durability.recovery import closed_metadata_segments
 from auditor.metadata.codecs import formats
 from auditor.metadata.errors import NoSuchLedgerError
 from auditor.metadata.interfaces import WriteGuard
-from auditor.metadata.zk.store import ZooKeeperMetadataStore
+from auditor.metadata.store import ZooKeeperMetadataStore
 
 __all__ = ["CloseOutcome", "MetadataStep", "mark_in_recovery", "close_recovered"]
 

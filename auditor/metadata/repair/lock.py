@@ -43,8 +43,8 @@ from auditor.logging import get_logger
 from auditor.metadata.codecs import formats
 from auditor.metadata.errors import RepairLockLostError
 from auditor.metadata.interfaces import HeldLock, MarkerRecord, ReleaseOutcome, RepairLockProtocol
-from auditor.metadata.zk.location import join
-from auditor.metadata.zk.store import ZooKeeperMetadataStore
+from auditor.metadata.location import join
+from auditor.metadata.store import ZooKeeperMetadataStore
 
 log = get_logger("auditor.metadata.zkrepairlock")
 
