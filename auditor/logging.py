@@ -6,8 +6,9 @@ grpc, asyncio) routed through the same processors, so every line has the same sh
 * `console`: structlog's console renderer (colours only on a TTY), for people at a terminal.
 
 Every module of ours gets its logger one way, `log = get_logger("auditor.<subject>")` (the name is what
-a JSON line carries as `logger`; tests/unit/test_logger_idiom.py keeps it so). This module sits low so
-that every layer may import it: it imports only structlog, the standard library and `auditor.redact`.
+a JSON line carries as `logger`; tests/unit/test_logger_idiom.py keeps it so). This module sits just above
+the pure core so that every other layer may import it: it imports only structlog, the standard library,
+`auditor.redact` and the core's `LedgerId` and `Finding` (for the shape of their log lines).
 
 Key convention, shared with BookKeeper's own structured logs: camelCase `ledgerId`, `bookieId`,
 `entryId`. Snake-case spellings of those (`ledger_id=...`) are renamed on the way out, so a call site
@@ -21,12 +22,14 @@ import json
 import logging
 import sys
 from collections.abc import Mapping
-from typing import IO, Any, Protocol, runtime_checkable
+from typing import IO, Any, Protocol
 
 import structlog
 from structlog.typing import EventDict, WrappedLogger
 
 from auditor import redact
+from auditor.durability.findings import Finding
+from auditor.durability.ids import LedgerId
 
 _HANDLER_FLAG = "_bk_auditor_handler"
 LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
@@ -47,21 +50,12 @@ _RESERVED = {"event", "level", "timestamp", "logger", "exception", "stack"}
 _SEVERITY_LEVEL = {"critical": logging.ERROR, "major": logging.WARNING, "minor": logging.WARNING, "info": logging.INFO}
 
 
-@runtime_checkable
-class _ScopedLedgerId(Protocol):
-    """A ledger id with its scope (`auditor.durability.ids.LedgerId`, which this low module cannot
-    import)."""
-
-    scope: int
-    ledger: int
-
-
 def _camel_keys(_: WrappedLogger, __: str, event: EventDict) -> EventDict:
     for snake, camel in CAMEL_KEYS.items():
         if snake in event:
             event.setdefault(camel, event.pop(snake))
     ledger = event.get("ledgerId")
-    if isinstance(ledger, _ScopedLedgerId):
+    if isinstance(ledger, LedgerId):
         # Same shape as Finding.to_log_dict: ledgerId is always a number, scopeId only when not 0, so a
         # log store never sees ledgerId as a number in one line and a string in the next.
         event["ledgerId"] = ledger.ledger
@@ -184,13 +178,6 @@ class LoggableFinding(Protocol):
     def to_log_dict(self) -> Mapping[str, Any]: ...
 
 
-class NewFinding(LoggableFinding, Protocol):
-    """What `log_new_finding` needs (a `Finding`)."""
-
-    @property
-    def actionable(self) -> bool: ...
-
-
 def log_finding(
     finding: LoggableFinding, *, logger: Any = None, check: str | None = None, event: str = "finding"
 ) -> None:
@@ -206,7 +193,7 @@ def log_finding(
     (logger or get_logger("auditor.findings")).log(level, event, **fields)
 
 
-def log_new_finding(finding: NewFinding, *, logger: Any = None, check: str | None = None) -> None:
+def log_new_finding(finding: Finding, *, logger: Any = None, check: str | None = None) -> None:
     """Log a finding seen for the first time, unless it is informational (`Finding.actionable`): info
     findings are counted, not logged one by one. The one rule for the daemon, `bk-auditor check` and the
     Spark sweep."""
