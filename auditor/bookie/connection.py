@@ -9,10 +9,11 @@ import math
 import socket
 import time
 from collections import OrderedDict
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
 
 from . import protocol as P
-from .protocol import Op
+from .protocol import Op, Reply
 
 if TYPE_CHECKING:
     from .pending import _Pending, _Request
@@ -23,12 +24,38 @@ if TYPE_CHECKING:
 LATE_REPLY_MEMORY = 4096
 
 
+class WireCodec(Protocol):
+    """What a connection's protocol version decides: how a reply body is decoded into a `Reply` whose txn id
+    says which request it answers, and (`sent`, None when nothing is needed) what is noted of each frame
+    sent so its reply can be matched. Framing (the length prefix) is the same in v2 and v3."""
+
+    def decode(self, body: bytes) -> Reply: ...
+
+    @property
+    def sent(self) -> Callable[[int, bytes], None] | None: ...
+
+
+class V3Codec:
+    """The v3 protocol: replies carry their txn id; nothing to note of what is sent."""
+
+    __slots__ = ()
+    sent = None
+
+    @staticmethod
+    def decode(body: bytes) -> Reply:
+        return P.decode_response(body)
+
+
+V3 = V3Codec()
+
+
 class _Connection(asyncio.Protocol):
     def __init__(self, client: BookieTransport, first_txn: int) -> None:
         self.client = client
         self.first_txn = first_txn
         self.transport: asyncio.Transport | None = None
         self.decoder = P.FrameDecoder(client.config.max_frame_size)
+        self.codec: WireCodec = client._new_codec()
         self.pending: dict[int, _Request | _Pending] = {}
         self.expired: OrderedDict[int, Op] = OrderedDict()  # may still get one late reply each
         self.closing = False
@@ -64,7 +91,7 @@ class _Connection(asyncio.Protocol):
         try:
             bodies = self.decoder.feed(data)
             for body in bodies:
-                self.client._on_reply(self, P.decode_response(body))
+                self.client._on_reply(self, self.codec.decode(body))
                 if self.closing:
                     return
         except P.ProtocolError as exc:

@@ -29,7 +29,8 @@ class Outcome(enum.Enum):
 
 
 class Capability(enum.Enum):
-    """Whether a bookie answers GET_LIST_OF_ENTRIES_OF_LEDGER for ledgers it holds."""
+    """Whether a bookie answers a request: GET_LIST_OF_ENTRIES_OF_LEDGER for ledgers it holds (BookieClient),
+    BATCH_READ_ENTRY on the v2 protocol (batch.BatchReader: UNSUPPORTED before 4.17)."""
 
     UNKNOWN = "unknown"
     SUPPORTED = "supported"
@@ -124,6 +125,22 @@ class EntryListResult(BookieResult):
     ledger_id: int
     entries: EntryList | None = None
     unsupported: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class BatchReadResult(BookieResult):
+    """BATCH_READ_ENTRY (v2, BookKeeper 4.17+): entries `first_entry`, `first_entry + 1`, ... as far as the
+    bookie could read them, within the count and size asked.
+
+    PRESENT: `entries` holds (entry id, stored bytes) in order, at least the first. ABSENT: the bookie
+    answered ENOENTRY / ENOLEDGER for `first_entry` itself (`entries` empty). UNKNOWN: anything else. The
+    batch stops at the first entry the bookie cannot read, for whatever reason: the entry after the last
+    one returned is not judged by it (ask a batch starting there).
+    """
+
+    ledger_id: int
+    first_entry: int
+    entries: list[tuple[int, bytes]]
 
 
 @dataclass(frozen=True, slots=True)

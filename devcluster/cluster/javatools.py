@@ -94,8 +94,16 @@ def check_prerequisites() -> None:
             raise HarnessError(f"'{tool}' not on PATH: a JDK 17 is required for the real cluster")
 
 
-def classpath() -> str:
-    return str(BK_HOME / "lib" / "*")
+def classpath(version: str | None = None) -> str:
+    """The jars of BK_VERSION, or of another release fetched beside it (a bookie of another version)."""
+    if version is None or version == BK_VERSION:
+        return str(BK_HOME / "lib" / "*")
+    home = BK_HOME.parent / f"bk-{version}"
+    if not (home / "lib" / ".complete").exists():
+        raise HarnessError(
+            f"BookKeeper {version} jars not found in {home}/lib: run BK_VERSION={version} scripts/fetch_bk_jars.sh"
+        )
+    return str(home / "lib" / "*")
 
 
 def compile_once(source: Path, cp: str, cache: Path, version: str) -> Path:

@@ -1,5 +1,7 @@
 """The simulated bookies on the network: one asyncio server per bookie id, each on its own loopback
-address and port, answering pipelined v3 frames in order (replies.BookieView decides each answer)."""
+address and port, answering pipelined frames in order (replies.BookieView decides each v3 answer,
+v2replies.answer_v2 each v2 one). As a bookie does, a connection speaks v3 until a frame is not a v3
+request, and v2 from then on."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from types import TracebackType
 
 from .replies import BookieView, Faults
 from .sources import LedgerSource
+from .v2replies import answer_v2
 
 Address = tuple[str, int]
 _LENGTH = struct.Struct(">i")
@@ -22,6 +25,7 @@ class _Connection(asyncio.Protocol):
         self.open = open_connections
         self.buffer = bytearray()
         self.transport: asyncio.Transport | None = None
+        self.v2 = False  # switched for good by the first frame that is not a v3 request
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -48,9 +52,16 @@ class _Connection(asyncio.Protocol):
             if self.view.silent:
                 self.view.requests += 1
                 continue
-            reply = self.view.answer(body)
+            if self.v2:
+                self.view.requests += 1
+                reply = answer_v2(self.view, body)
+            else:
+                reply = self.view.answer(body)  # (counts the request)
+                if reply is None:
+                    self.v2 = True
+                    reply = answer_v2(self.view, body)
             if reply is None:
-                broken = True  # not the v3 protocol: what came before is answered, then the link closes
+                broken = True  # not a request it can decode: what came before is answered, then the link closes
                 break
             out.append(_LENGTH.pack(len(reply)) + reply)
         del buf[:pos]

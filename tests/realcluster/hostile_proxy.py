@@ -14,6 +14,8 @@ import contextlib
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from google.protobuf.message import DecodeError
+
 from auditor._proto import bookkeeper_protocol_pb2 as pb
 from auditor.bookie import protocol as P
 from devcluster import ports
@@ -81,7 +83,11 @@ class ReplyRewritingProxy:
         while data := await reader.read(65536):
             for body in decoder.feed(data):
                 resp = pb.Response()
-                resp.ParseFromString(body)
+                try:
+                    resp.ParseFromString(body)
+                except DecodeError:  # a v2 reply (the batch reader's connection): forwarded as it is
+                    writer.write(P.frame(body))
+                    continue
                 if resp.header.operation == int(self.op) and await self._on_reply(resp):
                     self.rewritten += 1
                     body = resp.SerializeToString()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import struct
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -18,7 +19,7 @@ from typing import Any
 import pytest
 
 from auditor._proto import bookkeeper_protocol_pb2 as pb
-from auditor.bookie import BookieClient, BookieClientConfig, Outcome, Status
+from auditor.bookie import BookieClient, BookieClientConfig, Outcome, Status, v2
 from auditor.bookie import protocol as P
 from auditor.durability.entry import Verdict
 from auditor.durability.model import DigestType
@@ -134,6 +135,62 @@ async def test_replies_are_byte_identical_to_the_real_bookies(cluster: Cluster, 
     assert compared > 400 and {pb.EOK, pb.ENOENTRY, pb.ENOLEDGER, pb.EBADREQ} <= statuses
 
 
+def v2_requests_for(ledger: dict[str, Any]) -> list[bytes]:
+    """v2 READENTRY of every entry (and past the end), BATCH_READ_ENTRY from every entry with several counts
+    and sizes (the first entry always; two entries' worth; no size limit), and both about a ledger never
+    written. Request ids are distinct, and each (ledger, entry) is read once: replies are told apart."""
+    lid, n = ledger["ledgerId"], ledger["entries"]
+    entry_bytes = 32 + {"CRC32": 8, "CRC32C": 8, "MAC": 20, "DUMMY": 0}[ledger["digest"]] + ledger["entrySize"]
+    frames = [v2.read_entry_frame(lid, e).frame for e in range(n + 2)]
+    frames.append(v2.read_entry_frame(NEVER_WRITTEN_LEDGER, 0).frame)
+    rid = iter(range(1, 10_000))
+    for first in range(n + 1):
+        for count, size in ((1, 1 << 20), (3, 1 << 20), (100, 1), (100, 36 + 2 * (entry_bytes + 4)), (100, 1 << 20)):
+            frames.append(v2.batch_read_frame(next(rid), lid, first, count, size).frame)
+    frames.append(v2.batch_read_frame(next(rid), NEVER_WRITTEN_LEDGER, 0, 10, 1 << 20).frame)
+    return frames
+
+
+async def raw_v2_replies(address: tuple[str, int], frames: list[bytes]) -> dict[object, bytes]:
+    """(ledger, entry) of a READENTRY reply, or a batch reply's request id -> the reply's frame body."""
+    reader, writer = await asyncio.open_connection(*address)
+    try:
+        writer.write(b"".join(frames))
+        decoder = P.FrameDecoder()
+        out: dict[object, bytes] = {}
+        while len(out) < len(frames):
+            data = await asyncio.wait_for(reader.read(65536), 10)
+            assert data, f"{address} closed the connection after {len(out)} of {len(frames)} replies"
+            for body in decoder.feed(data):
+                reply, key = v2.decode_reply(body)
+                out[key if key is not None else reply.txn_id] = body
+        return out
+    finally:
+        writer.close()
+
+
+async def test_v2_replies_are_byte_identical_to_the_real_bookies(
+    cluster: Cluster, written: list[dict[str, Any]]
+) -> None:
+    compared, codes, sizes = 0, set(), set()
+    async with twins(cluster, written):
+        for ledger in written:
+            frames = v2_requests_for(ledger)
+            for bookie in cluster.sorted_bookie_ids:
+                real = await raw_v2_replies(real_address(cluster, bookie), frames)
+                sim = await raw_v2_replies(sim_address(cluster, bookie), frames)
+                assert sim.keys() == real.keys()
+                for key, body in real.items():
+                    assert sim[key] == body, (ledger["ledgerId"], bookie, key, v2.decode_reply(body))
+                    reply = v2.decode_reply(body)[0]
+                    codes.add(reply.status)
+                    if isinstance(reply.sub, v2.V2BatchResponse):
+                        sizes.add(len(reply.sub.entries))
+                compared += len(real)
+    assert compared > 1500 and {Status.EOK, Status.ENOENTRY, Status.ENOLEDGER} <= codes
+    assert {0, 1, 2, 3} <= sizes and max(sizes) > 3  # error replies, cut by size, by count, by a missing entry
+
+
 async def test_answers_through_the_bookie_client_are_equal(cluster: Cluster, written: list[dict[str, Any]]) -> None:
     async with twins(cluster, written):
         for ledger in written:
@@ -192,6 +249,20 @@ async def test_refuses_writes_and_fencing_reads_and_keeps_serving() -> None:
         assert [P.decode_response(replies[t]).status for t in (1, 2, 3)] == [Status.EBADREQ] * 3
         assert P.decode_response(replies[9]).status is Status.EOK and replies[9] == before[9]
         assert sim.views[bookies[0]].refused == 3
+        # v2: a fencing read and a fencing batch (flag 0x1 and a master key) get EBADREQ; an add closes the link.
+        key = bytes(20)
+        fence_read = P.frame(struct.pack(">iqq", v2.packet_header(2, 0x1), lid, 0) + key)
+        fence_batch = P.frame(struct.pack(">iqqqiq", v2.packet_header(7, 0x1), lid, 0, 5, 10, 4096) + key)
+        add_v2 = P.frame(struct.pack(">i", v2.packet_header(1)) + key + struct.pack(">qq", lid, 0) + bytes(8))
+        got = await raw_v2_replies(address, [fence_read, fence_batch, v2.read_entry_frame(lid, 1).frame])
+        assert v2.decode_reply(got[(lid, 0)])[0].status is Status.EBADREQ
+        assert v2.decode_reply(got[(lid, 1)])[0].status in (Status.EOK, Status.ENOENTRY)  # a plain read: served
+        assert v2.decode_reply(got[5])[0].status is Status.EBADREQ
+        reader, writer = await asyncio.open_connection(*address)
+        writer.write(add_v2)
+        assert await asyncio.wait_for(reader.read(100), 5) == b""  # closed, nothing answered
+        writer.close()
+        assert sim.views[bookies[0]].refused == 5
 
 
 async def test_silent_bookie_never_answers() -> None:
