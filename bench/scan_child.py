@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import os
 import resource
 import sys
 import threading
@@ -28,17 +29,17 @@ from typing import Any
 def settings_for(uri: str, max_in_flight: int, max_concurrent_ledgers: int, loop: str = "asyncio") -> Any:
     from auditor.settings import load_settings
 
-    return load_settings(
-        None,
-        overrides={
-            "metadata_service_uri": uri,
-            "event_loop": loop,  # in-process runs choose theirs per run below; sweep workers use this
-            "bookie_client": {"requests_per_second": 0, "max_in_flight": max_in_flight},
-            "zookeeper": {"reads_per_second": 0},
-            "max_concurrent_ledgers": max_concurrent_ledgers,
-            "log": {"format": "json", "level": "info"},
-        },
-    )
+    overrides: dict[str, Any] = {
+        "metadata_service_uri": uri,
+        "event_loop": loop,  # in-process runs choose theirs per run below; sweep workers use this
+        "bookie_client": {"requests_per_second": 0, "max_in_flight": max_in_flight},
+        "zookeeper": {"reads_per_second": 0},
+        "max_concurrent_ledgers": max_concurrent_ledgers,
+        "log": {"format": "json", "level": "info"},
+    }
+    if os.environ.get("BENCH_SHIPPED_LIMITS") == "1":  # the bookie and ZooKeeper limits as shipped, not off
+        del overrides["bookie_client"], overrides["zookeeper"]
+    return load_settings(None, overrides=overrides)
 
 
 def run_loop(loop: str, coro_fn: Callable[[], Any]) -> Any:

@@ -43,6 +43,18 @@ class TokenBucket:
         self._tokens -= tokens
         return 0.0 if self._tokens >= 0 else -self._tokens / self.rate
 
+    def try_take(self, tokens: float = 1.0) -> float:
+        """Take `tokens` now if they have accrued (returns 0.0); else take nothing and return how long until
+        they will have. For a sender that takes its token as it sends, so a rate changed meanwhile (retune)
+        paces what is still waiting, unlike a reservation made when the request was queued."""
+        now = time.monotonic()
+        self._tokens = min(self.capacity, self._tokens + (now - self._stamp) * self.rate)
+        self._stamp = now
+        if self._tokens >= tokens:
+            self._tokens -= tokens
+            return 0.0
+        return (tokens - self._tokens) / self.rate
+
     async def acquire(self, tokens: float = 1.0) -> None:
         wait = self.reserve(tokens)
         if wait > 0:

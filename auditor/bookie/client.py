@@ -5,15 +5,17 @@ for the pre-gated GET_LIST and READ_ENTRY frames. Its operations are READ_ENTRY,
 GET_BOOKIE_INFO, GET_LIST_OF_ENTRIES_OF_LEDGER and the AUTH probe, one at a time or many in one batch;
 `send_*` methods return a `Sent` (pending.py): a ledger's requests to all its bookies go out before its
 first answer is awaited. A bookie that never answers GET_LIST (DbLedgerStorage) is recognised and its
-callers told to read entries instead.
+callers told to read entries instead: while that is not known, one GET_LIST at a time finds it out (the
+probe; the others wait for its outcome), and with a `CapabilityBook` (capabilities.py) one per bookie
+incarnation in the whole process tree.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import time
 from collections.abc import Sequence
-from typing import cast
 
 from google.protobuf.message import Message
 
@@ -25,6 +27,7 @@ from auditor.durability.striped import StripedSet
 from auditor.logging import get_logger
 
 from . import protocol as P
+from .capabilities import CapabilityBook, Incarnation
 from .pending import Build, Sent, _TimedOut
 from .protocol import Op, Reply, Status
 from .results import (
@@ -44,6 +47,8 @@ log = get_logger("auditor.bookie.client")
 # An entry list of at most this many bytes (about 2,700 runs) is decoded in one go where the caller does
 # not await each answer: well under a millisecond. Larger ones take the stepwise, awaited path.
 SMALL_ENTRY_LIST = 64 * 1024
+# How often a client waiting for another process's probe of the same bookie looks at the book again.
+BOOK_POLL_SECONDS = 0.05
 
 
 class BookieClient(BookieTransport):
@@ -52,6 +57,15 @@ class BookieClient(BookieTransport):
     Its gate is `protocol.encode_request`, fixed by the class (not a parameter): nothing the auditor
     holds can make it send a write or a fence.
     """
+
+    # Set by BookiePool: where the clients of the process tree share what they learnt of a bookie's GET_LIST
+    # support, and how to tell which incarnation of the bookie runs now (capabilities.py).
+    capability_book: CapabilityBook | None = None
+    incarnation_of: Incarnation | None = None
+    _probing: asyncio.Future[None] | None = None  # this client's probe under way
+    _incarnation: str | None = None
+    _incarnation_read = False
+    _ungated_until = 0.0  # after a probe the bookie did not answer at all: no gate until then
 
     def _encode(self, request: Message | P.GatedFrame) -> bytes:
         if type(request) is P.GatedFrame:  # GET_LIST / READ_ENTRY, proven of the one shape the gate passes
@@ -92,20 +106,6 @@ class BookieClient(BookieTransport):
         builds: list[Build] = [functools.partial(_read_entry_request, ledger_id=lid, entry_id=e) for lid, e in pairs]
         values = await self._batch(Op.READ_ENTRY, builds, timeout)
         return [self._read_entry_result(r, elapsed, lid, e) for (r, elapsed), (lid, e) in zip(values, pairs)]
-
-    async def _batch(self, op: Op, builds: list[Build], timeout: float | None) -> list[tuple[Reply | str, float]]:
-        """Send many requests of one operation and wait for all their outcomes, in order: queued together
-        (bounded by the window and the rate limit as ever), one wake-up of the caller when the last is in.
-        Cancelling withdraws every request not answered yet."""
-        batch, reqs = self._submit_many(op, builds, timeout)
-        try:
-            await batch.future
-        except BaseException:
-            batch.future.cancel()  # the requests still queued are skipped, the sent ones withdrawn
-            for req in reqs:
-                self._withdrawn(req)
-            raise
-        return cast(list[tuple[Reply | str, float]], batch.values)
 
     async def read_lac(self, ledger_id: int | LedgerId, *, timeout: float | None = None) -> ReadLacResult:
         lid = _wire_ledger_id(ledger_id)
@@ -186,8 +186,75 @@ class BookieClient(BookieTransport):
                     self.bookie_id, Outcome.UNKNOWN, None, self._unsupported_message(), 0.0, lid, None, True
                 )
             )
+        if self.entry_list_support is Capability.UNKNOWN and time.monotonic() >= self._ungated_until:
+            gated = asyncio.ensure_future(self._entry_list_gated(lid, timeout))
+            return Sent(gated, functools.partial(self._entry_list_result, lid))
         fut = self._submit(Op.GET_LIST_OF_ENTRIES_OF_LEDGER, lambda t: P.entry_list_request(t, lid), timeout)
         return Sent(fut, functools.partial(self._entry_list_result, lid))
+
+    async def _entry_list_gated(self, lid: int, timeout: float | None) -> tuple[Reply | str, float]:
+        """GET_LIST while the bookie's support is unknown: one request at a time finds it out (the probe,
+        with the short probe timeout), the others wait for its outcome, then go as it says. A DbLedgerStorage
+        bookie thus gets one unanswerable request (one exception in its log), not one per ledger asked."""
+        while self.entry_list_support is Capability.UNKNOWN and time.monotonic() >= self._ungated_until:
+            if self._probing is not None:
+                await asyncio.shield(self._probing)
+                continue
+            self._probing = probing = asyncio.get_running_loop().create_future()
+            try:
+                answered = await self._probe(lid, timeout)
+            finally:
+                self._probing = None
+                probing.set_result(None)
+            if answered is not None:
+                return answered
+        if self.entry_list_support is Capability.UNSUPPORTED:
+            return self._unsupported_message(), 0.0
+        if timeout == self.config.entry_list_probe_timeout:
+            timeout = None  # the caller's short first try was for a bookie whose support is known now
+        return await self._submit(Op.GET_LIST_OF_ENTRIES_OF_LEDGER, lambda t: P.entry_list_request(t, lid), timeout)
+
+    async def _probe(self, lid: int, timeout: float | None) -> tuple[Reply | str, float] | None:
+        """The one GET_LIST that finds out whether the bookie answers it; None when the process tree's book
+        already knew (nothing sent). While another process probes the same bookie, wait for its outcome."""
+        book, incarnation = self.capability_book, await self._bookie_incarnation()
+        if book is not None and incarnation is not None:
+            while not book.claim(self.bookie_id, incarnation):
+                known = book.lookup(self.bookie_id, incarnation)
+                if known is not Capability.UNKNOWN:
+                    self.entry_list_support = known
+                    return None
+                await asyncio.sleep(BOOK_POLL_SECONDS)
+        limit = self.config.entry_list_probe_timeout
+        learnt = Capability.UNKNOWN
+        try:
+            reply, elapsed = await self._submit(
+                Op.GET_LIST_OF_ENTRIES_OF_LEDGER,
+                lambda t: P.entry_list_request(t, lid),
+                min(timeout, limit) if timeout is not None else limit,
+            )
+            if isinstance(reply, str):
+                if not (isinstance(reply, _TimedOut) and await self._maybe_unsupported(reply)):
+                    # No reply and no proof the bookie is alive: asking one at a time would only queue the
+                    # rest behind timeouts; they go as they come for a while, as before any probe.
+                    self._ungated_until = time.monotonic() + self.config.request_timeout
+            elif reply.status is Status.EOK and reply.sub is not None and reply.sub.ledgerId == lid:
+                self.entry_list_support = Capability.SUPPORTED
+            learnt = self.entry_list_support
+            return reply, elapsed
+        finally:
+            if book is not None and incarnation is not None:
+                book.settle(self.bookie_id, incarnation, learnt)
+
+    async def _bookie_incarnation(self) -> str | None:
+        """The bookie's incarnation (read once per client), or None when it cannot be told."""
+        if not self._incarnation_read and self.incarnation_of is not None:
+            self._incarnation_read = True
+            try:
+                self._incarnation = await self.incarnation_of(self.bookie_id)
+            except Exception as exc:  # ZooKeeper trouble: learn it alone, as without a book
+                log.debug("bookie %s: incarnation unknown (%r)", self.bookie_id, exc)
+        return self._incarnation
 
     async def get_entry_lists(
         self,
@@ -202,6 +269,19 @@ class BookieClient(BookieTransport):
         per ledger, the entries this bookie should hold; a list that is exactly that is recognised
         without the general decode (`decode_share`: the same EntryList, its `share` set)."""
         lids = [_wire_ledger_id(x) for x in ledger_ids]
+        if self.entry_list_support is Capability.UNKNOWN and lids and time.monotonic() >= self._ungated_until:
+            # Not known whether it lists: ledgers one at a time until it is (the first, normally), the rest
+            # in one batch as it says (a batch of GET_LISTs to a DbLedgerStorage bookie: each one a timeout).
+            head: list[EntryListResult] = []
+            while len(head) < len(lids) and self.entry_list_support is Capability.UNKNOWN:
+                head.append(await self.send_get_entry_list(lids[len(head)], timeout=timeout).result())
+                if time.monotonic() < self._ungated_until:
+                    break
+            if timeout == self.config.entry_list_probe_timeout and self.entry_list_support is not Capability.UNKNOWN:
+                timeout = None
+            n = len(head)
+            rest = await self.get_entry_lists(lids[n:], timeout=timeout, shares=shares[n:] if shares else None)
+            return [*head, *rest]
         if self.entry_list_support is Capability.UNSUPPORTED:
             return [await self.send_get_entry_list(lid, timeout=timeout).result() for lid in lids]
         builds: list[Build] = [functools.partial(_entry_list_request, ledger_id=lid) for lid in lids]
@@ -245,7 +325,8 @@ class BookieClient(BookieTransport):
             unsupported = self._entry_lists_unsupported() or (
                 isinstance(reply, _TimedOut) and await self._maybe_unsupported(reply)
             )
-            error = f"{reply}; {self._unsupported_message()}" if unsupported else reply
+            said = self._unsupported_message()
+            error = f"{reply}; {said}" if unsupported and reply != said else reply
             return EntryListResult(self.bookie_id, Outcome.UNKNOWN, None, error, elapsed, lid, None, unsupported)
         sub = reply.sub
         if reply.status is None or sub is None:
@@ -311,6 +392,7 @@ class BookieClient(BookieTransport):
     def reset_capabilities(self) -> None:
         """Forget what was learnt about the bookie (e.g. after it was reconfigured and restarted)."""
         self.entry_list_support = Capability.UNKNOWN
+        self._incarnation, self._incarnation_read = None, False
 
     def _entry_lists_unsupported(self) -> bool:
         """Known not to answer GET_LIST (read afresh: another request may have found out meanwhile)."""

@@ -29,6 +29,7 @@ from collections import deque
 from collections.abc import Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures import TimeoutError as FutureTimeout
+from multiprocessing.context import BaseContext
 from typing import Any
 
 from auditor.checks.context import RunStats
@@ -40,9 +41,10 @@ from auditor.errors import AuditorError
 from auditor.processes.cpus import available_cpus
 from auditor.settings import Settings
 
+from .capabilities import SharedCapabilityBook
 from .partitions import ID_SPACE_END, IdPartition, id_at
 from .plan import checked_plan
-from .worker import FINDING, STATS, SUSPECT, Row, run_partitions, settings_to_wire
+from .worker import FINDING, STATS, SUSPECT, Row, run_partitions, settings_to_wire, use_capability_book
 
 PARTITIONS_PER_PROCESS = 4  # a slow partition leaves the others' processes busy
 # A partition's rows come back in one piece, and the command holds those of the partitions that finished
@@ -88,6 +90,27 @@ def _wait_for_end(pid: int) -> None:
         os.close(fd)
 
 
+def _start_worker(owner: int, book: SharedCapabilityBook | None = None) -> None:
+    """A worker's initializer: it ends with its owner (`_end_with_owner`) and shares its owner's capability
+    book (`worker.use_capability_book`)."""
+    _end_with_owner(owner)
+    if book is not None:
+        use_capability_book(book)
+
+
+_book: SharedCapabilityBook | None = None
+
+
+def capability_book(context: BaseContext) -> SharedCapabilityBook:
+    """This process's capability book, made on first use: every pool it starts hands it to its workers, so
+    what one learns of a bookie (bookie/capabilities.py) lasts for the owner's life (a daemon's every scan),
+    per bookie incarnation."""
+    global _book
+    if _book is None:
+        _book = SharedCapabilityBook(context)
+    return _book
+
+
 def _end_with_owner(owner: int) -> None:
     """A worker's initializer: end the worker once the pool's owner is gone. An owner killed outright
     (SIGKILL, the OOM killer) cannot stop its workers, and they would wait for work forever: each holds both
@@ -118,8 +141,8 @@ def new_pool(processes: int) -> ProcessPoolExecutor:
     return ProcessPoolExecutor(
         processes,
         mp_context=context,
-        initializer=_end_with_owner,
-        initargs=(os.getpid(),),
+        initializer=_start_worker,
+        initargs=(os.getpid(), capability_book(context)),
     )
 
 
@@ -151,7 +174,8 @@ def shared_budget(wire: dict[str, Any], processes: int) -> dict[str, Any]:
     bookie, zk = out["bookie_client"], out["zookeeper"]
     for key in ("requests_per_second", "start_requests_per_second", "min_requests_per_second"):
         bookie[key] = bookie[key] / processes
-    bookie["max_in_flight"] = max(1, bookie["max_in_flight"] // processes)
+    for key in ("max_in_flight", "max_in_flight_cap"):
+        bookie[key] = max(1, bookie[key] // processes)
     zk["reads_per_second"] = zk["reads_per_second"] / processes
     zk["max_concurrent_reads"] = max(1, zk["max_concurrent_reads"] // processes)
     return out

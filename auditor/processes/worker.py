@@ -24,6 +24,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict
 from typing import Any
 
+from auditor.bookie.capabilities import CapabilityBook, LocalCapabilityBook
 from auditor.checks.build import audit_context
 from auditor.checks.per_ledger import CHECKS
 from auditor.checks.runner import BatchingCheck, CheckRun, LedgerCheck, LedgerOutcome
@@ -50,6 +51,17 @@ _configured_level: str | None = None
 # default budgets on 2 processes scanned 389 ledgers/s against one process's 530 before this
 # (bench/daemon_scan.py, 10,000 ledgers).
 _adapted_rates: dict[str, float] = {}
+_adapted_windows: dict[str, int] = {}  # and each bookie's window, likewise
+# What this process tree's clients learnt of each bookie's GET_LIST support, per bookie incarnation
+# (bookie/capabilities.py): the pool owner's shared book on its worker processes (`use_capability_book`),
+# else (a Spark executor) this process's own.
+_capabilities: CapabilityBook = LocalCapabilityBook()
+
+
+def use_capability_book(book: CapabilityBook) -> None:
+    """This worker process's partitions share `book` (the pool owner's) with the other workers."""
+    global _capabilities
+    _capabilities = book
 
 
 class _Tracked:
@@ -139,7 +151,13 @@ async def sweep_partition(
         rows.append((kind, part.index, check, seq, json.dumps(payload, sort_keys=True)))
         seq += 1
 
-    async with audit_context(settings, one_shot=True, start_rates=_adapted_rates) as (ctx, locations):
+    async with audit_context(
+        settings,
+        one_shot=True,
+        start_rates=_adapted_rates,
+        start_windows=_adapted_windows,
+        capabilities=_capabilities,
+    ) as (ctx, locations):
         for name in checks:
             tracked = _Tracked(CHECKS[name](ctx, locations), trace_ledgers)
 
@@ -171,6 +189,7 @@ async def sweep_partition(
                 payload["ledgers"] = tracked.ids
             emit(STATS, name, payload)
         _adapted_rates.update(ctx.bookies.adapted_rates())
+        _adapted_windows.update(ctx.bookies.adapted_windows())
     return rows
 
 

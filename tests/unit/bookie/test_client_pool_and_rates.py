@@ -122,3 +122,39 @@ async def test_a_new_pool_starts_each_bookie_where_an_earlier_pool_left_its_rate
     async with BookiePool(resolver, replace(FAST, rate_limit=400.0), start_rates=reached) as fixed:
         assert fixed.client("bk-a").adapted_rate is None and fixed.adapted_rates() == {}  # not adaptive: fixed
     await peer.stop()
+
+
+async def test_a_batch_queued_at_the_start_rate_speeds_up_as_the_rate_rises() -> None:
+    # Each request takes its token as it is sent: a turn reserved when it was queued kept the whole batch
+    # at the start rate (400 reads at 50/s: 8 s) while the adaptive rate rose to its cap (issue 37).
+    peer = await Peer(answer_ok).start()
+    policy = AdaptivePolicy(start=50, floor=10, hold_s=0.1)
+    async with await _client(peer, rate_limit=2000.0, adaptive=policy) as c:
+        t0 = time.monotonic()
+        results = await c.read_entries(1, [0] * 400)
+        elapsed = time.monotonic() - t0
+        assert c._bucket is not None and c._bucket.rate > 400
+    assert all(r.present for r in results)
+    assert elapsed < 4.0
+    await peer.stop()
+
+
+async def test_the_window_grows_past_max_in_flight_for_a_bookie_that_answers_slowly_but_has_room() -> None:
+    # 50 ms per answer and 2 in flight: at most 40 requests/s (Little's law), whatever the rate allows.
+    async def slow(peer: Peer, req: pb.Request, writer: asyncio.StreamWriter) -> None:
+        async def later() -> None:
+            await asyncio.sleep(0.05)
+            await answer_ok(peer, req, writer)
+
+        asyncio.ensure_future(later())
+
+    peer = await Peer(slow).start()
+    policy = AdaptivePolicy(start=1000, hold_s=0.1, window_cap=32)
+    async with await _client(peer, rate_limit=1000.0, max_in_flight=2, adaptive=policy) as c:
+        t0 = time.monotonic()
+        results = await c.read_entries(1, [0] * 200)
+        elapsed = time.monotonic() - t0
+        assert c.adapted_window is not None and 2 < c.adapted_window <= 32
+    assert all(r.present for r in results)
+    assert elapsed < 3.0  # at 2 in flight: 5 s
+    await peer.stop()

@@ -68,6 +68,7 @@ def test_budgets_are_shared_so_n_processes_load_no_more_than_one() -> None:
     assert one.bookie_client.start_requests_per_second * 3 == pytest.approx(50)
     assert one.bookie_client.min_requests_per_second * 3 == pytest.approx(5)
     assert one.bookie_client.max_in_flight == 2 and one.zookeeper.max_concurrent_reads == 21
+    assert one.bookie_client.max_in_flight_cap == 64 // 3  # the adaptive window's cap too
     assert one.zookeeper.reads_per_second * 3 == pytest.approx(2000)
     assert wire["bookie_client"]["max_in_flight"] == 8  # the command's own settings untouched
     many = settings_from_wire(shared_budget(wire, 16))

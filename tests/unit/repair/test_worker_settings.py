@@ -110,14 +110,14 @@ def test_unreachable_zookeeper_is_one_line_and_exit_2() -> None:
 
 
 def test_the_repair_role_paces_bookies_with_its_own_budget(tmp_path: Path) -> None:
-    """The auditor's per-bookie request rate (adaptive, from 50/s up to a 1,000/s cap by default) does not
+    """The auditor's per-bookie request rate (adaptive, from 200/s up to a 1,000/s cap by default) does not
     throttle the repair role: it has `repair.requests_per_second`, unlimited by default as Java's
     ReplicationWorker, and fixed when set."""
     conf = tmp_path / "c.yaml"
     conf.write_text("metadata_service_uri: zk+hierarchical://h:2181/ledgers\n")
     s = load_settings(conf)
     assert bookie_config(s).rate_limit == 1000.0
-    assert bookie_config(s).adaptive is not None and bookie_config(s).adaptive.start == 50.0  # type: ignore[union-attr]
+    assert bookie_config(s).adaptive is not None and bookie_config(s).adaptive.start == 200.0  # type: ignore[union-attr]
     assert bookie_config(repair_settings(s)).rate_limit is None
     conf.write_text("metadata_service_uri: zk+hierarchical://h:2181/ledgers\nrepair:\n  requests_per_second: 200\n")
     paced = repair_settings(load_settings(conf))
