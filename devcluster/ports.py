@@ -46,6 +46,9 @@ CHAOS_ZK_PORT = ZK_PORT + 2
 CHAOS_PORT_BASE = BOOKIE_PORT_BASE + 200
 CHAOS_HTTP_BASE = HTTP_BASE + 200
 CHAOS_DAEMON_PORT_BASE = DAEMON_PORT_BASE + 200
+# The bookie-side index agent beside bookie N (devcluster/agent_util.py): its gRPC port base + N, its
+# metrics + 10 + N; between daemon_util's (DAEMON_PORT_BASE + 0..99) and test_admin_tls.py's (+ 150..).
+AGENT_PORT_BASE = DAEMON_PORT_BASE + 120
 # The demo's five-bookie cluster (`make demo`), beside the session one: bookies base + 11..15.
 DEMO_ZK_PORT = ZK_PORT + 3
 DEMO_PORT_BASE = BOOKIE_PORT_BASE + 10

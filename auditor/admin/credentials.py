@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 import ssl
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import grpc
@@ -30,6 +30,9 @@ from cryptography import x509
 from auditor.logging import get_logger
 
 log = get_logger("auditor.admin")
+
+# The settings the files come from, as messages name them (the agent passes its own flags).
+ADMIN_NAMES = {"cert": "admin.tls_cert", "key": "admin.tls_key", "client_ca": "admin.tls_client_ca"}
 
 _PEM_BLOCK = re.compile(rb"-----BEGIN ([^\r\n-]+)-----(.*?)-----END \1-----", re.S)
 _PEM_BEGIN = re.compile(rb"-----BEGIN [^\r\n-]+-----")
@@ -62,11 +65,20 @@ class ServerTls:
     it verifies). Construction reads and checks the files, raising OSError naming the setting."""
 
     def __init__(
-        self, cert: Path, key: Path, client_ca: Path | None = None, reloaded: Callable[[str], None] | None = None
+        self,
+        cert: Path,
+        key: Path,
+        client_ca: Path | None = None,
+        reloaded: Callable[[str], None] | None = None,
+        *,
+        names: Mapping[str, str] = ADMIN_NAMES,
+        what: str = "admin API",
     ) -> None:
-        self.files = {"admin.tls_cert": Path(cert), "admin.tls_key": Path(key)}
+        self._cert, self._key, self._ca = names["cert"], names["key"], names["client_ca"]
+        self._what = what
+        self.files = {self._cert: Path(cert), self._key: Path(key)}
         if client_ca is not None:
-            self.files["admin.tls_client_ca"] = Path(client_ca)
+            self.files[self._ca] = Path(client_ca)
         self._lock = threading.Lock()
         self._reloaded = reloaded  # told "accepted" or "rejected" at each change of the files (the metric)
         self._stamp = self._stat()
@@ -76,7 +88,7 @@ class ServerTls:
 
     def credentials(self) -> grpc.ServerCredentials:
         return grpc.dynamic_ssl_server_credentials(
-            self._initial, self.fetch, require_client_authentication="admin.tls_client_ca" in self.files
+            self._initial, self.fetch, require_client_authentication=self._ca in self.files
         )
 
     def _stat(self) -> tuple[tuple[int, int], ...]:
@@ -97,22 +109,22 @@ class ServerTls:
             try:
                 pem[name] = path.read_bytes()
             except OSError as exc:
-                raise OSError(f"admin API: {name} {path}: {exc.strerror or exc}") from None
-        for name in ("admin.tls_cert", "admin.tls_client_ca"):
+                raise OSError(f"{self._what}: {name} {path}: {exc.strerror or exc}") from None
+        for name in (self._cert, self._ca):
             problem = pem_certificates_problem(pem[name]) if name in pem else None
             if problem is not None:
-                raise OSError(f"admin API: {name} {self.files[name]} {problem}")
+                raise OSError(f"{self._what}: {name} {self.files[name]} {problem}")
         try:  # a key that does not match its certificate would only fail later, in every handshake
             ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(
-                self.files["admin.tls_cert"], self.files["admin.tls_key"]
+                self.files[self._cert], self.files[self._key]
             )
         except (ssl.SSLError, ValueError) as exc:
             raise OSError(
-                f"admin API: admin.tls_key {self.files['admin.tls_key']} does not go with admin.tls_cert "
-                f"{self.files['admin.tls_cert']} (or one is not PEM): {exc}"
+                f"{self._what}: {self._key} {self.files[self._key]} does not go with {self._cert} "
+                f"{self.files[self._cert]} (or one is not PEM): {exc}"
             ) from None
         return grpc.ssl_server_certificate_configuration(
-            [(pem["admin.tls_key"], pem["admin.tls_cert"])], root_certificates=pem.get("admin.tls_client_ca")
+            [(pem[self._key], pem[self._cert])], root_certificates=pem.get(self._ca)
         )
 
     def fetch(self) -> grpc.ServerCertificateConfiguration | None:
@@ -128,12 +140,14 @@ class ServerTls:
             except OSError as exc:
                 self.rejected += 1
                 self._tell("rejected")
-                log.error("admin API: TLS files changed but cannot be used; keeping the previous ones", error=str(exc))
+                log.error(
+                    f"{self._what}: TLS files changed but cannot be used; keeping the previous ones", error=str(exc)
+                )
                 return None
             self.reloads += 1
             self._tell("accepted")
             log.info(
-                "admin API: TLS files changed; new handshakes use them", files=[str(p) for p in self.files.values()]
+                f"{self._what}: TLS files changed; new handshakes use them", files=[str(p) for p in self.files.values()]
             )
             return config
 

@@ -147,6 +147,8 @@ SCENARIOS: dict[str, dict[str, Any]] = {
     # no prometheus-operator in the cluster (yet), the objects asked for explicitly
     "no-operator-forced": {"podMonitor": {"enabled": True}, "prometheusRule": {"enabled": True}},
     "admin-tls": ADMIN_TLS,
+    # the bookie-side index agents (docs/agent.md): their port and the token Secret the auditors mount
+    "agents": {"agent": {"enabled": True, "port": 7990, "tokenSecret": {"name": "bk-auditor-agent", "key": "tok"}}},
     "secured": SECURED,
     # the repair workers beside the auditors, on the secured cluster (the same TLS and auth reach them)
     "repair": {**SECURED, "repair": {"enabled": True, "replicas": 3}},

@@ -102,6 +102,11 @@ def test_values_schema_rejects(bad: dict[str, Any], where: str) -> None:
             "config.zookeeper.tls is set by the chart",
         ),
         ({"auth": {"zookeeper": {"enabled": True, "jaasKey": "j"}}}, "auth.zookeeper.secretName is required"),
+        ({"agent": {"enabled": True}}, "agent.tokenSecret.name is required"),
+        (
+            {"agent": {"enabled": True, "tokenSecret": {"name": "t"}}, "config": {"agent": {"port": 1}}},
+            "config.agent.port is set by the chart",
+        ),
         ({"auth": {"zookeeper": {"enabled": True, "secretName": "s"}}}, "needs jaasKey"),
         (
             {"auth": {"zookeeper": {"enabled": True, "secretName": "s", "scheme": "digest", "jaasKey": "j"}}},
@@ -309,6 +314,26 @@ async def test_probes_work_against_a_real_admin_server(monkeypatch: pytest.Monke
 
 
 # ------------------------------------------------------------------------------------------ config file
+
+
+def test_agents_token_mounted_and_configured(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With agent.enabled both workloads mount the token Secret read-only where config.agent.token_file
+    points, and the daemon's loader reads the agent settings the chart wrote."""
+    docs = rendered("agents")
+    sts = one(docs, "StatefulSet")
+    pod = sts["spec"]["template"]["spec"]
+    [volume] = [v for v in pod["volumes"] if v["name"] == "agent-token"]
+    assert volume["secret"]["secretName"] == "bk-auditor-agent"
+    assert volume["secret"]["items"] == [{"key": "tok", "path": "token"}]
+    [mount] = [m for m in pod["containers"][0]["volumeMounts"] if m["name"] == "agent-token"]
+    assert mount == {"name": "agent-token", "mountPath": "/etc/bk-auditor/agent", "readOnly": True}
+    path = tmp_path / "config.yaml"
+    path.write_text(one(docs, "ConfigMap", sts["metadata"]["name"])["data"]["config.yaml"])
+    for key in [k for k in __import__("os").environ if k.upper().startswith("BKAUDIT_")]:
+        monkeypatch.delenv(key)
+    agent = load_settings(path).agent
+    assert agent.port == 7990 and agent.token_file == Path("/etc/bk-auditor/agent/token")
+    assert "agent" not in one(rendered("default"), "ConfigMap", sts["metadata"]["name"])["data"]["config.yaml"]
 
 
 @pytest.mark.parametrize("scenario", ["default", "all-features"])

@@ -216,6 +216,7 @@ EXPECTED_KINDS = {
 }
 # admin TLS and the rest of the security values add no kinds of objects (Secrets are the user's)
 EXPECTED_KINDS["admin-tls"] = EXPECTED_KINDS["secured"] = EXPECTED_KINDS["default"]
+EXPECTED_KINDS["agents"] = EXPECTED_KINDS["default"]  # the token Secret is the user's
 EXPECTED_KINDS["repair"] = EXPECTED_KINDS["default"] | {"Deployment"}  # the repair workers
 
 

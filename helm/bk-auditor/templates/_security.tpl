@@ -4,6 +4,7 @@
 {{- define "bk-auditor.certDir" -}}/pulsar/certs{{- end -}}
 {{- define "bk-auditor.caFile" -}}/pulsar/certs/ca/ca.crt{{- end -}}
 {{- define "bk-auditor.zkAuthDir" -}}/etc/bk-auditor/auth/zookeeper{{- end -}}
+{{- define "bk-auditor.agentTokenDir" -}}/etc/bk-auditor/agent{{- end -}}
 
 {{- define "bk-auditor.adminServerName" -}}
 {{- .Values.tls.admin.serverName | default (printf "%s.%s.svc.cluster.local" (include "bk-auditor.fullname" .) .Release.Namespace) -}}
@@ -36,6 +37,9 @@
 {{- if and $a.enabled (eq $a.scheme "digest") (not $a.username) -}}
 {{- fail "auth.zookeeper.scheme digest needs auth.zookeeper.username (and the password in the Secret)" -}}
 {{- end -}}
+{{- if and .Values.agent.enabled (not .Values.agent.tokenSecret.name) -}}
+{{- fail "agent.tokenSecret.name is required with agent.enabled (the Secret the bookies' agent sidecars read)" -}}
+{{- end -}}
 {{- end -}}
 
 {{/* The settings the chart manages, merged into the config file: (dict "cfg" $cfg "root" $). */}}
@@ -46,6 +50,17 @@
 {{- $ca := include "bk-auditor.caFile" $root -}}
 {{- $certs := include "bk-auditor.certDir" $root -}}
 {{- $admin := get $cfg "admin" | default dict -}}
+{{- if $root.Values.agent.enabled -}}
+{{- $agent := get $cfg "agent" | default dict -}}
+{{- range $key := list "port" "token_file" -}}
+{{- if hasKey $agent $key -}}
+{{- fail (printf "config.agent.%s is set by the chart; use agent.* instead" $key) -}}
+{{- end -}}
+{{- end -}}
+{{- $_ := set $agent "port" (int $root.Values.agent.port) -}}
+{{- $_ := set $agent "token_file" (printf "%s/token" (include "bk-auditor.agentTokenDir" $root)) -}}
+{{- $_ := set $cfg "agent" $agent -}}
+{{- end -}}
 {{- range $key := list "tls_cert" "tls_key" "tls_client_ca" "probe_bind" -}}
 {{- if hasKey $admin $key -}}
 {{- fail (printf "config.admin.%s is set by the chart; use tls.admin.* instead" $key) -}}
@@ -165,6 +180,9 @@
 {{- if .Values.auth.zookeeper.enabled }}
 {{ include "bk-auditor.secretVolume" (list "auth-zookeeper" .Values.auth.zookeeper.secretName (list)) }}
 {{- end }}
+{{- if .Values.agent.enabled }}
+{{ include "bk-auditor.secretVolume" (list "agent-token" .Values.agent.tokenSecret.name (list (list .Values.agent.tokenSecret.key "token"))) }}
+{{- end }}
 {{- end -}}
 
 {{- define "bk-auditor.securityVolumeMounts" -}}
@@ -180,6 +198,7 @@
 {{- if and $t.zookeeper.enabled $t.zookeeper.secretName -}}{{- $mounts = append $mounts (list "tls-zookeeper-client" (printf "%s/zookeeper-client" $certs)) -}}{{- end -}}
 {{- if and $t.bookie.enabled $t.bookie.secretName -}}{{- $mounts = append $mounts (list "tls-bookie-client" (printf "%s/bookie-client" $certs)) -}}{{- end -}}
 {{- if .Values.auth.zookeeper.enabled -}}{{- $mounts = append $mounts (list "auth-zookeeper" (include "bk-auditor.zkAuthDir" .)) -}}{{- end -}}
+{{- if .Values.agent.enabled -}}{{- $mounts = append $mounts (list "agent-token" (include "bk-auditor.agentTokenDir" .)) -}}{{- end -}}
 {{- range $mounts }}
 - name: {{ index . 0 }}
   mountPath: {{ index . 1 }}
