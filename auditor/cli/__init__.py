@@ -4,10 +4,12 @@ the order `--help` lists them.
 * `run`      - the daemon (auditor.daemon.service.serve)
 * `check`    - one-shot checks (auditor.checks.oneshot.main); exit 0 clean, 1 findings, 2 errors
 * `sweep`    - the same checks over the whole cluster as a Spark job (auditor.spark.sweep); same exit codes
+* `scrub`    - one digest scrub pass (auditor.checks.scrub_oneshot.main): exit 0 clean, 1 damage found, 2 errors
 * `repair`   - the repair worker (auditor.repair.run): until interrupted, or `--once`; exit 0 all repaired,
   1 some ledger blocked or not taken, 2 errors
 * `underreplicated`, `can-decommission` - questions about the cluster, answered here or with --admin by a daemon
 * `whoisauditor`, `recovery-delay`, `replication` - the operator's switches, on ZooKeeper or through a daemon
+* `agent`    - the bookie-side index agent (auditor.agent.main), beside one DbLedgerStorage bookie
 * `status`, `findings`, `explain`, `trigger`, `pause`, `repair-limits`, `resume`, `health` - clients of a
   running daemon's admin API (`--admin host:port`, else $BKAUDIT_ADMIN_ADDRESS, else the default
   admin.bind, 127.0.0.1:7979).
@@ -28,7 +30,8 @@ import typer
 
 from auditor import __version__
 from auditor.cli.admin_commands import explain, findings, health, pause, repair_limits, resume, status, trigger
-from auditor.cli.checks import check, sweep
+from auditor.cli.agent import agent
+from auditor.cli.checks import check, scrub, sweep
 from auditor.cli.daemons import repair, run
 from auditor.cli.questions import can_decommission, underreplicated
 from auditor.cli.switches import recovery_delay, replication, whoisauditor
@@ -61,6 +64,7 @@ app.command()(run)
 app.command()(check)
 app.command()(repair)
 app.command()(sweep)
+app.command()(scrub)
 app.command()(underreplicated)
 app.command("can-decommission")(can_decommission)
 app.command()(whoisauditor)
@@ -74,3 +78,4 @@ app.command()(pause)
 app.command("repair-limits")(repair_limits)
 app.command()(resume)
 app.command()(health)
+app.command()(agent)

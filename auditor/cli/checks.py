@@ -131,3 +131,35 @@ def sweep(
     quiet_spark_client_logs()
     code = sweep_main(settings, options, master=master, conf=spark_conf, output=output, fmt=fmt)
     raise typer.Exit(int(code or 0))
+
+
+def scrub(
+    config: ConfigOpt = None,
+    metadata_service_uri: UriOpt = None,
+    ledgers: Annotated[
+        str, typer.Option("--ledgers", help="Comma-separated ledger ids to scrub (default: every closed ledger).")
+    ] = "",
+    bytes_per_second: Annotated[
+        float | None,
+        typer.Option(
+            "--bytes-per-second",
+            min=0,
+            help="Per-bookie byte budget (default: scrub.bytes_per_second_per_bookie; 0 = unlimited).",
+        ),
+    ] = None,
+    fmt: FormatRunOpt = None,
+    log_level: LogLevelOpt = None,
+    log_format: LogFormatOpt = None,
+) -> None:
+    """Verify every copy's digests once (docs/scrub.md) and exit: 0 clean, 1 damage found, 2 errors."""
+    from auditor.checks.scrub_oneshot import main as scrub_main
+
+    settings, fmt = prepare_run(config, metadata_service_uri, fmt, log_level, log_format)
+    ids = [parse_ledger_id(v.strip()) for v in ledgers.split(",") if v.strip()] or None
+    code = run_with_loop(
+        functools.partial(scrub_main, ledgers=ids, bytes_per_second=bytes_per_second),
+        settings,
+        fmt,
+        loop=settings.event_loop,
+    )
+    raise typer.Exit(int(code or 0))

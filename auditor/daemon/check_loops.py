@@ -99,8 +99,8 @@ class CheckLoops:
         assert isinstance(self.ctx.store, ZooKeeperMetadataStore)
         return self.ctx.store
 
-    async def _gate(self) -> None:
-        """Before each ledger: wait while paused or outside the time-of-day windows."""
+    async def gate(self) -> None:
+        """Before each ledger: wait while paused or outside the time-of-day windows (the scrub's too)."""
         while True:
             await self.state.pause.wait_resumed()
             if self.settings.schedule.in_window(None):
@@ -108,7 +108,7 @@ class CheckLoops:
             await asyncio.sleep(30)
 
     def _may_start(self) -> bool:
-        """`_gate` for a scan on worker processes, asked from its engine's thread: False holds back new
+        """`gate` for a scan on worker processes, asked from its engine's thread: False holds back new
         partitions."""
         return not self.state.pause.paused and self.settings.schedule.in_window(None)
 
@@ -138,7 +138,7 @@ class CheckLoops:
             check,
             lambda f: self.reporter.report(name, f, seen),
             progress=progress,
-            gate=self._gate,
+            gate=self.gate,
             queue=None,
         )
         self._runs[name] = run

@@ -251,6 +251,25 @@ class AuditorMetrics:
         for result in ("accepted", "rejected"):
             self.admin_tls_reloads.labels(result)
 
+        # the digest scrub (docs/scrub.md)
+        self.scrub_verified_entries = Counter(
+            p + "scrub_verified_entries", "Entry copies whose digest the scrub verified", registry=r
+        )
+        self.scrub_bytes = Counter(p + "scrub_bytes", "Bytes of entry copies the scrub verified", registry=r)
+        self.scrub_corrupt = Counter(
+            p + "scrub_corrupt", "Damaged entry copies the scrub found and confirmed", registry=r
+        )
+        self.scrub_coverage_ratio = Gauge(
+            p + "scrub_coverage_ratio",
+            "Share of the current scrub pass's planned entry copies verified (of the last pass between passes)",
+            registry=r,
+        )
+        self.scrub_oldest_unverified_seconds = Gauge(
+            p + "scrub_oldest_unverified_seconds",
+            "Age of the oldest copy verification (or wait since the scrub began): above the period, the "
+            "scrub does not keep up",
+            registry=r,
+        )
         self._leader: bool | None = None
         self._categories = list(categories) if categories is not None else _categories()
         self._known_categories: set[str] = set(self._categories)

@@ -31,6 +31,7 @@ from auditor.metadata.errors import (
 )
 from auditor.metadata.interfaces import WriteGuard
 from auditor.metadata.own.checkstate import CheckStateStore
+from auditor.metadata.own.scrubstate import ScrubStateStore
 from auditor.metadata.store import ZooKeeperMetadataStore
 from auditor.settings import Settings
 
@@ -40,6 +41,7 @@ from .deletion_watch import DeletionWatch
 from .ledger_index import LedgerIndex
 from .metrics import AuditorMetrics
 from .reporter import CheckStates, Reporter, count_replaced
+from .scrub_loop import SCRUB, ScrubLoop
 from .state import DaemonState
 from .supervisor import Supervisor
 from .under_replication import UNDERREPLICATION, UnderReplication
@@ -87,6 +89,7 @@ class Auditor:
             metrics.register_check(name)
         state.tasks.register(BOOKIE_WATCH, interval_seconds=settings.schedule.bookie_check_seconds or None)
         metrics.register_check(BOOKIE_WATCH)
+        state.tasks.register(SCRUB, enabled=settings.scrub.enabled, interval_seconds=settings.scrub.period_days * 86400)
         state.recheck_depth = lambda: sum(len(r.queue) for r in self._runs.values())
 
     def report(self, check: str, finding: Finding, seen: FindingSummary | None = None) -> None:
@@ -180,6 +183,18 @@ class Auditor:
             for name, every in intervals(self.settings).items():
                 if every > 0:
                     tasks.keep(name, functools.partial(checks.loop, name, every))
+            if self.settings.scrub.enabled:
+                scrub = ScrubLoop(
+                    self.settings,
+                    self.state,
+                    self.metrics,
+                    self.reporter,
+                    ctx=self.ctx,
+                    store=ScrubStateStore(self.zk),
+                    guard=self._guard,
+                    gate=checks.gate,
+                )
+                tasks.keep(SCRUB, scrub.run)
             await asyncio.Event().wait()  # until cancelled
         finally:
             self.tasks = None
