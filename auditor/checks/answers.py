@@ -12,13 +12,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 
 from auditor.aio.cooperative import finish
 from auditor.bookie.pending import Sent
 from auditor.bookie.results import Capability, EntryListResult, Outcome, ReadEntryResult
-from auditor.durability.coverage import UNKNOWN, Answer
-from auditor.durability.entry import EntryVerification
+from auditor.durability.coverage import UNKNOWN
 from auditor.durability.entrylist import EntryListError, answer_now, answer_steps
 from auditor.durability.findings import Method
 from auditor.durability.ledgerend import LacEvidence, LedgerEnd, closed_end, decide_end, judge_read_lac
@@ -29,55 +27,12 @@ from auditor.durability.steps import run_steps
 from auditor.durability.striped import StripedSet
 
 from .context import AuditContext, RunStats
+from .index_answers import index_answers
+from .ledger_answers import READ_SAMPLE, CorruptCopy, LedgerAnswers, sample_entries
+from .reads import read_copies
 
-READ_SAMPLE = "read-sample"
 # The methods as recorded per answer (`.value` is an Enum property lookup: once per answer otherwise).
 _READ, _ENTRY_LIST = Method.READ.value, Method.ENTRY_LIST.value
-
-
-@dataclass(frozen=True)
-class CorruptCopy:
-    bookie: str
-    entry_id: int
-    verification: EntryVerification
-
-
-@dataclass
-class LedgerAnswers:
-    answers: dict[str, Answer] = field(default_factory=dict)
-    methods: dict[str, str] = field(default_factory=dict)  # bookie -> Method value or READ_SAMPLE
-    errors: dict[str, str] = field(default_factory=dict)  # bookie -> why its answer is UNKNOWN
-    corrupt: list[CorruptCopy] = field(default_factory=list)
-    expected: dict[str, StripedSet] | None = None  # expected_by_bookie of the ledger, when it was asked
-    # Bookies whose answer is exactly their share of `expected` (found so as their list was decoded):
-    # the verdict need not compare them again.
-    exact: set[str] = field(default_factory=set)
-
-    @property
-    def unknown(self) -> list[str]:
-        return sorted(b for b, a in self.answers.items() if a is UNKNOWN)
-
-
-def sample_entries(expected: StripedSet, budget: int) -> list[int]:
-    """At most `budget` expected entries: ends of runs first, then evenly spaced ones."""
-    if expected.count() <= budget:
-        return [e for a, b in expected.iter_runs() for e in range(a, b + 1)]
-    picked: set[int] = set()
-    for a, b in expected.iter_runs():
-        if len(picked) + 2 > budget // 2:
-            break
-        picked.update((a, b))
-    total = expected.count()
-    stride = max(1, total // max(1, budget - len(picked)))
-    i = 0
-    for a, b in expected.iter_runs():
-        for e in range(a, b + 1):
-            if i % stride == 0 and len(picked) < budget:
-                picked.add(e)
-            i += 1
-        if len(picked) >= budget:
-            break
-    return sorted(picked)
 
 
 async def _read_answer(
@@ -89,10 +44,9 @@ async def _read_answer(
     stats: RunStats,
     entries: list[int] | None = None,
 ) -> None:
-    client = ctx.bookies.client(bookie)
     if entries is None:
         entries = sample_entries(expected, ctx.options.fallback_read_budget)
-    results: list[ReadEntryResult] = await client.read_entries(md.ledger_id, entries)
+    results = await read_copies(ctx, bookie, md.ledger_id, entries)
     _take_reads(md, bookie, expected, out, stats, results)
 
 
@@ -168,6 +122,10 @@ async def gather_answers(
     wanted = set(only) if only is not None else set(expected)
     out = LedgerAnswers(expected=expected)
     asked = [b for b in sorted(wanted) if b in expected and expected[b]]
+    remote = await _by_index(ctx, [(md, end)], [out], {b: [0] for b in asked}, stats)
+    if len(remote) < len(asked):
+        asked = [b for b in asked if b in remote]
+        _in_bookie_order([out])  # (the agents' answers came first; the remote ones are recorded below)
     sent: dict[str, Sent[EntryListResult]] = {}
     try:
         for b in asked:
@@ -206,9 +164,11 @@ async def gather_answers_many(
         stats.bookie_requests[bookie] += len(results)
         return results
 
+    remote = await _by_index(ctx, ledgers, outs, wanted, stats)
+    indexed = remote != wanted
     # Judged bookie by bookie in bookie order once all have answered: each ledger's answers then come in
-    # that order as they are recorded (no re-sorting per ledger).
-    asking = sorted(wanted.items())
+    # that order as they are recorded (no re-sorting per ledger, unless agents answered some first).
+    asking = sorted(remote.items())
     unlisted: list[tuple[str, int]] = []
     for (bookie, idxs), results in zip(asking, await asyncio.gather(*(ask(b, idxs) for b, idxs in asking))):
         for i, result in zip(idxs, results):
@@ -221,8 +181,33 @@ async def gather_answers_many(
         await asyncio.gather(
             *(_read_answer(ctx, ledgers[i][0], b, _expected(outs[i], b), outs[i], stats) for b, i in unlisted)
         )
+    if unlisted or indexed:
         _in_bookie_order(outs)
     return outs
+
+
+async def _by_index(
+    ctx: AuditContext,
+    ledgers: list[tuple[LedgerMetadata, int]],
+    outs: list[LedgerAnswers],
+    wanted: dict[str, list[int]],
+    stats: RunStats,
+) -> dict[str, list[int]]:
+    """Ask the agent beside each wanted bookie that has one (all its ledgers in one request) and record
+    its confirmed answers in `outs`. Returns what is left for the remote path: the bookies without an
+    agent, and the ledgers an agent could not answer (`wanted` itself when no bookie has an agent)."""
+    agents = {b: a for b in wanted if (a := ctx.bookies.agent(b)) is not None}
+    if not agents:
+        return wanted
+
+    async def ask(bookie: str, idxs: list[int]) -> list[int]:
+        asks = [(ledgers[i][0], _expected(outs[i], bookie), outs[i]) for i in idxs]
+        return [idxs[k] for k in await index_answers(ctx, bookie, agents[bookie], asks, stats)]
+
+    lefts = await asyncio.gather(*(ask(b, wanted[b]) for b in agents))
+    remote = {b: idxs for b, idxs in wanted.items() if b not in agents}
+    remote.update({b: left for b, left in zip(agents, lefts) if left})
+    return remote
 
 
 def _in_bookie_order(outs: list[LedgerAnswers]) -> None:

@@ -5,11 +5,14 @@ Used by the one-shot command, the daemon and each Spark partition alike.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
 from auditor.aio.adaptive import AdaptivePolicy
+from auditor.bookie.agent import AgentClientConfig, AgentsConfig, AgentTls
+from auditor.bookie.capabilities import CapabilityBook, Incarnation
 from auditor.bookie.config import BookieClientConfig
 from auditor.bookie.pool import BookiePool
 from auditor.bookie.tls import BookieTls
@@ -20,6 +23,7 @@ from auditor.logging import get_logger
 from auditor.metadata.bookkeeper.bookies import pulsar_racks
 from auditor.metadata.bookkeeper.racks import RackResolver, ScriptRackResolver, load_rack_file
 from auditor.metadata.errors import MetadataError
+from auditor.metadata.interfaces import Registrations
 from auditor.metadata.store import ZooKeeperMetadataStore
 from auditor.settings import Settings, zookeeper_security
 
@@ -71,6 +75,7 @@ def bookie_config(settings: Settings) -> BookieClientConfig:
             start=b.start_requests_per_second,
             floor=b.min_requests_per_second,
             target_latency_s=b.target_latency_seconds,
+            window_cap=max(b.max_in_flight, b.max_in_flight_cap),
         )
         if b.adaptive_rate
         else None,
@@ -79,6 +84,46 @@ def bookie_config(settings: Settings) -> BookieClientConfig:
         entry_list_probe_timeout=min(1.0, t),
         tls=bookie_tls(settings),
     )
+
+
+def agents_config(settings: Settings) -> AgentsConfig | None:
+    """Where the bookie-side index agents are (`agent:` settings), their token and TLS read now (a file
+    that cannot be read is a ConfigError naming the key); None when no agent is configured."""
+    a = settings.agent
+    if a.port is None and not a.addresses:
+        return None
+    token = None
+    if a.token_file is not None:
+        try:
+            token = a.token_file.read_bytes().strip()
+        except OSError as exc:
+            raise ConfigError(f"agent.token_file {a.token_file}: {exc.strerror or exc}") from None
+        if not token:
+            raise ConfigError(f"agent.token_file {a.token_file} is empty")
+    t = a.tls
+    tls = AgentTls.from_files(t.ca_file, t.cert_file, t.key_file, t.server_name) if t.enabled else None
+    addresses = {}
+    for bookie, address in a.addresses.items():
+        host, _, port = address.rpartition(":")
+        addresses[bookie] = (host.strip("[]"), int(port))
+    return AgentsConfig(a.port, addresses, AgentClientConfig(token, tls, a.timeout_seconds))
+
+
+def registration_incarnations(store: ZooKeeperMetadataStore) -> Incarnation:
+    """bookie id -> its incarnation: the creation zxid of its registration znode (writable or read-only),
+    which a restarted bookie creates anew; None when it is not registered. The registrations are read once,
+    on first use (one listing per context: a partition's clients see one snapshot)."""
+    snapshot: asyncio.Future[Registrations] | None = None
+
+    async def incarnation(bookie_id: str) -> str | None:
+        nonlocal snapshot
+        if snapshot is None:
+            snapshot = asyncio.ensure_future(store.registrations())
+        regs = await asyncio.shield(snapshot)
+        reg = regs.writable.get(bookie_id) or regs.read_only.get(bookie_id)
+        return None if reg is None else f"{reg.stat.czxid:x}"
+
+    return incarnation
 
 
 class Locations:
@@ -183,14 +228,27 @@ async def audit_context(
     *,
     one_shot: bool = False,
     start_rates: Mapping[str, float] | None = None,
+    start_windows: Mapping[str, int] | None = None,
+    capabilities: CapabilityBook | None = None,
     judges_placement: bool = False,
     **overrides: Any,
 ) -> AsyncIterator[tuple[AuditContext, Locations]]:
-    """`start_rates`: where each bookie's adaptive request rate starts (BookiePool). `judges_placement`:
+    """`start_rates`, `start_windows`: where each bookie's adaptive request rate and window start
+    (BookiePool). `capabilities`: the process tree's book of what its clients learnt of each bookie,
+    by incarnation (bookie/capabilities.py; the registrations say which runs now). `judges_placement`:
     the caller runs a check that judges placement, so a cluster without rack information is said, once
     here (a `check` run's worker processes and the repair role pass False: the run's owner says it)."""
+    agents = agents_config(settings)  # a token or TLS file that cannot be read fails before we connect
     store = await connect_store(settings)
-    pool = BookiePool(store.address_resolver(), bookie_config(settings), start_rates=start_rates)
+    pool = BookiePool(
+        store.address_resolver(),
+        bookie_config(settings),
+        agents=agents,
+        start_rates=start_rates,
+        start_windows=start_windows,
+        capabilities=capabilities,
+        incarnation=registration_incarnations(store) if capabilities is not None else None,
+    )
     try:
         options = check_options(settings, one_shot=one_shot)
         if overrides:

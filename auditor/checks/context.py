@@ -54,6 +54,7 @@ class RunStats:
     metadata_unreadable: int = 0
     bookie_requests: Counter[str] = field(default_factory=Counter)
     bookie_unknown: Counter[str] = field(default_factory=Counter)
+    index_answers: Counter[str] = field(default_factory=Counter)  # ledgers a bookie's agent answered
     reanalysed: int = 0
     note: str | None = None  # what the run has to say beyond counts (e.g. no application metadata)
 
@@ -73,6 +74,7 @@ class RunStats:
             "bookieRequests": sum(self.bookie_requests.values()),
             "bookieRequestsByBookie": dict(self.bookie_requests),
             "bookieUnknownByBookie": dict(self.bookie_unknown),
+            "indexAnswersByBookie": dict(self.index_answers),
             "reanalysed": self.reanalysed,
             **({"note": self.note} if self.note else {}),
         }
@@ -86,6 +88,7 @@ class RunStats:
         self.metadata_unreadable += int(part.get("metadataUnreadable", 0))
         self.bookie_requests.update(part.get("bookieRequestsByBookie", {}))
         self.bookie_unknown.update(part.get("bookieUnknownByBookie", {}))
+        self.index_answers.update(part.get("indexAnswersByBookie", {}))
         self.reanalysed += int(part.get("reanalysed", 0))
 
 

@@ -36,15 +36,14 @@ from auditor.metadata.errors import NoSuchLedgerError
 from auditor.metadata.interfaces import CorruptLedger, LedgerRecord, MarkerRecord
 
 from .answers import (
-    LedgerAnswers,
     gather_answers,
     gather_answers_many,
     gather_read_answers,
     gather_read_answers_many,
     ledger_end,
-    sample_entries,
 )
 from .context import AuditContext, RunStats
+from .ledger_answers import LedgerAnswers, sample_entries
 from .names import ALIASES
 from .references import ReferencesCheck
 from .runner import LedgerOutcome

@@ -127,6 +127,7 @@ class Method(str, enum.Enum):
 
     ENTRY_LIST = "entry-list"  # GET_LIST_OF_ENTRIES_OF_LEDGER answers
     READ = "read"  # entry reads (with digest checks)
+    INDEX = "index"  # the bookie's own entry index, read by the agent beside it; absences confirmed by reads
     METADATA = "metadata"  # ledger metadata alone (placement, quorum settings)
     UNDERREPLICATION = "underreplication"  # under-replication markers
     REGISTRATION = "registration"  # bookie registration / cookies

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
 from auditor.durability.placement import DEFAULT_RACK, PlacementPolicy, PolicyKind
@@ -188,6 +188,18 @@ class LedgerCheckSettings(_Section):
     mark_under_replicated: bool = False  # write Java-compatible urL markers for confirmed losses
 
 
+class ScrubSettings(_Section):
+    """The digest scrub (docs/scrub.md): every copy's bytes verified once per period, within a byte budget."""
+
+    enabled: bool = True  # on by default, as HDFS's block scanner and Ceph's deep scrub are, at a small budget
+    period_days: float = Field(14.0, gt=0)
+    bytes_per_second_per_bookie: float = Field(4 * 1024 * 1024, ge=0)  # 0 = unlimited
+    max_concurrent_ledgers: int = Field(4, ge=1, le=256)
+    start_delay_seconds: float = Field(600.0, ge=0)  # after a leader takes over: its other checks first
+    save_every_ledgers: int = Field(100, ge=1)
+    save_every_seconds: float = Field(30.0, gt=0)
+
+
 class UnderReplicationSettings(_Section):
     grace_seconds: float = Field(14400.0, ge=0)  # 0 = never report "under-replicated too long"
     # How often the leader lists the markers (the gauges) and the repair role's blocked records.
@@ -306,14 +318,21 @@ class BookieClientSettings(_Section):
     connect_timeout_seconds: float = Field(10.0, gt=0)
     # Per bookie, the cap (0 = unlimited). 1,000/s is about a fifth of what one 4.17 bookie answers
     # GET_LIST at (5,400/s at 16 in flight, docs/benchmarks.md); with adaptive_rate the rate starts at
-    # start_requests_per_second and rises to the cap only while the bookie answers fast.
+    # start_requests_per_second and rises to the cap only while the bookie answers fast (doubling each
+    # half second until its first sign of trouble: the cap within about 1.5 s, auditor/aio/adaptive.py).
     requests_per_second: float = Field(1000.0, ge=0)
     adaptive_rate: bool = True  # off: every bookie is driven at requests_per_second, whatever it answers
-    start_requests_per_second: float = Field(50.0, gt=0)
+    # 200/s: under 4 % of what one bookie answers, and a one-shot check's first second is not spent at a
+    # crawl (at 50/s with a quarter per period the check ran at 0.75x Java's replicas check, issue 37)
+    start_requests_per_second: float = Field(200.0, gt=0)
     min_requests_per_second: float = Field(5.0, gt=0)
     # smoothed answer latency above which a bookie counts as struggling (its rate is lowered)
     target_latency_seconds: float = Field(0.1, gt=0)
-    max_in_flight: int = Field(8, ge=1)  # per bookie
+    # per bookie: requests on the wire at once; with adaptive_rate the start of a window that grows (doubling
+    # while the bookie answers fast, like the rate) up to max_in_flight_cap, so that a bookie far away or
+    # slow to answer is not capped at max_in_flight / latency (Little's law) while it has room
+    max_in_flight: int = Field(8, ge=1)
+    max_in_flight_cap: int = Field(64, ge=1)
     max_frame_bytes: int = Field(5 * 1024 * 1024, ge=1024)
     tls: BookieTlsSettings = Field(default_factory=BookieTlsSettings)
 
@@ -351,6 +370,48 @@ class AdminSettings(_Section):
         if any(not n for n in names):
             raise ValueError(f"names must not be empty, got {v}")
         return client_names(names)
+
+
+class AgentTlsSettings(_Section):
+    """TLS to the bookie-side agents (docs/agent.md): PEM files only (as admin.tls_*); the agent's
+    certificate must chain to `ca_file` and name the host dialled, or `server_name`."""
+
+    enabled: bool = False
+    ca_file: Path | None = None  # None: the system's roots
+    cert_file: Path | None = None  # ours, for agents started with --tls-client-ca (mutual TLS)
+    key_file: Path | None = None
+    server_name: str | None = None
+
+    @model_validator(mode="after")
+    def _material_needs_tls(self) -> AgentTlsSettings:
+        given = [n for n in ("ca_file", "cert_file", "key_file", "server_name") if getattr(self, n) is not None]
+        if given and not self.enabled:
+            raise ValueError(f"{', '.join(given)} set but enabled is false (set enabled: true, or remove them)")
+        if (self.cert_file is None) != (self.key_file is None):
+            raise ValueError("cert_file and key_file go together")
+        return self
+
+
+class AgentSettings(_Section):
+    """The bookie-side index agents (`bk-auditor agent`, docs/agent.md), where DbLedgerStorage bookies run
+    one: each listens on its bookie's host at `port` (None: no agents) unless `addresses` names another
+    `host:port` for a bookie id."""
+
+    port: int | None = Field(None, ge=1, le=65535)
+    addresses: dict[str, str] = Field(default_factory=dict)
+    token_file: Path | None = None  # the bearer token the agents require (read at start)
+    tls: AgentTlsSettings = Field(default_factory=AgentTlsSettings)
+    timeout_seconds: float = Field(5.0, gt=0)
+
+    @field_validator("addresses")
+    @classmethod
+    def _check_addresses(cls, v: dict[str, str]) -> dict[str, str]:
+        for bookie, address in v.items():
+            try:
+                checked_bind(address)
+            except ValueError as exc:
+                raise ValueError(f"bookie {bookie}: {exc}") from None
+        return {b: a.strip() for b, a in v.items()}
 
 
 class RepairSettings(_Section):
@@ -450,6 +511,7 @@ class Settings(BaseSettings):
     schedule: ScheduleSettings = Field(default_factory=ScheduleSettings)
     recheck: RecheckSettings = Field(default_factory=RecheckSettings)
     ledger_check: LedgerCheckSettings = Field(default_factory=LedgerCheckSettings)
+    scrub: ScrubSettings = Field(default_factory=ScrubSettings)
     under_replication: UnderReplicationSettings = Field(default_factory=UnderReplicationSettings)
     references: ReferencesSettings = Field(default_factory=ReferencesSettings)
     placement: PlacementSettings = Field(default_factory=PlacementSettings)
@@ -458,6 +520,7 @@ class Settings(BaseSettings):
     max_concurrent_ledgers: int = Field(100, ge=1)
     repair: RepairSettings = Field(default_factory=RepairSettings)
     admin: AdminSettings = Field(default_factory=AdminSettings)
+    agent: AgentSettings = Field(default_factory=AgentSettings)
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
     log: LogSettings = Field(default_factory=LogSettings)
     event_loop: Literal["asyncio", "uvloop"] = "uvloop"

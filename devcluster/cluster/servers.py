@@ -118,6 +118,9 @@ class Cluster(JavaTools, MlTools):
     proxied: tuple[int, ...] = ()
     # Extra bk_server.conf keys per bookie index (e.g. TLS: tlsProviderFactoryClass, tlsKeyStore, ...).
     bookie_conf: dict[int, dict[str, str]] = field(default_factory=dict)
+    # Bookies that run another BookKeeper release than BK_VERSION (its jars in ~/.cache/bk-<version>/lib,
+    # scripts/fetch_bk_jars.sh), e.g. {2: "4.16.6"}; the shell and the Java client stay on BK_VERSION.
+    bookie_versions: dict[int, str] = field(default_factory=dict)
     # Extra Java client keys for the shell and the ledger tool (e.g. TLS to the bookies).
     client_conf: dict[str, str] = field(default_factory=dict)
     # A secured ZooKeeper (TLS on its secure port, SASL): clients then dial the secure port.
@@ -382,7 +385,7 @@ class Cluster(JavaTools, MlTools):
             "-XX:MaxDirectMemorySize=256m",
             "-XX:+ExitOnOutOfMemoryError",
             "-cp",
-            classpath(),
+            classpath(self.bookie_versions.get(n)),
             "org.apache.bookkeeper.server.Main",
             "--conf",
             str(conf),
@@ -552,9 +555,19 @@ class Cluster(JavaTools, MlTools):
             self.kazoo.delete(cookie)
 
     def http_get(self, n: int, path: str, timeout: float = 5.0) -> tuple[int, str]:
+        return self.http_call(n, "GET", path, timeout=timeout)
+
+    def http_put(self, n: int, path: str, body: str = "", timeout: float = 30.0) -> tuple[int, str]:
+        """PUT to bookie n's admin HTTP API (e.g. `/api/v1/bookie/gc`: a garbage collection and compaction)."""
+        return self.http_call(n, "PUT", path, body.encode(), timeout)
+
+    def http_call(
+        self, n: int, method: str, path: str, data: bytes | None = None, timeout: float = 5.0
+    ) -> tuple[int, str]:
         b = self.bookie(n)
+        request = urllib.request.Request(f"http://{b.host}:{b.http_port}{path}", data=data, method=method)
         try:
-            with urllib.request.urlopen(f"http://{b.host}:{b.http_port}{path}", timeout=timeout) as r:
+            with urllib.request.urlopen(request, timeout=timeout) as r:
                 return r.status, r.read().decode(errors="replace")
         except urllib.error.HTTPError as e:
             return e.code, e.read().decode(errors="replace")

@@ -1,0 +1,58 @@
+"""What one check learnt of one ledger from its bookies (`LedgerAnswers`), and how a share too large to
+read whole is sampled (`sample_entries`). Shared by the ways of asking: entry lists and reads
+(answers.py) and the bookie-side agent's index (index_answers.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from auditor.durability.coverage import UNKNOWN, Answer
+from auditor.durability.entry import EntryVerification
+from auditor.durability.striped import StripedSet
+
+READ_SAMPLE = "read-sample"
+
+
+@dataclass(frozen=True)
+class CorruptCopy:
+    bookie: str
+    entry_id: int
+    verification: EntryVerification
+
+
+@dataclass
+class LedgerAnswers:
+    answers: dict[str, Answer] = field(default_factory=dict)
+    methods: dict[str, str] = field(default_factory=dict)  # bookie -> Method value or READ_SAMPLE
+    errors: dict[str, str] = field(default_factory=dict)  # bookie -> why its answer is UNKNOWN
+    corrupt: list[CorruptCopy] = field(default_factory=list)
+    expected: dict[str, StripedSet] | None = None  # expected_by_bookie of the ledger, when it was asked
+    # Bookies whose answer is exactly their share of `expected` (found so as their list was decoded):
+    # the verdict need not compare them again.
+    exact: set[str] = field(default_factory=set)
+
+    @property
+    def unknown(self) -> list[str]:
+        return sorted(b for b, a in self.answers.items() if a is UNKNOWN)
+
+
+def sample_entries(expected: StripedSet, budget: int) -> list[int]:
+    """At most `budget` expected entries: ends of runs first, then evenly spaced ones."""
+    if expected.count() <= budget:
+        return [e for a, b in expected.iter_runs() for e in range(a, b + 1)]
+    picked: set[int] = set()
+    for a, b in expected.iter_runs():
+        if len(picked) + 2 > budget // 2:
+            break
+        picked.update((a, b))
+    total = expected.count()
+    stride = max(1, total // max(1, budget - len(picked)))
+    i = 0
+    for a, b in expected.iter_runs():
+        for e in range(a, b + 1):
+            if i % stride == 0 and len(picked) < budget:
+                picked.add(e)
+            i += 1
+        if len(picked) >= budget:
+            break
+    return sorted(picked)
