@@ -53,6 +53,7 @@ AGENT_PORT_BASE = DAEMON_PORT_BASE + 120
 DEMO_ZK_PORT = ZK_PORT + 3
 DEMO_PORT_BASE = BOOKIE_PORT_BASE + 10
 DEMO_HTTP_BASE = HTTP_BASE + 10
+DEMO_AGENT_PORT_BASE = HTTP_BASE + 40  # the demo bookies' agents: + 41..45, their metrics + 51..55
 # The bookie-TLS tests' own cluster (tests/realcluster/security/test_bookie_tls.py), beside the session one.
 TLS_ZK_PORT = ZK_PORT + 5
 TLS_PORT_BASE = BOOKIE_PORT_BASE + 320

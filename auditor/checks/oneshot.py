@@ -26,7 +26,7 @@ from auditor.settings import Settings
 from .build import audit_context
 from .per_ledger import CHECKS, judges_each_ledger_alone, resolve_checks
 from .runner import CheckRun, Progress
-from .sharded import ShardedChecks
+from .sharded import RunHere, ShardedChecks
 
 log = get_logger("auditor.check")
 
@@ -275,6 +275,9 @@ async def main(
                     try:
                         for stats in await asyncio.to_thread(sharded, elsewhere, report, bar.update, stop):
                             finished(stats)
+                    except RunHere as small:
+                        log.debug("checks run in this process", ledgers=small.ledgers)
+                        elsewhere = []  # nothing was started: every check runs below
                     except asyncio.CancelledError:
                         stop.set()  # the thread stops the worker processes and returns
                         raise

@@ -71,7 +71,8 @@ async def main(
                 ctx,
                 bytes_per_second=s.bytes_per_second_per_bookie if bytes_per_second is None else bytes_per_second,
                 max_concurrent_ledgers=s.max_concurrent_ledgers,
-                confirm_delays=settings.recheck.schedule()[:2],
+                # the one-shot's delays (a few seconds), not the daemon's minutes: the check's rule
+                confirm_delays=ctx.options.recheck_delays[:2],
             )
             done = await scrub_pass(ctx, runner, ScrubProgress(), report=report, ledgers=ledgers)
     except Exception as exc:  # connection refused, bad layout, ...: one clear line, exit 2

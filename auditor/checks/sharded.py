@@ -26,6 +26,15 @@ from .runner import ProgressSink
 FindingSink = Callable[[Finding, str], None]
 
 
+class RunHere(Exception):
+    """Raised by a `ShardedChecks` before it starts anything: the cluster is too small for worker processes
+    to pay for their start-up (`ledgers`: the plan's estimate); run the checks in the caller's process."""
+
+    def __init__(self, ledgers: int) -> None:
+        super().__init__(f"about {ledgers} ledgers: run in one process")
+        self.ledgers = ledgers
+
+
 @dataclass(frozen=True, slots=True)
 class Suspect:
     """A ledger a worker could not settle (a bookie did not answer): re-check number `attempt` is due."""

@@ -39,7 +39,7 @@ def check(
             envvar=ENV_CHECK_PROCESSES,
             min=1,
             help="Worker processes for the checks that judge each ledger alone, each on a share of the id "
-            "space and of the bookie and ZooKeeper budgets (default: the CPUs this process may use).",
+            "space and of the bookie and ZooKeeper budgets (default: the CPUs this process may use; one process below about 2,000 ledgers).",
         ),
     ] = None,
     log_level: LogLevelOpt = None,
@@ -56,12 +56,13 @@ def check(
         fail(f"one-shot checks are not available in this build ({exc})")
     from auditor.processes.cpus import available_cpus
 
-    processes = processes or available_cpus()
     sharded = None
-    if processes > 1:
-        from auditor.processes.engine import check_on_processes
+    if (processes or available_cpus()) > 1:
+        from auditor.processes.engine import IN_PROCESS_BELOW, check_on_processes
 
-        sharded = functools.partial(check_on_processes, settings, processes)
+        # Unless the operator named a count, a small cluster is checked here: faster than starting workers.
+        small = 0 if processes else IN_PROCESS_BELOW
+        sharded = functools.partial(check_on_processes, settings, processes or available_cpus(), in_process_below=small)
     code = run_with_loop(
         functools.partial(oneshot_main, by=by, sharded=sharded), settings, names, fmt, loop=settings.event_loop
     )

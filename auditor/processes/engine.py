@@ -34,7 +34,7 @@ from typing import Any
 
 from auditor.checks.context import RunStats
 from auditor.checks.runner import Progress, ProgressSink
-from auditor.checks.sharded import FindingSink, PartitionDone, ScanHooks, Suspect
+from auditor.checks.sharded import FindingSink, PartitionDone, RunHere, ScanHooks, Suspect
 from auditor.durability.findings import Finding
 from auditor.durability.ids import LedgerId
 from auditor.errors import AuditorError
@@ -51,6 +51,10 @@ PARTITIONS_PER_PROCESS = 4  # a slow partition leaves the others' processes busy
 # before the one it is waiting for: with WQ == AQ (one informational finding per ledger) 25,000-ledger
 # partitions took the command from 80 to 237 MB (bench/check_scaling, 200k ledgers, 2 processes).
 LEDGERS_PER_PARTITION = 10_000
+# Below this many ledgers a one-shot check without an explicit process count runs in its own process:
+# starting the worker pool takes seconds (3.3 s measured on 2 cores), in which one process checks a couple
+# of thousand ledgers (about 450/s at the shipped defaults), so workers only pay for themselves above it.
+IN_PROCESS_BELOW = 2_000
 
 
 def local_processes(master: str | None) -> int | None:
@@ -319,6 +323,7 @@ def check_on_processes(
     hooks: ScanHooks | None = None,
     max_ledgers: int = LEDGERS_PER_PARTITION,
     log_level: str = "warning",
+    in_process_below: int = 0,
 ) -> list[dict[str, Any]]:
     """Run the per-ledger `checks` over the whole cluster (from `hooks.start`) on `processes` worker
     processes; every finding goes to `sink` (with the check that found it) partition by partition, in id
@@ -327,12 +332,15 @@ def check_on_processes(
     Blocks (run it on a thread from async code). At most `processes + 1` partitions of at most `max_ledgers`
     ledgers are handed to the workers at a time. The first failing partition stops the others and raises
     `PartitionFailed`; planning errors (ZooKeeper unreachable, bad layout) are raised as they are. `stop`
-    set: the workers are stopped and `Interrupted` raised."""
+    set: the workers are stopped and `Interrupted` raised. A plan of fewer than `in_process_below` ledgers
+    raises `RunHere` before any worker starts."""
     started = time.monotonic()
     start = hooks.start if hooks is not None else None
     may_start = hooks.may_start if hooks is not None else None
     leader_rechecks = hooks is not None and hooks.leader_rechecks
     plan = checked_plan(settings, processes * PARTITIONS_PER_PROCESS, start=start, max_ledgers=max_ledgers)
+    if plan.ledgers_estimate < in_process_below:
+        raise RunHere(plan.ledgers_estimate)
     wire = shared_budget(settings_to_wire(settings), processes)
     parts = plan.partitions
     deliver = _Delivery(checks, sink, progress, hooks, stop, parts, plan.ledgers_estimate)

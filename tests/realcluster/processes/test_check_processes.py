@@ -105,3 +105,19 @@ def test_errors_on_two_processes_are_one_line(cluster: Cluster) -> None:
     assert "127.0.0.1:1" in r.stderr and "Traceback" not in r.stderr
     r = _check(cluster.metadata_service_uri, "--processes", "0")
     assert r.returncode == 2 and "--processes" in r.stderr
+
+
+def test_a_small_cluster_is_checked_in_one_process_unless_a_count_is_given(
+    cluster: Cluster, planted: dict[str, Any]
+) -> None:
+    """Without --processes, a cluster of fewer than IN_PROCESS_BELOW ledgers (the session cluster's few
+    hundred) is checked in the command's own process: starting workers would cost more than they save.
+    Named explicitly (flag or environment), the count is used whatever the size."""
+    r = _check(cluster.metadata_service_uri, "--checks", "scrutiny", "--format", "json")
+    assert r.returncode == 1, r.stderr[-3000:]  # the planted fault
+    (run,) = json.loads(r.stdout.splitlines()[-1])["summary"]["checks"]
+    assert "processes" not in run and run["ledgersChecked"] > 0, run
+    r = _check(cluster.metadata_service_uri, "--checks", "scrutiny", "--format", "json", BKAUDIT_CHECK_PROCESSES="2")
+    assert r.returncode == 1, r.stderr[-3000:]
+    (run,) = json.loads(r.stdout.splitlines()[-1])["summary"]["checks"]
+    assert run["processes"] == 2, run
