@@ -20,7 +20,15 @@ from typing import Any
 
 from auditor.durability.ids import LedgerId
 from auditor.metadata.errors import CorruptZnodeError
-from auditor.metadata.own.recipe import MAX_MILLIS, DocumentSchema, OwnDirectory, OwnZnodeStore, parse_own_json
+from auditor.metadata.own.recipe import (
+    MAX_MILLIS,
+    DocumentSchema,
+    OwnDirectory,
+    OwnZnodeStore,
+    parse_own_cursor,
+    parse_own_json,
+    short_repr,
+)
 
 
 @dataclass(frozen=True)
@@ -43,20 +51,8 @@ class CheckState:
         doc = parse_own_json(data, path, "bk-auditor check state")
         if not isinstance(doc, dict):
             raise CorruptZnodeError(path, f"bk-auditor check state is not a JSON object but {type(doc).__name__}")
-        cursor = doc.get("cursor")
-        if cursor is not None:
-            if not isinstance(cursor, str):
-                raise CorruptZnodeError(path, f"bk-auditor check state: cursor is not a ledger id: {_short(cursor)}")
-            try:
-                cursor = LedgerId.parse(cursor)
-            except ValueError as exc:  # LedgerIdError, or a number too long for int()
-                raise CorruptZnodeError(path, f"bk-auditor check state: cursor is not a ledger id: {exc}") from None
+        cursor = parse_own_cursor(doc, path, "bk-auditor check state")
         return cls(_millis(doc, "lastSuccessMs", path), _millis(doc, "runStartedMs", path), cursor)
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _millis(doc: dict[str, Any], key: str, path: str) -> int | None:
@@ -64,7 +60,9 @@ def _millis(doc: dict[str, Any], key: str, path: str) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_MILLIS:
-        raise CorruptZnodeError(path, f"bk-auditor check state: {key} is not a time in milliseconds: {_short(value)}")
+        raise CorruptZnodeError(
+            path, f"bk-auditor check state: {key} is not a time in milliseconds: {short_repr(value)}"
+        )
     return value
 
 

@@ -23,6 +23,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from kazoo.exceptions import KazooException
 
+from auditor.durability.ids import LedgerId
 from auditor.metadata.errors import CorruptZnodeError, MetadataError
 from auditor.metadata.interfaces import WriteGuard
 
@@ -46,6 +47,26 @@ def parse_own_json(data: bytes, path: str, what: str) -> Any:
         raise CorruptZnodeError(path, f"{what} is not valid JSON: {exc}") from None
     except RecursionError:
         raise CorruptZnodeError(path, f"{what} is not valid JSON: nested too deeply") from None
+
+
+def short_repr(value: Any) -> str:
+    """A value of a bad document as an error names it: its repr, cut at 60 characters."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def parse_own_cursor(doc: dict[str, Any], path: str, what: str) -> LedgerId | None:
+    """The `cursor` of one of our documents (a ledger's qualified name, or null); CorruptZnodeError naming
+    `path` for anything else."""
+    cursor = doc.get("cursor")
+    if cursor is None:
+        return None
+    if not isinstance(cursor, str):
+        raise CorruptZnodeError(path, f"{what}: cursor is not a ledger id: {short_repr(cursor)}")
+    try:
+        return LedgerId.parse(cursor)
+    except ValueError as exc:  # LedgerIdError, or a number too long for int()
+        raise CorruptZnodeError(path, f"{what}: cursor is not a ledger id: {exc}") from None
 
 
 class OwnZnodeStore(Protocol):

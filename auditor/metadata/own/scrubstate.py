@@ -13,10 +13,16 @@ import json
 from posixpath import join
 from typing import Any
 
-from auditor.durability.ids import LedgerId
 from auditor.durability.scrub import ScrubProgress
 from auditor.metadata.errors import CorruptZnodeError
-from auditor.metadata.own.recipe import MAX_MILLIS, DocumentSchema, OwnDocument, OwnZnodeStore, parse_own_json
+from auditor.metadata.own.recipe import (
+    MAX_MILLIS,
+    DocumentSchema,
+    OwnDocument,
+    OwnZnodeStore,
+    parse_own_cursor,
+    parse_own_json,
+)
 
 WHAT = "bk-auditor scrub state"
 
@@ -53,14 +59,7 @@ def parse_scrub(data: bytes, path: str) -> ScrubProgress:
     counts = {k: _number(doc, k, path, _LIMIT, required=True) for k in _COUNTS}
     planned = _number(doc, "plannedEntries", path, _LIMIT, required=False)
     times = {k: _number(doc, k, path, MAX_MILLIS, required=False) for k in _TIMES}
-    cursor = doc.get("cursor")
-    if cursor is not None:
-        if not isinstance(cursor, str):
-            raise CorruptZnodeError(path, f"{WHAT}: cursor is not a ledger id")
-        try:
-            cursor = LedgerId.parse(cursor)
-        except ValueError as exc:
-            raise CorruptZnodeError(path, f"{WHAT}: cursor is not a ledger id: {exc}") from None
+    cursor = parse_own_cursor(doc, path, WHAT)
     return ScrubProgress(
         pass_started_ms=times["passStartedMs"],
         cursor=cursor,

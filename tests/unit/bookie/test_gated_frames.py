@@ -22,6 +22,8 @@ from auditor.durability.entry import master_key
 from auditor.durability.model import DigestType
 from auditor.repair.gate import RecoveryAddPermit, recovery_add_request
 
+from .counting_listener import CountingListener
+
 MAX_LONG = 2**63 - 1
 
 
@@ -76,33 +78,9 @@ def test_forged_frames_are_refused_by_the_check_at_send(frame: bytes) -> None:
         P.gated_bytes(_forged(frame))
 
 
-class _Listener:
-    """A loopback socket that only counts what reaches it."""
-
-    def __init__(self) -> None:
-        self.received = 0
-        self.server: asyncio.AbstractServer | None = None
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while data := await reader.read(65536):
-                self.received += len(data)
-        finally:
-            writer.close()
-
-    async def __aenter__(self) -> tuple[str, int]:
-        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-        return ("127.0.0.1", self.server.sockets[0].getsockname()[1])
-
-    async def __aexit__(self, *exc: object) -> None:
-        assert self.server is not None
-        self.server.close()
-        await self.server.wait_closed()
-
-
 @pytest.mark.parametrize("frame", [_recovery_add_frame(), _fenced_read_frame()], ids=["recovery-add", "fenced-read"])
 async def test_a_forged_frame_through_the_auditors_client_never_reaches_the_socket(frame: bytes) -> None:
-    listener = _Listener()
+    listener = CountingListener()
     async with listener as address:
         cfg = BookieClientConfig(request_timeout=1.0, connect_timeout=1.0)
         async with BookieClient("test-bookie", address, cfg) as client:

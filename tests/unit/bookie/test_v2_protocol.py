@@ -17,6 +17,8 @@ from auditor.bookie import BookieClient, BookieClientConfig, BookiePool, BookieT
 from auditor.bookie import protocol as P
 from auditor.bookie.batch import BatchReader, _chunks
 
+from .counting_listener import CountingListener
+
 MAX_LONG = 2**63 - 1
 KEY = bytes(range(20))
 
@@ -151,37 +153,13 @@ def test_any_header_but_a_plain_v2_read_is_refused(version: int, op: int, flags:
     assert version == 2 and flags == 0 and op in (2, 7)
 
 
-class _Listener:
-    """A loopback socket that only counts what reaches it."""
-
-    def __init__(self) -> None:
-        self.received = 0
-        self.server: asyncio.AbstractServer | None = None
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while data := await reader.read(65536):
-                self.received += len(data)
-        finally:
-            writer.close()
-
-    async def __aenter__(self) -> tuple[str, int]:
-        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-        return ("127.0.0.1", self.server.sockets[0].getsockname()[1])
-
-    async def __aexit__(self, *exc: object) -> None:
-        assert self.server is not None
-        self.server.close()
-        await self.server.wait_closed()
-
-
 @pytest.mark.parametrize(
     "frame",
     [_frame(1, 0, ("q", 7), ("q", 0), key=KEY), _frame(2, 0x1, *READ, key=KEY), _frame(7, 0x1, *BATCH, key=KEY)],
     ids=["add", "fencing-read", "fencing-batch"],
 )
 async def test_a_forged_frame_through_the_batch_reader_never_reaches_the_socket(frame: bytes) -> None:
-    listener = _Listener()
+    listener = CountingListener()
     async with listener as address:
         cfg = BookieClientConfig(request_timeout=1.0, connect_timeout=1.0)
         async with BatchReader("test-bookie", lambda _: address, cfg) as reader:
