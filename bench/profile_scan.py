@@ -79,9 +79,10 @@ class ScanCluster(Cluster):
 
 
 @contextmanager
-def scan_cluster(bookies: int, prefix: str, keep: bool) -> Iterator[tuple[ScanCluster, Path]]:
+def scan_cluster(bookies: int, prefix: str, keep: bool, storage: str = "sorted") -> Iterator[tuple[ScanCluster, Path]]:
     """A started ScanCluster on the slot's "second cluster" ports and its work directory; stopped at the end,
-    on error or SIGTERM too (turned into SystemExit so the cleanup runs); the directory kept with `keep`."""
+    on error or SIGTERM too (turned into SystemExit so the cleanup runs); the directory kept with `keep`.
+    `storage`: every bookie's ledger storage ("sorted" or "db", devcluster's STORAGE_CLASSES)."""
     workdir = Path(tempfile.mkdtemp(prefix=prefix))
     template = second_cluster(workdir, num_bookies=bookies)
     cluster = ScanCluster(
@@ -90,6 +91,7 @@ def scan_cluster(bookies: int, prefix: str, keep: bool) -> Iterator[tuple[ScanCl
         zk_port=template.zk_port,
         port_base=template.port_base,
         http_base=template.http_base,
+        storage={n: storage for n in range(1, bookies + 1)},
     )
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     with started(cluster, workdir, keep):
@@ -97,15 +99,21 @@ def scan_cluster(bookies: int, prefix: str, keep: bool) -> Iterator[tuple[ScanCl
 
 
 def write_ledgers(
-    cluster: Any, count: int, shapes: list[tuple[int, int]], entry_counts: list[int], entry_size: int
+    cluster: Any,
+    count: int,
+    shapes: list[tuple[int, int]],
+    entry_counts: list[int],
+    entry_size: int,
+    batch: int = CREATE_BATCH,
 ) -> list[dict[str, Any]]:
-    """`count` closed ledgers, equal shares of `shapes`, entry counts cycling over `entry_counts`."""
+    """`count` closed ledgers, equal shares of `shapes`, entry counts cycling over `entry_counts` from one
+    batch of at most `batch` ledgers (one Java ledger-tool call) to the next."""
     made: list[dict[str, Any]] = []
     per_shape = max(1, count // len(shapes))
     for e, wq in shapes:
         left, k = per_shape, 0
         while left > 0:
-            n = min(CREATE_BATCH, left)
+            n = min(batch, left)
             made += cluster.create_ledgers(
                 n,
                 ensemble=e,

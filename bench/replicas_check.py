@@ -53,7 +53,8 @@ RUNNER = Path(__file__).resolve().parent / "java" / "JavaAuditorChecks.java"
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def java_run(cluster: Any, which: str, classes: Path) -> dict[str, Any]:
+def java_run(cluster: Any, which: str, classes: Path, keep_stderr: bool = False) -> dict[str, Any]:
+    """One Java check's JSON line; with `keep_stderr`, its log (WARN and above) as `stderr` too."""
     argv = [
         "java",
         *JVM_COMMON,
@@ -69,7 +70,8 @@ def java_run(cluster: Any, which: str, classes: Path) -> dict[str, Any]:
     lines = [x for x in done.stdout.splitlines() if x.startswith("{")]
     if done.returncode != 0 or not lines:
         raise RuntimeError(f"Java {which} check failed (exit {done.returncode}): {done.stderr[-2000:]}")
-    return json.loads(lines[-1])
+    got: dict[str, Any] = json.loads(lines[-1])
+    return {**got, "stderr": done.stderr} if keep_stderr else got
 
 
 def floor_run(cluster: Any, args: argparse.Namespace) -> dict[str, Any]:

@@ -7,6 +7,9 @@ Used two ways by `bench/profile_scan.py`:
   the same row as JSON; `... scan_child.py --processes N URI MAX_IN_FLIGHT MAX_LEDGERS LOOP`: the same
   scrutiny on N local worker processes (`sweep --master processes[N]`). Run as a file, this module imports
   nothing of `bench` or `tests`, only `auditor`, which then comes from OTHER_TREE.
+Environment (bench/replicas_check.py, bench/db_storage.py): BENCH_SHIPPED_LIMITS=1 keeps the bookie and
+ZooKeeper limits as shipped; BENCH_SETTINGS='{"agent": {...}}' adds settings; BENCH_FALLBACK_READ_BUDGET=N
+sets the checks' `fallback_read_budget` (no setting has it).
 """
 
 from __future__ import annotations
@@ -39,7 +42,43 @@ def settings_for(uri: str, max_in_flight: int, max_concurrent_ledgers: int, loop
     }
     if os.environ.get("BENCH_SHIPPED_LIMITS") == "1":  # the bookie and ZooKeeper limits as shipped, not off
         del overrides["bookie_client"], overrides["zookeeper"]
+    if os.environ.get("BENCH_SETTINGS"):  # more settings (JSON, merged section by section): e.g. the agents
+        merge(overrides, json.loads(os.environ["BENCH_SETTINGS"]))
     return load_settings(None, overrides=overrides)
+
+
+def merge(into: dict[str, Any], more: dict[str, Any]) -> None:
+    """`more`'s settings into `into`, sections merged key by key rather than replaced."""
+    for key, value in more.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            merge(into[key], value)
+        else:
+            into[key] = value
+
+
+@contextmanager
+def read_budget() -> Iterator[None]:
+    """With BENCH_FALLBACK_READ_BUDGET=N: the checks' `fallback_read_budget` (reads per bookie per ledger
+    where a bookie cannot list its entries; no setting sets it) is N, so a remote scrutiny reads every
+    expected entry instead of sampling."""
+    raw = os.environ.get("BENCH_FALLBACK_READ_BUDGET")
+    if not raw:
+        yield
+        return
+    import dataclasses
+
+    from auditor.checks import build
+
+    original = build.check_options
+
+    def raised(settings: Any, *, one_shot: bool = False) -> Any:
+        return dataclasses.replace(original(settings, one_shot=one_shot), fallback_read_budget=int(raw))
+
+    build.check_options = raised
+    try:
+        yield
+    finally:
+        build.check_options = original
 
 
 def run_loop(loop: str, coro_fn: Callable[[], Any]) -> Any:
@@ -133,7 +172,7 @@ def measure(
         threads_before = threading.active_count()
         wall, (user, system) = time.perf_counter(), rusage_cpu()
         started = wall
-        with profiler if profiler is not None else nullcontext(), first_progress(first):
+        with profiler if profiler is not None else nullcontext(), first_progress(first), read_budget():
             code = run_loop(loop, go)
         (user_end, system_end), wall = rusage_cpu(), time.perf_counter() - wall
         user, system = user_end - user, system_end - system
@@ -152,6 +191,9 @@ def measure(
         "ledgers_seen": stats["ledgersSeen"],
         "ledgers_checked": checked,
         "bookie_requests": stats["bookieRequests"],
+        "index_answers": sum(
+            stats.get("indexAnswersByBookie", {}).values()
+        ),  # (ledger, bookie) pairs an agent answered
         "findings": dict(sorted(categories.items())),
         "wall_s": round(wall, 3),
         "check_s": stats["durationSeconds"],

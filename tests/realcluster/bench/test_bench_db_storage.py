@@ -49,6 +49,7 @@ def test_every_side_covers_every_copy_and_the_summary_has_its_ratios() -> None:
     # Java's replicas check on DbLedgerStorage: no GET_LIST answered, every one logged and ignored.
     java = by["java-replicas"]["detail"]
     assert java["jvm_log"]["unable_to_get_list"] == PAIRS, java["jvm_log"]
+    assert java["jvm_log"]["unavailable_bookies_reported"] == 4, java["jvm_log"]  # one line per ledger
     assert java["NumLedgersHavingNoReplicaOfAnEntryGuageValue"] == 0, java
 
     summary = summarize(rows, args, written)
