@@ -9,7 +9,8 @@ Used two ways by `bench/profile_scan.py`:
   nothing of `bench` or `tests`, only `auditor`, which then comes from OTHER_TREE.
 Environment (bench/replicas_check.py, bench/db_storage.py): BENCH_SHIPPED_LIMITS=1 keeps the bookie and
 ZooKeeper limits as shipped; BENCH_SETTINGS='{"agent": {...}}' adds settings; BENCH_FALLBACK_READ_BUDGET=N
-sets the checks' `fallback_read_budget` (no setting has it).
+sets the checks' `fallback_read_budget` (as `bookie_client.fallback_read_budget` does, but in trees from
+before that setting too).
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ def merge(into: dict[str, Any], more: dict[str, Any]) -> None:
 @contextmanager
 def read_budget() -> Iterator[None]:
     """With BENCH_FALLBACK_READ_BUDGET=N: the checks' `fallback_read_budget` (reads per bookie per ledger
-    where a bookie cannot list its entries; no setting sets it) is N, so a remote scrutiny reads every
+    where a bookie cannot list its entries; the setting `bookie_client.fallback_read_budget` in newer trees) is N, so a remote scrutiny reads every
     expected entry instead of sampling."""
     raw = os.environ.get("BENCH_FALLBACK_READ_BUDGET")
     if not raw:

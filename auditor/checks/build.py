@@ -42,6 +42,7 @@ def check_options(settings: Settings, *, one_shot: bool = False) -> CheckOptions
         recheck_delays=delays,
         underreplicated_grace_period=settings.under_replication.grace_seconds,
         verification_percentage=settings.ledger_check.verification_percentage,
+        fallback_read_budget=settings.bookie_client.fallback_read_budget,
         placement=settings.placement.build_policy(settings.racks.default_rack),
         pulsar_root=settings.references.pulsar_root,
         orphan_grace_seconds=settings.references.orphan_grace_seconds,

@@ -334,6 +334,9 @@ class BookieClientSettings(_Section):
     max_in_flight: int = Field(8, ge=1)
     max_in_flight_cap: int = Field(64, ge=1)
     max_frame_bytes: int = Field(5 * 1024 * 1024, ge=1024)
+    # Per bookie per ledger, the entries read where the bookie cannot list them and has no agent
+    # (DbLedgerStorage); a larger share is sampled. Also bounds the reads confirming an index's absences.
+    fallback_read_budget: int = Field(2000, ge=1)
     tls: BookieTlsSettings = Field(default_factory=BookieTlsSettings)
 
 
