@@ -20,15 +20,17 @@ from typing import Any, Protocol
 
 from auditor.durability.findings import Finding
 from auditor.durability.ids import LedgerId
+from auditor.errors import AuditorError
 
 from .runner import ProgressSink
 
 FindingSink = Callable[[Finding, str], None]
 
 
-class RunHere(Exception):
+class RunHere(AuditorError):
     """Raised by a `ShardedChecks` before it starts anything: the cluster is too small for worker processes
-    to pay for their start-up (`ledgers`: the plan's estimate); run the checks in the caller's process."""
+    to pay for their start-up (`ledgers`: the plan's estimate); run the checks in the caller's process. (A
+    decision, not a failure: the one-shot command catches it and never shows it.)"""
 
     def __init__(self, ledgers: int) -> None:
         super().__init__(f"about {ledgers} ledgers: run in one process")
