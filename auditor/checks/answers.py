@@ -28,7 +28,7 @@ from auditor.durability.striped import StripedSet
 
 from .context import AuditContext, RunStats
 from .index_answers import index_answers
-from .ledger_answers import READ_SAMPLE, CorruptCopy, LedgerAnswers, sample_entries
+from .ledger_answers import READ_SAMPLE, LedgerAnswers, sample_entries, take_copies
 from .reads import read_copies
 
 # The methods as recorded per answer (`.value` is an Enum property lookup: once per answer otherwise).
@@ -65,11 +65,7 @@ def _take_reads(
     stats.bookie_requests[bookie] += len(results)
     absent = [r.entry_id for r in results if r.absent]
     unknown = [r for r in results if r.unknown]
-    for r in results:
-        if r.present:
-            v = r.verify(md.digest_type, md.password)
-            if v.corrupt:
-                out.corrupt.append(CorruptCopy(bookie, r.entry_id, v))
+    take_copies(md, bookie, results, out)
     out.methods[bookie] = READ_SAMPLE if sampled else _READ
     if unknown:
         stats.bookie_unknown[bookie] += 1

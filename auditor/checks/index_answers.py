@@ -27,7 +27,7 @@ from auditor.durability.ranges import RangeSet
 from auditor.durability.striped import StripedSet
 
 from .context import AuditContext, RunStats
-from .ledger_answers import CorruptCopy, LedgerAnswers, sample_entries
+from .ledger_answers import LedgerAnswers, sample_entries, take_copies
 from .reads import read_copies
 
 _INDEX = Method.INDEX.value
@@ -123,11 +123,7 @@ async def _confirm(ctx: AuditContext, bookie: str, ask: _Ask, stats: RunStats) -
 
 def _took(ask: _Ask, bookie: str, got: list[ReadEntryResult]) -> None:
     """Reads that found copies: held (whatever their digest says: a damaged copy is its own finding)."""
-    present = [r for r in got if r.present]
-    for r in present:
-        v = r.verify(ask.md.digest_type, ask.md.password)
-        if v.corrupt:
-            ask.out.corrupt.append(CorruptCopy(bookie, r.entry_id, v))
+    present = take_copies(ask.md, bookie, got, ask.out)
     if present:
         ask.held = ask.held.union(RangeSet.from_ids(r.entry_id for r in present))
 

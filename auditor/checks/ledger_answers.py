@@ -4,10 +4,13 @@ read whole is sampled (`sample_entries`). Shared by the ways of asking: entry li
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from auditor.bookie.results import ReadEntryResult
 from auditor.durability.coverage import UNKNOWN, Answer
 from auditor.durability.entry import EntryVerification
+from auditor.durability.model import LedgerMetadata
 from auditor.durability.striped import StripedSet
 
 READ_SAMPLE = "read-sample"
@@ -56,3 +59,16 @@ def sample_entries(expected: StripedSet, budget: int) -> list[int]:
         if len(picked) >= budget:
             break
     return sorted(picked)
+
+
+def take_copies(
+    md: LedgerMetadata, bookie: str, results: Iterable[ReadEntryResult], out: LedgerAnswers
+) -> list[ReadEntryResult]:
+    """The reads of `results` that found a copy, each one's digest verified: a damaged copy is kept in
+    `out.corrupt` (its own finding), and counts as held all the same."""
+    present = [r for r in results if r.present]
+    for r in present:
+        v = r.verify(md.digest_type, md.password)
+        if v.corrupt:
+            out.corrupt.append(CorruptCopy(bookie, r.entry_id, v))
+    return present

@@ -37,6 +37,7 @@ from auditor.metadata.errors import NoSuchLedgerError
 from auditor.metadata.interfaces import CorruptLedger, LedgerRecord
 
 from .context import AuditContext
+from .reads import read_copies
 
 log = get_logger("auditor.checks.scrub")
 
@@ -90,22 +91,20 @@ class CopyVerifier(Protocol):
     async def verify(self, md: LedgerMetadata, entries: RangeSet, max_bytes: int) -> tuple[CopyCheck, RangeSet]: ...
 
 
-class EntryReader(Protocol):
-    async def read_entries(self, ledger_id: int | LedgerId, entry_ids: list[int]) -> list[ReadEntryResult]: ...
-
-
 class RemoteVerifier:
-    """Reads one chunk (`durability.scrub.CHUNK_ENTRIES`) per call and verifies each body here."""
+    """Reads one chunk (`durability.scrub.CHUNK_ENTRIES`) per call from the bookie (`reads.read_copies`:
+    batched on v2 where it can) and verifies each body here."""
 
     method = REMOTE
 
-    def __init__(self, reader: EntryReader) -> None:
-        self.reader = reader
+    def __init__(self, ctx: AuditContext, bookie: str) -> None:
+        self.ctx = ctx
+        self.bookie = bookie
 
     async def verify(self, md: LedgerMetadata, entries: RangeSet, max_bytes: int) -> tuple[CopyCheck, RangeSet]:
         first = next(chunks(entries), RangeSet())
         rest = entries.difference(first)
-        results = await self.reader.read_entries(md.ledger_id, list(first))
+        results = await read_copies(self.ctx, self.bookie, md.ledger_id, list(first))
         return judge_reads(md, results), rest
 
 
@@ -167,11 +166,7 @@ class AgentVerifier:
             error=got.error,
         )
         nxt = got.next_entry
-        if (
-            getattr(got.outcome, "value", got.outcome) == Outcome.UNKNOWN.value
-            and got.verified == 0
-            and not got.corrupt
-        ):
+        if got.outcome is Outcome.UNKNOWN and got.verified == 0 and not got.corrupt:
             # Nothing answered: everything asked is unanswered (the agent may not say so entry by entry).
             out.unanswered = entries.difference(out.absent)
             return out, RangeSet()
@@ -181,20 +176,9 @@ class AgentVerifier:
 
 
 def verifier_for(ctx: AuditContext, bookie: str) -> CopyVerifier:
-    """The agent beside `bookie` when the pool has one, else the remote path (its batch reader when the
-    pool offers one, else the bookie client)."""
-    pool = ctx.bookies
-    agent_of = getattr(pool, "agent", None)
-    if callable(agent_of):
-        agent = agent_of(bookie)
-        if agent is not None:
-            return AgentVerifier(agent)
-    batch_of = getattr(pool, "batch_reader", None)
-    if callable(batch_of):
-        reader = batch_of(bookie)
-        if reader is not None:
-            return RemoteVerifier(reader)
-    return RemoteVerifier(pool.client(bookie))
+    """The agent beside `bookie` when the pool has one, else the remote path."""
+    agent = ctx.bookies.agent(bookie)
+    return AgentVerifier(agent) if agent is not None else RemoteVerifier(ctx, bookie)
 
 
 @dataclass
