@@ -58,7 +58,12 @@ def status_to_pb(s: StatusSnapshot) -> pb.StatusResponse:
         started_at=s.started_at,
         leadership=s.leadership,
         vote_path=s.vote_path or "",
+        findings_source=s.findings_source,
+        findings_saved_by=s.findings_saved_by,
+        paused_by=s.paused_by,
     )
+    if s.findings_as_of is not None:
+        msg.findings_as_of = s.findings_as_of
     if s.paused_since is not None:
         msg.paused_since = s.paused_since
     if s.leader_since is not None:
@@ -66,7 +71,8 @@ def status_to_pb(s: StatusSnapshot) -> pb.StatusResponse:
     return msg
 
 
-def _key_text(key: Any) -> str:
+def key_text(key: Any) -> str:
+    """A finding's dedup key as the API shows it (and takes back: `trigger --finding`)."""
     if isinstance(key, tuple):
         return json.dumps(list(key), default=str, separators=(",", ":"))
     return str(key)
@@ -83,7 +89,7 @@ def finding_to_pb(rec: FindingRecord) -> pb.Finding:
         qualified_name=ledger.qualified_name if ledger is not None else "",
         bookie_id=f.bookie or "",
         confirmed=bool(f.confirmed),
-        dedup_key=_key_text(rec.key),
+        dedup_key=key_text(rec.key),
         check=rec.check or "",
         first_seen=rec.first_seen,
         last_seen=rec.last_seen,

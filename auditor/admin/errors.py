@@ -4,6 +4,7 @@
     ├── StandbyError                        FAILED_PRECONDITION: a leader-only request reached a standby
     ├── UnknownCheckError (a KeyError)      NOT_FOUND: no task of that name
     ├── LedgerNotFoundError (a LookupError) NOT_FOUND: no such ledger
+    ├── FindingNotFoundError (a LookupError) NOT_FOUND: no active finding with that key
     ├── NotSupportedError                   UNIMPLEMENTED: the daemon did not plug in this capability
     ├── InvalidArgumentError                INVALID_ARGUMENT: e.g. a malformed bookie id
     ├── NotConnectedError                   FAILED_PRECONDITION: not connected to ZooKeeper (yet)
@@ -52,6 +53,10 @@ class LedgerNotFoundError(AdminError, LookupError):
     """The ledger does not exist (or cannot be looked up yet)."""
 
 
+class FindingNotFoundError(AdminError, LookupError):
+    """No active finding has that key (resolved meanwhile, or a key from another cluster)."""
+
+
 class NotSupportedError(AdminError):
     """The daemon did not plug in this capability."""
 
@@ -82,6 +87,7 @@ STATUS_CODES: dict[type[BaseException], grpc.StatusCode] = {
     NotLeaderError: grpc.StatusCode.FAILED_PRECONDITION,  # a guarded write refused: leadership lost meanwhile
     UnknownCheckError: grpc.StatusCode.NOT_FOUND,
     LedgerNotFoundError: grpc.StatusCode.NOT_FOUND,
+    FindingNotFoundError: grpc.StatusCode.NOT_FOUND,
     NoSuchLedgerError: grpc.StatusCode.NOT_FOUND,
     LookupError: grpc.StatusCode.NOT_FOUND,
     LedgerIdError: grpc.StatusCode.INVALID_ARGUMENT,

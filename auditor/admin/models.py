@@ -52,6 +52,10 @@ class StatusSnapshot:
     version: str = __version__
     leadership: str = "standby"  # leader | unconfirmed | standby (state.Leadership.status)
     vote_path: str | None = None
+    findings_source: str = "leader"  # leader | persisted (a standby's copy of the leader's) | none
+    findings_as_of: float | None = None
+    findings_saved_by: str = ""
+    paused_by: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +81,9 @@ class AdminBackend(Protocol):
         """The first `limit` matching findings (all when None) and how many matched."""
         ...
 
-    async def trigger(self, check: str) -> TriggerResult: ...
+    async def trigger(self, check: str, ledger: LedgerId | None = None, finding_key: str = "") -> TriggerResult:
+        """Run `check` now; with `ledger` or `finding_key`: re-check that one ledger now."""
+        ...
 
     async def explain(self, ledger: LedgerId) -> LedgerExplanation: ...
 

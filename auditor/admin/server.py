@@ -137,10 +137,14 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
     async def TriggerCheck(
         self, request: pb.TriggerCheckRequest, context: aio.ServicerContext
     ) -> pb.TriggerCheckResponse:
-        if not request.check:
+        if not request.check and not request.ledger and not request.finding_key:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "check name is empty")
         try:
-            result = await self.backend.trigger(request.check)
+            ledger = _parse_ledger(request.ledger) if request.ledger else None
+            if ledger is not None or request.finding_key:
+                result = await self.backend.trigger(request.check, ledger, request.finding_key)
+            else:
+                result = await self.backend.trigger(request.check)
         except Exception as exc:  # mapped to a status; never leaks as UNKNOWN
             await self._fail(context, exc)
             raise
@@ -164,9 +168,16 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
         except Exception as exc:
             await self._fail(context, exc)
             raise
-        return pb.ListFindingsResponse(
-            findings=[finding_to_pb(r) for r in page.records[:limit]], total_matching=page.total
+        msg = pb.ListFindingsResponse(
+            findings=[finding_to_pb(r) for r in page.records[:limit]],
+            total_matching=page.total,
+            source=page.source,
+            saved_by=page.saved_by,
+            leader_identity=page.leader,
         )
+        if page.as_of is not None:
+            msg.as_of = page.as_of
+        return msg
 
     async def ExplainLedger(
         self, request: pb.ExplainLedgerRequest, context: aio.ServicerContext

@@ -52,10 +52,16 @@ class FindingRecord:
 
 @dataclass(frozen=True, slots=True)
 class FindingPage:
-    """The records a query shows and how many matched."""
+    """The records a query shows and how many matched, and where they come from: `source` "leader" (the
+    leader's own store), "persisted" (a standby's copy of what the leader saved, as of `as_of`, saved by
+    `saved_by`) or "none" (a standby that has not read them yet); `leader` names who leads now."""
 
     records: list[FindingRecord]
     total: int
+    source: str = "leader"
+    as_of: float | None = None
+    saved_by: str = ""
+    leader: str = ""
 
 
 class FindingStore:
@@ -75,6 +81,9 @@ class FindingStore:
         self._counts: dict[str, int] = {}  # active findings per category
         self._ledgers: dict[str, dict[LedgerId, int]] = {}  # per category: active findings per ledger (not compact)
         self._actionable: dict[Hashable, Finding] = {}  # the active findings above informational
+        # Bumped on every change to the actionable findings (a sighting, a new one, a resolution): what is
+        # saved for a failover is written again only when it moved (auditor.daemon.findings_keeper).
+        self.actionable_version = 0
 
     def __len__(self) -> int:
         return len(self._active) + len(self._compact)
@@ -146,6 +155,7 @@ class FindingStore:
             per[ledger] = per.get(ledger, 0) + 1
         if rec.finding.actionable:
             self._actionable[rec.key] = rec.finding
+            self.actionable_version += 1
 
     def _uncount(self, rec: FindingRecord) -> None:
         category, ledger = rec.category, rec.finding.ledger
@@ -158,7 +168,8 @@ class FindingStore:
                 del per[ledger]
                 if not per:
                     del self._ledgers[category]
-        self._actionable.pop(rec.key, None)
+        if self._actionable.pop(rec.key, None) is not None:
+            self.actionable_version += 1
 
     def _uncount_category(self, category: str) -> None:
         left = self._counts[category] - 1
@@ -213,15 +224,20 @@ class FindingStore:
         *,
         ledgers: Container[LedgerId] | None = None,
         categories: Container[str] | None = None,
+        seen_before: float | None = None,
         now: float | None = None,
     ) -> list[FindingRecord]:
         """After a complete run of `check`: resolve its active findings whose key was not `seen`.
         `ledgers` / `categories` limit the sweep to what the run covered (a partial run passes the
-        ledgers it did check, so nothing outside them is resolved). Returns the resolved records."""
+        ledgers it did check, so nothing outside them is resolved). `seen_before` (the run's start) keeps
+        what was sighted since, by another run of the check (a prompt re-check of one ledger during a full
+        pass). Returns the resolved records."""
         seen_keys: Container[Hashable] = seen if isinstance(seen, (set, frozenset, FindingSummary)) else set(seen)
         out: list[FindingRecord] = []
         for key, rec in list(self._active.items()):
             if rec.check != check or key in seen_keys:
+                continue
+            if seen_before is not None and rec.last_seen >= seen_before:
                 continue
             if ledgers is not None and (rec.finding.ledger is None or rec.finding.ledger not in ledgers):
                 continue
@@ -235,6 +251,8 @@ class FindingStore:
                 continue
             for lkey, sighting in list(self._compact.ledgers(category).items()):
                 if sighting.shape.check != check:
+                    continue
+                if seen_before is not None and sighting.last_seen >= seen_before:
                     continue
                 ledger = ledger_of(lkey)
                 if ledgers is not None and ledger not in ledgers:
@@ -323,6 +341,38 @@ class FindingStore:
         out.extend(self._record(c, k, s) for c, k, s in shown)
         out.sort(key=lambda r: (r.resolved_at is not None, _severity_rank(r.finding), r.first_seen, str(r.key)))
         return FindingPage(out[:limit] if limit else out, total)
+
+    def actionable_records(self) -> Iterator[FindingRecord]:
+        """The active records above informational (what a failover must not lose)."""
+        active = self._active
+        return (active[key] for key in self._actionable)
+
+    def flagged_ledgers(self) -> dict[LedgerId, set[str]]:
+        """The ledgers with an active actionable finding, and the checks that reported them."""
+        out: dict[LedgerId, set[str]] = {}
+        for rec in self.actionable_records():
+            ledger = rec.finding.ledger
+            if ledger is not None and rec.check is not None:
+                out.setdefault(ledger, set()).add(rec.check)
+        return out
+
+    def replace_all(self, records: Iterable[FindingRecord]) -> None:
+        """Forget every finding (resolved ones too) and hold `records` as the active ones: a standby taking
+        the findings the leader saved, or a new leader starting from them."""
+        self._active.clear()
+        self._compact = CompactFindings()
+        self._resolved.clear()
+        self._counts.clear()
+        self._ledgers.clear()
+        self._actionable.clear()
+        for rec in records:
+            rec = replace(rec, resolved_at=None)
+            old = self._active.get(rec.key)
+            if old is not None:
+                self._uncount(old)
+            self._active[rec.key] = rec
+            self._count(rec)
+        self.actionable_version += 1
 
     def actionable_findings(self) -> Iterator[Finding]:
         """The active findings above informational (kept apart: the metrics read them on every report)."""

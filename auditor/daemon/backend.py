@@ -3,8 +3,19 @@ daemon plugs in (`trigger`, `explain`)."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+
 from auditor import __version__
-from auditor.admin.errors import NotSupportedError, StandbyError, UnknownCheckError
+from auditor.admin.convert import key_text
+from auditor.admin.errors import (
+    FindingNotFoundError,
+    InvalidArgumentError,
+    NotSupportedError,
+    StandbyError,
+    UnknownCheckError,
+)
 from auditor.admin.models import ExplainFn, LedgerExplanation, StatusSnapshot, TriggerFn, TriggerResult
 from auditor.board.findings import FindingPage
 from auditor.durability.ids import LedgerId
@@ -12,12 +23,17 @@ from auditor.durability.javatext import shown
 
 from .state import DaemonState
 
+SetPauseFn = Callable[[bool, str], Awaitable[bool]]
+RecheckFn = Callable[[set[LedgerId], set[str] | None], Awaitable[dict[str, int] | None]]
+
 
 class StateBackend:
     """AdminBackend over a DaemonState. `trigger` runs only on the leader (standbys raise StandbyError)
-    and only for tasks on the board; `explain` works on any replica. The daemon plugs in
-    `OperatorBackend.explain` (operator.py), which bounds it as the other bookie-reading questions: one
-    at a time, within admin.question_timeout_seconds."""
+    and only for tasks on the board, or re-checks one ledger (`recheck`); `explain` works on any replica.
+    The daemon plugs in `OperatorBackend.explain` (operator.py), which bounds it as the other
+    bookie-reading questions: one at a time, within admin.question_timeout_seconds. With `set_pause`
+    (the daemon's: cluster-wide, kept in ZooKeeper by the leader) pause and resume are the leader's; a
+    standby refuses them. Without it they switch this process alone."""
 
     def __init__(
         self,
@@ -25,11 +41,15 @@ class StateBackend:
         *,
         trigger: TriggerFn | None = None,
         explain: ExplainFn | None = None,
+        set_pause: SetPauseFn | None = None,
+        recheck: RecheckFn | None = None,
         version: str = __version__,
     ) -> None:
         self.state = state
         self._trigger = trigger
         self._explain = explain
+        self._set_pause = set_pause
+        self._recheck = recheck
         self.version = version
 
     def status(self) -> StatusSnapshot:
@@ -52,6 +72,10 @@ class StateBackend:
             version=self.version,
             leadership=lead.status,
             vote_path=lead.vote_path,
+            findings_source=s.findings_source.kind if not confirmed else "leader",
+            findings_as_of=s.findings_source.as_of if not confirmed else None,
+            findings_saved_by=s.findings_source.saved_by if not confirmed else "",
+            paused_by=s.pause.by,
         )
 
     def query_findings(
@@ -63,11 +87,19 @@ class StateBackend:
         include_resolved: bool = False,
         limit: int | None = None,
     ) -> FindingPage:
-        return self.state.findings.page(
+        page = self.state.findings.page(
             category=category, ledger=ledger, bookie=bookie, include_resolved=include_resolved, limit=limit
         )
+        lead = self.state.leadership
+        assert lead is not None
+        if lead.confirmed:
+            return replace(page, source="leader", leader=lead.leader or self.state.identity)
+        src = self.state.findings_source
+        return replace(page, source=src.kind, as_of=src.as_of, saved_by=src.saved_by, leader=lead.leader or "")
 
-    async def trigger(self, check: str) -> TriggerResult:
+    async def trigger(self, check: str, ledger: LedgerId | None = None, finding_key: str = "") -> TriggerResult:
+        if ledger is not None or finding_key:
+            return await self._trigger_ledger(check, ledger, finding_key)
         if check not in self.state.tasks:
             raise UnknownCheckError(f"unknown check {shown(check)}; known: {', '.join(self.state.tasks.names())}")
         lead = self.state.leadership
@@ -87,12 +119,66 @@ class StateBackend:
             raise NotSupportedError("this daemon cannot explain ledgers")
         return await self._explain(ledger)
 
+    async def _trigger_ledger(self, check: str, ledger: LedgerId | None, finding_key: str) -> TriggerResult:
+        """Re-check one ledger now: `ledger` with `check` (every per-ledger check it has findings of, or
+        every scheduled one, when `check` is empty), or the ledger of the finding `finding_key`."""
+        lead = self.state.leadership
+        assert lead is not None
+        if not lead.confirmed:
+            raise StandbyError(lead.leader if not lead.is_leader else None)
+        if self._recheck is None:
+            raise NotSupportedError("this daemon cannot re-check ledgers")
+        checks: set[str] | None = {check} if check else None
+        if finding_key:
+            rec = next((r for r in self.state.findings.actionable_records() if key_text(r.key) == finding_key), None)
+            if rec is None:
+                rec = next(
+                    (
+                        r
+                        for r in self.state.findings.query(ledger=_key_ledger(finding_key))
+                        if key_text(r.key) == finding_key
+                    ),
+                    None,
+                )
+            if rec is None or not rec.active:
+                raise FindingNotFoundError(f"no active finding has the key {shown(finding_key)}")
+            if rec.finding.ledger is None or rec.check is None:
+                raise InvalidArgumentError(f"finding {shown(finding_key)} is not about one ledger: trigger its check")
+            ledger, checks = rec.finding.ledger, {rec.check}
+        assert ledger is not None
+        if checks is None:
+            flagged = self.state.findings.flagged_ledgers().get(ledger)
+            checks = flagged or None
+        done = await self._recheck({ledger}, checks)  # None: every check the daemon schedules
+        if done is None:
+            raise StandbyError(lead.leader if not lead.is_leader else None)
+        if not done:
+            return TriggerResult(
+                False,
+                f"ledger {ledger}: no check of it is scheduled here ({', '.join(sorted(checks or ())) or 'none'})",
+            )
+        ran = ", ".join(sorted(done))
+        return TriggerResult(True, f"ledger {ledger} re-checked by {ran}")
+
     async def pause(self, reason: str) -> bool:
+        if self._set_pause is not None:
+            return await self._set_pause(True, reason)
         changed = self.state.pause.pause(reason)
         self.state.tasks.pause_all()
         return changed
 
     async def resume(self) -> bool:
+        if self._set_pause is not None:
+            return await self._set_pause(False, "")
         changed = self.state.pause.resume()
         self.state.tasks.resume_all()
         return changed
+
+
+def _key_ledger(finding_key: str) -> LedgerId | None:
+    """The ledger a finding key names (its second element, a qualified name), if it parses."""
+    try:
+        parts = json.loads(finding_key)
+        return LedgerId.parse(parts[1]) if isinstance(parts, list) and len(parts) > 1 and parts[1] else None
+    except (ValueError, TypeError):
+        return None

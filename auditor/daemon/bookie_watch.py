@@ -102,8 +102,10 @@ class BookieWatch:
         spawn: Spawn | None = None,
         on_corrupt_state: Callable[[CorruptZnodeError], None] | None = None,
         probe: Probe | None = None,
+        on_returned: Callable[[set[str]], None] | None = None,
     ) -> None:
         self.store = store
+        self._on_returned = on_returned  # lost bookies registered again: their findings are re-checked
         self.index = index
         self._guard = guard
         self._report = report
@@ -195,6 +197,8 @@ class BookieWatch:
                 h.cancel()
                 self._count("delayed_bookie_audits_cancelled")
                 log.info("lost bookie came back: delayed audit cancelled", bookieId=b)
+        if returned and self._on_returned is not None:
+            self._on_returned(returned)
         new = lost - self.lost - set(self.pending)
         self.lost = {b for b in self.lost if b in lost}
         if self._metrics is not None:

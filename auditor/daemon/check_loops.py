@@ -29,7 +29,7 @@ from auditor.durability.findings import Category, Finding, FindingSummary
 from auditor.durability.ids import LedgerId, next_id
 from auditor.durability.model import LedgerMetadata
 from auditor.logging import get_logger
-from auditor.metadata.interfaces import WriteGuard
+from auditor.metadata.interfaces import CorruptLedger, LedgerRecord, WriteGuard
 from auditor.metadata.own.checkstate import CheckState
 from auditor.metadata.own.referencestate import SeenStore
 from auditor.metadata.store import ZooKeeperMetadataStore
@@ -115,9 +115,12 @@ class CheckLoops:
     async def run_check(
         self, name: str, start: LedgerId | None, records: list[Any] | None = None, full: bool = True
     ) -> bool:
-        """One run of check `name` (from `start`, or of `records` only); True when it finished."""
+        """One run of check `name` (from `start`, or of `records` only); True when it finished. A run of
+        `records` (a re-check of some ledgers, outside the schedule) leaves the task board to the scheduled
+        runs, and resolves what it no longer sees on exactly those ledgers."""
         seen = new_seen()
-        if self.locations is not None and name == "scrutiny":
+        partial = records is not None
+        if self.locations is not None and name == "scrutiny" and not partial:
             await self.locations.refresh()  # racks may have moved since the last run
             self._report_rack_problem(name, seen)
         check: LedgerCheck = self._new_check(name)
@@ -125,8 +128,10 @@ class CheckLoops:
         last_save = [time.monotonic()]
 
         def progress(p: Progress) -> None:
-            board.progress(name, p.ledgers_done, cursor=p.cursor.qualified_name if p.cursor else None)
             self.metrics.ledger_checked(name)
+            if partial:
+                return
+            board.progress(name, p.ledgers_done, cursor=p.cursor.qualified_name if p.cursor else None)
             if full and p.cursor is not None and time.monotonic() - last_save[0] > CURSOR_SAVE_SECONDS:
                 last_save[0] = time.monotonic()
                 self._fire(
@@ -141,9 +146,12 @@ class CheckLoops:
             gate=self.gate,
             queue=None,
         )
-        self._runs[name] = run
-        started_ms = int(time.time() * 1000)
-        board.start(name, cursor=start.qualified_name if start else None)
+        key = name if not partial else f"{name}@{id(run)}"  # a re-check does not make the check "running"
+        self._runs[key] = run
+        started = time.time()
+        started_ms = int(started * 1000)
+        if not partial:
+            board.start(name, cursor=start.qualified_name if start else None)
         elsewhere = self.sharded if records is None and judges_each_ledger_alone(name) else None
         ok = False
         try:
@@ -165,20 +173,28 @@ class CheckLoops:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            board.fail(name, exc)
-            log.error("check failed", check=name, error=str(exc), exc_info=True)
+            if not partial:
+                board.fail(name, exc)
+            log.error("check failed", check=name, error=str(exc), exc_info=True, ledgers=len(records or ()))
         finally:
-            self._runs.pop(name, None)
-        if name == "scrutiny":
+            self._runs.pop(key, None)
+        if name == "scrutiny" and not partial:
             self._report_rack_problem(name, seen)  # also when a rack script failed during the run
         if ok and isinstance(check, ReferencesCheck) and full and start is None and check.refs is not None:
             await self._references_done(check, started_ms)
         if ok:
-            board.succeed(name)
-            if full and start is None:
-                # A complete pass: what it no longer sees is resolved.
-                for rec in self.state.findings.resolve_absent(name, seen):
-                    self.metrics.finding_resolved(rec.category)
+            resolved = []
+            if partial:
+                ledgers = {_ledger_of(r) for r in records or ()}
+                resolved = self.state.findings.resolve_absent(name, seen, ledgers=ledgers, seen_before=started)
+            else:
+                board.succeed(name)
+                if full and start is None:
+                    # A complete pass: what it no longer sees is resolved (unless sighted since it began,
+                    # by a re-check of its ledger).
+                    resolved = self.state.findings.resolve_absent(name, seen, seen_before=started)
+            for rec in resolved:
+                self.metrics.finding_resolved(rec.category)
             self.metrics.observe_run(
                 RunSummary(
                     name,
@@ -187,7 +203,7 @@ class CheckLoops:
                     True,
                     run.stats.ledgers_checked,
                     seen.counts(),
-                    full and start is None,
+                    full and start is None and not partial,
                 )
             )
             self.reporter.sync_findings()
@@ -200,6 +216,8 @@ class CheckLoops:
                 **run.stats.as_dict(),
                 findingsByCategory=seen.counts(),
                 processes=self.scan_processes if elsewhere is not None else 1,
+                recheck=partial or None,
+                resolved=len(resolved),
             )
         return ok
 
@@ -335,3 +353,38 @@ class CheckLoops:
         records = [r for r in await self.ctx.store.read_ledgers(sorted(ledgers)) if r is not None]
         log.warning("priority scrutiny", reason=why, ledgers=len(records))
         await self.run_check("scrutiny", None, records=records, full=False)
+
+    def recheckable(self) -> list[str]:
+        """The per-ledger checks a re-check of one ledger may run: those this daemon schedules."""
+        every = intervals(self.settings)
+        return [n for n in CHECK_CLASSES if every.get(n, 0) > 0]
+
+    async def recheck(self, ledgers: set[LedgerId], why: str, checks: set[str] | None = None) -> dict[str, int]:
+        """Re-check `ledgers` now with `checks` (default: the checks with an active finding on each), and
+        resolve what those checks no longer see on them; a ledger deleted meanwhile has its findings of
+        those checks resolved. Returns the ledgers re-checked per check."""
+        allowed = set(self.recheckable())
+        flagged = self.state.findings.flagged_ledgers()
+        per_check: dict[str, set[LedgerId]] = {}
+        for lid in ledgers:
+            for name in (checks if checks is not None else flagged.get(lid, set())) & allowed:
+                per_check.setdefault(name, set()).add(lid)
+        done: dict[str, int] = {}
+        for name, ids in sorted(per_check.items()):
+            ordered = sorted(ids)
+            got = await self.ctx.store.read_ledgers(ordered)
+            records = [r for r in got if r is not None]
+            gone = {lid for lid, r in zip(ordered, got, strict=True) if r is None}
+            if gone:
+                for rec in self.state.findings.resolve_absent(name, (), ledgers=gone):
+                    self.metrics.finding_resolved(rec.category)
+                self.reporter.sync_findings()
+            log.info("re-checking ledgers", check=name, reason=why, ledgers=len(ordered), deleted=len(gone))
+            if records:
+                await self.run_check(name, None, records=records, full=False)
+            done[name] = len(ordered)
+        return done
+
+
+def _ledger_of(record: LedgerRecord | CorruptLedger) -> LedgerId:
+    return record.ledger_id if isinstance(record, CorruptLedger) else record.metadata.ledger_id

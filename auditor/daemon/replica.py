@@ -14,6 +14,7 @@ import asyncio
 import functools
 from typing import Any
 
+from auditor.admin.errors import StandbyError
 from auditor.admin.server import AdminServer
 from auditor.bookie.results import Outcome
 from auditor.checks.build import Locations, audit_context
@@ -22,6 +23,7 @@ from auditor.checks.per_ledger import CHECKS as CHECK_CLASSES
 from auditor.checks.runner import CheckRun
 from auditor.checks.sharded import ShardedChecks
 from auditor.durability.findings import Finding, FindingSummary
+from auditor.durability.ids import LedgerId
 from auditor.logging import get_logger
 from auditor.metadata.bookkeeper.election import LeaderElection
 from auditor.metadata.errors import (
@@ -41,7 +43,9 @@ from .deletion_watch import DeletionWatch
 from .ledger_index import LedgerIndex
 from .metrics import AuditorMetrics
 from .reporter import CheckStates, Reporter, count_replaced
+from .resolution_watch import RESOLUTION, ResolutionWatch
 from .scrub_loop import SCRUB, ScrubLoop
+from .shared_state import SharedState
 from .state import DaemonState
 from .supervisor import Supervisor
 from .under_replication import UNDERREPLICATION, UnderReplication
@@ -50,6 +54,8 @@ from .watchdog import ConfirmedGuard
 log = get_logger("auditor.daemon")
 
 BOOKIE_WATCH = "bookies"
+FINDINGS_SAVE = "findings-save"
+TAKE_OVER_SECONDS = 10.0  # to read the saved findings and pause before leading (else lead without them)
 
 
 class Auditor:
@@ -81,6 +87,8 @@ class Auditor:
         self.tasks: Supervisor | None = None  # the leader's tasks (None while standing by)
         self.checks: CheckLoops | None = None  # the leader's check loops (None while standing by)
         self.under_replication = UnderReplication(settings, state, metrics, self.reporter, lambda: self.zk)
+        self.shared = SharedState(state, metrics, lambda: self.zk)  # saved findings and the pause
+        self.resolution: ResolutionWatch | None = None  # the leader's prompt re-checks
         self._triggers: dict[str, asyncio.Event] = {n: asyncio.Event() for n in CHECK_CLASSES}
         self._runs: dict[str, CheckRun] = {}  # the runs in progress (a scan on worker processes too)
         self.fatal: str | None = None  # why the configuration cannot work with this cluster (exit 2)
@@ -135,10 +143,15 @@ class Auditor:
             spawn=self.tasks.fire,
             on_corrupt_state=count_replaced(self.state, self.metrics, BOOKIE_WATCH, "bookies"),
             probe=self._answers,
+            on_returned=self._bookies_returned,
         )
         self.bookie_watch = watch
         self.state.tasks.start(BOOKIE_WATCH)
         await watch.run()
+
+    def _bookies_returned(self, bookies: set[str]) -> None:
+        if self.resolution is not None:
+            self.resolution.bookies_returned(bookies)
 
     async def _answers(self, bookie: str) -> bool:
         """Whether `bookie` answers a read-only GET_BOOKIE_INFO now (the bookie watch's probe of an
@@ -177,7 +190,12 @@ class Auditor:
             sharded=self.sharded,
             scan_processes=self.scan_processes,
         )
+        self.resolution = ResolutionWatch(
+            self.zk, self.state.findings, checks.recheck, after_recheck=self.under_replication.wake
+        )
         try:
+            tasks.keep(FINDINGS_SAVE, functools.partial(self.shared.save_loop, self._guard))
+            tasks.keep(RESOLUTION, self.resolution.run)
             tasks.keep(BOOKIE_WATCH, functools.partial(self._watch_bookies, checks))
             tasks.keep(UNDERREPLICATION, self.under_replication.loop)
             for name, every in intervals(self.settings).items():
@@ -200,12 +218,42 @@ class Auditor:
             self.tasks = None
             self.checks = None
             self.bookie_watch = None
+            self.resolution = None
+            await self._last_save()
             if self.deletion_watch is not None:
                 self.deletion_watch.close()
                 self.deletion_watch = None
             await tasks.close()
 
+    async def _last_save(self) -> None:
+        """Stepping down: save the findings once more if the vote still holds (a graceful stop or a
+        rollout), so the next leader starts from this one's last word."""
+        if self.election is None or self.state.leadership is None:
+            return
+        try:
+            async with asyncio.timeout(2.0):
+                await self.shared.save(self._guard())
+        except Exception as exc:  # deposed, or ZooKeeper gone: the last periodic save stands
+            log.info("findings not saved on stepping down", error=str(exc) or type(exc).__name__)
+
     # ----------------------------------------------------------------------------- admin backend
+    async def set_pause(self, paused: bool, reason: str) -> bool:
+        """The operator's pause or resume, for the whole cluster (kept in ZooKeeper by the leader only)."""
+        guard = self.leader_guard()
+        lead = self.state.leadership
+        assert lead is not None
+        if guard is None or not lead.confirmed:
+            raise StandbyError(lead.leader if not lead.is_leader else None)
+        return await self.shared.set_pause(paused, reason, guard)
+
+    async def recheck(self, ledgers: set[LedgerId], checks: set[str] | None) -> dict[str, int] | None:
+        """Re-check `ledgers` now with `checks` (None: every check this daemon schedules), for the admin
+        API's trigger of one ledger or finding; None on a standby."""
+        if self.checks is None:
+            return None
+        every = set(self.checks.recheckable()) if checks is None else checks
+        return await self.checks.recheck(ledgers, "operator's trigger", every)
+
     async def trigger(self, check: str) -> bool:
         if check == BOOKIE_WATCH:
             watch = self.bookie_watch
@@ -263,6 +311,10 @@ class Auditor:
                 lead.set(False, current[1] if current else None)
             except Exception as exc:
                 log.info("cannot tell who leads", error=str(exc))
+            try:
+                await self.shared.follow()  # the leader's saved findings and the cluster's pause
+            except Exception as exc:
+                log.info("cannot read the leader's saved findings", error=str(exc) or type(exc).__name__)
             await asyncio.sleep(2.0)
 
     async def confirm_leadership(self) -> bool:
@@ -298,6 +350,12 @@ class Auditor:
                     t.cancel()
                 if stop.is_set():
                     break
+                try:
+                    async with asyncio.timeout(TAKE_OVER_SECONDS):
+                        await self.shared.take_over()
+                except Exception as exc:  # lead with what was followed; the checks rebuild the rest
+                    log.error("cannot read the last leader's findings and pause", error=str(exc) or type(exc).__name__)
+                    self.state.findings_source.kind = "leader"
                 lead.set(True, s.election.identity, vote_path=election.vote_path)
                 self.metrics.set_leader(True)
                 log.warning("became the leader: starting checks", identity=s.election.identity)
@@ -313,6 +371,7 @@ class Auditor:
                     if not isinstance(exc, asyncio.CancelledError):
                         log.error("leader tasks failed; stepping down", error=repr(exc))
                 lead.set(False, None)
+                self.shared.stepped_down()
                 self.metrics.set_leader(False)
                 log.warning("not the leader any more: checks stopped", identity=s.election.identity)
                 if leading in done and not stop.is_set():

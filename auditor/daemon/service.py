@@ -76,7 +76,13 @@ async def serve(settings: Settings) -> int:
         leader_guard=auditor.leader_guard,
     )
     # ExplainLedger reads bookies: bounded with the operator's questions (one at a time, question_timeout).
-    backend = StateBackend(state, trigger=auditor.trigger, explain=questions.explain)
+    backend = StateBackend(
+        state,
+        trigger=auditor.trigger,
+        explain=questions.explain,
+        set_pause=auditor.set_pause,
+        recheck=auditor.recheck,
+    )
     admin = AdminServer(
         backend,
         settings.admin.bind,

@@ -3,7 +3,9 @@
 
 * the finding store and the task board (`auditor.board`: plain answer types, below the admin API too),
 * `PauseControl`: the operator's pause switch (pause.py),
-* `Leadership`: whether this process leads, and who does (leadership.py).
+* `Leadership`: whether this process leads, and who does (leadership.py),
+* `FindingsSource`: where the findings held come from: this leader's own checks, or (on a standby) the
+  findings the leader saved in ZooKeeper (shared_state.py).
 
 No I/O here; the clocks are injectable so tests control time.
 """
@@ -22,8 +24,20 @@ from .pause import PauseControl
 
 
 @dataclass
+class FindingsSource:
+    """Where the finding store's contents come from: "leader" (this replica audits), "persisted" (a
+    standby's copy of what the leader `saved_by` saved at `as_of`), "none" (a standby that has not read
+    them yet)."""
+
+    kind: str = "none"
+    saved_by: str = ""
+    as_of: float | None = None
+
+
+@dataclass
 class DaemonState:
-    """The findings, the tasks, the pause switch and the leadership of one daemon process."""
+    """The findings (and where they come from), the tasks, the pause switch and the leadership of one
+    daemon process."""
 
     identity: str
     findings: FindingStore = field(default_factory=FindingStore)
@@ -32,6 +46,7 @@ class DaemonState:
     leadership: Leadership | None = None
     started_at: float = field(default_factory=time.time)
     recheck_depth: Callable[[], int] = lambda: 0
+    findings_source: FindingsSource = field(default_factory=FindingsSource)
 
     def __post_init__(self) -> None:
         if self.leadership is None:

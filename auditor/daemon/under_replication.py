@@ -44,6 +44,11 @@ class UnderReplication:
         self.reporter = reporter
         self._zk = zk
         self.repair_blocks: RepairBlocks | None = None  # the repair role's records, read by the leader
+        self._wake = asyncio.Event()
+
+    def wake(self) -> None:
+        """Look now, not at the next poll (a marker was consumed: its repair_blocked finding goes)."""
+        self._wake.set()
 
     async def loop(self) -> None:
         grace = self.settings.under_replication.grace_seconds
@@ -60,7 +65,12 @@ class UnderReplication:
                     past += 1 if grace > 0 and age > grace else 0
             self.metrics.set_under_replication(n, oldest, past)
             await self._report_repair_blocked(marked, now)
-            await asyncio.sleep(self.settings.under_replication.poll_seconds)
+            try:
+                async with asyncio.timeout(self.settings.under_replication.poll_seconds):
+                    await self._wake.wait()
+            except TimeoutError:
+                pass
+            self._wake.clear()
 
     async def _report_repair_blocked(self, marked: set[LedgerId], now_ms: float) -> None:
         """The repair role's blocked records as `repair_blocked` findings of the leader, only for ledgers
