@@ -173,9 +173,9 @@ class Daemon:
 
     def metric(self, name: str, **labels: str) -> float | None:
         """One sample from the daemon's /metrics (None when the series does not exist); `labels` are
-        matched exactly, except `cluster`, which every series has."""
+        matched exactly, except `bookkeeper_cluster`, which every series has."""
         for sample in self.samples():
-            if sample.name == name and {k: v for k, v in sample.labels.items() if k != "cluster"} == labels:
+            if sample.name == name and {k: v for k, v in sample.labels.items() if k != "bookkeeper_cluster"} == labels:
                 return float(sample.value)
         return None
 

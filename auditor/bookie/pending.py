@@ -28,6 +28,11 @@ class _TimedOut(str):
     """The failure message of a request that got no reply in time (as opposed to a broken link)."""
 
 
+class _BadReply(str):
+    """Why a reply that came could not be used (no known status, a problem decoding it): the bookie answered,
+    so neither a timeout nor a broken link (`results.error_kind`)."""
+
+
 @dataclass(slots=True)
 class _Pending:
     """The connection's own exchange (the TLS upgrade and its check) on the wire, waiting for its reply in

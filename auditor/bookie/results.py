@@ -7,7 +7,8 @@ Every request ends in exactly one of:
   an unknown or missing status, a malformed reply.
 
 Only a bookie's own "I don't have it" answer produces ABSENT; no error path ever does. Outcomes are
-values, never exceptions.
+values, never exceptions. `error_kind` says why an UNKNOWN came about, in one word (the `error` label of
+`bk_auditor_bookie_request_errors_total`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from auditor.durability.entry import EntryHeader, EntryVerification, parse_heade
 from auditor.durability.entrylist import EntryList
 from auditor.durability.model import DigestType
 
+from .pending import _BadReply, _TimedOut
 from .protocol import Status
 
 
@@ -146,3 +148,28 @@ class BatchReadResult(BookieResult):
 @dataclass(frozen=True, slots=True)
 class AuthProbeResult(BookieResult):
     plugin_name: str | None = None
+
+
+# The kinds of failed request besides a bookie's own status code (error_kind).
+TIMEOUT = "timeout"  # no reply within the request's timeout (or not sent: the connection did not drain)
+CONNECTION = "connection"  # no connection to send it on, or the connection ended before the reply
+MALFORMED = "malformed"  # the bookie answered, but not usably (unknown status, wrong ledger, no body, ...)
+
+
+def error_kind(result: BookieResult) -> str | None:
+    """Why `result` is no answer, in one word: `timeout`, `connection`, `malformed`, or the status code the
+    bookie answered with (`EIO`, `ETOOMANYREQUESTS`, `EUNKNOWNLEDGERSTATE`, `EUA`, ...). None for an
+    answer (PRESENT, ABSENT) and for a GET_LIST the bookie is known not to serve (DbLedgerStorage: its
+    silence is not a failure, the check reads instead)."""
+    if result.outcome is not Outcome.UNKNOWN:
+        return None
+    if isinstance(result, EntryListResult) and result.unsupported:
+        return None
+    if result.status is not None:
+        return MALFORMED if result.status is Status.EOK else result.status.name
+    error = result.error
+    if isinstance(error, _TimedOut):
+        return TIMEOUT
+    if isinstance(error, _BadReply):
+        return MALFORMED
+    return CONNECTION

@@ -46,7 +46,7 @@ from auditor.logging import get_logger
 from . import protocol as P
 from .config import Address, BookieClientConfig, Resolver, parse_bookie_id_address
 from .connection import V3, WireCodec, _Connection
-from .pending import Build, _Batch, _Request, _TimedOut
+from .pending import Build, _BadReply, _Batch, _Request, _TimedOut
 from .protocol import Op, Reply, Status
 from .results import ABSENT_STATUSES, Capability, Outcome, ReadEntryResult
 from .tls import start_tls
@@ -627,8 +627,8 @@ class BookieTransport:
 
     def _explain(self, reply: Reply) -> str:
         if reply.problem:
-            return f"bookie {self.bookie_id}: {reply.problem}"
-        return f"bookie {self.bookie_id} answered {self._status_name(reply)}"
+            return _BadReply(f"bookie {self.bookie_id}: {reply.problem}")
+        return _BadReply(f"bookie {self.bookie_id} answered {self._status_name(reply)}")
 
 
 def _why(timed_out: bool, refused: bool) -> str:

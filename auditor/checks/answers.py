@@ -62,7 +62,7 @@ def _take_reads(
     digests verified, a damaged copy kept as corrupt; fewer reads than expected entries is a sample, which
     only proves the absence of what it read."""
     sampled = len(results) < expected.count()
-    stats.bookie_requests[bookie] += len(results)
+    stats.requests_done(bookie, results)
     absent = [r.entry_id for r in results if r.absent]
     unknown = [r for r in results if r.unknown]
     take_copies(md, bookie, results, out)
@@ -100,7 +100,7 @@ async def _list_answer(
     sent: Sent[EntryListResult],
 ) -> None:
     result = await sent.result()
-    stats.bookie_requests[bookie] += 1
+    stats.requests_done(bookie, (result,))
     if result.unsupported:
         await _read_answer(ctx, md, bookie, expected, out, stats)
         return
@@ -157,7 +157,7 @@ async def gather_answers_many(
         results = await client.get_entry_lists(
             [ledgers[i][0].ledger_id for i in idxs], timeout=timeout, shares=[_expected(outs[i], bookie) for i in idxs]
         )
-        stats.bookie_requests[bookie] += len(results)
+        stats.requests_done(bookie, results)
         return results
 
     remote = await _by_index(ctx, ledgers, outs, wanted, stats)
@@ -383,7 +383,7 @@ async def ledger_end(
     evidence: list[LacEvidence] = []
     answered = False
     for b, r in zip(bookies, results):
-        stats.bookie_requests[b] += 1
+        stats.requests_done(b, (r,))
         if r.unknown:
             stats.bookie_unknown[b] += 1
             continue

@@ -132,7 +132,7 @@ async def _read(
     ctx: AuditContext, bookie: str, ask: _Ask, entries: list[int], stats: RunStats
 ) -> list[ReadEntryResult]:
     got = await read_copies(ctx, bookie, ask.md.ledger_id, entries)
-    stats.bookie_requests[bookie] += len(got)
+    stats.requests_done(bookie, got)
     return got
 
 

@@ -223,7 +223,7 @@ class CoverageCheck:
                 continue
             entries = sample_entries(g.missing, GAP_READS)
             got = await self.ctx.bookies.client(g.bookie).read_entries(md.ledger_id, entries)
-            stats.bookie_requests[g.bookie] += len(got)
+            stats.requests_done(g.bookie, got)
             ok = [r.entry_id for r in got if r.present and r.verify(md.digest_type, md.password).ok]
             if ok:
                 served.setdefault(g.bookie, []).extend(ok)

@@ -146,6 +146,8 @@ class CheckLoops:
             gate=self.gate,
             queue=None,
         )
+        # Requests counted as they complete (in this process; a worker process's as each partition ends).
+        run.stats.on_requests = lambda bookie, n, errors: self.metrics.bookie_requests_done(bookie, name, n, errors)
         key = name if not partial else f"{name}@{id(run)}"  # a re-check does not make the check "running"
         self._runs[key] = run
         started = time.time()
@@ -207,10 +209,6 @@ class CheckLoops:
                 )
             )
             self.reporter.sync_findings()
-            for bookie, n in run.stats.bookie_requests.items():
-                self.metrics.bookie_requests.labels(bookie, name).inc(n)
-            for bookie, n in run.stats.bookie_unknown.items():
-                self.metrics.bookie_request_errors.labels(bookie, name, "unknown").inc(n)
             log.info(
                 "check finished",
                 **run.stats.as_dict(),

@@ -2,7 +2,8 @@
 default, so tests and the one-shot CLI can build several). docs/metrics.md maps each one to the Java
 Auditor's metric.
 
-Every series carries a `cluster` label naming the BookKeeper cluster (settings `metrics.cluster`). It is
+Every series carries a `bookkeeper_cluster` label naming the BookKeeper cluster (its value: the setting
+`metrics.cluster`). It is
 added once, where the registry is collected (`ClusterLabelled`), not by each metric: a metric added later,
 or a collector of prometheus_client's own (process_*, python_*), cannot miss it.
 
@@ -58,6 +59,10 @@ DURATION_BUCKETS = (
 )
 
 
+# The severities of actionable findings (info is counted in bk_auditor_findings only).
+AT_RISK_SEVERITIES = ("critical", "major", "minor")
+
+
 def _categories() -> list[str]:
     from auditor.durability.findings import Category
 
@@ -85,7 +90,7 @@ class AuditorMetrics:
     """All daemon metrics. Attributes are the prometheus-client objects; methods are the update paths.
 
     `registry` is what gets exposed (`exposition`, `serve`): it holds one `ClusterLabelled` collector over
-    a private registry where the metrics live, so every exposed series has `cluster=<cluster>`.
+    a private registry where the metrics live, so every exposed series has `bookkeeper_cluster=<cluster>`.
     """
 
     def __init__(
@@ -127,6 +132,24 @@ class AuditorMetrics:
         self.ledgers_with_findings = Gauge(
             p + "ledgers_with_findings", "Distinct ledgers with an active finding", ["category"], registry=r
         )
+        # data at risk now, per severity (sync_findings, from the actionable findings)
+        self.ledgers_at_risk = Gauge(
+            p + "ledgers_at_risk",
+            "Distinct ledgers with an actionable finding of this severity (a ledger with findings of two "
+            "severities counts in both)",
+            ["severity"],
+            registry=r,
+        )
+        self.entries_at_risk = Gauge(
+            p + "entries_at_risk",
+            "Entries named by actionable findings, per severity: per ledger the largest count among its "
+            "findings of that severity (entries short of copies on two bookies count once)",
+            ["severity"],
+            registry=r,
+        )
+        for sev in AT_RISK_SEVERITIES:
+            self.ledgers_at_risk.labels(sev).set(0)
+            self.entries_at_risk.labels(sev).set(0)
         self.findings_reported = Counter(
             p + "findings_reported",
             "New findings reported (one per distinct fault)",
@@ -270,6 +293,7 @@ class AuditorMetrics:
             "scrub does not keep up",
             registry=r,
         )
+        self._request_children: dict[tuple[str, str], Counter] = {}  # bookie_requests' children, looked up once
         self._leader: bool | None = None
         self._categories = list(categories) if categories is not None else _categories()
         self._known_categories: set[str] = set(self._categories)
@@ -343,9 +367,18 @@ class AuditorMetrics:
 
     # ------------------------------------------------------------------------------- bookies
     def bookie_request(self, bookie: str, operation: str, error: str | None = None) -> None:
-        self.bookie_requests.labels(bookie, operation).inc()
-        if error is not None:
-            self.bookie_request_errors.labels(bookie, operation, error).inc()
+        self.bookie_requests_done(bookie, operation, 1, {error: 1} if error is not None else {})
+
+    def bookie_requests_done(self, bookie: str, operation: str, n: int, errors: Mapping[str, int]) -> None:
+        """`n` requests to `bookie` completed for `operation` (the check), `errors` of them failed, by kind
+        (`auditor.bookie.results.error_kind`: timeout, connection, malformed, or the bookie's status code).
+        Called as requests complete (`RunStats.on_requests`), so rates move during a pass."""
+        child = self._request_children.get((bookie, operation))
+        if child is None:
+            child = self._request_children[(bookie, operation)] = self.bookie_requests.labels(bookie, operation)
+        child.inc(n)
+        for kind, k in errors.items():
+            self.bookie_request_errors.labels(bookie, operation, kind).inc(k)
 
     def set_lost_bookies(self, n: int) -> None:
         self.lost_bookies.set(n)
@@ -369,12 +402,32 @@ class AuditorMetrics:
         for c in self._known_categories:
             self.findings.labels(c).set(counts.get(c, 0))
             self.ledgers_with_findings.labels(c).set(ledgers.get(c, 0))
+        self._sync_at_risk(store.actionable_findings())
         at_risk = namespace_ledger_counts(store.actionable_findings(), self.namespace_limit)  # it counts no other
         for gone in self._namespace_series - set(at_risk):
             self.namespace_ledgers_at_risk.remove(*gone)
         for (ns, c), n in at_risk.items():
             self.namespace_ledgers_at_risk.labels(ns, c).set(n)
         self._namespace_series = set(at_risk)
+
+    def _sync_at_risk(self, findings: Iterable[Finding]) -> None:
+        """`ledgers_at_risk` and `entries_at_risk` from the actionable findings: one pass, O(findings)."""
+        most: dict[tuple[object, str], int] = {}  # (ledger, severity) -> the most entries one finding names
+        for f in findings:
+            if f.ledger is None:
+                continue  # not about a ledger's data (e.g. rack information)
+            n = f.affected_count or (1 if f.entry_id is not None else 0)
+            key = (f.ledger, f.severity._value_)
+            if most.get(key, -1) < n:
+                most[key] = n
+        ledgers: dict[str, int] = dict.fromkeys(AT_RISK_SEVERITIES, 0)
+        entries: dict[str, int] = dict.fromkeys(AT_RISK_SEVERITIES, 0)
+        for (_, sev), n in most.items():
+            ledgers[sev] = ledgers.get(sev, 0) + 1
+            entries[sev] = entries.get(sev, 0) + n
+        for sev in ledgers:
+            self.ledgers_at_risk.labels(sev).set(ledgers[sev])
+            self.entries_at_risk.labels(sev).set(entries[sev])
 
     # ------------------------------------------------------------------------------- supervised tasks
     def task_up(self, task: str, up: bool) -> None:

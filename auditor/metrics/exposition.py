@@ -19,11 +19,12 @@ from prometheus_client.metrics_core import Metric
 
 from auditor.settings import parse_bind
 
-CLUSTER_LABEL = "cluster"
+# Not "cluster": kube-prometheus, Thanos and Mimir put their own (Kubernetes) cluster label on every series.
+CLUSTER_LABEL = "bookkeeper_cluster"
 
 
 class ClusterLabelled:
-    """A collector that yields everything `inner` collects with `cluster="<cluster>"` added to each sample
+    """A collector that yields everything `inner` collects with `bookkeeper_cluster="<cluster>"` added to each sample
     (exemplars and timestamps kept)."""
 
     def __init__(self, inner: CollectorRegistry, cluster: str) -> None:

@@ -18,11 +18,11 @@ from auditor.errors import ConfigError, error_line
 from auditor.logging import get_logger
 from auditor.metadata.repair.lock import RepairLocks
 from auditor.metadata.store import ZooKeeperMetadataStore
-from auditor.metrics.exposition import serve
 from auditor.settings import Settings
 
 from .attempt import RepairOptions, Status
 from .copy import CopyLimits
+from .health import RepairHealth, serve_with_health
 from .metrics import RepairMetrics
 from .worker import RepairWorker
 
@@ -64,10 +64,13 @@ def _on_end_of_stdin(loop: asyncio.AbstractEventLoop, stop: Callable[[], None]) 
     threading.Thread(target=watch, name="stop-with-parent", daemon=True).start()
 
 
-async def _until_stopped(worker: RepairWorker, poll_s: float, *, stop_with_parent: bool = False) -> int:
+async def _until_stopped(
+    worker: RepairWorker, poll_s: float, *, stop_with_parent: bool = False, health: RepairHealth | None = None
+) -> int:
     """Run the loop until SIGTERM (Kubernetes stopping the pod), SIGINT or, with `stop_with_parent`, the
     end of stdin: each cancels it, and the worker releases a held lock on the way out, so another worker
-    can take the ledger at once instead of after our ZooKeeper session expires."""
+    can take the ledger at once instead of after our ZooKeeper session expires. From the signal on,
+    `health` says the worker is not ready (stopping)."""
     task = asyncio.current_task()
     assert task is not None
     loop = asyncio.get_running_loop()
@@ -76,6 +79,8 @@ async def _until_stopped(worker: RepairWorker, poll_s: float, *, stop_with_paren
     def on_sigterm() -> None:
         if not terminated.is_set():
             terminated.set()
+            if health is not None:
+                health.stopping()
             task.cancel()
 
     loop.add_signal_handler(signal.SIGTERM, on_sigterm)
@@ -123,12 +128,21 @@ async def main(settings: Settings, *, once: bool, stop_with_parent: bool = False
                 metrics=metrics,
             )
             if not once:
-                server = serve(metrics.registry, settings.metrics.bind) if settings.metrics.enabled else None
-                if server is not None:
-                    log.info("repair metrics served", metrics=settings.metrics.bind)
+                # The probes' answers beside the metrics (health.py): live while this loop turns, ready
+                # while the ZooKeeper session is connected and the worker is not stopping.
+                store = ctx.store
+                health = RepairHealth(lambda: store.state)
+                stop_beating = health.start_beating()
+                server = None
+                if settings.metrics.enabled:
+                    server = serve_with_health(metrics.registry, settings.metrics.bind, health)
+                    log.info("repair metrics and health served", metrics=settings.metrics.bind)
                 try:
-                    return await _until_stopped(worker, settings.repair.poll_seconds, stop_with_parent=stop_with_parent)
+                    return await _until_stopped(
+                        worker, settings.repair.poll_seconds, stop_with_parent=stop_with_parent, health=health
+                    )
                 finally:
+                    stop_beating()
                     if server is not None:
                         server.close()
             if await locks.is_disabled():

@@ -11,13 +11,14 @@ from types import SimpleNamespace
 from typing import Any
 
 import yaml
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from auditor.board.findings import FindingStore
 from auditor.daemon.metrics import AuditorMetrics, RunSummary
 from auditor.durability.findings import Category, Finding
 from auditor.durability.ids import LedgerId
+from auditor.repair.metrics import RepairMetrics
 from tests.deploy.artifacts import ROOT, rendered
 
 
@@ -80,12 +81,32 @@ def exposed() -> dict[str, frozenset[str]]:
         )
     )
     m.sync_findings(store)
+    return _labels(m.exposition().decode())
+
+
+@functools.cache
+def repair_exposed() -> dict[str, frozenset[str]]:
+    """The same for the repair role's RepairMetrics (its pods' metrics, on the dashboard's repair panels)."""
+    repair = RepairMetrics(cluster="pulsar-zookeeper:2181/ledgers")
+    repair.observe("repaired", "", 3, 300, 0.5)
+    repair.observe("blocked", "data_loss", 0, 0, 0.1)
+    repair.set_blocked({"data_loss": 1})
+    repair.corrupt("healed", 1)
+    repair.recovered("closed")
+    return _labels(generate_latest(repair.registry).decode())
+
+
+def _labels(text: str) -> dict[str, frozenset[str]]:
     labels: dict[str, set[str]] = {}
-    for family in text_string_to_metric_families(m.exposition().decode()):
+    for family in text_string_to_metric_families(text):
         assert family.samples, f"{family.name} has no series"
         for s in family.samples:
             labels.setdefault(s.name, set()).update(s.labels)
     return {k: frozenset(v) for k, v in labels.items()}
+
+
+def _known() -> dict[str, frozenset[str]]:
+    return {**exposed(), **repair_exposed()}
 
 
 TARGET_LABELS = {"namespace", "instance", "pod", "job", "container", "endpoint"}
@@ -100,17 +121,17 @@ def check_promql(expr: str, where: str) -> set[str]:
     known_checks = documented_checks()
     for m in _SELECTOR.finditer(expr):
         name, matchers = m.group(1), m.group(2) or ""
-        assert name in exposed(), f"{where}: {name} is not a metric of AuditorMetrics"
+        assert name in _known(), f"{where}: {name} is not a metric of AuditorMetrics or RepairMetrics"
         names.add(name)
         for label, op, value in re.findall(r'(\w+)\s*(=~|!~|!=|=)\s*"([^"]*)"', matchers):
-            assert label in exposed()[name] | TARGET_LABELS, f"{where}: {name} has no label {label}"
+            assert label in _known()[name] | TARGET_LABELS, f"{where}: {name} has no label {label}"
             if label == "category" and op in ("=", "=~"):
                 for v in value.split("|"):
                     assert v in {c.value for c in Category}, f"{where}: unknown category {v}"
             if label == "check" and op == "=":
                 assert value in known_checks, f"{where}: unknown check {value}"
     used_labels = {lbl.strip() for g in _GROUPING.findall(expr) for lbl in g.split(",") if lbl.strip()}
-    all_labels = set().union(*(exposed()[n] for n in names)) | TARGET_LABELS if names else TARGET_LABELS
+    all_labels = set().union(*(_known()[n] for n in names)) | TARGET_LABELS if names else TARGET_LABELS
     assert used_labels <= all_labels, f"{where}: grouping by unknown labels {used_labels - all_labels}"
     return names
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.deploy.artifacts import one, render_docs
+from tests.deploy.artifacts import DEPLOY_DOC, one, render_docs
 from tests.deploy.promql import alert_rules, check_promql, promtool, write_rules_file
 
 # ------------------------------------------------------------------------------------------ alert rules
@@ -87,7 +87,7 @@ def _annotations(
     """The annotations Prometheus renders for `rule`, for the template constructs our rules use."""
     out = {}
     for k, text in rule["annotations"].items():
-        for label, words in (("cluster", "of cluster"), ("namespace", "in namespace")):
+        for label, words in (("bookkeeper_cluster", "of cluster"), ("namespace", "in namespace")):
             v = labels.get(label)
             text = text.replace(
                 f"{{{{ with $labels.{label} }}}} {words} {{{{ . }}}}{{{{ end }}}}", f" {words} {v}" if v else ""
@@ -133,11 +133,11 @@ def test_promtool_unit_tests(tmp_path: Path) -> None:
     """Series in, alerts out, for several alerts of the default rules (promtool test rules)."""
     rules_path = write_rules_file(tmp_path)
     rules = alert_rules()
-    cluster = 'cluster="zk:2181/ledgers"'
+    cluster = 'bookkeeper_cluster="zk:2181/ledgers"'
     leader = f'{cluster}, namespace="pulsar", instance="10.1.0.1:8000", pod="bk-auditor-0", job="bk-auditor"'
     standby = f'{cluster}, namespace="pulsar", instance="10.1.0.2:8000", pod="bk-auditor-1", job="bk-auditor"'
-    crit = {"cluster": "zk:2181/ledgers", "namespace": "pulsar", "severity": "critical"}
-    warn = {"cluster": "zk:2181/ledgers", "namespace": "pulsar", "severity": "warning"}
+    crit = {"bookkeeper_cluster": "zk:2181/ledgers", "namespace": "pulsar", "severity": "critical"}
+    warn = {"bookkeeper_cluster": "zk:2181/ledgers", "namespace": "pulsar", "severity": "warning"}
 
     def alert(
         rule: dict[str, Any],
@@ -158,8 +158,8 @@ def test_promtool_unit_tests(tmp_path: Path) -> None:
     queue = _rule(rules, "BkAuditorRecheckQueueGrowing")
     errors = _rule(rules, "BkAuditorBookieRequestErrors")
     tests = [
-        {  # findings count only on the leader: the standby's stale value is ignored
-            "name": "entry_no_replica pages from the leader's findings only",
+        {  # the findings, read across replicas: the standby mirrors what the leader persisted
+            "name": "entry_no_replica pages from the findings",
             "interval": "1m",
             "input_series": [
                 {"series": f"bk_auditor_is_leader{{{leader}}}", "values": "1x90"},
@@ -170,7 +170,7 @@ def test_promtool_unit_tests(tmp_path: Path) -> None:
                 },
                 {
                     "series": f'bk_auditor_ledgers_with_findings{{{standby}, category="entry_no_replica"}}',
-                    "values": "5x90",
+                    "values": "0 0 0 0 3x86",
                 },
                 {
                     "series": f'bk_auditor_ledgers_with_findings{{{leader}, category="entry_below_write_quorum"}}',
@@ -340,9 +340,11 @@ def test_promtool_unit_tests(tmp_path: Path) -> None:
 
 
 def test_promtool_unit_test_can_fail(tmp_path: Path) -> None:
-    """The same machinery reports a wrong expectation (here: expecting a page from the standby's value)."""
+    """The same machinery reports a wrong expectation (here: expecting a page when no replica has a finding)."""
     rules_path = write_rules_file(tmp_path)
-    standby = 'cluster="c", namespace="pulsar", instance="10.1.0.2:8000", pod="bk-auditor-1", job="bk-auditor"'
+    standby = (
+        'bookkeeper_cluster="c", namespace="pulsar", instance="10.1.0.2:8000", pod="bk-auditor-1", job="bk-auditor"'
+    )
     tests = [
         {
             "interval": "1m",
@@ -350,14 +352,16 @@ def test_promtool_unit_test_can_fail(tmp_path: Path) -> None:
                 {"series": f"bk_auditor_is_leader{{{standby}}}", "values": "0x10"},
                 {
                     "series": f'bk_auditor_ledgers_with_findings{{{standby}, category="entry_no_replica"}}',
-                    "values": "5x10",
+                    "values": "0x10",
                 },
             ],
             "alert_rule_test": [
                 {
                     "eval_time": "5m",
                     "alertname": "BkAuditorEntryNoReplica",
-                    "exp_alerts": [{"exp_labels": {"cluster": "c", "namespace": "pulsar", "severity": "critical"}}],
+                    "exp_alerts": [
+                        {"exp_labels": {"bookkeeper_cluster": "c", "namespace": "pulsar", "severity": "critical"}}
+                    ],
                 }
             ],
         }
@@ -391,7 +395,7 @@ def test_two_releases_for_two_clusters_in_one_namespace(tmp_path: Path) -> None:
 
     def pod(release: str, cluster: str, n: int, ip: str) -> str:
         return (
-            f'cluster="{cluster}", namespace="pulsar", job="{release}", pod="{release}-{n}", '
+            f'bookkeeper_cluster="{cluster}", namespace="pulsar", job="{release}", pod="{release}-{n}", '
             f'instance="{ip}:8000", container="bk-auditor", endpoint="http-metrics"'
         )
 
@@ -414,9 +418,9 @@ def test_two_releases_for_two_clusters_in_one_namespace(tmp_path: Path) -> None:
             "interval": "1m",
             "input_series": [
                 *series("bk_auditor_is_leader", {eu0: "1x30", eu1: "0x30", us0: "1x30", us1: "0x30"}),
-                # the standbys' stale values are ignored
+                # the standbys export the findings their leader persisted
                 *series(
-                    "bk_auditor_ledgers_with_findings", {eu0: "3x30", eu1: "5x30", us0: "0x30", us1: "7x30"}, findings
+                    "bk_auditor_ledgers_with_findings", {eu0: "3x30", eu1: "3x30", us0: "0x30", us1: "0x30"}, findings
                 ),
             ],
             "alert_rule_test": [
@@ -424,7 +428,9 @@ def test_two_releases_for_two_clusters_in_one_namespace(tmp_path: Path) -> None:
                     "eval_time": "10m",
                     "alertname": "BkAuditorEntryNoReplica",
                     "exp_alerts": [
-                        alert(no_replica, {"cluster": eu_c, "namespace": "pulsar", "severity": "critical"}, "3")
+                        alert(
+                            no_replica, {"bookkeeper_cluster": eu_c, "namespace": "pulsar", "severity": "critical"}, "3"
+                        )
                     ],
                 },
                 {"eval_time": "10m", "alertname": "BkAuditorMultipleLeaders", "exp_alerts": []},
@@ -440,7 +446,9 @@ def test_two_releases_for_two_clusters_in_one_namespace(tmp_path: Path) -> None:
                     "eval_time": "9m",
                     "alertname": "BkAuditorNoLeader",
                     "exp_alerts": [
-                        alert(no_leader, {"cluster": us_c, "namespace": "pulsar", "severity": "warning"}, "0")
+                        alert(
+                            no_leader, {"bookkeeper_cluster": us_c, "namespace": "pulsar", "severity": "warning"}, "0"
+                        )
                     ],
                 },
                 {"eval_time": "9m", "alertname": "BkAuditorMultipleLeaders", "exp_alerts": []},
@@ -457,7 +465,7 @@ def test_two_releases_for_two_clusters_in_one_namespace(tmp_path: Path) -> None:
                     "exp_alerts": [
                         alert(
                             _rule(rules, "BkAuditorMultipleLeaders"),
-                            {"cluster": eu_c, "namespace": "pulsar", "job": job, "severity": "warning"},
+                            {"bookkeeper_cluster": eu_c, "namespace": "pulsar", "job": job, "severity": "warning"},
                             "2",
                         )
                         for job, rules in (("bk-auditor-eu", eu_rules), ("bk-auditor-us", us_rules))
@@ -498,3 +506,131 @@ def test_name_check_catches_an_invented_metric() -> None:
         check_promql('bk_auditor_findings{category="entries_lost"} > 0', "invented category")
     with pytest.raises(AssertionError):
         check_promql('bk_auditor_is_leader{check="scrutiny"} == 1', "label the metric does not have")
+
+
+# ------------------------------------------------------------------------------------------ failover
+
+
+def test_findings_alerts_survive_a_failover(tmp_path: Path) -> None:
+    """Every replica exports the findings (the leader from its store, a standby from what the leader
+    persisted in ZooKeeper). The leader's pod goes away for 2 minutes (its series stale) while the standby's
+    go on, then the standby leads and the old pod comes back as a standby: the data-loss alert keeps firing
+    throughout, from the same moment (its ALERTS_FOR_STATE, the time it became active, never changes: no
+    resolve, no second firing); the pause alert likewise."""
+    rules_path = write_rules_file(tmp_path)
+    rules = alert_rules()
+    base = 'bookkeeper_cluster="zk:2181/ledgers", namespace="pulsar", job="bk-auditor"'
+    pod0 = f'{base}, instance="10.1.0.1:8000", pod="bk-auditor-0"'
+    pod1 = f'{base}, instance="10.1.0.2:8000", pod="bk-auditor-1"'
+    crit = {"bookkeeper_cluster": "zk:2181/ledgers", "namespace": "pulsar", "severity": "critical"}
+    no_replica = _rule(rules, "BkAuditorEntryNoReplica")
+    paused = _rule(rules, "BkAuditorPausedTooLong")
+    findings = ', category="entry_no_replica"'
+    # minute:   0..2 nothing; 3 the finding; 10 the leader's last scrape; 11-12 gone; 13.. pod-0 back, standby
+    old_leader = "0 0 0 3x7 stale _ 3x40"
+    tests = [
+        {
+            "name": "failover: the leader's series stop for 2 minutes, the standby takes over",
+            "interval": "1m",
+            "input_series": [
+                {"series": f"bk_auditor_is_leader{{{pod0}}}", "values": "1x10 stale _ 0x40"},
+                {"series": f"bk_auditor_is_leader{{{pod1}}}", "values": "0x12 1x40"},
+                {"series": f"bk_auditor_ledgers_with_findings{{{pod0}{findings}}}", "values": old_leader},
+                {"series": f"bk_auditor_ledgers_with_findings{{{pod1}{findings}}}", "values": "0 0 0 0 3x48"},
+                {"series": f"bk_auditor_paused{{{pod0}}}", "values": "1x10 stale _ 1x40"},
+                {"series": f"bk_auditor_paused{{{pod1}}}", "values": "1x52"},
+            ],
+            "alert_rule_test": [
+                {"eval_time": "2m", "alertname": "BkAuditorEntryNoReplica", "exp_alerts": []},
+                *(
+                    {
+                        "eval_time": f"{minute}m",
+                        "alertname": "BkAuditorEntryNoReplica",
+                        "exp_alerts": [{"exp_labels": crit, "exp_annotations": _annotations(no_replica, "3", crit)}],
+                    }
+                    for minute in range(3, 31)
+                ),
+            ],
+            "promql_expr_test": [
+                {  # active since minute 3 (180 s), at every evaluation of the failover and after it
+                    "expr": 'min_over_time(ALERTS_FOR_STATE{alertname="BkAuditorEntryNoReplica"}[28m])',
+                    "eval_time": "30m",
+                    "exp_samples": [{"labels": _alert_series(no_replica, crit), "value": 180}],
+                },
+                {
+                    "expr": 'max_over_time(ALERTS_FOR_STATE{alertname="BkAuditorEntryNoReplica"}[28m])',
+                    "eval_time": "30m",
+                    "exp_samples": [{"labels": _alert_series(no_replica, crit), "value": 180}],
+                },
+                {  # firing at each of the 28 evaluations from minute 3 to 30: no gap
+                    "expr": 'count_over_time(ALERTS{alertname="BkAuditorEntryNoReplica", alertstate="firing"}[27m59s])',
+                    "eval_time": "30m",
+                    "exp_samples": [{"labels": _alert_series(no_replica, crit, alertstate="firing"), "value": 28}],
+                },
+                {  # the pause (24 h for) stays pending from minute 0 through the failover
+                    "expr": 'max_over_time(ALERTS_FOR_STATE{alertname="BkAuditorPausedTooLong"}[30m])',
+                    "eval_time": "30m",
+                    "exp_samples": [
+                        {
+                            "labels": _alert_series(paused, {**crit, "severity": paused["labels"]["severity"]}),
+                            "value": 0,
+                        }
+                    ],
+                },
+            ],
+        },
+        {
+            "name": "the finding resolves on the leader (the standby follows): the alert resolves",
+            "interval": "1m",
+            "input_series": [
+                {"series": f"bk_auditor_is_leader{{{pod0}}}", "values": "1x30"},
+                {"series": f"bk_auditor_is_leader{{{pod1}}}", "values": "0x30"},
+                {"series": f"bk_auditor_ledgers_with_findings{{{pod0}{findings}}}", "values": "3x10 0x20"},
+                {"series": f"bk_auditor_ledgers_with_findings{{{pod1}{findings}}}", "values": "3x11 0x19"},
+            ],
+            "alert_rule_test": [
+                {
+                    "eval_time": "9m",
+                    "alertname": "BkAuditorEntryNoReplica",
+                    "exp_alerts": [{"exp_labels": crit, "exp_annotations": _annotations(no_replica, "3", crit)}],
+                },
+                {"eval_time": "12m", "alertname": "BkAuditorEntryNoReplica", "exp_alerts": []},
+                {"eval_time": "25m", "alertname": "BkAuditorEntryNoReplica", "exp_alerts": []},
+            ],
+        },
+    ]
+    run_promtool_tests(tmp_path, [rules_path], tests)
+
+
+def _alert_series(rule: dict[str, Any], labels: dict[str, str], **extra: str) -> str:
+    """The labels of an active alert's ALERTS / ALERTS_FOR_STATE series of `rule`, after a function over
+    them (no metric name), as promtool prints them."""
+    all_labels = {"alertname": rule["alert"], **labels, **extra}
+    return "{" + ", ".join(f'{k}="{v}"' for k, v in sorted(all_labels.items())) + "}"
+
+
+def test_findings_and_pause_rules_read_across_replicas_the_rest_from_the_leader() -> None:
+    """The findings and the pause flag are exported by every replica with one meaning: no leader filter.
+    Under-replication, lost bookies and the re-check queue are the leader's alone."""
+    for r in alert_rules():
+        expr = r["expr"]
+        if "bk_auditor_ledgers_with_findings" in expr or "bk_auditor_paused" in expr:
+            assert "bk_auditor_is_leader" not in expr, r["alert"]
+            assert expr.startswith("max by (bookkeeper_cluster, namespace) ("), r["alert"]
+        for name in (
+            "bk_auditor_underreplicated_past_grace_ledgers",
+            "bk_auditor_lost_bookies",
+            "bk_auditor_recheck_queue_depth",
+        ):
+            if name in expr:
+                assert "bk_auditor_is_leader" in expr, r["alert"]
+
+
+def test_runbook_url_by_default_points_at_each_runbook() -> None:
+    """runbook_url is on by default: docs/deploy.md#<alert, lower case>, a heading of docs/deploy.md (GitHub's
+    and most renderers' anchor of `#### BkAuditorX` is `bkauditorx`)."""
+    headings = {m.group(1).lower() for m in re.finditer(r"^#{2,4} (BkAuditor\w+)$", DEPLOY_DOC.read_text(), re.M)}
+    for r in alert_rules():
+        url = r["annotations"]["runbook_url"]
+        assert url == f"docs/deploy.md#{r['alert'].lower()}", url
+        assert url.split("#")[1] in headings, r["alert"]

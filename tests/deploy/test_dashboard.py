@@ -7,6 +7,7 @@ import json
 import re
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -34,7 +35,7 @@ def _grafana_to_promql(expr: str) -> str:
         .replace("$__interval", "1m")
         .replace("$__range", "1d")
         .replace("$namespace", ".*")
-        .replace("$cluster", "zk:2181/ledgers")
+        .replace("$bookkeeper_cluster", "zk:2181/ledgers")
     )
 
 
@@ -44,7 +45,7 @@ def test_dashboard_structure() -> None:
     ids = [p["id"] for p in dash["panels"]]
     assert len(ids) == len(set(ids))
     names = {v["name"] for v in dash["templating"]["list"]}
-    assert {"datasource", "namespace", "cluster"} <= names
+    assert {"datasource", "namespace", "bookkeeper_cluster"} <= names
     titles = " | ".join(p["title"] for p in dash["panels"]).lower()
     for topic in (
         "findings",
@@ -100,17 +101,60 @@ def test_dashboard_queries_parse(tmp_path: Path) -> None:
 
 
 def test_every_panel_query_is_for_the_chosen_cluster() -> None:
-    """One dashboard for every cluster: a `cluster` variable (one value, from the series of the chosen
-    namespaces), and every metric selector of every panel query restricted to it."""
+    """One dashboard for every cluster: a `bookkeeper_cluster` variable (one value, from the series of the
+    chosen namespaces), and every metric selector of every panel query restricted to it."""
     dash = json.loads(DASHBOARD.read_text())
-    (var,) = [v for v in dash["templating"]["list"] if v["name"] == "cluster"]
-    assert var["definition"] == 'label_values(bk_auditor_is_leader{namespace=~"$namespace"}, cluster)'
+    (var,) = [v for v in dash["templating"]["list"] if v["name"] == "bookkeeper_cluster"]
+    assert var["definition"] == 'label_values(bk_auditor_is_leader{namespace=~"$namespace"}, bookkeeper_cluster)'
     assert var["multi"] is False and var["includeAll"] is False
     selectors = 0
     for title, expr in dashboard_queries():
         if expr.startswith("label_values("):
             continue
         for m in re.finditer(r"\b(bk_auditor_[a-z_]+)\b(\{[^}]*\})?", expr):
-            assert m.group(2) and 'cluster="$cluster"' in m.group(2), (title, m.group(0))
+            assert m.group(2) and 'bookkeeper_cluster="$bookkeeper_cluster"' in m.group(2), (title, m.group(0))
             selectors += 1
     assert selectors >= 26
+
+
+def _panel(title: str) -> dict[str, Any]:
+    (p,) = [p for p in json.loads(DASHBOARD.read_text())["panels"] if p["title"] == title]
+    return p
+
+
+def test_findings_panels_read_across_replicas() -> None:
+    """Every replica exports the findings (a standby those the leader persisted): the findings panels take
+    the max over replicas, with no leader filter, so a failover does not blank them; the under-replication
+    panels stay on the leader."""
+    for title in ("Ledgers with data at risk", "Ledgers with active findings, by category"):
+        for t in _panel(title)["targets"]:
+            assert "bk_auditor_is_leader" not in t["expr"], title
+            assert t["expr"].removeprefix("sum(").startswith("max by"), title
+    (risk,) = _panel("Ledgers with data at risk")["targets"]
+    categories = set(re.search(r'category=~"([^"]*)"', risk["expr"]).group(1).split("|"))
+    assert {"entry_no_replica", "entry_below_ack_quorum", "ledger_missing", "digest_mismatch"} <= categories
+    panels = json.loads(DASHBOARD.read_text())["panels"]
+    under = [t["expr"] for p in panels if p["title"] == "Under-replicated ledgers" for t in p["targets"]]
+    assert under and all("bk_auditor_is_leader" in e for e in under)
+
+
+def test_data_safety_and_repair_panels() -> None:
+    """Is my data safe now (ledgers and entries at risk by severity), what is being repaired (the repair
+    workers' throughput), and how long until durable again (remaining work over the repair rate)."""
+    exprs = {
+        title: [t["expr"] for t in _panel(title)["targets"]]
+        for title in (
+            "Ledgers at risk, by severity",
+            "Entries still short of copies, by severity",
+            "Repair throughput",
+            "Estimated time to full durability",
+        )
+    }
+    assert "max by (severity) (bk_auditor_ledgers_at_risk" in exprs["Ledgers at risk, by severity"][0]
+    assert "max by (severity) (bk_auditor_entries_at_risk" in exprs["Entries still short of copies, by severity"][0]
+    throughput = " ".join(exprs["Repair throughput"])
+    for name in ("bk_auditor_repair_entries_copied_total", "bk_auditor_repair_bytes_copied_total"):
+        assert f"rate({name}" in throughput
+    eta = exprs["Estimated time to full durability"]
+    assert len(eta) == 2 and all(" / (sum(rate(" in e and e.endswith("> 0)") for e in eta)
+    assert _panel("Estimated time to full durability")["fieldConfig"]["defaults"]["unit"] == "s"

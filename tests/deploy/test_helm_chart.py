@@ -181,10 +181,11 @@ def test_statefulset_policies(scenario: str) -> None:
     )
     names = [e["name"] for e in c["env"]]
     assert names.index("POD_IP") < names.index("BKAUDIT_ADMIN__BIND")  # $(POD_IP) needs it defined before
-    # selectors of every Service / PDB / PodMonitor match the pods
+    # selectors of every Service / PDB / PodMonitor match the pods (the repair workers' own match theirs)
     pod_labels = sts["spec"]["template"]["metadata"]["labels"]
     assert sts["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
-    for d in docs:
+    auditors = [d for d in docs if d["metadata"]["labels"].get("app.kubernetes.io/component") != "repair"]
+    for d in auditors:
         if d["kind"] == "Service":
             assert d["spec"]["selector"].items() <= pod_labels.items()
             for p in d["spec"]["ports"]:
@@ -194,7 +195,7 @@ def test_statefulset_policies(scenario: str) -> None:
         if d["kind"] in ("PodMonitor", "VMPodScrape"):
             assert [e["port"] for e in d["spec"]["podMetricsEndpoints"]] == ["http-metrics"]
     if values["replicaCount"] > 1:
-        assert values["pdb"]["enabled"] and one(docs, "PodDisruptionBudget")
+        assert values["pdb"]["enabled"] and one(auditors, "PodDisruptionBudget")
         assert "podAntiAffinity" in pod["affinity"] and pod["topologySpreadConstraints"]
     assert ("checksum/config" in sts["spec"]["template"]["metadata"].get("annotations", {})) == values[
         "restartPodsOnConfigMapChange"
@@ -452,11 +453,12 @@ def test_repair_workers_run_in_a_deployment_of_their_own() -> None:
     pod_labels = dep["spec"]["template"]["metadata"]["labels"]
     assert dep["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
     assert pod_labels["app.kubernetes.io/component"] == "repair"
-    for d in docs:  # the StatefulSet, Services, PDB, PodMonitor, NetworkPolicy: none selects a worker
+    for d in docs:  # the auditors' StatefulSet, Services, PDB, PodMonitor, NetworkPolicy: none selects a worker
         sel = (d.get("spec") or {}).get("selector") or (d.get("spec") or {}).get("podSelector") or {}
         match = sel.get("matchLabels", sel) if isinstance(sel, dict) else {}
         if match and d is not dep:
-            assert not match.items() <= pod_labels.items(), d["kind"]
+            mine = d["metadata"]["name"] == dep["metadata"]["name"]  # the workers' own PDB and PodMonitor
+            assert (match.items() <= pod_labels.items()) == mine, d["kind"]
     (worker,) = dep["spec"]["template"]["spec"]["containers"]
     (auditor,) = sts["spec"]["template"]["spec"]["containers"]
     assert worker["args"][0] == "repair" and worker["args"][1:] == auditor["args"][1:]
@@ -468,4 +470,173 @@ def test_repair_workers_run_in_a_deployment_of_their_own() -> None:
     assert [p["containerPort"] for p in worker["ports"]] == [
         p["containerPort"] for p in auditor["ports"] if p["name"] == "http-metrics"
     ]
-    assert "livenessProbe" not in worker  # no admin API in the repair role
+    assert {"startupProbe", "livenessProbe", "readinessProbe"} <= worker.keys()  # HTTP, beside the metrics
+
+
+# ------------------------------------------------------------------------------------------ repair workers
+
+
+def _repair_objects(docs: list[dict[str, Any]] | tuple[dict[str, Any], ...]) -> dict[str, dict[str, Any]]:
+    """The objects of the repair workers (component label "repair"), by kind."""
+    objs = [d for d in docs if d["metadata"]["labels"].get("app.kubernetes.io/component") == "repair"]
+    by_kind = {d["kind"]: d for d in objs}
+    assert len(by_kind) == len(objs), [(d["kind"], d["metadata"]["name"]) for d in objs]
+    return by_kind
+
+
+def test_repair_workers_probes_resources_pdb_and_podmonitor() -> None:
+    """repair.enabled: the Deployment's probes are HTTP GETs of /healthz and /readyz on the metrics port
+    it declares, with requests and limits; a PDB and a PodMonitor of the workers' own select exactly its
+    pods and scrape that port, job="<release>" as the auditors'. Valid for Kubernetes and the operator."""
+    from tests.deploy.test_kubernetes import K8S_VERSIONS, validate_object
+
+    docs = rendered("repair")
+    objs = _repair_objects(docs)
+    assert set(objs) == {"Deployment", "PodDisruptionBudget", "PodMonitor"}
+    dep, pdb, pm = objs["Deployment"], objs["PodDisruptionBudget"], objs["PodMonitor"]
+    pod_labels = dep["spec"]["template"]["metadata"]["labels"]
+    (worker,) = dep["spec"]["template"]["spec"]["containers"]
+    port_names = {p["name"] for p in worker["ports"]}
+    for probe, path in (("startupProbe", "/healthz"), ("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
+        assert worker[probe]["httpGet"] == {"path": path, "port": "http-metrics"}, probe
+        assert worker[probe]["httpGet"]["port"] in port_names
+        assert worker[probe]["timeoutSeconds"] >= 1
+    assert worker["startupProbe"]["failureThreshold"] * worker["startupProbe"]["periodSeconds"] >= 60
+    res = worker["resources"]
+    assert res["requests"]["memory"] and res["requests"]["cpu"] and res["limits"]["memory"] and res["limits"]["cpu"]
+    assert pdb["spec"]["maxUnavailable"] == 1
+    for d in (pdb, pm):
+        assert d["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+        assert d["metadata"]["name"] == dep["metadata"]["name"]
+    (endpoint,) = pm["spec"]["podMetricsEndpoints"]
+    assert endpoint["port"] in port_names and endpoint["path"] == "/metrics"
+    auditors_pm = one([d for d in docs if d not in objs.values()], "PodMonitor")
+    assert pm["spec"]["jobLabel"] == auditors_pm["spec"]["jobLabel"]
+    assert pod_labels[pm["spec"]["jobLabel"]] == "bk-auditor"  # job="<release name>"
+    for version in K8S_VERSIONS:
+        for d in objs.values():
+            validate_object(d, version)
+
+
+@pytest.mark.parametrize(
+    "values, api_versions, expected",
+    [
+        # off by default: nothing of the workers renders
+        ({}, PROMETHEUS_OPERATOR_APIS, set()),
+        ({"repair": {"pdb": {"enabled": True}, "scrape": "serviceMonitor"}}, PROMETHEUS_OPERATOR_APIS, set()),
+        ({"repair": {"enabled": True}}, PROMETHEUS_OPERATOR_APIS, {"Deployment", "PodDisruptionBudget", "PodMonitor"}),
+        # the monitoring object only where the cluster serves its API ("auto"), or when asked for
+        ({"repair": {"enabled": True}}, (), {"Deployment", "PodDisruptionBudget"}),
+        (
+            {"repair": {"enabled": True}, "podMonitor": {"enabled": True}},
+            (),
+            {"Deployment", "PodDisruptionBudget", "PodMonitor"},
+        ),
+        (
+            {"repair": {"enabled": True, "pdb": {"enabled": False}, "scrape": "none"}},
+            PROMETHEUS_OPERATOR_APIS,
+            {"Deployment"},
+        ),
+        # a Service for the workers' metrics, and a ServiceMonitor on it where the API is served
+        (
+            {"repair": {"enabled": True, "scrape": "serviceMonitor"}},
+            (*PROMETHEUS_OPERATOR_APIS, "monitoring.coreos.com/v1/ServiceMonitor"),
+            {"Deployment", "PodDisruptionBudget", "Service", "ServiceMonitor"},
+        ),
+        (
+            {"repair": {"enabled": True, "scrape": "serviceMonitor"}},
+            PROMETHEUS_OPERATOR_APIS,
+            {"Deployment", "PodDisruptionBudget", "Service"},
+        ),
+        (
+            {"repair": {"enabled": True}, "victoriaMetrics": {"enabled": True}},
+            render_manifests.VICTORIA_METRICS_APIS,
+            {"Deployment", "PodDisruptionBudget", "VMPodScrape"},
+        ),
+        (
+            {"repair": {"enabled": True, "scrape": "serviceMonitor"}, "victoriaMetrics": {"enabled": True}},
+            (*render_manifests.VICTORIA_METRICS_APIS, "operator.victoriametrics.com/v1beta1/VMServiceScrape"),
+            {"Deployment", "PodDisruptionBudget", "Service", "VMServiceScrape"},
+        ),
+    ],
+)
+def test_repair_objects_follow_the_values_and_the_cluster_apis(
+    values: dict[str, Any], api_versions: tuple[str, ...], expected: set[str]
+) -> None:
+    from tests.deploy.test_kubernetes import validate_object
+
+    _, docs = render_docs(values, api_versions=api_versions)
+    objs = _repair_objects(docs)
+    assert set(objs) == expected
+    for d in objs.values():
+        validate_object(d, "1.30.0")
+    if "Service" in objs:  # the ServiceMonitor selects the workers' Service, which selects the workers
+        svc, pod_labels = objs["Service"], objs["Deployment"]["spec"]["template"]["metadata"]["labels"]
+        assert svc["spec"]["selector"].items() <= pod_labels.items()
+        assert [p["name"] for p in svc["spec"]["ports"]] == ["http-metrics"]
+        for kind in ("ServiceMonitor", "VMServiceScrape"):
+            if kind in objs:
+                sm = objs[kind]["spec"]
+                assert sm["selector"]["matchLabels"].items() <= svc["metadata"]["labels"].items()
+                assert [e["port"] for e in sm["endpoints"]] == ["http-metrics"]
+                assert svc["metadata"]["labels"][sm["jobLabel"]] == "bk-auditor"
+
+
+@pytest.mark.parametrize(
+    "bad, where",
+    [
+        ({"repair": {"scrape": "both"}}, "/repair/scrape"),
+        ({"repair": {"pdb": {"maxUnavailable": "half"}}}, "/repair/pdb/maxUnavailable"),
+        ({"repair": {"probes": {"readiness": {"periodSeconds": 0}}}}, "/repair/probes/readiness/periodSeconds"),
+    ],
+)
+def test_values_schema_rejects_bad_repair_values(bad: dict[str, Any], where: str) -> None:
+    with pytest.raises(helm_python.HelmValuesError) as err:
+        helm_python.Chart.load(str(CHART)).validate_schema(bad)
+    assert where in str(err.value)
+
+
+def test_render_refuses_repair_without_its_http_endpoint() -> None:
+    bad = {"repair": {"enabled": True}, "config": {"metrics": {"enabled": False}}}
+    with pytest.raises(helm_python.HelmRenderError, match=re.escape("config.metrics.enabled must not be false")):
+        helm_python.Chart.load(str(CHART)).render(bad, name="bk-auditor")
+
+
+def test_repair_probes_work_against_a_real_worker_health_server() -> None:
+    """The rendered probes' paths asked of the worker's real HTTP endpoint (auditor/repair/health.py), bound
+    where the rendered config puts the metrics: live and ready while connected, not ready (still live)
+    without the ZooKeeper session, not ready once stopping."""
+    import urllib.error
+    import urllib.request
+
+    from prometheus_client import CollectorRegistry
+
+    from auditor.repair.health import RepairHealth, serve_with_health
+
+    docs = rendered("repair")
+    dep = one(docs, "Deployment")
+    (worker,) = dep["spec"]["template"]["spec"]["containers"]
+    config = yaml.safe_load(one(docs, "ConfigMap")["data"]["config.yaml"])  # its TLS files are the pod's
+    [port] = [p["containerPort"] for p in worker["ports"] if p["name"] == worker["livenessProbe"]["httpGet"]["port"]]
+    assert config["metrics"]["bind"] == f"0.0.0.0:{port}" and config["metrics"].get("enabled", True)
+
+    def probe(name: str) -> int:
+        url = f"http://127.0.0.1:{server.port}{worker[name]['httpGet']['path']}"
+        try:
+            with urllib.request.urlopen(url, timeout=10) as r:
+                return int(r.status)
+        except urllib.error.HTTPError as e:
+            return e.code
+
+    state = ["CONNECTED"]
+    health = RepairHealth(lambda: state[0])
+    server = serve_with_health(CollectorRegistry(), "127.0.0.1:0", health)  # the pod's port may be taken here
+    try:
+        assert [probe(p) for p in ("startupProbe", "livenessProbe", "readinessProbe")] == [200, 200, 200]
+        state[0] = "SUSPENDED"
+        assert [probe(p) for p in ("livenessProbe", "readinessProbe")] == [200, 503]
+        state[0] = "CONNECTED"
+        health.stopping()
+        assert [probe(p) for p in ("livenessProbe", "readinessProbe")] == [200, 503]
+    finally:
+        server.close()

@@ -149,4 +149,4 @@ def test_metrics_doc_matches_the_code() -> None:
     families = {re.sub(r"_(bucket|count|sum)$", "", n) for n in exposed() if n.startswith("bk_auditor")}
     assert set(rows) == families, (set(rows) - families, families - set(rows))
     for name, labels in exposed().items():
-        assert "cluster" in labels, name
+        assert "bookkeeper_cluster" in labels, name

@@ -16,7 +16,7 @@ from tests.deploy.artifacts import PLAIN, SCENARIOS, one, plain_docs, render_man
 
 K8S_VERSIONS = ["1.25.0", "1.27.0", "1.30.0", kubernetes_validate.latest_version()]
 CORE_KINDS = {"ServiceAccount", "ConfigMap", "Service", "StatefulSet", "PodDisruptionBudget"}
-CRD_KINDS = {"PodMonitor", "PrometheusRule", "VMPodScrape", "VMRule"}
+CRD_KINDS = {"PodMonitor", "PrometheusRule", "VMPodScrape", "VMRule", "ServiceMonitor", "VMServiceScrape"}
 
 
 # ------------------------------------------------------------------------------------------ CRD schemas
@@ -62,7 +62,9 @@ RELABELINGS = {
 }
 
 
-def _scrape_schema(api_version: str, kind: str, relabel_key: str, metric_relabel_key: str) -> dict[str, Any]:
+def _scrape_schema(
+    api_version: str, kind: str, relabel_key: str, metric_relabel_key: str, endpoints_key: str = "podMetricsEndpoints"
+) -> dict[str, Any]:
     endpoint = {
         "type": "object",
         "additionalProperties": False,
@@ -87,11 +89,11 @@ def _scrape_schema(api_version: str, kind: str, relabel_key: str, metric_relabel
             "spec": {
                 "type": "object",
                 "additionalProperties": False,
-                "required": ["selector", "podMetricsEndpoints"],
+                "required": ["selector", endpoints_key],
                 "properties": {
                     "jobLabel": {"type": "string"},
                     "selector": {"type": "object"},
-                    "podMetricsEndpoints": {"type": "array", "minItems": 1, "items": endpoint},
+                    endpoints_key: {"type": "array", "minItems": 1, "items": endpoint},
                 },
             },
         },
@@ -146,6 +148,13 @@ CRD_SCHEMAS = {
     "PodMonitor": _scrape_schema("monitoring.coreos.com/v1", "PodMonitor", "relabelings", "metricRelabelings"),
     "VMPodScrape": _scrape_schema(
         "operator.victoriametrics.com/v1beta1", "VMPodScrape", "relabelConfigs", "metricRelabelConfigs"
+    ),
+    # the repair workers' scrape with repair.scrape: serviceMonitor
+    "ServiceMonitor": _scrape_schema(
+        "monitoring.coreos.com/v1", "ServiceMonitor", "relabelings", "metricRelabelings", "endpoints"
+    ),
+    "VMServiceScrape": _scrape_schema(
+        "operator.victoriametrics.com/v1beta1", "VMServiceScrape", "relabelConfigs", "metricRelabelConfigs", "endpoints"
     ),
     "PrometheusRule": _rule_schema("monitoring.coreos.com/v1", "PrometheusRule"),
     "VMRule": _rule_schema("operator.victoriametrics.com/v1beta1", "VMRule"),

@@ -149,8 +149,18 @@ exec:
 {{- end -}}
 
 {{/* The leader's value of a gauge, per cluster: (list $ "<metric>" "<matchers>"). Every replica
-     serves metrics but only the leader audits, so the standbys' values are ignored. */}}
+     serves metrics but only the leader watches under-replication, lost bookies and the re-check queue,
+     so the standbys' values are ignored. */}}
 {{- define "bk-auditor.leaderMax" -}}
 {{- $root := index . 0 -}}
-{{- printf "max by (cluster, namespace) (%s%s and on (instance) (bk_auditor_is_leader%s == 1))" (index . 1) (include "bk-auditor.sel" (list $root (index . 2))) (include "bk-auditor.sel" (list $root "")) -}}
+{{- printf "max by (bookkeeper_cluster, namespace) (%s%s and on (instance) (bk_auditor_is_leader%s == 1))" (index . 1) (include "bk-auditor.sel" (list $root (index . 2))) (include "bk-auditor.sel" (list $root "")) -}}
+{{- end -}}
+
+{{/* A gauge every replica exports with the same meaning (the findings, the pause flag: the leader from
+     its own state, a standby from what the leader persisted in ZooKeeper), per cluster, across replicas:
+     (list $ "<metric>" "<matchers>"). No leader filter, so a failover (the old leader's series stop, the
+     new one's value comes from another pod) changes nothing in the result. */}}
+{{- define "bk-auditor.clusterMax" -}}
+{{- $root := index . 0 -}}
+{{- printf "max by (bookkeeper_cluster, namespace) (%s%s)" (index . 1) (include "bk-auditor.sel" (list $root (index . 2))) -}}
 {{- end -}}

@@ -3,12 +3,15 @@ The alert rules (docs/deploy.md has the runbook of each, under a heading that is
 Metric names are the daemon's (auditor/daemon/metrics.py); tests/deploy/ checks them.
 
 "bk-auditor.alertRules.raw" writes them as YAML; "bk-auditor.alertRules" drops the disabled ones and adds
-prometheusRule.alertLabels and runbook_url. Findings, under-replication, lost bookies, the re-check queue and
-the pause flag are read from the leader only (bk-auditor.leaderMax): standbys do not audit. Every rule
-reads only this release's series (bk-auditor.sel, prometheusRule.scopeToRelease) and aggregates by
-`cluster` (the daemon's label, one value per BookKeeper cluster) and namespace, so two releases for two
-clusters under one Prometheus alert once each; only BkAuditorMultipleLeaders looks across releases, for
-two releases auditing the same cluster.
+prometheusRule.alertLabels and runbook_url. The findings and the pause flag are read across replicas
+(bk-auditor.clusterMax): every replica exports them, the leader from its store, a standby from what the
+leader persisted in ZooKeeper, so a failover (the leader's series gone for a while, a new leader's from
+another pod) neither resolves an alert nor fires it again. Under-replication, lost bookies and the
+re-check queue are read from the leader only (bk-auditor.leaderMax): standbys do not watch them. Every
+rule reads only this release's series (bk-auditor.sel, prometheusRule.scopeToRelease) and aggregates by
+`bookkeeper_cluster` (the daemon's label, one value per BookKeeper cluster: setting metrics.cluster) and
+namespace, so two releases for two clusters under one Prometheus alert once each; only
+BkAuditorMultipleLeaders looks across releases, for two releases auditing the same cluster.
 */}}
 
 {{- define "bk-auditor.checkInterval" -}}
@@ -29,12 +32,12 @@ two releases auditing the same cluster.
 {{- define "bk-auditor.alertRules.raw" -}}
 {{- $t := .Values.prometheusRule.thresholds -}}
 {{- $value := "{{ $value }}" -}}
-{{- $inNs := "{{ with $labels.cluster }} of cluster {{ . }}{{ end }}{{ with $labels.namespace }} in namespace {{ . }}{{ end }}" -}}
+{{- $inNs := "{{ with $labels.bookkeeper_cluster }} of cluster {{ . }}{{ end }}{{ with $labels.namespace }} in namespace {{ . }}{{ end }}" -}}
 {{- $bookie := "{{ $labels.bookie }}" -}}
 {{- $check := "{{ $labels.check }}" -}}
 {{- $sel := include "bk-auditor.sel" (list . "") -}}
 - alert: BkAuditorEntryNoReplica
-  expr: {{ include "bk-auditor.leaderMax" (list . "bk_auditor_ledgers_with_findings" `category="entry_no_replica"`) }} > 0
+  expr: {{ include "bk-auditor.clusterMax" (list . "bk_auditor_ledgers_with_findings" `category="entry_no_replica"`) }} > 0
   for: {{ $t.criticalFor }}
   labels:
     severity: critical
@@ -49,7 +52,7 @@ two releases auditing the same cluster.
       explain one with `bk-auditor explain <ledger>`, and look for the lost bookie's disks before
       anything else. Map ledgers to topics via the Pulsar metadata shown by `explain`.
 - alert: BkAuditorLedgerMissing
-  expr: {{ include "bk-auditor.leaderMax" (list . "bk_auditor_ledgers_with_findings" `category="ledger_missing"`) }} > 0
+  expr: {{ include "bk-auditor.clusterMax" (list . "bk_auditor_ledgers_with_findings" `category="ledger_missing"`) }} > 0
   for: {{ $t.criticalFor }}
   labels:
     severity: critical
@@ -64,7 +67,7 @@ two releases auditing the same cluster.
       --category ledger_missing` names each topic and ledger; see docs/deletion.md. Readers of the topic
       will fail at that ledger (or skip it with autoSkipNonRecoverableData).
 - alert: BkAuditorEntryBelowAckQuorum
-  expr: {{ include "bk-auditor.leaderMax" (list . "bk_auditor_ledgers_with_findings" `category="entry_below_ack_quorum"`) }} > 0
+  expr: {{ include "bk-auditor.clusterMax" (list . "bk_auditor_ledgers_with_findings" `category="entry_below_ack_quorum"`) }} > 0
   for: {{ $t.criticalFor }}
   labels:
     severity: critical
@@ -78,7 +81,7 @@ two releases auditing the same cluster.
       auto-recovery runs (`bk-auditor status`, `bin/bookkeeper shell listunderreplicated`) and is not
       disabled; list the ledgers with `bk-auditor findings --category entry_below_ack_quorum`.
 - alert: BkAuditorEntryBelowWriteQuorum
-  expr: {{ include "bk-auditor.leaderMax" (list . "bk_auditor_ledgers_with_findings" `category="entry_below_write_quorum"`) }} > 0
+  expr: {{ include "bk-auditor.clusterMax" (list . "bk_auditor_ledgers_with_findings" `category="entry_below_write_quorum"`) }} > 0
   for: {{ $t.belowWriteQuorumFor }}
   labels:
     severity: warning
@@ -92,7 +95,7 @@ two releases auditing the same cluster.
       look at BkAuditorUnderReplicatedTooLong and bookie disk space. `bk-auditor findings --category
       entry_below_write_quorum` lists the ledgers.
 - alert: BkAuditorTruncationRisk
-  expr: {{ include "bk-auditor.leaderMax" (list . "bk_auditor_ledgers_with_findings" `category="truncation_risk"`) }} > 0
+  expr: {{ include "bk-auditor.clusterMax" (list . "bk_auditor_ledgers_with_findings" `category="truncation_risk"`) }} > 0
   for: {{ $t.criticalFor }}
   labels:
     severity: critical
@@ -106,7 +109,7 @@ two releases auditing the same cluster.
       missing bookies are back. `bk-auditor findings --category truncation_risk` names the ledgers and
       entries; bring back the bookies named there.
 - alert: BkAuditorDigestMismatch
-  expr: {{ include "bk-auditor.leaderMax" (list . "bk_auditor_ledgers_with_findings" `category="digest_mismatch"`) }} > 0
+  expr: {{ include "bk-auditor.clusterMax" (list . "bk_auditor_ledgers_with_findings" `category="digest_mismatch"`) }} > 0
   for: {{ $t.criticalFor }}
   labels:
     severity: critical
@@ -119,7 +122,7 @@ two releases auditing the same cluster.
       errors). Take the bookie out of the write set (read-only), let auto-recovery re-replicate from
       the good copies, then replace the disk.
 - alert: BkAuditorBookieReincarnated
-  expr: {{ include "bk-auditor.leaderMax" (list . "bk_auditor_ledgers_with_findings" `category="bookie_reincarnated"`) }} > 0
+  expr: {{ include "bk-auditor.clusterMax" (list . "bk_auditor_ledgers_with_findings" `category="bookie_reincarnated"`) }} > 0
   for: {{ $t.criticalFor }}
   labels:
     severity: critical
@@ -147,7 +150,7 @@ two releases auditing the same cluster.
       `<ledgersRoot>/underreplication/disable` does not exist; look for ledgers that cannot be
       re-replicated (no source copy, no eligible bookie for the placement policy).
 - alert: BkAuditorRepairBlocked
-  expr: {{ include "bk-auditor.leaderMax" (list . "bk_auditor_ledgers_with_findings" `category="repair_blocked"`) }} > 0
+  expr: {{ include "bk-auditor.clusterMax" (list . "bk_auditor_ledgers_with_findings" `category="repair_blocked"`) }} > 0
   for: {{ $t.underReplicatedFor }}
   labels:
     severity: warning
@@ -163,7 +166,7 @@ two releases auditing the same cluster.
       BkAuditorEntryNoReplica; no_eligible_bookie: add writable bookies that satisfy the placement policy
       (or allow repair.best_effort_placement); wait_unknown: bring back the bookie that does not answer.
 - alert: BkAuditorBookieUnreachable
-  expr: {{ include "bk-auditor.leaderMax" (list . "bk_auditor_ledgers_with_findings" `category="bookie_unreachable"`) }} > 0
+  expr: {{ include "bk-auditor.clusterMax" (list . "bk_auditor_ledgers_with_findings" `category="bookie_unreachable"`) }} > 0
   for: {{ $t.bookieUnreachableFor }}
   labels:
     severity: warning
@@ -178,8 +181,8 @@ two releases auditing the same cluster.
       bookie port.
 - alert: BkAuditorBookieRequestErrors
   expr: >-
-    sum by (cluster, namespace, bookie) (rate(bk_auditor_bookie_request_errors_total{{ $sel }}[15m]))
-    / sum by (cluster, namespace, bookie) (rate(bk_auditor_bookie_requests_total{{ $sel }}[15m]))
+    sum by (bookkeeper_cluster, namespace, bookie) (rate(bk_auditor_bookie_request_errors_total{{ $sel }}[15m]))
+    / sum by (bookkeeper_cluster, namespace, bookie) (rate(bk_auditor_bookie_requests_total{{ $sel }}[15m]))
     > {{ $t.bookieErrorRatio }}
   for: {{ $t.bookieErrorsFor }}
   labels:
@@ -208,7 +211,7 @@ two releases auditing the same cluster.
       re-replicated (auto-recovery, or `bin/bookkeeper shell recover <bookie>`) and watch
       BkAuditorUnderReplicatedTooLong.
 - alert: BkAuditorMetadataUnreadable
-  expr: {{ include "bk-auditor.leaderMax" (list . "bk_auditor_ledgers_with_findings" `category="metadata_unreadable"`) }} > 0
+  expr: {{ include "bk-auditor.clusterMax" (list . "bk_auditor_ledgers_with_findings" `category="metadata_unreadable"`) }} > 0
   for: {{ $t.metadataUnreadableFor }}
   labels:
     severity: warning
@@ -223,7 +226,7 @@ two releases auditing the same cluster.
       reads it.
 - alert: BkAuditorNoLeader
   expr: >-
-    (sum by (cluster, namespace) (bk_auditor_is_leader{{ $sel }}) < 1)
+    (sum by (bookkeeper_cluster, namespace) (bk_auditor_is_leader{{ $sel }}) < 1)
     or absent(bk_auditor_is_leader{{ $sel }})
   for: {{ $t.noLeaderFor }}
   labels:
@@ -242,8 +245,8 @@ two releases auditing the same cluster.
   # both lead. Only for the cluster this release audits, so two releases for two clusters never fire it;
   # each release involved fires once, with its namespace and job.
   expr: >-
-    (sum by (cluster) (bk_auditor_is_leader{{ include "bk-auditor.sel" (list . "" false) }}) > 1)
-    * on (cluster) group_right group by (cluster, namespace, job) (bk_auditor_is_leader{{ $sel }})
+    (sum by (bookkeeper_cluster) (bk_auditor_is_leader{{ include "bk-auditor.sel" (list . "" false) }}) > 1)
+    * on (bookkeeper_cluster) group_right group by (bookkeeper_cluster, namespace, job) (bk_auditor_is_leader{{ $sel }})
   for: {{ $t.multipleLeadersFor }}
   labels:
     severity: warning
@@ -254,11 +257,11 @@ two releases auditing the same cluster.
     runbook: >-
       Check that all replicas use the same election path (`election.path`, ledgers root) and the same
       ZooKeeper ensemble, and that no other release audits the same cluster
-      (`count by (namespace, job) (bk_auditor_is_leader{cluster="..."})`); restart the replica whose
+      (`count by (namespace, job) (bk_auditor_is_leader{bookkeeper_cluster="..."})`); restart the replica whose
       ZooKeeper session has expired.
 - alert: BkAuditorTaskFailing
   expr: >-
-    max by (cluster, namespace, task) (increase(bk_auditor_task_failures_total{{ $sel }}[{{ $t.taskFailuresWindow }}]))
+    max by (bookkeeper_cluster, namespace, task) (increase(bk_auditor_task_failures_total{{ $sel }}[{{ $t.taskFailuresWindow }}]))
     >= {{ $t.taskFailures }}
   for: 0m
   labels:
@@ -280,7 +283,7 @@ two releases auditing the same cluster.
 {{- $cm := printf "check=%q" (index . 0) }}
 - alert: BkAuditorCheckStale
   expr: >-
-    time() - max by (cluster, namespace, check) (bk_auditor_check_last_success_timestamp_seconds{{ include "bk-auditor.sel" (list $ $cm) }})
+    time() - max by (bookkeeper_cluster, namespace, check) (bk_auditor_check_last_success_timestamp_seconds{{ include "bk-auditor.sel" (list $ $cm) }})
     > {{ $stale }}
   for: 10m
   labels:
@@ -297,8 +300,8 @@ two releases auditing the same cluster.
       one that fails names the error; `paused` or schedule windows can also hold it back.
 - alert: BkAuditorCheckNeverSucceeded
   expr: >-
-    max by (cluster, namespace) (bk_auditor_is_leader{{ $sel }}) == 1
-    unless on (cluster, namespace) max by (cluster, namespace) (bk_auditor_check_last_success_timestamp_seconds{{ include "bk-auditor.sel" (list $ $cm) }})
+    max by (bookkeeper_cluster, namespace) (bk_auditor_is_leader{{ $sel }}) == 1
+    unless on (bookkeeper_cluster, namespace) max by (bookkeeper_cluster, namespace) (bk_auditor_check_last_success_timestamp_seconds{{ include "bk-auditor.sel" (list $ $cm) }})
   for: {{ $stale }}s
   labels:
     severity: warning
@@ -314,7 +317,7 @@ two releases auditing the same cluster.
 {{- end }}
 - alert: BkAuditorRecheckQueueGrowing
   expr: >-
-    max by (cluster, namespace) (
+    max by (bookkeeper_cluster, namespace) (
       (bk_auditor_recheck_queue_depth{{ $sel }} > {{ $t.recheckQueueDepth }})
       and on (instance) (delta(bk_auditor_recheck_queue_depth{{ $sel }}[1h]) > 0)
       and on (instance) (bk_auditor_is_leader{{ $sel }} == 1)
@@ -332,7 +335,7 @@ two releases auditing the same cluster.
       BkAuditorBookieUnreachable / BkAuditorBookieRequestErrors and `bk_auditor_recheck_outcomes_total`;
       a bookie that is down for long fills the queue until recheck.attempts run out.
 - alert: BkAuditorPausedTooLong
-  expr: {{ include "bk-auditor.leaderMax" (list . "bk_auditor_paused" "") }} > 0
+  expr: {{ include "bk-auditor.clusterMax" (list . "bk_auditor_paused" "") }} > 0
   for: {{ $t.pausedFor }}
   labels:
     severity: info

@@ -352,7 +352,7 @@ def test_an_unregistered_bookie_that_answers_is_not_a_second_failure(
 
 def _metrics(d: Daemon) -> dict[str, float]:
     """The daemon's series that have no label but `cluster`, by name."""
-    return {s.name: s.value for s in d.samples() if set(s.labels) == {"cluster"}}
+    return {s.name: s.value for s in d.samples() if set(s.labels) == {"bookkeeper_cluster"}}
 
 
 def test_zookeeper_restart_mid_scan_loses_no_findings_and_duplicates_no_markers(
@@ -551,7 +551,7 @@ def test_rack_map_changes_are_seen_by_the_next_scrutiny_run(
 def test_every_served_series_names_the_cluster_and_process_metrics_are_served(
     cluster: Cluster, daemons: list[Daemon], tmp_path: Path
 ) -> None:
-    """The real daemon's /metrics: every sample has `cluster`, by default the address of the ledgers root
+    """The real daemon's /metrics: every sample has `bookkeeper_cluster`, by default the address of the ledgers root
     (servers + root), otherwise `metrics.cluster`; the standard process_* / python_* metrics are there."""
     a = start(daemons, cluster, tmp_path, "auditor-a")
     a.wait(a.is_leader, 30, "leadership")
@@ -562,7 +562,7 @@ def test_every_served_series_names_the_cluster_and_process_metrics_are_served(
         names = {s.name for s in samples}
         assert {"bk_auditor_is_leader", "bk_auditor_findings", "bk_auditor_info"} <= names
         assert {"process_resident_memory_bytes", "process_open_fds", "python_info"} <= names
-        missing = [s for s in samples if s.labels.get("cluster") != expected]
+        missing = [s for s in samples if s.labels.get("bookkeeper_cluster") != expected]
         assert not missing, (d.name, missing[:3])
     assert a.metric("bk_auditor_is_leader") == 1 and b.metric("bk_auditor_is_leader") == 0
     assert (a.metric("process_resident_memory_bytes") or 0) > 10_000_000

@@ -52,7 +52,7 @@ def worker_samples() -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     url = f"http://127.0.0.1:{REPAIR_WORKER_METRICS_PORT}/metrics"
     text = urllib.request.urlopen(url, timeout=5).read().decode()
     return {
-        (s.name, tuple(sorted((k, v) for k, v in s.labels.items() if k != "cluster"))): float(s.value)
+        (s.name, tuple(sorted((k, v) for k, v in s.labels.items() if k != "bookkeeper_cluster"))): float(s.value)
         for fam in text_string_to_metric_families(text)
         for s in fam.samples
     }

@@ -110,8 +110,10 @@ async def test_no_password_in_metadata_is_never_data_loss(
         finding = blocked_finding(mac, record, 4.0)
         assert finding.severity is not Severity.CRITICAL and "DATA LOSS" not in finding.message
         value = metrics.registry.get_sample_value
-        assert value("bk_auditor_repair_blocked_total", {"cluster": "t", "reason": "credentials_mismatch"}) == 1
-        assert value("bk_auditor_repair_blocked_total", {"cluster": "t", "reason": "data_loss"}) is None
+        assert (
+            value("bk_auditor_repair_blocked_total", {"bookkeeper_cluster": "t", "reason": "credentials_mismatch"}) == 1
+        )
+        assert value("bk_auditor_repair_blocked_total", {"bookkeeper_cluster": "t", "reason": "data_loss"}) is None
         assert worker.in_backoff(mac)
         # Not retried within the backoff. (run_once takes every marker of the cluster: earlier test files
         # may have left some, blocked for their own reasons, so the counts are read before it.)

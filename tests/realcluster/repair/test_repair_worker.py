@@ -167,10 +167,12 @@ async def test_a_blocked_ledger_is_not_retried_before_its_backoff(
         )
         await other.pending()
         value = other.metrics.registry.get_sample_value  # type: ignore[union-attr]
-        assert value("bk_auditor_repair_blocked_total", {"cluster": "t", "reason": "data_loss"}) == 1
-        assert value("bk_auditor_repair_ledgers_total", {"cluster": "t", "outcome": "blocked"}) == 1
+        assert value("bk_auditor_repair_blocked_total", {"bookkeeper_cluster": "t", "reason": "data_loss"}) == 1
+        assert value("bk_auditor_repair_ledgers_total", {"bookkeeper_cluster": "t", "outcome": "blocked"}) == 1
         # Every marked ledger with a record counts (other modules' blocked ledgers too, in a full session).
-        assert (value("bk_auditor_repair_blocked_ledgers", {"cluster": "t", "reason": "data_loss"}) or 0) >= 1
+        assert (
+            value("bk_auditor_repair_blocked_ledgers", {"bookkeeper_cluster": "t", "reason": "data_loss"}) or 0
+        ) >= 1
     assert cluster.kazoo.exists(store.markers.marker(loss)) is not None
 
 
@@ -199,7 +201,7 @@ async def test_the_running_worker_stops_cleanly_on_sigterm(
             # Its metrics are served while it runs, with the cluster label.
             url = f"http://127.0.0.1:{REPAIR_METRICS_PORT}/metrics"
             text = await asyncio.to_thread(lambda: urllib.request.urlopen(url, timeout=10).read().decode())
-            assert 'bk_auditor_repair_blocked_total{cluster="' in text and 'reason="data_loss"' in text, text
+            assert 'bk_auditor_repair_blocked_total{bookkeeper_cluster="' in text and 'reason="data_loss"' in text, text
             proc.send_signal(signal.SIGTERM)
             rc = await asyncio.wait_for(proc.wait(), 30)
         finally:

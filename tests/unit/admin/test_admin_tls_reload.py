@@ -46,7 +46,7 @@ class Live:
 
     def count(self, result: str) -> float:
         value = self.metrics.registry.get_sample_value(
-            "bk_auditor_admin_tls_reloads_total", {"result": result, "cluster": "test"}
+            "bk_auditor_admin_tls_reloads_total", {"result": result, "bookkeeper_cluster": "test"}
         )
         assert value is not None
         return value
@@ -184,4 +184,4 @@ async def test_a_bad_client_ca_at_start_names_the_file(tmp_path: Path) -> None:
 def test_reload_counters_exist_at_zero() -> None:
     text = AuditorMetrics(cluster="test").exposition().decode()
     for result in ("accepted", "rejected"):
-        assert f'bk_auditor_admin_tls_reloads_total{{cluster="test",result="{result}"}} 0.0' in text
+        assert f'bk_auditor_admin_tls_reloads_total{{bookkeeper_cluster="test",result="{result}"}} 0.0' in text

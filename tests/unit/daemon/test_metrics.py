@@ -18,12 +18,12 @@ CLUSTER = "zk-0:2181,zk-1:2181/ledgers"
 
 
 def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    """Every sample by name and labels, the `cluster` label (checked on every sample) left out."""
+    """Every sample by name and labels, the `bookkeeper_cluster` label (checked on every sample) left out."""
     out = {}
     for family in text_string_to_metric_families(text):
         for s in family.samples:
             labels = dict(s.labels)
-            assert labels.pop("cluster", None) == CLUSTER, s
+            assert labels.pop("bookkeeper_cluster", None) == CLUSTER, s
             out[(s.name, tuple(sorted(labels.items())))] = s.value
     return out
 
@@ -204,7 +204,7 @@ def test_every_metric_the_daemon_exports_carries_the_cluster_label() -> None:
     for f in families:
         assert f.samples, f"{f.name} has no series"
         for s in f.samples:
-            assert s.labels.get("cluster") == CLUSTER, s
+            assert s.labels.get("bookkeeper_cluster") == CLUSTER, s
 
 
 def test_cluster_label_setting_and_default() -> None:
@@ -234,7 +234,9 @@ def test_a_metric_of_ours_cannot_take_the_cluster_label() -> None:
     from prometheus_client import Gauge
 
     m = AuditorMetrics(cluster=CLUSTER)
-    Gauge("bk_auditor_bad", "defines cluster itself", ["cluster"], registry=m._metrics).labels("other").set(1)
+    Gauge("bk_auditor_bad", "defines the label itself", ["bookkeeper_cluster"], registry=m._metrics).labels(
+        "other"
+    ).set(1)
     with pytest.raises(ValueError, match="reserved"):
         m.exposition()
 

@@ -18,7 +18,7 @@ from auditor.logging import configure_logging
 
 
 def sample(m: AuditorMetrics, name: str, **labels: str) -> float | None:
-    return m.registry.get_sample_value(name, {"cluster": m.cluster, **labels})
+    return m.registry.get_sample_value(name, {"bookkeeper_cluster": m.cluster, **labels})
 
 
 def test_backoff_is_exponential_bounded_and_jittered() -> None:

@@ -27,13 +27,16 @@ def test_every_repair_metric_has_the_cluster_label_and_is_documented() -> None:
     m.corrupt("healed", 2)
     families = list(text_string_to_metric_families(generate_latest(m.registry).decode()))
     samples = [s for f in families for s in f.samples]
-    assert samples and all(s.labels.get("cluster") == "c1" for s in samples)
+    assert samples and all(s.labels.get("bookkeeper_cluster") == "c1" for s in samples)
     value = {(s.name, tuple(sorted(s.labels.items()))): s.value for s in samples}
-    assert value[("bk_auditor_repair_blocked_total", (("cluster", "c1"), ("reason", "data_loss")))] == 1
-    assert value[("bk_auditor_repair_entries_copied_total", (("cluster", "c1"),))] == 3
-    assert value[("bk_auditor_repair_corrupt_copies_total", (("cluster", "c1"), ("outcome", "healed")))] == 2
-    assert value[("bk_auditor_repair_queue_ledgers", (("cluster", "c1"), ("work_class", "placement")))] == 1
-    assert value[("bk_auditor_repair_queue_ledgers", (("cluster", "c1"), ("work_class", "below_ack_quorum")))] == 0
+    assert value[("bk_auditor_repair_blocked_total", (("bookkeeper_cluster", "c1"), ("reason", "data_loss")))] == 1
+    assert value[("bk_auditor_repair_entries_copied_total", (("bookkeeper_cluster", "c1"),))] == 3
+    assert value[("bk_auditor_repair_corrupt_copies_total", (("bookkeeper_cluster", "c1"), ("outcome", "healed")))] == 2
+    assert value[("bk_auditor_repair_queue_ledgers", (("bookkeeper_cluster", "c1"), ("work_class", "placement")))] == 1
+    assert (
+        value[("bk_auditor_repair_queue_ledgers", (("bookkeeper_cluster", "c1"), ("work_class", "below_ack_quorum")))]
+        == 0
+    )
     m.set_blocked({})  # a reason no longer present leaves no stale series
     assert "bk_auditor_repair_blocked_ledgers{" not in generate_latest(m.registry).decode()
     docs = DOCS.read_text()
