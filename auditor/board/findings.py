@@ -81,9 +81,12 @@ class FindingStore:
         self._counts: dict[str, int] = {}  # active findings per category
         self._ledgers: dict[str, dict[LedgerId, int]] = {}  # per category: active findings per ledger (not compact)
         self._actionable: dict[Hashable, Finding] = {}  # the active findings above informational
-        # Bumped on every change to the actionable findings (a sighting, a new one, a resolution): what is
-        # saved for a failover is written again only when it moved (auditor.daemon.findings_keeper).
+        # What is saved for a failover is written again only when it moved (auditor.daemon.shared_state):
+        # `actionable_version` moves when an actionable finding comes or goes (or changes category or
+        # severity), `sightings_version` when one is only sighted again (a pass re-sights every finding:
+        # those are saved less often).
         self.actionable_version = 0
+        self.sightings_version = 0
 
     def __len__(self) -> int:
         return len(self._active) + len(self._compact)
@@ -125,6 +128,11 @@ class FindingStore:
             self._uncount(old)
         self._active[key] = rec
         self._count(rec)
+        if finding.actionable or (old is not None and old.finding.actionable):
+            if old is not None and (old.severity, old.category) == (rec.severity, rec.category):
+                self.sightings_version += 1
+            else:
+                self.actionable_version += 1
         return rec
 
     def _add_compact(
@@ -155,7 +163,6 @@ class FindingStore:
             per[ledger] = per.get(ledger, 0) + 1
         if rec.finding.actionable:
             self._actionable[rec.key] = rec.finding
-            self.actionable_version += 1
 
     def _uncount(self, rec: FindingRecord) -> None:
         category, ledger = rec.category, rec.finding.ledger
@@ -168,8 +175,7 @@ class FindingStore:
                 del per[ledger]
                 if not per:
                     del self._ledgers[category]
-        if self._actionable.pop(rec.key, None) is not None:
-            self.actionable_version += 1
+        self._actionable.pop(rec.key, None)
 
     def _uncount_category(self, category: str) -> None:
         left = self._counts[category] - 1
@@ -205,6 +211,8 @@ class FindingStore:
         rec = self._active.pop(key, None)
         if rec is not None:
             self._uncount(rec)
+            if rec.finding.actionable:
+                self.actionable_version += 1
         else:
             rec = self._compact_record(key)
             if rec is None:

@@ -232,7 +232,7 @@ class Auditor:
             return
         try:
             async with asyncio.timeout(2.0):
-                await self.shared.save(self._guard())
+                await self.shared.save(self._guard(), sightings_too=True)
         except Exception as exc:  # deposed, or ZooKeeper gone: the last periodic save stands
             log.info("findings not saved on stepping down", error=str(exc) or type(exc).__name__)
 

@@ -32,6 +32,9 @@ from .state import DaemonState
 log = get_logger("auditor.daemon")
 
 SAVE_SECONDS = 2.0  # at most this often (more when a save takes long: see save_loop)
+# Findings only sighted again (no new one, none resolved) are saved at most this often: a pass re-sights
+# every finding, and each save then rewrites every shard (and every standby re-reads them).
+SIGHTINGS_SAVE_SECONDS = 60.0
 
 
 def saved(rec: FindingRecord) -> SavedFinding:
@@ -52,6 +55,8 @@ class SharedState:
         self._held = Snapshot()
         self._saver: SavedFindings | None = None
         self._saved_version: int | None = None
+        self._saved_sightings: int | None = None
+        self._saved_at = float("-inf")  # monotonic
         self._corrupt_reported: set[str] = set()
 
     def _findings(self) -> SavedFindings:
@@ -117,7 +122,7 @@ class SharedState:
         await self.follow()
         self.state.findings_source.kind = "leader"
         self._findings().forget_written()
-        self._saved_version = None
+        self._saved_version = self._saved_sightings = None
         log.info(
             "findings taken over from the last leader",
             savedBy=self.state.findings_source.saved_by or None,
@@ -130,19 +135,24 @@ class SharedState:
         self._held = Snapshot()
         self.state.findings_source.kind = "none"
 
-    async def save(self, guard: WriteGuard) -> bool:
-        """Save the actionable findings if they moved since the last save; True if written."""
+    async def save(self, guard: WriteGuard, *, sightings_too: bool = False) -> bool:
+        """Save the actionable findings if one came or went since the last save, or if they were only
+        sighted again and SIGHTINGS_SAVE_SECONDS passed (or `sightings_too`); True if written."""
         store = self.state.findings
-        version = store.actionable_version
+        version, sightings = store.actionable_version, store.sightings_version
         if version == self._saved_version:
-            return False
+            if sightings == self._saved_sightings:
+                return False
+            if not sightings_too and time.monotonic() - self._saved_at < SIGHTINGS_SAVE_SECONDS:
+                return False
         await self._findings().save(
             (saved(r) for r in store.actionable_records()),
             self.state.identity,
             int(time.time() * 1000),
             guard,
         )
-        self._saved_version = version
+        self._saved_version, self._saved_sightings = version, sightings
+        self._saved_at = time.monotonic()
         return True
 
     async def save_loop(self, guard: Callable[[], WriteGuard]) -> None:

@@ -11,12 +11,14 @@
 
 from __future__ import annotations
 
+import subprocess
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from auditor.admin.client import AdminClientError
 from devcluster.checks_util import marker_leaves, remove_markers, rewrite_ensemble
@@ -47,6 +49,78 @@ def ours(d: Daemon, lid: int, category: str = CATEGORY, **kw: Any) -> list[Any]:
     """The daemon's actionable findings of `category` ("": any) about ledger `lid`."""
     page = d.findings(category=category, **kw)
     return [f for f in page.findings if f.ledger_id == str(lid) and f.severity != "info"]
+
+
+STEP = 0.5  # seconds between scrapes (and promtool's evaluations)
+Scrape = tuple[float | None, float | None, str]  # findings gauge, is_leader, bookkeeper_cluster ("" if down)
+
+
+def scraped(d: Daemon) -> Scrape:
+    """One scrape of `d`: the findings gauge of CATEGORY, is_leader and the cluster label; Nones when the
+    daemon does not answer (a killed pod: Prometheus marks its series stale)."""
+    try:
+        samples = d.samples()
+    except OSError:
+        return None, None, ""
+    gauge = leader = None
+    label = ""
+    for sm in samples:
+        if sm.name == "bk_auditor_ledgers_with_findings" and sm.labels.get("category") == CATEGORY:
+            gauge, label = float(sm.value), sm.labels["bookkeeper_cluster"]
+        elif sm.name == "bk_auditor_is_leader":
+            leader = float(sm.value)
+    return gauge, leader, label
+
+
+def alert_fires_throughout(scrapes: list[tuple[Scrape, Scrape]], tmp_path: Path) -> None:
+    """`promtool test rules`, over the chart's rendered rules, of the series scraped from the two real
+    daemons through the failover (each with the namespace, job and instance Prometheus adds): the alert of
+    CATEGORY fires at every evaluation from the first scrape to the last."""
+    from tests.deploy.promql import alert_rules, promtool, write_rules_file
+    from tests.deploy.test_alerts import _annotations
+
+    rules_path = write_rules_file(tmp_path)
+    rule = next(r for r in alert_rules() if r["alert"] == "BkAuditorEntryBelowAckQuorum")
+    assert rule["expr"].count(CATEGORY) == 1 and rule["for"] == "0m", rule
+    cluster = next(sc[2] for pair in scrapes for sc in pair if sc[2])
+
+    def values(i: int, what: int) -> str:
+        out, ended = [], False
+        for pair in scrapes:
+            v = pair[i][what]
+            if v is None:
+                out.append("_" if ended or not out else "stale")
+                ended = bool(out)
+            else:
+                out.append(str(v))
+        return " ".join(out)
+
+    series = []
+    for i, pod in enumerate(("auditor-a", "auditor-b")):
+        labels = f'bookkeeper_cluster="{cluster}", namespace="pulsar", job="bk-auditor", instance="{pod}"'
+        series.append(
+            {"series": f'bk_auditor_ledgers_with_findings{{{labels}, category="{CATEGORY}"}}', "values": values(i, 0)}
+        )
+        series.append({"series": f"bk_auditor_is_leader{{{labels}}}", "values": values(i, 1)})
+    alerting = {"bookkeeper_cluster": cluster, "namespace": "pulsar", "severity": rule["labels"]["severity"]}
+    tests = []
+    for n, pair in enumerate(scrapes):
+        top = max(v for v in (pair[0][0], pair[1][0]) if v is not None)
+        exp = {"exp_labels": alerting, "exp_annotations": _annotations(rule, f"{top:g}", alerting)}
+        tests.append({"eval_time": f"{int(n * STEP * 1000)}ms", "alertname": rule["alert"], "exp_alerts": [exp]})
+    test_file = tmp_path / "failover_test.yaml"
+    test_file.write_text(
+        yaml.safe_dump(
+            {
+                "rule_files": [rules_path.name],
+                "evaluation_interval": f"{int(STEP * 1000)}ms",
+                "tests": [{"interval": f"{int(STEP * 1000)}ms", "input_series": series, "alert_rule_test": tests}],
+            },
+            sort_keys=False,
+        )
+    )
+    proc = subprocess.run([promtool(), "test", "rules", test_file.name], capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 0 and "SUCCESS" in proc.stdout + proc.stderr, (proc.stdout + proc.stderr)[-3000:]
 
 
 def test_findings_and_pause_survive_a_failover_and_a_standby_answers_honestly(
@@ -83,25 +157,29 @@ def test_findings_and_pause_survive_a_failover_and_a_standby_answers_honestly(
         st = b.status()
         assert (st.pause_reason, st.paused_by) == ("disk replacement", "auditor-a"), st
 
-        # SIGKILL the leader; scrape the standby's gauge until it leads: never 0 in between.
-        seen: list[float | None] = []
+        # SIGKILL the leader; scrape both replicas every STEP s, as Prometheus would, until the standby
+        # leads: its gauge never reads 0 in between, and the chart's alert fires at every evaluation.
+        scrapes: list[tuple[Scrape, Scrape]] = []
         done = threading.Event()
 
         def scrape() -> None:
             while not done.is_set():
-                seen.append(b.metric("bk_auditor_ledgers_with_findings", category=CATEGORY))
-                time.sleep(0.2)
+                scrapes.append((scraped(a), scraped(b)))
+                time.sleep(STEP)
 
         scraper = threading.Thread(target=scrape)
         scraper.start()
         try:
+            time.sleep(3 * STEP)
             a.kill()
             b.wait(b.is_leader, 30, "takeover")
             time.sleep(1.0)
         finally:
             done.set()
             scraper.join()
-        assert seen and all(v is not None and v >= 1 for v in seen), seen
+        standby = [sb[0] for _, sb in scrapes]
+        assert standby and all(v is not None and v >= 1 for v in standby), standby
+        alert_fires_throughout(scrapes, tmp_path)
 
         # The new leader starts from the saved finding (same first sighting) and keeps the pause.
         [kept] = ours(b, lid)

@@ -178,9 +178,11 @@ def test_a_standby_holds_what_the_leader_saved_and_a_new_leader_starts_from_it()
     leader.findings = FindingStore(clock=lambda: t[0])
     leader.findings.add(finding(1), "scrutiny")
     leader.findings.add(finding(2, Category.OVERREPLICATED), "scrutiny")  # informational: not saved
-    t[0] = 160.0
-    leader.findings.add(finding(1), "scrutiny")
     assert run(shared.save(GUARD)) and not run(shared.save(GUARD))  # saved once; unchanged: not again
+    t[0] = 160.0
+    leader.findings.add(finding(1), "scrutiny")  # only sighted again: saved later, or when stepping down
+    assert not run(shared.save(GUARD))
+    assert run(shared.save(GUARD, sightings_too=True))
     run(shared.set_pause(True, "disk swap", GUARD))
 
     standby, follower, _ = daemon("auditor-b")
@@ -215,10 +217,10 @@ def test_store_flagged_ledgers_and_a_recheck_does_not_resolve_what_was_seen_sinc
     store.add(finding(1, Category.ENTRY_NO_REPLICA, bookie="b:1"), "ledger")
     store.add(finding(2, Category.OVERREPLICATED), "scrutiny")
     assert store.flagged_ledgers() == {LedgerId(0, 1): {"scrutiny", "ledger"}}
-    version = store.actionable_version
+    version, sightings = store.actionable_version, store.sightings_version
     t[0] = 200.0
     store.add(finding(1), "scrutiny")  # sighted again by a re-check during a pass that began at 150
-    assert store.actionable_version > version
+    assert (store.actionable_version, store.sightings_version) == (version, sightings + 1)
     # Only what was not sighted since 150 goes (the informational finding of ledger 2).
     assert [r.key for r in store.resolve_absent("scrutiny", set(), seen_before=150.0)] == [
         finding(2, Category.OVERREPLICATED).dedup_key()
