@@ -3,7 +3,8 @@ grpc, asyncio) routed through the same processors, so every line has the same sh
 
 * `json` (default): one JSON object per line on stderr: `timestamp` (ISO 8601, UTC), `level`,
   `logger`, `event`, then the event's keys.
-* `console`: structlog's console renderer (colours only on a TTY), for people at a terminal.
+* `console`: structlog's console renderer (colours only on a TTY, none when NO_COLOR is set), for people
+  at a terminal.
 
 Every module of ours gets its logger one way, `log = get_logger("auditor.<subject>")` (the name is what
 a JSON line carries as `logger`; tests/unit/test_logger_idiom.py keeps it so). This module sits just above
@@ -20,6 +21,7 @@ from __future__ import annotations
 import enum
 import json
 import logging
+import os
 import sys
 from collections.abc import Mapping
 from typing import IO, Any, Protocol
@@ -121,6 +123,15 @@ def _scrub(_logger: WrappedLogger, _name: str, line: str) -> str:
     return redact.scrub(line)
 
 
+def console_colours(out: IO[str]) -> bool:
+    """Colours in console logs: only on a terminal, and never when NO_COLOR is set to anything but ""
+    (https://no-color.org)."""
+    if os.environ.get("NO_COLOR", ""):
+        return False
+    isatty = getattr(out, "isatty", None)
+    return bool(isatty and isatty())
+
+
 def configure_logging(level: str = "info", fmt: str = "json", stream: IO[str] | None = None) -> None:
     """(Re)configure all logging. Safe to call again (tests do): the previous handler is replaced."""
     if level.lower() not in LEVELS:
@@ -133,8 +144,7 @@ def configure_logging(level: str = "info", fmt: str = "json", stream: IO[str] | 
         renderer: Any = structlog.processors.JSONRenderer(serializer=_dumps)
         final = [structlog.processors.format_exc_info, renderer, _scrub]
     else:
-        isatty = getattr(out, "isatty", None)
-        renderer = structlog.dev.ConsoleRenderer(colors=bool(isatty and isatty()))
+        renderer = structlog.dev.ConsoleRenderer(colors=console_colours(out))
         final = [renderer, _scrub]
     formatter = structlog.stdlib.ProcessorFormatter(
         foreign_pre_chain=shared,

@@ -1,4 +1,5 @@
-"""`AdminClient`, the async client of the admin API that the CLI uses, and its one error.
+"""`AdminClient`, the async client of the admin API that the CLI uses; its errors (`AdminClientError`,
+`StandbyReplyError`) are in client_errors.py, which the CLI's exit-code table imports without gRPC.
 
 Imports only the generated stubs and the error root: never the server (an import-linter contract)."""
 
@@ -15,17 +16,14 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from auditor._proto import admin_pb2 as pb
 from auditor._proto import admin_pb2_grpc as pb_grpc
-from auditor.errors import AdminError
+from auditor.admin.client_errors import AdminClientError, StandbyReplyError, standby_leader
+
+__all__ = ["AdminClient", "AdminClientError", "StandbyReplyError"]
 
 Reply = TypeVar("Reply", bound=Message)
 
-
-class AdminClientError(AdminError):
-    """A failed admin call, worded for a person: what failed and why."""
-
-    def __init__(self, message: str, code: grpc.StatusCode | None = None) -> None:
-        super().__init__(message)
-        self.code = code
+# Trailing metadata a daemon may attach to a standby's refusal: the leader's identity (when known).
+LEADER_TRAILER = "bk-auditor-leader"
 
 
 # What gRPC says when the TLS handshake fails (wrong CA either way, or a server that requires a client
@@ -100,6 +98,10 @@ class AdminClient:
             return AdminClientError(
                 f"cannot reach the bk-auditor admin API at {self.target}: {exc.details() or code.name}", code
             )
+        if code is grpc.StatusCode.FAILED_PRECONDITION:
+            standby, leader = standby_leader(details)
+            if standby:
+                return StandbyReplyError(what, _trailer(exc, LEADER_TRAILER) or leader, code)
         return AdminClientError(f"{what} failed: {exc.details() or code.name} ({code.name})", code)
 
     async def _call(
@@ -116,10 +118,16 @@ class AdminClient:
     async def status(self) -> pb.StatusResponse:
         return await self._call(self._stub.Status, pb.StatusRequest(), pb.StatusResponse, "status")
 
-    async def trigger(self, check: str) -> pb.TriggerCheckResponse:
-        return await self._call(
-            self._stub.TriggerCheck, pb.TriggerCheckRequest(check=check), pb.TriggerCheckResponse, f"trigger {check}"
+    async def trigger(self, check: str, *, ledger: str = "", finding_key: str = "") -> pb.TriggerCheckResponse:
+        """Run `check` now; with `ledger` or `finding_key`, re-check only that ledger (every per-ledger
+        check when `check` is "")."""
+        what = " ".join(
+            ["trigger", check or "every per-ledger check"]
+            + ([f"of ledger {ledger}"] if ledger else [])
+            + ([f"of finding {finding_key}"] if finding_key else [])
         )
+        req = pb.TriggerCheckRequest(check=check, ledger=ledger, finding_key=finding_key)
+        return await self._call(self._stub.TriggerCheck, req, pb.TriggerCheckResponse, what)
 
     async def findings(
         self, *, category: str = "", ledger: str = "", bookie: str = "", limit: int = 0, include_resolved: bool = False
@@ -224,6 +232,14 @@ def _read(path: Path | None, flag: str) -> bytes | None:
         return Path(path).read_bytes()
     except OSError as exc:
         raise AdminClientError(f"{flag} {path}: {exc.strerror or exc}") from None
+
+
+def _trailer(exc: aio.AioRpcError, key: str) -> str | None:
+    """A trailing metadata value of a failed call (None when absent)."""
+    for k, v in exc.trailing_metadata() or ():
+        if k == key:
+            return v if isinstance(v, str) else bytes(v).decode("utf-8", "replace")
+    return None
 
 
 def _last_error(details: str) -> str:

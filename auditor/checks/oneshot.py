@@ -1,7 +1,8 @@
 """`bk-auditor check`: run the checks once against a cluster, print findings, exit 0 / 1 / 2.
 
-Findings go to stdout (a table, or JSON: one object per finding, then a summary object); logs go to
-stderr. A progress bar is shown on a terminal and nothing on a pipe.
+Findings go to stdout (a table, or JSON lines: one object per finding, `"kind": "finding"`, then
+`{"kind": "summary", "summary": {...}}`, docs/findings.md "JSON output"); logs go to stderr. A progress bar
+is shown on a terminal and nothing on a pipe.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any, TextIO
 
 from auditor.checks.tables import console
 from auditor.checks.tables import print_table as table_out
-from auditor.durability.findings import Category, Finding, FindingSummary
+from auditor.durability.findings import Category, Finding, FindingSummary, Severity
 from auditor.durability.topics import at_risk_by_topic
 from auditor.errors import error_line
 from auditor.logging import get_logger, log_new_finding
@@ -214,6 +215,30 @@ def print_topics(findings: list[Finding], out: TextIO) -> None:
     )
 
 
+def finding_line(f: Finding) -> str:
+    """A finding as its JSON line: `"kind": "finding"` first, then its wire form (Finding.to_json's one
+    encoder; a finding's wire form is never empty)."""
+    return '{"kind": "finding", ' + f.to_json()[1:]
+
+
+def summary_json(summary: FindingSummary, runs: list[dict[str, Any]], seconds: float, code: int) -> dict[str, Any]:
+    """The run's summary as `check --format json` ends with it. `findingCount`: distinct findings (each
+    fault once); `actionable`: those above info (exit 1 when any); `repeatSightings`: sightings of a fault
+    already reported (a re-check or another check seeing it again), dropped, not more data at risk."""
+    counts = summary.as_dict()
+    return {
+        "findingCount": summary.total,
+        "actionable": sum(n for s, n in summary.by_severity.items() if s is not Severity.INFO),
+        "repeatSightings": summary.duplicates,
+        "byCategory": counts["byCategory"],
+        "ledgersByCategory": counts["ledgersByCategory"],
+        "bySeverity": counts["bySeverity"],
+        "checks": runs,
+        "durationSeconds": round(seconds, 3),
+        "exitCode": code,
+    }
+
+
 async def main(
     settings: Settings,
     checks: list[str],
@@ -243,7 +268,7 @@ async def main(
         if not summary.add(f, check):
             return False
         if stream:
-            out.write(f.to_json() + "\n")
+            out.write(finding_line(f) + "\n")
         return True
 
     runs: list[dict[str, Any]] = []
@@ -296,19 +321,16 @@ async def main(
         log.debug("check failed", exc_info=True)
         return 2
     findings = summary.findings
+    code = 1 if summary.actionable else 0
     if fmt == "json":
         if by == "topic":
             for row in at_risk_by_topic(findings):
-                out.write(json.dumps(row.to_dict()) + "\n")
-        out.write(
-            json.dumps(
-                {"summary": {**summary.as_dict(), "checks": runs, "durationSeconds": round(time.time() - started, 3)}}
-            )
-            + "\n"
-        )
+                out.write(json.dumps({"kind": "topic", **row.to_dict()}) + "\n")
+        doc = summary_json(summary, runs, time.time() - started, code)
+        out.write(json.dumps({"kind": "summary", "summary": doc}) + "\n")
     elif by == "topic":
         print_topics(findings, out)
     else:
         print_table(findings, summary, runs, out)
     out.flush()
-    return 1 if summary.actionable else 0
+    return code

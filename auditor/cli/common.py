@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
+from auditor.admin.client_errors import StandbyReplyError
 from auditor.errors import AdminError, BookieError, ConfigError, DataError, MetadataError, error_line
 from auditor.processes.gctune import tune_gc
 
@@ -21,7 +22,9 @@ if TYPE_CHECKING:  # annotations only: the commands import what they need when t
     from auditor.durability.ids import LedgerId
     from auditor.settings import Settings
 
+EXIT_FOUND = 1  # what the command looks for is there: findings, damage, nothing triggered, no leader
 EXIT_ERROR = 2
+EXIT_STANDBY = 3  # a standby cannot answer or act: "standby; the leader is X" (docs/admin-api.md)
 # The one place an error becomes an exit code: the most specific class listed wins. An error not listed
 # is a bug and keeps its traceback.
 EXIT_CODES: dict[type[BaseException], int] = {
@@ -29,6 +32,7 @@ EXIT_CODES: dict[type[BaseException], int] = {
     DataError: EXIT_ERROR,  # e.g. a malformed ledger id on the command line
     MetadataError: EXIT_ERROR,
     BookieError: EXIT_ERROR,
+    StandbyReplyError: EXIT_STANDBY,  # a leader-only call (trigger, pause, resume, repair-limits) on a standby
     AdminError: EXIT_ERROR,  # the daemon is unreachable or refused the call (AdminClientError)
     ValueError: EXIT_ERROR,  # a malformed value outside the tree (e.g. Spark's --conf KEY=VALUE)
 }
@@ -161,8 +165,10 @@ FormatRunOpt = Annotated[
     str | None,
     typer.Option(
         "--format",
-        help="table|json [default: table]. Logs follow: console lines with table (or on a terminal), JSON "
-        "with json (or when stderr is not a terminal), unless --log-format or log.format says otherwise.",
+        # Rich reads "[...]" in help as markup: the default is written with its bracket escaped.
+        help="Output format: table or json (one object per line, docs/findings.md) \\[default: table]. Logs "
+        "follow: console lines with table (or on a terminal), JSON with json (or when stderr is not a "
+        "terminal), unless --log-format or log.format says otherwise.",
     ),
 ]
 

@@ -84,7 +84,7 @@ def underreplicated(
             rows = run_with_loop(collect, loop=settings.event_loop)
     if fmt == "json":
         for m in rows:
-            typer.echo(json.dumps(m.to_dict(), sort_keys=True))
+            typer.echo(json.dumps({"kind": "ledger", **m.to_dict()}, sort_keys=True))
     else:
         print_underreplicated(rows)
     raise typer.Exit(1 if any(m.verdict == "broken" for m in rows) else 0)
@@ -128,7 +128,7 @@ def can_decommission(
         with exit_on_error():
             report = run_with_loop(collect, loop=settings.event_loop)
     if fmt == "json":
-        typer.echo(json.dumps(report.to_dict(), sort_keys=True))
+        typer.echo(json.dumps({"kind": "decommission", **report.to_dict()}, sort_keys=True))
     else:
         print_decommission(report)
     raise typer.Exit(0 if report.safe else 1)

@@ -53,6 +53,12 @@ def message_dict(msg: Message) -> dict[str, Any]:
     return out
 
 
+def echo_json(kind: str, obj: dict[str, Any]) -> None:
+    """One JSON object on one line of stdout, its `kind` first (docs/findings.md, "JSON output"): every
+    command's JSON is JSON lines, a list one object per line."""
+    typer.echo(json.dumps({"kind": kind, **obj}, sort_keys=True))
+
+
 def optional_field(msg: Message, name: str) -> Any:
     """An optional field's value, None when it is unset."""
     return getattr(msg, name) if msg.HasField(name) else None
@@ -92,8 +98,9 @@ def findings_table(findings: Iterable[admin_pb2.Finding]) -> str:
     return text_table(rows, ["SEVERITY", "CATEGORY", "LEDGER", "BOOKIE", "SEEN", "FIRST SEEN", "MESSAGE"])
 
 
-def explain_text(resp: admin_pb2.ExplainLedgerResponse) -> str:
-    """What `explain` prints: the ledger's metadata, each segment's copies per bookie, its findings."""
+def explain_text(resp: admin_pb2.ExplainLedgerResponse, *, findings_known: bool = True) -> str:
+    """What `explain` prints: the ledger's metadata, each segment's copies per bookie, its findings (when
+    a daemon answered: `findings_known`)."""
     lines: list[str] = []
     if resp.HasField("metadata"):
         m = resp.metadata
@@ -127,7 +134,9 @@ def explain_text(resp: admin_pb2.ExplainLedgerResponse) -> str:
             )
         if rows:
             lines.append(text_table(rows, ["  BOOKIE", "STATUS", "EXPECTED", "PRESENT", "MISSING", "NOTE"]))
-    if resp.findings:
+    if not findings_known:
+        lines.append("findings: not known here (no daemon asked): `bk-auditor check` judges the ledger")
+    elif resp.findings:
         lines.append("findings:")
         lines.append(findings_table(resp.findings))
     else:
@@ -211,7 +220,8 @@ def print_findings_by_topic(resp: Any, fmt: str) -> None:
 
     active = [Finding.from_wire(json.loads(f.fields_json)) for f in resp.findings if not f.HasField("resolved_at")]
     if fmt == "json":
-        typer.echo(json.dumps({"topics": [r.to_dict() for r in at_risk_by_topic(active)]}, indent=2, sort_keys=True))
+        for r in at_risk_by_topic(active):
+            echo_json("topic", r.to_dict())
     else:
         print_topics(active, sys.stdout)
     if resp.total_matching > len(resp.findings):

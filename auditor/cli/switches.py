@@ -14,6 +14,7 @@ import typer
 
 from auditor.cli.admin_client import NO_TLS, ClientTls, TimeoutOpt, check_format, client_call, with_client_tls
 from auditor.cli.common import (
+    EXIT_FOUND,
     ConfigOpt,
     UriOpt,
     exit_on_error,
@@ -28,7 +29,9 @@ if TYPE_CHECKING:  # annotations only: the commands import what they need when t
     from auditor.settings import Settings
 
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Make the change without asking (needed off a terminal).")]
-SwitchFormatOpt = Annotated[str, typer.Option("--format", help="table|json")]
+SwitchFormatOpt = Annotated[
+    str, typer.Option("--format", help="Output format: table or json (one object, docs/findings.md).")
+]
 
 
 def _switch_settings(config: Path | None, metadata_service_uri: str | None, fmt: str) -> Settings:
@@ -61,15 +64,17 @@ def _switch(
     admin: str | None = None,
     tls: ClientTls = NO_TLS,
     timeout: float = 10.0,
-) -> None:
-    """The flow run on ZooKeeper directly, or with --admin through the daemon; its report shown; errors as
-    one line and exit 2."""
+    kind: str = "switch",
+) -> SwitchReport:
+    """The flow run on ZooKeeper directly, or with --admin through the daemon; its report shown (JSON: one
+    object of `kind`) and returned; errors as one line and exit 2 (3: a standby refused the change)."""
     from auditor.cli.switch_flows import AdminOps, zookeeper_ops
 
     if admin is not None:
         check_format(fmt)
-        _show(client_call(admin, tls, timeout, lambda client: flow(AdminOps(client))), fmt)
-        return
+        report = client_call(admin, tls, timeout, lambda client: flow(AdminOps(client)))
+        _show(report, fmt, kind)
+        return report
     settings = _switch_settings(config, metadata_service_uri, fmt)
 
     async def direct() -> SwitchReport:
@@ -77,12 +82,14 @@ def _switch(
             return await flow(ops)
 
     with exit_on_error():
-        _show(asyncio.run(direct()), fmt)
+        report = asyncio.run(direct())
+    _show(report, fmt, kind)
+    return report
 
 
-def _show(report: SwitchReport, fmt: str) -> None:
+def _show(report: SwitchReport, fmt: str, kind: str) -> None:
     if fmt == "json":
-        typer.echo(json.dumps(report.data, sort_keys=True))
+        typer.echo(json.dumps({"kind": kind, **report.data}, sort_keys=True))
     else:
         for line in report.lines:
             typer.echo(line)
@@ -108,10 +115,13 @@ def whoisauditor(
     tls: ClientTls = NO_TLS,
     timeout: TimeoutOpt = 10.0,
 ) -> None:
-    """Who is the auditor? The leader of Java's election and of bk-auditor's, read from ZooKeeper."""
+    """Who is the auditor? The leader of Java's election and of bk-auditor's, read from ZooKeeper.
+
+    Exit 0: someone leads; 1: nobody leads (no vote in either election); 2: errors."""
     from auditor.cli.switch_flows import who_is_auditor
 
-    _switch(config, metadata_service_uri, fmt, who_is_auditor, admin, tls, timeout)
+    report = _switch(config, metadata_service_uri, fmt, who_is_auditor, admin, tls, timeout, kind="auditors")
+    raise typer.Exit(0 if report.data["leaders"] else EXIT_FOUND)
 
 
 @with_client_tls
@@ -127,10 +137,15 @@ def recovery_delay(
     tls: ClientTls = NO_TLS,
     timeout: TimeoutOpt = 10.0,
 ) -> None:
-    """Show or set lostBookieRecoveryDelay (as `bookkeeper shell lostbookierecoverydelay`), confirmed."""
+    """Show or set lostBookieRecoveryDelay (as `bookkeeper shell lostbookierecoverydelay`), confirmed.
+
+    Exit 0; 2 errors (not confirmed, changed meanwhile); 3 with --admin, a standby (it names the leader)."""
     from auditor.cli.switch_flows import recovery_delay as flow
 
-    _switch(config, metadata_service_uri, fmt, lambda ops: flow(ops, seconds, _confirmer(yes)), admin, tls, timeout)
+    confirm = _confirmer(yes)
+    _switch(
+        config, metadata_service_uri, fmt, lambda ops: flow(ops, seconds, confirm), admin, tls, timeout, "recoveryDelay"
+    )
 
 
 @with_client_tls
@@ -144,7 +159,12 @@ def replication(
     tls: ClientTls = NO_TLS,
     timeout: TimeoutOpt = 10.0,
 ) -> None:
-    """Show, enable or disable auto-recovery's replication (as `bookkeeper shell autorecovery`), confirmed."""
+    """Show, enable or disable auto-recovery's replication (as `bookkeeper shell autorecovery`), confirmed.
+
+    Exit 0; 2 errors (not confirmed, changed meanwhile); 3 with --admin, a standby (it names the leader)."""
     from auditor.cli.switch_flows import replication as flow
 
-    _switch(config, metadata_service_uri, fmt, lambda ops: flow(ops, action, _confirmer(yes)), admin, tls, timeout)
+    confirm = _confirmer(yes)
+    _switch(
+        config, metadata_service_uri, fmt, lambda ops: flow(ops, action, confirm), admin, tls, timeout, "replication"
+    )

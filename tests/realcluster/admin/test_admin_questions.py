@@ -135,7 +135,9 @@ def test_switches_through_the_daemon_are_read_back_by_javas_shell(cluster: Clust
     assert r.returncode == 0 and r.stdout.strip().endswith("-> 45s (read back)"), (r.stdout, r.stderr)
     assert "LostBookieRecoveryDelay value in ZK: 45" in cluster.shell("lostbookierecoverydelay", "-get").stdout
     cluster.shell("lostbookierecoverydelay", "-set", "7")
-    assert both(cluster, daemon, "recovery-delay", "--format", "json")[1] == [{"lostBookieRecoveryDelaySeconds": 7}]
+    assert both(cluster, daemon, "recovery-delay", "--format", "json")[1] == [
+        {"kind": "recoveryDelay", "lostBookieRecoveryDelaySeconds": 7}
+    ]
     # Off a terminal, a change needs --yes, as directly: refused in one line, nothing written.
     r = ours(cluster, "recovery-delay", "60", admin=daemon)
     assert r.returncode == 2 and r.stderr.startswith("error: refusing to set lostBookieRecoveryDelay of ")
@@ -147,7 +149,7 @@ def test_switches_through_the_daemon_are_read_back_by_javas_shell(cluster: Clust
     assert r.returncode == 0 and r.stdout.strip() == "replication: enabled -> disabled (read back)", r.stderr
     assert "Autorecovery is disabled" in cluster.shell("autorecovery").stdout
     assert both(cluster, daemon, "replication", "--format", "json")[1] == [
-        {"replicationEnabled": False, "changed": False}
+        {"kind": "replication", "replicationEnabled": False, "changed": False}
     ]
     r = ours(cluster, "replication", "enable", "--yes", admin=daemon)
     assert r.returncode == 0 and r.stdout.strip() == "replication: disabled -> enabled (read back)", r.stderr

@@ -64,7 +64,7 @@ def test_two_processes_find_what_one_finds(cluster: Cluster, planted: dict[str, 
     actionable = sorted((f["category"], f.get("qualifiedName")) for f in two if f["severity"] != "info")
     assert actionable == sorted((f["category"], f.get("qualifiedName")) for f in one if f["severity"] != "info")
     assert two_summary["byCategory"] == one_summary["byCategory"]
-    assert two_summary["findings"] == len(two) and one_summary["findings"] == len(one)
+    assert two_summary["findingCount"] == len(two) and one_summary["findingCount"] == len(one)
 
     runs1 = {r["check"]: r for r in one_summary["checks"]}
     runs2 = {r["check"]: r for r in two_summary["checks"]}

@@ -113,7 +113,7 @@ def test_no_secret_in_logs_findings_explain_or_metrics(cluster: Cluster, daemons
                 assert run.returncode == 0, run.stderr[-2000:]
                 texts[f"explain {name} {fmt}"] = run.stdout + run.stderr
         run = cli("findings", "--admin", admin, "--format", "json", "--include-resolved")
-        assert run.returncode == 0 and lids["unknown"] in run.stdout.replace('"', " "), run.stdout[-2000:]
+        assert run.returncode == 1 and lids["unknown"] in run.stdout.replace('"', " "), run.stdout[-2000:]
         texts["findings"] = run.stdout + run.stderr
         texts["metrics"] = get(f"http://127.0.0.1:{a.metrics_port}/metrics")
         texts["worker metrics"] = get(f"http://127.0.0.1:{REPAIR_WORKER_METRICS_PORT}/metrics")

@@ -38,7 +38,10 @@ def test_recovery_delay_both_ways_with_javas_shell(cluster: Cluster, restore_swi
     assert "LostBookieRecoveryDelay value in ZK: 45" in cluster.shell("lostbookierecoverydelay", "-get").stdout
     cluster.shell("lostbookierecoverydelay", "-set", "7")
     r = ours(cluster, "recovery-delay", "--format", "json")
-    assert r.returncode == 0 and json.loads(r.stdout) == {"lostBookieRecoveryDelaySeconds": 7}, r.stderr
+    assert r.returncode == 0 and json.loads(r.stdout) == {
+        "kind": "recoveryDelay",
+        "lostBookieRecoveryDelaySeconds": 7,
+    }, r.stderr
     # Off a terminal, a change needs --yes: refused in one line, nothing written.
     r = ours(cluster, "recovery-delay", "60")
     assert r.returncode == 2 and r.stderr.splitlines() == [
@@ -59,7 +62,7 @@ def test_replication_switch_both_ways_with_javas_shell(cluster: Cluster, restore
     assert r.returncode == 0 and r.stdout.strip() == "replication: disabled; nothing to do"
     cluster.shell("autorecovery", "-enable")
     r = ours(cluster, "replication", "--format", "json")
-    assert json.loads(r.stdout) == {"replicationEnabled": True, "changed": False}
+    assert json.loads(r.stdout) == {"kind": "replication", "replicationEnabled": True, "changed": False}
     r = ours(cluster, "replication", "disable")  # no --yes, no terminal
     assert r.returncode == 2 and "without --yes" in r.stderr
     assert "Autorecovery is enabled" in cluster.shell("autorecovery").stdout

@@ -17,7 +17,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from auditor._proto import admin_pb2 as pb
 from auditor._proto import admin_pb2_grpc as pb_grpc
-from auditor.admin.client import AdminClient, AdminClientError
+from auditor.admin.client import AdminClient, AdminClientError, StandbyReplyError
 from auditor.admin.errors import LedgerNotFoundError
 from auditor.admin.models import BookieCopies, LedgerExplanation, SegmentCopies
 from auditor.admin.server import SERVICE_NAME, AdminServer
@@ -464,8 +464,11 @@ async def test_client_helper_and_errors(env: Env) -> None:
         assert (await client.explain("7")).metadata.ledger_id == "7"
         assert await client.health("liveness") == "SERVING"
         assert await client.health("nope") == "NOT_FOUND"
-        with pytest.raises(AdminClientError, match=r"trigger scrutiny failed: this replica is a standby"):
+        with pytest.raises(
+            StandbyReplyError, match=r"^standby; the leader is not known: trigger scrutiny refused"
+        ) as refused:
             await client.trigger("scrutiny")
+        assert refused.value.leader is None and isinstance(refused.value, AdminClientError)
         assert (await client.pause("x")).changed and (await client.resume()).changed
     await env.server.stop(0)
     async with AdminClient(env.target, timeout=2) as client:

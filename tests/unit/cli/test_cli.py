@@ -153,19 +153,28 @@ async def test_status_table_and_json(daemon: Daemon) -> None:
     assert [t["name"] for t in doc["tasks"]] == ["scrutiny", "ledger_check"]
 
 
+def json_lines(stdout: str) -> list[dict]:
+    """JSON output: one object per line, each with its kind (docs/findings.md, "JSON output")."""
+    docs = [json.loads(line) for line in stdout.splitlines()]
+    assert all("kind" in d for d in docs), docs
+    return docs
+
+
 async def test_findings_filters_and_formats(daemon: Daemon) -> None:
+    daemon.state.leadership.set(True)
     r = await cli("findings", "--admin", daemon.addr)
-    assert r.exit_code == 0, r.output
+    assert r.exit_code == 1, r.output  # actionable findings listed
     lines = r.stdout.splitlines()
     assert lines[0].split()[:4] == ["SEVERITY", "CATEGORY", "LEDGER", "BOOKIE"]
     assert lines[1].split()[:4] == ["critical", "entry_no_replica", "7", "127.0.0.2:3182"]
     assert BIG.qualified_name in lines[2]
 
     r = await cli("findings", "--admin", daemon.addr, "--ledger", BIG.qualified_name, "--format", "json")
-    assert r.exit_code == 0, r.output
-    doc = json.loads(r.stdout)
-    assert doc["totalMatching"] == 1
-    [f] = doc["findings"]
+    assert r.exit_code == 1, r.output
+    f, summary = json_lines(r.stdout)
+    assert summary["kind"] == "summary" and summary["summary"]["totalMatching"] == 1
+    assert summary["summary"]["source"] == "leader" and summary["summary"]["exitCode"] == 1
+    assert f["kind"] == "finding"
     assert f["category"] == "placement_violation" and f["qualifiedName"] == BIG.qualified_name
     assert f["check"] == "scrutiny" and f["timesSeen"] == 1 and f["confirmed"] is True
 
@@ -180,7 +189,7 @@ async def test_findings_filters_and_formats(daemon: Daemon) -> None:
         "--format",
         "json",
     )
-    assert [f["ledgerId"] for f in json.loads(r.stdout)["findings"]] == [7]
+    assert [f["ledgerId"] for f in json_lines(r.stdout) if f["kind"] == "finding"] == [7]
     r = await cli("findings", "--admin", daemon.addr, "--limit", "1")
     assert "(1 of 2 shown; use --limit)" in r.stdout
     r = await cli("findings", "--admin", daemon.addr, "--category", "digest_mismatch")
@@ -199,15 +208,16 @@ async def test_findings_by_topic(daemon: Daemon) -> None:
         ),
         check="scrutiny",
     )
+    daemon.state.leadership.set(True)
     r = await cli("findings", "--admin", daemon.addr, "--by", "topic", "--format", "json")
-    assert r.exit_code == 0, r.output
-    rows = json.loads(r.stdout)["topics"]
+    assert r.exit_code == 1, r.output
+    rows = [d for d in json_lines(r.stdout) if d["kind"] == "topic"]
     assert [(t["topic"], t["namespace"], t["worstCategory"]) for t in rows] == [
         ("(not a Pulsar topic)", None, "entry_no_replica"),
         ("persistent://acme/billing/orders", "acme/billing", "entry_below_ack_quorum"),
     ]
     r = await cli("findings", "--admin", daemon.addr, "--by", "topic")
-    assert r.exit_code == 0 and "2 topic(s) at risk" in r.stdout and "acme/billing" in r.stdout
+    assert r.exit_code == 1 and "2 topic(s) at risk" in r.stdout and "acme/billing" in r.stdout
     r = await cli("findings", "--admin", daemon.addr, "--by", "ledger")
     assert r.exit_code == 2
 
@@ -224,7 +234,8 @@ async def test_explain(daemon: Daemon) -> None:
 
     r = await cli("explain", BIG.qualified_name, "--admin", daemon.addr, "--format", "json")
     assert r.exit_code == 0, r.output
-    doc = json.loads(r.stdout)
+    (doc,) = json_lines(r.stdout)
+    assert doc["kind"] == "explanation" and doc["answeredBy"] == "daemon"
     assert doc["metadata"]["qualifiedName"] == BIG.qualified_name
     assert doc["segments"][0]["bookies"][1]["missing"] == [{"first": "3", "last": "4"}]
     assert [f["category"] for f in doc["findings"]] == ["placement_violation"]
@@ -239,8 +250,8 @@ async def test_bad_ledger_id_fails_before_calling(daemon: Daemon) -> None:
 
 async def test_trigger_pause_resume(daemon: Daemon) -> None:
     r = await cli("trigger", "scrutiny", "--admin", daemon.addr)
-    assert r.exit_code == 2
-    assert "this replica is a standby" in one_error_line(r)
+    assert r.exit_code == 3  # a standby: distinct from an error
+    assert one_error_line(r).startswith("error: standby; the leader is not known: trigger scrutiny refused")
     assert daemon.triggered == []
     daemon.state.leadership.set(True)
     r = await cli("trigger", "scrutiny", "--admin", daemon.addr)
