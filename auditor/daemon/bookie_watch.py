@@ -82,7 +82,7 @@ INCARNATIONS: DocumentSchema[Incarnations] = DocumentSchema(
 
 Guard = Callable[[], WriteGuard]
 Report = Callable[[Finding], Awaitable[None] | None]
-Priority = Callable[[set[LedgerId], str], Awaitable[None]]
+Priority = Callable[[set[LedgerId], str], Awaitable[bool | None]]
 Probe = Callable[[str], Coroutine[Any, Any, bool]]  # bookie id -> it answers a read-only request now
 
 
@@ -103,9 +103,14 @@ class BookieWatch:
         on_corrupt_state: Callable[[CorruptZnodeError], None] | None = None,
         probe: Probe | None = None,
         on_returned: Callable[[set[str]], None] | None = None,
+        settle: Callable[[], None] | None = None,
     ) -> None:
         self.store = store
         self._on_returned = on_returned  # lost bookies registered again: their findings are re-checked
+        # After a reincarnated bookie's ledgers were scrutinised: its finding resolves once none of them
+        # misses a copy (replica.py); `scrutinised` says whose ledgers were, and when.
+        self._settle = settle or (lambda: None)
+        self.scrutinised: dict[str, float] = {}
         self.index = index
         self._guard = guard
         self._report = report
@@ -161,6 +166,7 @@ class BookieWatch:
                 await self._check_reincarnations()
                 await self._evaluate(reason=reason)
                 self._observe(reason)
+                self._settle()
         finally:
             cancel_regs()
             cancel_delay()
@@ -365,7 +371,9 @@ class BookieWatch:
                     got = self._report(f)
                     if asyncio.iscoroutine(got):
                         await got
-                    await self._priority(ledgers, f"bookie {bookie} reincarnated")
+                    if await self._priority(ledgers, f"bookie {bookie} reincarnated") is not False:
+                        self.scrutinised[bookie] = time.time()
+                    self._settle()
             if before != inc:
                 self._incarnations[bookie] = inc
                 changed = True

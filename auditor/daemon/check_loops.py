@@ -346,11 +346,12 @@ class CheckLoops:
         """The ledger check's marker hook (in this process)."""
         await self._marker(md.ledger_id, findings)
 
-    async def priority(self, ledgers: set[LedgerId], why: str) -> None:
-        """Scrutinise these ledgers now (e.g. a reincarnated bookie's), outside the schedule."""
+    async def priority(self, ledgers: set[LedgerId], why: str) -> bool:
+        """Scrutinise these ledgers now (e.g. a reincarnated bookie's), outside the schedule; True when
+        the run finished."""
         records = [r for r in await self.ctx.store.read_ledgers(sorted(ledgers)) if r is not None]
         log.warning("priority scrutiny", reason=why, ledgers=len(records))
-        await self.run_check("scrutiny", None, records=records, full=False)
+        return await self.run_check("scrutiny", None, records=records, full=False)
 
     def recheckable(self) -> list[str]:
         """The per-ledger checks a re-check of one ledger may run: those this daemon schedules."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import time
 from typing import Any
 
 from auditor.admin.errors import StandbyError
@@ -22,7 +23,7 @@ from auditor.checks.context import AuditContext
 from auditor.checks.per_ledger import CHECKS as CHECK_CLASSES
 from auditor.checks.runner import CheckRun
 from auditor.checks.sharded import ShardedChecks
-from auditor.durability.findings import Finding, FindingSummary
+from auditor.durability.findings import Category, Finding, FindingSummary
 from auditor.durability.ids import LedgerId
 from auditor.logging import get_logger
 from auditor.metadata.bookkeeper.election import LeaderElection
@@ -55,6 +56,17 @@ log = get_logger("auditor.daemon")
 
 BOOKIE_WATCH = "bookies"
 FINDINGS_SAVE = "findings-save"
+# The findings that say a copy is missing or bad: while one is active on a ledger naming a reincarnated
+# bookie, that bookie's finding stays.
+COPY_LOSS = frozenset(
+    {
+        Category.ENTRY_NO_REPLICA,
+        Category.ENTRY_BELOW_ACK_QUORUM,
+        Category.ENTRY_BELOW_WRITE_QUORUM,
+        Category.TRUNCATION_RISK,
+        Category.DIGEST_MISMATCH,
+    }
+)
 TAKE_OVER_SECONDS = 10.0  # to read the saved findings and pause before leading (else lead without them)
 
 
@@ -144,10 +156,52 @@ class Auditor:
             on_corrupt_state=count_replaced(self.state, self.metrics, BOOKIE_WATCH, "bookies"),
             probe=self._answers,
             on_returned=self._bookies_returned,
+            settle=self._settle_reincarnations,
         )
         self.bookie_watch = watch
         self.state.tasks.start(BOOKIE_WATCH)
         await watch.run()
+
+    def _after_recheck(self) -> None:
+        self.under_replication.wake()
+        self._settle_reincarnations()
+
+    def _settle_reincarnations(self) -> None:
+        """Resolve a `bookie_reincarnated` finding once its cause is gone: the bookie's ledgers were
+        scrutinised after it came back (by this leader; one taking over from another scrutinises them
+        first) and none of the ledgers that still name it misses a copy, whether nothing was lost or the
+        repair has put it back (the repair's re-checks call this too)."""
+        watch, checks = self.bookie_watch, self.checks
+        if watch is None or checks is None:
+            return
+        store = self.state.findings
+        missing = {
+            rec.finding.ledger
+            for rec in store.actionable_records()
+            if rec.finding.category in COPY_LOSS and rec.finding.ledger is not None
+        }
+        for rec in list(store.actionable_records()):
+            bookie = rec.finding.bookie
+            if rec.finding.category is not Category.BOOKIE_REINCARNATED or bookie is None:
+                continue
+            ledgers = watch.index.ledgers_on(bookie)
+            if bookie not in watch.scrutinised:
+                watch.scrutinised[bookie] = 0.0  # once: a failed run leaves it to the next leader's pass
+                self._fire("priority-scrutiny", self._scrutinise_then_settle(bookie, ledgers))
+                continue
+            if watch.scrutinised[bookie] and not ledgers & missing:
+                if store.resolve(rec.key) is not None:
+                    self.metrics.finding_resolved(rec.category)
+                    self.reporter.sync_findings()
+                    log.info("reincarnated bookie settled: no ledger naming it misses a copy", bookieId=bookie)
+
+    async def _scrutinise_then_settle(self, bookie: str, ledgers: set[LedgerId]) -> None:
+        checks, watch = self.checks, self.bookie_watch
+        if checks is None or watch is None:
+            return
+        if await checks.priority(ledgers, f"bookie {bookie} reincarnated (taken over)"):
+            watch.scrutinised[bookie] = time.time()
+        self._settle_reincarnations()
 
     def _bookies_returned(self, bookies: set[str]) -> None:
         if self.resolution is not None:
@@ -191,7 +245,7 @@ class Auditor:
             scan_processes=self.scan_processes,
         )
         self.resolution = ResolutionWatch(
-            self.zk, self.state.findings, checks.recheck, after_recheck=self.under_replication.wake
+            self.zk, self.state.findings, checks.recheck, after_recheck=self._after_recheck
         )
         try:
             tasks.keep(FINDINGS_SAVE, functools.partial(self.shared.save_loop, self._guard))

@@ -634,3 +634,76 @@ def test_runbook_url_by_default_points_at_each_runbook() -> None:
         url = r["annotations"]["runbook_url"]
         assert url == f"docs/deploy.md#{r['alert'].lower()}", url
         assert url.split("#")[1] in headings, r["alert"]
+
+
+# ------------------------------------------------------------------------------------------ findings -> alerts
+
+
+def _one_finding_of(category: Any) -> Any:
+    """A finding of `category` shaped as the code that reports it shapes it: about a bookie (no ledger)
+    for the bookie categories, about one ledger otherwise."""
+    from auditor.durability.findings import Category, Finding
+    from auditor.durability.ids import LedgerId
+    from auditor.durability.verdicts import unreachable_bookie_finding
+
+    if category is Category.BOOKIE_UNREACHABLE:
+        return unreachable_bookie_finding("10.0.0.9:3181", registered=True, attempts=3)
+    if category is Category.BOOKIE_REINCARNATED:
+        return Finding.of(category, "bookie 10.0.0.9:3181 was reformatted", bookie="10.0.0.9:3181", confirmed=True)
+    return Finding.of(category, "ledger 7: planted", ledger=LedgerId.of(7), segment_index=0, confirmed=True)
+
+
+def test_one_real_finding_of_each_alerting_category_fires_its_alert(tmp_path: Path) -> None:
+    """Each findings alert reads a gauge that a real finding of its category moves: the store holds one
+    finding as the daemon reports it, a real AuditorMetrics exports it, and promtool fires the alert on
+    those values. (A bookie's findings name no ledger: an alert on ledgers_with_findings never fired.)"""
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from auditor.board.findings import FindingStore
+    from auditor.daemon.metrics import AuditorMetrics
+    from auditor.durability.findings import Category
+
+    rules_path = write_rules_file(tmp_path)
+    rules = alert_rules()
+    pod = 'namespace="pulsar", job="bk-auditor", instance="10.1.0.1:8000"'
+    tests = []
+    for rule in rules:
+        m = re.search(r'(bk_auditor_(?:ledgers_with_findings|findings))\{category="(\w+)"', rule["expr"])
+        if m is None:
+            continue
+        gauge, category = m.group(1), Category(m.group(2))
+        store = FindingStore()
+        store.add(_one_finding_of(category), "scrutiny")
+        metrics = AuditorMetrics(CollectorRegistry(), cluster="zk:2181/ledgers", checks=["scrutiny"])
+        metrics.sync_findings(store)
+        exported = {
+            s.labels["category"]: s.value
+            for fam in text_string_to_metric_families(metrics.exposition().decode())
+            for s in fam.samples
+            if s.name == gauge and "category" in s.labels
+        }
+        value = exported.get(category.value, 0.0)
+        labels = f'bookkeeper_cluster="zk:2181/ledgers", {pod}'
+        firing = {"bookkeeper_cluster": "zk:2181/ledgers", "namespace": "pulsar", **rule["labels"]}
+        tests.append(
+            {
+                "name": f"{rule['alert']}: one {category.value} finding",
+                "interval": "1m",
+                "input_series": [
+                    {"series": f'{gauge}{{{labels}, category="{category.value}"}}', "values": f"{value:g}x90"},
+                    {"series": f"bk_auditor_is_leader{{{labels}}}", "values": "1x90"},
+                ],
+                "alert_rule_test": [
+                    {
+                        "eval_time": "90m",
+                        "alertname": rule["alert"],
+                        "exp_alerts": [
+                            {"exp_labels": firing, "exp_annotations": _annotations(rule, f"{value:g}", firing)}
+                        ],
+                    }
+                ],
+            }
+        )
+    assert len(tests) >= 10, [t["name"] for t in tests]
+    run_promtool_tests(tmp_path, [rules_path], tests)

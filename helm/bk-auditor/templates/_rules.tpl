@@ -122,19 +122,20 @@ BkAuditorMultipleLeaders looks across releases, for two releases auditing the sa
       errors). Take the bookie out of the write set (read-only), let auto-recovery re-replicate from
       the good copies, then replace the disk.
 - alert: BkAuditorBookieReincarnated
-  expr: {{ include "bk-auditor.clusterMax" (list . "bk_auditor_ledgers_with_findings" `category="bookie_reincarnated"`) }} > 0
+  expr: {{ include "bk-auditor.clusterMax" (list . "bk_auditor_findings" `category="bookie_reincarnated"`) }} > 0
   for: {{ $t.criticalFor }}
   labels:
     severity: critical
   annotations:
     summary: A bookie came back empty under the same id
     description: >-
-      {{ $value }} ledger(s){{ $inNs }} list a bookie that re-registered with new storage: the copies
-      it held are gone although metadata still names it.
+      {{ $value }} bookie(s){{ $inNs }} re-registered with new storage while ledgers still name them:
+      the copies they held are gone although metadata still says they hold them.
     runbook: >-
-      Find the bookie with `bk-auditor findings --category bookie_reincarnated`; run a recover of its
-      old data (`bin/bookkeeper shell recover <bookie>`) so its ledgers are re-replicated, and find
-      out why its disks were wiped.
+      Find the bookie with `bk-auditor findings --category bookie_reincarnated`; have its ledgers
+      re-replicated (with bk-auditor's repair role, `bk-auditor trigger ledger` confirms and marks
+      them; else `bin/bookkeeper shell recover <bookie>`), and find out why its disks were wiped.
+      The alert resolves once no ledger naming the bookie misses a copy.
 - alert: BkAuditorUnderReplicatedTooLong
   expr: {{ include "bk-auditor.leaderMax" (list . "bk_auditor_underreplicated_past_grace_ledgers" "") }} > 0
   for: {{ $t.underReplicatedFor }}
@@ -166,15 +167,15 @@ BkAuditorMultipleLeaders looks across releases, for two releases auditing the sa
       BkAuditorEntryNoReplica; no_eligible_bookie: add writable bookies that satisfy the placement policy
       (or allow repair.best_effort_placement); wait_unknown: bring back the bookie that does not answer.
 - alert: BkAuditorBookieUnreachable
-  expr: {{ include "bk-auditor.clusterMax" (list . "bk_auditor_ledgers_with_findings" `category="bookie_unreachable"`) }} > 0
+  expr: {{ include "bk-auditor.clusterMax" (list . "bk_auditor_findings" `category="bookie_unreachable"`) }} > 0
   for: {{ $t.bookieUnreachableFor }}
   labels:
     severity: warning
   annotations:
     summary: Registered bookies do not answer the auditor
     description: >-
-      {{ $value }} ledger(s){{ $inNs }} could not be audited because a registered bookie of their
-      ensemble did not answer.
+      {{ $value }} registered bookie(s){{ $inNs }} did not answer the auditor: the ledgers on them
+      could not be audited.
     runbook: >-
       `bk-auditor findings --category bookie_unreachable` names the bookies. Check them (pod status,
       `/api/v1/bookie/state`), and the network path from the auditor pod (NetworkPolicies) to the

@@ -488,6 +488,25 @@ def test_reincarnated_bookie_is_reported_and_its_ledgers_scrutinised_first(
     )
     assert any(l.get("event") == "priority scrutiny" for l in a.logs())
     assert markers_for(cluster, [r["ledgerId"]]) == {}  # found by scrutiny, not by the (cancelled) lost-bookie audit
+    # The bookie's finding stays while a ledger naming it misses a copy, and clears once none does (here:
+    # the damaged ledgers deleted; a repair does the same, devcluster/demo.py), without a scrutiny pass.
+    time.sleep(2.0)
+    assert any(f.bookie_id == victim for f in a.findings(category="bookie_reincarnated").findings)
+    damaged = {
+        int(f.ledger_id)
+        for c in ("entry_no_replica", "entry_below_ack_quorum", "entry_below_write_quorum")
+        for f in a.findings(category=c).findings
+        if f.ledger_id
+    }
+    assert r["ledgerId"] in damaged, damaged
+    for lid in sorted(damaged):
+        cluster.delete_ledger(lid)
+    a.wait(
+        lambda: not any(f.bookie_id == victim for f in a.findings(category="bookie_reincarnated").findings),
+        30,
+        "bookie_reincarnated resolved once no ledger naming it misses a copy",
+    )
+    assert a.task("scrutiny").runs == 1, a.task("scrutiny")
 
 
 def test_lost_bookie_is_detected_but_not_marked_while_autorecovery_is_disabled(
