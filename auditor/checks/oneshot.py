@@ -18,7 +18,7 @@ from typing import Any, TextIO
 
 from auditor.checks.tables import console
 from auditor.checks.tables import print_table as table_out
-from auditor.durability.findings import Category, Finding, FindingSummary, Severity
+from auditor.durability.findings import Category, Finding, FindingSummary
 from auditor.durability.topics import at_risk_by_topic
 from auditor.errors import error_line
 from auditor.logging import get_logger, log_new_finding
@@ -225,14 +225,8 @@ def summary_json(summary: FindingSummary, runs: list[dict[str, Any]], seconds: f
     """The run's summary as `check --format json` ends with it. `findingCount`: distinct findings (each
     fault once); `actionable`: those above info (exit 1 when any); `repeatSightings`: sightings of a fault
     already reported (a re-check or another check seeing it again), dropped, not more data at risk."""
-    counts = summary.as_dict()
     return {
-        "findingCount": summary.total,
-        "actionable": sum(n for s, n in summary.by_severity.items() if s is not Severity.INFO),
-        "repeatSightings": summary.duplicates,
-        "byCategory": counts["byCategory"],
-        "ledgersByCategory": counts["ledgersByCategory"],
-        "bySeverity": counts["bySeverity"],
+        **summary.as_dict(),
         "checks": runs,
         "durationSeconds": round(seconds, 3),
         "exitCode": code,

@@ -24,6 +24,7 @@ from auditor.logging import get_logger
 from auditor.settings import Settings
 
 from .build import audit_context
+from .oneshot import finding_line
 from .scrub import ScrubRunner, scrub_pass
 
 log = get_logger("auditor.checks.scrub")
@@ -62,7 +63,7 @@ async def main(
     def report(f: Finding) -> None:
         found.append(f)
         if fmt == "json":
-            out.write(f.to_json() + "\n")
+            out.write(finding_line(f) + "\n")
 
     started = time.monotonic()
     try:
@@ -81,7 +82,7 @@ async def main(
         return 2
     summary = summary_of(done, runner, time.monotonic() - started)
     if fmt == "json":
-        out.write(json.dumps({"summary": {"scrub": summary}}) + "\n")
+        out.write(json.dumps({"kind": "summary", "summary": {"scrub": summary}}) + "\n")
     else:
         if found:
             rows = [(str(f.ledger), f.bookie or "", str(f.entry_id), f.message) for f in found]

@@ -550,9 +550,13 @@ class FindingSummary:
         return min(present, key=lambda s: s.rank) if present else None
 
     def as_dict(self) -> dict[str, Any]:
+        """The counts as every command's JSON summary names them (docs/findings.md, "JSON output"):
+        `findingCount` each fault once, `actionable` those above info, `repeatSightings` the sightings of
+        a fault already counted (dropped: not more data at risk)."""
         return {
-            "findings": self.total,
-            "duplicates": self.duplicates,
+            "findingCount": self.total,
+            "actionable": sum(n for s, n in self.by_severity.items() if s is not Severity.INFO),
+            "repeatSightings": self.duplicates,
             "byCategory": {c.value: n for c, n in self.by_category.items()},
             "ledgersByCategory": {c.value: self.ledgers(c) for c in Category},
             "bySeverity": {s.value: n for s, n in self.by_severity.items()},

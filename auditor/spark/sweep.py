@@ -103,8 +103,8 @@ class SweepResult:
         }
 
     def summary_dict(self) -> dict[str, Any]:
-        """The one-shot summary's shape (`findings`, `byCategory`, ..., `checks`, `durationSeconds`) plus
-        a `sweep` section."""
+        """The one-shot summary's shape (`findingCount`, `actionable`, `repeatSightings`, `byCategory`, ...,
+        `checks`, `durationSeconds`) plus a `sweep` section."""
         return {
             **self.summary.as_dict(),
             "checks": self.runs,
@@ -288,7 +288,11 @@ def write_outputs(result: SweepResult, output: str, spark: Any = None) -> tuple[
     """`<output>/findings.jsonl` (one finding per line) and `<output>/summary.json`."""
     findings_uri, summary_uri = join_uri(output, "findings.jsonl"), join_uri(output, "summary.json")
     write_text(findings_uri, findings_jsonl(result.summary.findings), spark)
-    write_text(summary_uri, json.dumps({"summary": result.summary_dict()}, indent=2, sort_keys=True) + "\n", spark)
+    write_text(
+        summary_uri,
+        json.dumps({"kind": "summary", "summary": result.summary_dict()}, indent=2, sort_keys=True) + "\n",
+        spark,
+    )
     return findings_uri, summary_uri
 
 
@@ -358,8 +362,8 @@ def sweep_main(
             spark.stop()
     if fmt == "json":
         for f in result.summary.findings:
-            out.write(json.dumps(f, sort_keys=True) + "\n")
-        out.write(json.dumps({"summary": result.summary_dict()}) + "\n")
+            out.write(json.dumps({"kind": "finding", **f}, sort_keys=True) + "\n")
+        out.write(json.dumps({"kind": "summary", "summary": result.summary_dict()}) + "\n")
     else:
         print_table(result.summary, result.runs, result.sweep_dict(), out)
     out.flush()

@@ -165,7 +165,7 @@ def test_outputs_local_path_and_hadoop_uri(full: SweepResult, spark: Any, tmp_pa
         assert len(lines) == len(full.summary.findings)
         assert [json.loads(x)["category"] for x in lines] == [f["category"] for f in full.summary.findings]
         doc = json.loads((base / "summary.json").read_text())["summary"]
-        assert doc["findings"] == len(lines) and doc["byCategory"] == full.summary.as_dict()["byCategory"]
+        assert doc["findingCount"] == len(lines) and doc["byCategory"] == full.summary.as_dict()["byCategory"]
         assert doc["sweep"]["partitionsDone"] == len(full.plan.partitions)
         assert [c["check"] for c in doc["checks"]] == CHECKS
 
@@ -231,7 +231,7 @@ def test_failed_partitions_are_reported_with_their_ranges(cluster: Cluster, spar
     assert [p["start"] for p in doc["sweep"]["failedPartitions"]] == [
         p.to_dict()["start"] for p in result.plan.partitions
     ]
-    assert doc["sweep"]["partitionsDone"] == 0 and doc["findings"] == 0
+    assert doc["sweep"]["partitionsDone"] == 0 and doc["findingCount"] == 0
     assert result.exit_code == 2
 
 

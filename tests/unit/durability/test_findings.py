@@ -156,7 +156,7 @@ def test_summary_counts_and_dedup() -> None:
     assert s.worst_severity is Severity.CRITICAL
     d = s.as_dict()
     assert d["byCategory"]["entry_no_replica"] == 2 and d["ledgersByCategory"]["placement_violation"] == 1
-    assert d["bySeverity"]["major"] == 1 and d["findings"] == 5
+    assert d["bySeverity"]["major"] == 1 and d["findingCount"] == 5
     assert FindingSummary().worst_severity is None
 
 
@@ -199,7 +199,9 @@ def test_summary_counts_what_it_does_not_keep() -> None:
     assert [f.message for f in s.findings] == ["bad"] and [c for _, c in s.sightings()] == ["scrutiny"]
     assert s.total == 4 and s.duplicates == 3 and [f.message for f in s.actionable] == ["bad"]
     d = s.as_dict()
-    assert d["findings"] == 4 and d["byCategory"]["risky_quorum"] == 3 and d["ledgersByCategory"]["risky_quorum"] == 3
+    assert (
+        d["findingCount"] == 4 and d["byCategory"]["risky_quorum"] == 3 and d["ledgersByCategory"]["risky_quorum"] == 3
+    )
     assert s.informational[Category.RISKY_QUORUM] == 3
 
 
