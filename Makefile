@@ -1,4 +1,5 @@
-# The two commands (see README.md): `make demo` and `make test`. Both do all set-up first.
+# The two commands (README.md: "See it work" and "For developers"): `make demo` and `make test`. Both do
+# all set-up first.
 .PHONY: setup venv demo test lint fuzz chaos
 
 setup:
