@@ -247,6 +247,7 @@ class Auditor:
         self.resolution = ResolutionWatch(
             self.zk, self.state.findings, checks.recheck, after_recheck=self._after_recheck
         )
+        self.reporter.on_new_actionable = self.resolution.finding_new
         try:
             tasks.keep(FINDINGS_SAVE, functools.partial(self.shared.save_loop, self._guard))
             tasks.keep(RESOLUTION, self.resolution.run)
@@ -273,6 +274,7 @@ class Auditor:
             self.checks = None
             self.bookie_watch = None
             self.resolution = None
+            self.reporter.on_new_actionable = None
             await self._last_save()
             if self.deletion_watch is not None:
                 self.deletion_watch.close()

@@ -47,6 +47,7 @@ class Reporter:
         self.metrics = metrics
         self._synced_at = float("-inf")  # when the findings gauges were last synced (monotonic)
         self._sync_later: asyncio.TimerHandle | None = None
+        self.on_new_actionable: Callable[[], None] | None = None  # the leader's resolution watch
 
     def report(self, check: str, finding: Finding, seen: FindingSummary | None = None) -> None:
         rec = self.state.findings.add(finding, check)
@@ -55,6 +56,8 @@ class Reporter:
         if rec.times_seen == 1:
             log_new_finding(finding, logger=log, check=check)
             self.metrics.finding_reported(finding)
+            if finding.actionable and self.on_new_actionable is not None:
+                self.on_new_actionable()
         self._findings_changed()
 
     def _findings_changed(self) -> None:

@@ -24,7 +24,11 @@ log = get_logger("auditor.daemon")
 
 RESOLUTION = "resolution"
 MAX_WATCHED = 20_000  # flagged ledgers watched; beyond that, the checks' passes resolve them
-ARM_SECONDS = 2.0  # how often newly flagged ledgers are armed
+ARM_SECONDS = 2.0  # how often newly flagged ledgers are armed (at once when a finding is new)
+# A ledger whose metadata changed later than this before its finding's last sighting is re-checked as it is
+# armed: the change (a repair's ensemble update) may have come before the watch (ZooKeeper's clock, mtime,
+# against ours: the margin takes some skew).
+CHANGED_MARGIN_SECONDS = 1.0
 DEBOUNCE_SECONDS = 1.0
 BATCH = 1000  # ledgers per re-check
 ARM_CONCURRENCY = 64
@@ -52,6 +56,11 @@ class ResolutionWatch:
         self.armed: set[LedgerId] = set()
         self._fired: dict[LedgerId, str] = {}
         self._event = asyncio.Event()
+        self._new = asyncio.Event()
+
+    def finding_new(self) -> None:
+        """The reporter's hook: a new actionable finding; arm its ledger now, not at the next look."""
+        self._new.set()
 
     def fire(self, ledger: LedgerId, why: str) -> None:
         """Re-check `ledger` soon (its watch fired, or a bookie it names came back)."""
@@ -74,15 +83,24 @@ class ResolutionWatch:
 
     async def _arm(self, ledgers: list[LedgerId]) -> None:
         gate = asyncio.Semaphore(ARM_CONCURRENCY)
+        sighted: dict[LedgerId, float] = {}  # the earliest last sighting of each ledger's findings
+        for rec in self.findings.actionable_records():
+            lid = rec.finding.ledger
+            if lid is not None:
+                sighted[lid] = min(sighted.get(lid, rec.last_seen), rec.last_seen)
 
         async def one(lid: LedgerId) -> None:
             async with gate:
                 self.armed.add(lid)
                 try:
-                    await self.zk.watch_ledger_once(lid, self._firing(lid))
+                    mtime = await self.zk.watch_ledger_once(lid, self._firing(lid))
                 except Exception as exc:  # ZooKeeper trouble: tried again at the next look
                     self.armed.discard(lid)
                     log.debug("cannot watch ledger", ledger=lid.qualified_name, error=str(exc))
+                    return
+                seen = sighted.get(lid)
+                if mtime is None or (seen is not None and mtime / 1000 > seen - CHANGED_MARGIN_SECONDS):
+                    self.fire(lid, "changed before it was watched")
 
         await asyncio.gather(*(one(lid) for lid in ledgers))
 
@@ -93,11 +111,15 @@ class ResolutionWatch:
             room = self.max_watched - len(self.armed)
             if room > 0:
                 await self._arm([lid for lid in flagged if lid not in self.armed][:room])
+            self._new.clear()
+            waits = [asyncio.ensure_future(self._event.wait()), asyncio.ensure_future(self._new.wait())]
             try:
-                async with asyncio.timeout(ARM_SECONDS):
-                    await self._event.wait()
-            except TimeoutError:
-                continue
+                await asyncio.wait(waits, timeout=ARM_SECONDS, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for w in waits:
+                    w.cancel()
+            if not self._event.is_set():
+                continue  # a new finding to arm, or time to look again
             await asyncio.sleep(DEBOUNCE_SECONDS)
             self._event.clear()
             fired, self._fired = self._fired, {}

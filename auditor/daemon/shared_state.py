@@ -32,6 +32,7 @@ from .state import DaemonState
 log = get_logger("auditor.daemon")
 
 SAVE_SECONDS = 2.0  # at most this often (more when a save takes long: see save_loop)
+SAVE_BACKOFF_MAX = 10.0
 # Findings only sighted again (no new one, none resolved) are saved at most this often: a pass re-sights
 # every finding, and each save then rewrites every shard (and every standby re-reads them).
 SIGHTINGS_SAVE_SECONDS = 60.0
@@ -156,15 +157,16 @@ class SharedState:
         return True
 
     async def save_loop(self, guard: Callable[[], WriteGuard]) -> None:
-        """The leader's task: save what moved, at most every SAVE_SECONDS (ten times the last save's time
-        when that is more: a store of many findings is not re-encoded back to back)."""
+        """The leader's task: save what moved, at most every SAVE_SECONDS (three times the last save's time
+        when that is more, up to SAVE_BACKOFF_MAX: a store of many findings is not re-encoded back to back,
+        and a slow ZooKeeper is not written back to back)."""
         while True:
             started = time.monotonic()
             try:
                 await self.save(guard())
             except SAVE_ERRORS as exc:
                 log.info("findings not saved; retrying", error=str(exc))
-            await asyncio.sleep(max(SAVE_SECONDS, 10 * (time.monotonic() - started)))
+            await asyncio.sleep(min(SAVE_BACKOFF_MAX, max(SAVE_SECONDS, 3 * (time.monotonic() - started))))
 
     async def set_pause(self, paused: bool, reason: str, guard: WriteGuard) -> bool:
         """The operator's pause or resume, written for the whole cluster, then applied here; True if it

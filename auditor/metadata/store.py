@@ -89,13 +89,15 @@ class ZooKeeperMetadataStore(ZooKeeperConnection):
     async def ledger_versions(self, ids: Iterable[LedgerId]) -> list[int | None]:
         return await self._ledger_reads.ledger_versions(ids)
 
-    async def watch_ledger_once(self, ledger_id: LedgerId, callback: Callable[[], None]) -> None:
+    async def watch_ledger_once(self, ledger_id: LedgerId, callback: Callable[[], None]) -> int | None:
         """One-shot watches on the ledger's metadata znode and on its under-replication marker:
         `callback()` runs on the loop when either is created, changed or deleted (a repair replacing a
-        bookie, a marker consumed, an operator's fix). Reads only; a lost session drops the watches."""
+        bookie, a marker consumed, an operator's fix). Returns the metadata's last change (ZooKeeper's
+        mtime, epoch ms; None when the ledger is gone). Reads only; a lost session drops the watches."""
         watch = self.bridge.watcher(lambda _event: callback())
-        await self.exists(self.paths.path(ledger_id), watch)
+        stat = await self.exists(self.paths.path(ledger_id), watch)
         await self.exists(self.markers.marker(ledger_id), watch)
+        return None if stat is None else int(stat.mtime)
 
     # ------------------------------------------------------------ bookies (bookkeeper/bookies.py)
     @property

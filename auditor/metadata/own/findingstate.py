@@ -8,8 +8,8 @@ They are spread over SHARDS znodes `<root>/bk-auditor/findings/s-NN` by ledger, 
 {"v": 1, "findings": [{"f": <Finding.to_wire()>, "c": check, "fs": first seen, "ls": last seen (epoch
 seconds, exactly as the leader holds them), "n": timesSeen}, ...]}, so one change rewrites one shard, and a shard stays under ZooKeeper's 1 MB
 (jute.maxbuffer) for about 10,000 findings. `<root>/bk-auditor/findings/manifest` is written after the
-shards: {"v": 1, "savedBy", "savedAtMs", "shards": {"NN": crc32 of the shard's bytes}, "dropped": n}; a
-reader polls it and reads only the shards whose checksum moved. A shard over SHARD_BYTES_MAX keeps its most
+shards: {"v": 1, "savedBy", "savedAtMs", "shards": {"NN": crc32 of the shard's bytes}, "dropped": n}, listing
+the shards that hold findings; a reader polls it and reads only the shards whose checksum moved. A shard over SHARD_BYTES_MAX keeps its most
 severe findings and counts the rest as dropped. Parsing is strict: anything else is `CorruptZnodeError`
 naming the znode.
 """
@@ -186,18 +186,22 @@ class SavedFindings:
         return join(self.base, f"s-{shard:02d}")
 
     async def save(self, findings: Iterable[SavedFinding], saved_by: str, now_ms: int, guard: WriteGuard) -> Manifest:
-        """Write the shards that changed since this writer's last save (every shard the first time), then
-        the manifest. A failed write leaves the shards it did not write to the next save."""
+        """Write the shards that changed since this writer's last save, then the manifest, which lists the
+        shards that hold findings (an empty shard this writer never wrote is not written at all). A failed
+        write leaves the shards it did not write to the next save."""
         by_shard: dict[int, list[SavedFinding]] = {n: [] for n in range(SHARDS)}
         for s in findings:
             by_shard[shard_of(s.finding)].append(s)
         crcs: dict[int, int] = {}
         dropped = 0
         for shard, items in by_shard.items():
+            if not items and shard not in self._written:
+                continue  # empty and not written by this writer: left out of the manifest, not written
             data, left_out = encode_shard(items)
             dropped += left_out
             crc = zlib.crc32(data)
-            crcs[shard] = crc
+            if items:
+                crcs[shard] = crc
             if self._written.get(shard) != crc:
                 await self.store.put(self.shard_path(shard), data, guard)
                 self._written[shard] = crc

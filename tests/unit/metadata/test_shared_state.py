@@ -78,7 +78,8 @@ def test_saved_findings_read_back_exactly_and_only_moved_shards_are_rewritten_an
         SavedFinding(finding(i), "scrutiny", 1_700_000_000.123456 + i, 1_700_000_100.5 + i, i + 1) for i in range(100)
     ]
     run(saver.save(items, "auditor-a", 1_700_000_200_000, GUARD))
-    assert len(own.writes) == findingstate.SHARDS + 1  # every shard the first time, then the manifest
+    # the shards holding findings (100 ledgers fill all 64), then the manifest
+    assert len(own.writes) == findingstate.SHARDS + 1
     held = Snapshot()
     assert run(saver.refresh(held))
     got = sorted(held.findings(), key=lambda s: s.finding.ledger)  # type: ignore[arg-type, return-value]
