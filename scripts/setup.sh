@@ -23,6 +23,9 @@ fi
 
 echo "== BookKeeper jars"
 "$here/scripts/fetch_bk_jars.sh"
+# A 4.16 bookie is part of make test (tests/realcluster/bookie/test_batch_read.py: a bookie without
+# batched reads); its server jars only, the shell and client stay on 4.17.3.
+BK_VERSION=4.16.6 "$here/scripts/fetch_bk_jars.sh"
 echo "== Pulsar managed-ledger jars (the test harness's MlTool)"
 "$here/scripts/fetch_ml_jars.sh"
 

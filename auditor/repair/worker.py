@@ -14,6 +14,8 @@ import asyncio
 from collections import Counter
 from dataclasses import replace
 
+from kazoo.exceptions import KazooException
+
 from auditor.aio.ratelimit import TokenBucket
 from auditor.aio.tasks import gather_all
 from auditor.bookie.config import BookieClientConfig
@@ -155,10 +157,16 @@ class RepairWorker(LedgerRepairer):
         return results
 
     async def run(self, poll_s: float = 10.0) -> None:
-        """Until cancelled: wait while disabled, repair what is marked, look again after `poll_s`."""
+        """Until cancelled: wait while disabled, repair what is marked, look again after `poll_s`. A pass
+        that meets ZooKeeper trouble (a connection loss, an expired session) is logged and the next one
+        tries again: the worker outlives an outage (its locks end with the session, and its writes are
+        guarded by them), and its readiness probe says it is not ready meanwhile."""
         while True:
-            await self.locks.wait_enabled()
-            await self.run_once()
+            try:
+                await self.locks.wait_enabled()
+                await self.run_once()
+            except (TimeoutError, KazooException) as exc:
+                log.warning("repair pass stopped by ZooKeeper trouble; trying again", error=repr(exc))
             await asyncio.sleep(poll_s)
 
 

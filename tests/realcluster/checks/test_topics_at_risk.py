@@ -46,7 +46,7 @@ def test_check_by_topic_names_the_topic_at_risk(cluster: Cluster) -> None:
     finally:
         rewrite_ensemble(cluster, lid, b[3], b[2])
     assert r.returncode == 1, r.stderr[-2000:]
-    rows = [json.loads(line) for line in r.stdout.splitlines() if line.startswith('{"topic"')]
+    rows = [doc for doc in map(json.loads, r.stdout.splitlines()) if doc.get("kind") == "topic"]
     [row] = [x for x in rows if x["topic"] == f"persistent://acme/billing/{local}"]
     assert row["namespace"] == "acme/billing" and row["worstCategory"] == "entry_below_ack_quorum"
     assert row["ledgers"] == [f"{0:016x}{lid:016x}"] and row["severity"] == "major"
