@@ -354,9 +354,11 @@ class CheckLoops:
         return await self.run_check("scrutiny", None, records=records, full=False)
 
     def recheckable(self) -> list[str]:
-        """The per-ledger checks a re-check of one ledger may run: those this daemon schedules."""
+        """The checks a re-check of one ledger may run: those this daemon schedules that judge each ledger
+        alone (not references: its findings are about what the application lists, a ledger_missing one
+        about a ledger that is gone, and its deletion watch and passes keep them)."""
         every = intervals(self.settings)
-        return [n for n in CHECK_CLASSES if every.get(n, 0) > 0]
+        return [n for n in CHECK_CLASSES if every.get(n, 0) > 0 and judges_each_ledger_alone(n)]
 
     async def recheck(self, ledgers: set[LedgerId], why: str, checks: set[str] | None = None) -> dict[str, int]:
         """Re-check `ledgers` now with `checks` (default: the checks with an active finding on each), and

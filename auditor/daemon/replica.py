@@ -245,7 +245,11 @@ class Auditor:
             scan_processes=self.scan_processes,
         )
         self.resolution = ResolutionWatch(
-            self.zk, self.state.findings, checks.recheck, after_recheck=self._after_recheck
+            self.zk,
+            self.state.findings,
+            checks.recheck,
+            after_recheck=self._after_recheck,
+            checks=set(checks.recheckable()),
         )
         self.reporter.on_new_actionable = self.resolution.finding_new
         try:

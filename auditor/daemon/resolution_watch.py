@@ -47,8 +47,10 @@ class ResolutionWatch:
         *,
         after_recheck: Callable[[], None] = lambda: None,
         max_watched: int = MAX_WATCHED,
+        checks: set[str] | None = None,
     ) -> None:
         self.zk = zk
+        self.checks = checks  # only ledgers with findings of these checks are watched (None: any)
         self.findings = findings
         self._recheck = recheck
         self._after = after_recheck
@@ -104,9 +106,15 @@ class ResolutionWatch:
 
         await asyncio.gather(*(one(lid) for lid in ledgers))
 
+    def _flagged(self) -> dict[LedgerId, set[str]]:
+        flagged = self.findings.flagged_ledgers()
+        if self.checks is None:
+            return flagged
+        return {lid: got for lid, got in flagged.items() if not got.isdisjoint(self.checks)}
+
     async def run(self) -> None:
         while True:
-            flagged = self.findings.flagged_ledgers()
+            flagged = self._flagged()
             self.armed &= set(flagged)  # a resolved ledger's watch may still fire: it is ignored below
             room = self.max_watched - len(self.armed)
             if room > 0:
@@ -123,7 +131,7 @@ class ResolutionWatch:
             await asyncio.sleep(DEBOUNCE_SECONDS)
             self._event.clear()
             fired, self._fired = self._fired, {}
-            flagged = self.findings.flagged_ledgers()
+            flagged = self._flagged()
             due = sorted(lid for lid in fired if lid in flagged)
             for start in range(0, len(due), BATCH):
                 batch = set(due[start : start + BATCH])
