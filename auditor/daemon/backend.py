@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
+from typing import Any
 
 from auditor import __version__
-from auditor.admin.convert import key_text
 from auditor.admin.errors import (
     FindingNotFoundError,
     InvalidArgumentError,
@@ -130,16 +130,8 @@ class StateBackend:
             raise NotSupportedError("this daemon cannot re-check ledgers")
         checks: set[str] | None = {check} if check else None
         if finding_key:
-            rec = next((r for r in self.state.findings.actionable_records() if key_text(r.key) == finding_key), None)
-            if rec is None:
-                rec = next(
-                    (
-                        r
-                        for r in self.state.findings.query(ledger=_key_ledger(finding_key))
-                        if key_text(r.key) == finding_key
-                    ),
-                    None,
-                )
+            key = _parse_key(finding_key)
+            rec = self.state.findings.get(key) if key is not None else None
             if rec is None or not rec.active:
                 raise FindingNotFoundError(f"no active finding has the key {shown(finding_key)}")
             if rec.finding.ledger is None or rec.check is None:
@@ -175,10 +167,12 @@ class StateBackend:
         return changed
 
 
-def _key_ledger(finding_key: str) -> LedgerId | None:
-    """The ledger a finding key names (its second element, a qualified name), if it parses."""
+def _parse_key(finding_key: str) -> tuple[Any, ...] | None:
+    """The dedup key a finding's key text names (`key_text` inverted: its JSON array), if it parses."""
     try:
         parts = json.loads(finding_key)
-        return LedgerId.parse(parts[1]) if isinstance(parts, list) and len(parts) > 1 and parts[1] else None
-    except (ValueError, TypeError):
+    except ValueError:
         return None
+    if not isinstance(parts, list) or any(isinstance(p, list | dict) for p in parts):
+        return None  # not a key the API showed (its parts are text, numbers and nulls)
+    return tuple(parts)
