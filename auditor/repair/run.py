@@ -11,6 +11,8 @@ import threading
 from collections.abc import Callable
 from typing import TextIO
 
+from auditor.aio import spawn
+from auditor.aio.stall import StallFence
 from auditor.checks.build import audit_context, bookie_config
 from auditor.durability.model import DigestType
 from auditor.durability.repairplan import Backoff
@@ -116,38 +118,49 @@ async def main(settings: Settings, *, once: bool, stop_with_parent: bool = False
         async with audit_context(settings) as (ctx, locations):
             if not isinstance(ctx.store, ZooKeeperMetadataStore):
                 raise ConfigError("repair needs a ZooKeeper metadata store")
-            locks = RepairLocks(ctx.store, f"bk-auditor@{settings.election.identity}")
-            metrics = RepairMetrics(cluster=settings.metrics_cluster)
-            worker = RepairWorker(
-                ctx,
-                locks,
-                repair_options(settings),
-                locations=locations,
-                bookie_config=bookie_config(settings),
-                recovery_delay_s=int(settings.schedule.lost_bookie_delay_seconds),
-                metrics=metrics,
+            # A worker frozen past its session timeout (SIGSTOP, a paused VM) sends no recovery add
+            # until ZooKeeper has confirmed its session again (auditor/aio/stall.py).
+            fence = StallFence.for_session(settings.zookeeper.session_timeout_seconds)
+            locks = RepairLocks(ctx.store, f"bk-auditor@{settings.election.identity}", fence=fence)
+            checks: set[asyncio.Task[None]] = set()
+            fencing = spawn(
+                fence.run(lambda epoch: spawn(locks.reconfirm(epoch), name="repair session check", keep=checks)),
+                name="repair stall fence",
             )
-            if not once:
-                # The probes' answers beside the metrics (health.py): live while this loop turns, ready
-                # while the ZooKeeper session is connected and the worker is not stopping.
-                store = ctx.store
-                health = RepairHealth(lambda: store.state)
-                stop_beating = health.start_beating()
-                server = None
-                if settings.metrics.enabled:
-                    server = serve_with_health(metrics.registry, settings.metrics.bind, health)
-                    log.info("repair metrics and health served", metrics=settings.metrics.bind)
-                try:
-                    return await _until_stopped(
-                        worker, settings.repair.poll_seconds, stop_with_parent=stop_with_parent, health=health
-                    )
-                finally:
-                    stop_beating()
-                    if server is not None:
-                        server.close()
-            if await locks.is_disabled():
-                log.warning("replication is disabled (underreplication/disable exists): nothing repaired")
-            results = await worker.run_once()
+            try:
+                metrics = RepairMetrics(cluster=settings.metrics_cluster)
+                worker = RepairWorker(
+                    ctx,
+                    locks,
+                    repair_options(settings),
+                    locations=locations,
+                    bookie_config=bookie_config(settings),
+                    recovery_delay_s=int(settings.schedule.lost_bookie_delay_seconds),
+                    metrics=metrics,
+                )
+                if not once:
+                    # The probes' answers beside the metrics (health.py): live while this loop turns, ready
+                    # while the ZooKeeper session is connected and the worker is not stopping.
+                    store = ctx.store
+                    health = RepairHealth(lambda: store.state)
+                    stop_beating = health.start_beating()
+                    server = None
+                    if settings.metrics.enabled:
+                        server = serve_with_health(metrics.registry, settings.metrics.bind, health)
+                        log.info("repair metrics and health served", metrics=settings.metrics.bind)
+                    try:
+                        return await _until_stopped(
+                            worker, settings.repair.poll_seconds, stop_with_parent=stop_with_parent, health=health
+                        )
+                    finally:
+                        stop_beating()
+                        if server is not None:
+                            server.close()
+                if await locks.is_disabled():
+                    log.warning("replication is disabled (underreplication/disable exists): nothing repaired")
+                results = await worker.run_once()
+            finally:
+                fencing.cancel()
     except Exception as exc:  # connection refused, bad layout, ...: one clear line, exit 2
         print(error_line(exc), file=err)
         log.debug("repair failed", exc_info=True)

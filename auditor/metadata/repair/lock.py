@@ -38,6 +38,7 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.protocol.states import EventType, KazooState, WatchedEvent
 
 from auditor.aio import spawn
+from auditor.aio.stall import StallFence
 from auditor.durability.ids import LedgerId
 from auditor.logging import get_logger
 from auditor.metadata.codecs import formats
@@ -68,6 +69,7 @@ class LockGuard:
     lost: str | None = None  # why the lock is known not to be ours any more
     ledger_deleted: bool = False
     watches_down: set[str] = field(default_factory=set)  # kazoo dropped them at a disconnect: re-arming
+    fence: StallFence | None = None  # a frozen process holds its bookie writes until ZooKeeper answers
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
 
     @property
@@ -112,6 +114,9 @@ class LockGuard:
             return f"lock {self.lock_path}: watches on {', '.join(sorted(self.watches_down))} not re-armed yet"
         if self.ledger_deleted:
             return f"ledger {self.ledger_path} was deleted"
+        stalled = self.fence.problem() if self.fence is not None else None
+        if stalled is not None:
+            return f"lock {self.lock_path}: {stalled}"
         return None
 
     # ------------------------------------------------------------ watches (on the loop)
@@ -177,9 +182,10 @@ class RepairLocks:
     """Java's worker lock protocol on one store's connection; `holder` goes into the lock data (what
     `listunderreplicated -printreplicationworkerid` shows), e.g. `bk-auditor@<host>`."""
 
-    def __init__(self, store: ZooKeeperMetadataStore, holder: str) -> None:
+    def __init__(self, store: ZooKeeperMetadataStore, holder: str, fence: StallFence | None = None) -> None:
         self.store = store
         self.holder = holder
+        self.fence = fence
         self._data = formats.serialize_lock(holder)
         self._proof: tuple[str, int] | None = None  # (proof node, the session that owns it)
         self._proof_made = asyncio.Lock()  # lanes taking locks at once share one proof per session
@@ -253,7 +259,9 @@ class RepairLocks:
             break
         else:
             return None
-        guard = LockGuard(lock, session, proof_path, self.store, ledger_path=self.store.paths.path(ledger_id))
+        guard = LockGuard(
+            lock, session, proof_path, self.store, ledger_path=self.store.paths.path(ledger_id), fence=self.fence
+        )
         held = ZkHeldLock(ledger_id, marker, lock, stat.version, self.holder, guard)
         try:
             await guard.arm()
@@ -297,6 +305,31 @@ class RepairLocks:
                 return None  # its session ended at once
             self._proof = (path, stat.ephemeralOwner)
             return self._proof
+
+    async def reconfirm(self, epoch: int, retry_s: float = 1.0) -> None:
+        """After the loop froze (`fence`, epoch `epoch`): release the held bookie writes once a ZooKeeper
+        round trip begun now shows this session's proof still owned by the session that made it. A
+        session that expired meanwhile fails that round trip, and the client soon says the session ended
+        (every guard of it refuses for good then). Tries until confirmed or a newer stall takes over."""
+        fence = self.fence
+        if fence is None:
+            return
+        while fence.epoch == epoch and fence.unconfirmed_since is not None:
+            proof = self._proof
+            try:
+                stat = await self.store.exists(proof[0]) if proof is not None else None
+            except Exception as exc:  # connection loss, an expired session: not confirmed
+                log.info("session not confirmed after the stall: %r", exc)
+                stat = None
+            session = self.store.client.client_id
+            if proof is None or (
+                stat is not None and session is not None and stat.ephemeralOwner == proof[1] == session[0]
+            ):
+                # No proof yet: no lock was taken in this session, so there is nothing to confirm.
+                if fence.confirm(epoch):
+                    log.warning("session confirmed by ZooKeeper after the stall: repair writes resume")
+                return
+            await asyncio.sleep(retry_s)
 
     async def _create_own_dirs(self, base: str) -> None:
         """`<root>/bk-auditor[/repair-sessions]` (persistent, empty), the proofs' parents: only in our own
