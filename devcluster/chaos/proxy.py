@@ -5,6 +5,11 @@ makes the link slow (every chunk held back), lossy (stalls and connection resets
 (a random bit flipped in some of the bookie's answers). Corruption is applied to answers only: a flipped
 bit in a request could turn a read into a fencing read, which is a write the auditor never makes.
 Every random choice comes from one RNG seeded per fault, so a campaign is repeatable up to timing.
+
+With `decode_requests`, the client -> bookie bytes that are forwarded are also decoded (`bkwire`): every
+request is counted per operation (`stats.requests`), and every RECOVERY_ADD is recorded with its time, its
+ledger and entry, and the pid of the process that sent it (the accepted connection's peer, looked up in
+/proc once per connection, off the loop: `procnet`). Nothing of the forwarding changes.
 """
 
 from __future__ import annotations
@@ -12,8 +17,12 @@ from __future__ import annotations
 import asyncio
 import random
 import threading
-from dataclasses import dataclass, field
+import time
+from dataclasses import dataclass, field, replace
 from typing import Any
+
+from .bkwire import RequestStream
+from .procnet import pid_of_peer
 
 
 @dataclass(frozen=True)
@@ -40,12 +49,26 @@ class LinkStats:
     resets: int = 0
     corrupted_chunks: int = 0
     by_kind: dict[str, int] = field(default_factory=dict)
+    requests: dict[str, int] = field(default_factory=dict)  # decode_requests: per operation
+
+
+@dataclass(frozen=True)
+class RecoveryAdd:
+    """One RECOVERY_ADD the proxy forwarded to the bookie."""
+
+    time: float  # time.time() when its last byte was forwarded
+    pid: int | None  # the sending process (None: not found in /proc)
+    ledger: int
+    entry: int
+    connection: int  # the proxy's connection number (stats.connections when it was accepted)
+    protocol: str  # "v3" | "v2"
+    peer: tuple[str, int]  # the client's address as the proxy saw it
 
 
 class LinkProxy:
     """Listens on (listen_host, port) and forwards every connection to (target_host, port)."""
 
-    def __init__(self, listen_host: str, target_host: str, port: int) -> None:
+    def __init__(self, listen_host: str, target_host: str, port: int, decode_requests: bool = False) -> None:
         self.listen = (listen_host, port)
         self.target = (target_host, port)
         self.fault = LinkFault()
@@ -54,6 +77,10 @@ class LinkProxy:
         self._loop = asyncio.new_event_loop()
         self._server: asyncio.base_events.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
+        self.decode_requests = decode_requests
+        self._adds: list[RecoveryAdd] = []
+        self._conn_pid: dict[int, int | None] = {}
+        self._adds_lock = threading.Lock()
         self._thread = threading.Thread(target=self._loop.run_forever, name=f"proxy-{port}", daemon=True)
 
     # ------------------------------------------------------------------ control (any thread)
@@ -86,6 +113,12 @@ class LinkProxy:
         if dirty:
             self._call(self._close(server_too=False))
 
+    def recovery_adds(self) -> list[RecoveryAdd]:
+        """Every RECOVERY_ADD forwarded so far (decode_requests only), oldest first, with sender pids."""
+        with self._adds_lock:
+            adds, pids = list(self._adds), dict(self._conn_pid)
+        return [a if a.pid is not None else replace(a, pid=pids.get(a.connection)) for a in adds]
+
     def _call(self, coro: Any, timeout: float = 20.0) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
 
@@ -102,6 +135,8 @@ class LinkProxy:
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.stats.connections += 1
+        conn = self.stats.connections
+        decoder = self._decoder(conn, writer) if self.decode_requests else None
         try:
             up_reader, up_writer = await asyncio.wait_for(asyncio.open_connection(*self.target), 10)
         except (TimeoutError, OSError):
@@ -110,14 +145,43 @@ class LinkProxy:
         self._writers |= {writer, up_writer}
         try:
             await asyncio.gather(
-                self._pump(reader, up_writer, answers=False), self._pump(up_reader, writer, answers=True)
+                self._pump(reader, up_writer, answers=False, decoder=decoder),
+                self._pump(up_reader, writer, answers=True),
             )
         finally:
             for w in (writer, up_writer):
                 self._writers.discard(w)
                 w.transport.abort()
 
-    async def _pump(self, src: asyncio.StreamReader, dst: asyncio.StreamWriter, answers: bool) -> None:
+    def _decoder(self, conn: int, writer: asyncio.StreamWriter) -> RequestStream:
+        peer = writer.get_extra_info("peername")[:2]
+        server = writer.get_extra_info("sockname")[:2]
+        self._loop.run_in_executor(None, self._find_pid, conn, peer, server)
+        stream: RequestStream
+
+        def on_request(op: str, ledger: int, entry: int) -> None:
+            self.stats.requests[op] = self.stats.requests.get(op, 0) + 1
+            if op == "RECOVERY_ADD":
+                add = RecoveryAdd(time.time(), None, ledger, entry, conn, stream.protocol or "?", peer)
+                with self._adds_lock:
+                    self._adds.append(add)
+
+        stream = RequestStream(on_request)
+        return stream
+
+    def _find_pid(self, conn: int, peer: tuple[str, int], server: tuple[str, int]) -> None:
+        pid = None
+        for _ in range(5):  # the client's end is in /proc as soon as it connected; retry a torn read
+            pid = pid_of_peer(peer, server)
+            if pid is not None:
+                break
+            time.sleep(0.02)
+        with self._adds_lock:
+            self._conn_pid[conn] = pid
+
+    async def _pump(
+        self, src: asyncio.StreamReader, dst: asyncio.StreamWriter, answers: bool, decoder: RequestStream | None = None
+    ) -> None:
         try:
             while True:
                 chunk = await src.read(65536)
@@ -147,6 +211,8 @@ class LinkProxy:
                 else:
                     self.stats.bytes_to_bookie += len(chunk)
                 dst.write(chunk)
+                if decoder is not None:
+                    decoder.feed(chunk)
                 await dst.drain()
         except (OSError, asyncio.IncompleteReadError):
             pass

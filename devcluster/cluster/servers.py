@@ -238,7 +238,7 @@ class Cluster(JavaTools, MlTools):
                     "clientPortAddress=127.0.0.1",
                     "maxClientCnxns=0",
                     "admin.enableServer=false",
-                    "4lw.commands.whitelist=ruok,srvr,mntr",
+                    "4lw.commands.whitelist=ruok,srvr,mntr,cons",  # cons: chaos/zklog.py maps sessions to pids
                     *(self.zk_security.zoo_cfg() if self.zk_security else []),
                     "",
                 ]
