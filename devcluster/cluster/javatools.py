@@ -132,6 +132,15 @@ def tool_classes() -> Path:
     return compile_once(TOOL_SOURCE, classpath(), BK_HOME, BK_VERSION)
 
 
+WRITER_SOURCE = Path(__file__).resolve().parent.parent / "java" / "ChaosWriter.java"
+
+
+def writer_classes() -> Path:
+    """Compile ChaosWriter (the chaos campaign's live writers, devcluster/chaos/writers.py) once per source
+    version."""
+    return compile_once(WRITER_SOURCE, classpath(), BK_HOME, BK_VERSION)
+
+
 def tool_result(what: str, rc: int, out: str, err: str) -> dict[str, Any]:
     """A Java tool's last JSON line on stdout; HarnessError (with the tail of its log) when it failed."""
     lines = [line for line in out.splitlines() if line.startswith("{")]
