@@ -24,6 +24,7 @@ class Status(str, enum.Enum):
     KEPT = "kept"  # repaired, but re-marked meanwhile: the marker stays for another pass
     BLOCKED = "blocked"  # could not be repaired now: lock released, marker kept, backoff applied
     SKIPPED = "skipped"  # not taken: locked by another worker, disabled, or the marker went away
+    GONE = "gone"  # the ledger was deleted: nothing left to repair, its marker deleted (as Java's worker)
 
 
 @dataclass(frozen=True, slots=True)

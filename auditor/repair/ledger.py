@@ -143,6 +143,8 @@ class LedgerRepairer:
         try:
             await self._repair_held(held, tally)
         except Blocked as b:
+            if b.reason == BlockReason.LEDGER_DELETED.value and await self._deleted(ledger_id):
+                return await self._finish_deleted(held, started, tally)
             try:
                 retry = await self._blocked(held, b)
             finally:
@@ -163,6 +165,34 @@ class LedgerRepairer:
         status = Status.KEPT if outcome is ReleaseOutcome.MARKER_KEPT else Status.REPAIRED
         detail = "re-marked meanwhile: the marker stays" if status is Status.KEPT else outcome.value
         return self._done(ledger_id, status, started, tally, "", detail, None)
+
+    async def _deleted(self, ledger_id: LedgerId) -> bool:
+        """The ledger's metadata is gone now (a fresh read), not merely unreadable."""
+        try:
+            await self.ctx.store.read_ledger(ledger_id)
+        except NoSuchLedgerError:
+            return True
+        except Exception:  # ZooKeeper trouble: not proven gone; the block stands
+            return False
+        return False
+
+    async def _finish_deleted(self, held: ZkHeldLock, started: float, tally: Tally) -> LedgerRepair:
+        """A deleted ledger (its application trimmed it, an operator deleted it) has nothing to repair:
+        its marker is finished work, deleted under the lock at the captured version, as Java's worker
+        does on NoSuchLedgerExists. Left, it would hold `underreplication` non-empty for ever."""
+        lid = held.ledger_id
+        try:
+            await self._succeeded(held)
+            outcome = await self.locks.mark_replicated(held)
+        except RepairLockLostError as exc:
+            await self.locks.release(held)
+            return self._done(lid, Status.BLOCKED, started, tally, LOCK_LOST, str(exc), None)
+        except BaseException:
+            await asyncio.shield(self.locks.release(held))
+            raise
+        if outcome is ReleaseOutcome.MARKER_KEPT:
+            return self._done(lid, Status.KEPT, started, tally, "", "re-marked meanwhile: the marker stays", None)
+        return self._done(lid, Status.GONE, started, tally, "", f"the ledger was deleted: {outcome.value}", None)
 
     def _done(
         self,

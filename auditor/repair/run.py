@@ -165,6 +165,6 @@ async def main(settings: Settings, *, once: bool, stop_with_parent: bool = False
         print(error_line(exc), file=err)
         log.debug("repair failed", exc_info=True)
         return 2
-    done = sum(r.status in (Status.REPAIRED, Status.KEPT) for r in results)
+    done = sum(r.status in (Status.REPAIRED, Status.KEPT, Status.GONE) for r in results)
     log.info("repair pass finished", ledgersTaken=len(results), ledgersRepaired=done)
     return 0 if done == len(results) else 1
