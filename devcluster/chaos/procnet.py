@@ -47,15 +47,23 @@ def socket_table() -> list[tuple[Addr, Addr, int]]:
     return out
 
 
+_RECENT: list[int] = []  # pids that owned sockets found lately, most recent first
+_RECENT_KEEP = 32
+
+
 def inode_owners(inodes: set[int]) -> dict[int, int]:
     """inode -> pid for those of `inodes` some process of ours can see holding (first holder found)."""
     want = {f"socket:[{i}]": i for i in inodes if i}
     found: dict[int, int] = {}
     if not want:
         return found
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
+    # The processes that owned the last sockets asked about first (the same few senders connect again and
+    # again), then the rest newest first: a scan of every fd of every process takes seconds on a loaded
+    # machine, long enough for a sender to time out and close before it is named.
+    every = sorted((int(p) for p in os.listdir("/proc") if p.isdigit()), reverse=True)
+    alive = set(every)
+    recent = [p for p in _RECENT if p in alive]
+    for pid in dict.fromkeys([*recent, *every]):
         fd_dir = f"/proc/{pid}/fd"
         try:
             fds = os.listdir(fd_dir)
@@ -69,6 +77,10 @@ def inode_owners(inodes: set[int]) -> dict[int, int]:
             inode = want.get(target)
             if inode is not None and inode not in found:
                 found[inode] = int(pid)
+                if pid in _RECENT:
+                    _RECENT.remove(pid)
+                _RECENT.insert(0, pid)
+                del _RECENT[_RECENT_KEEP:]
         if len(found) == len(want):
             break
     return found

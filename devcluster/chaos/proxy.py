@@ -136,7 +136,14 @@ class LinkProxy:
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.stats.connections += 1
         conn = self.stats.connections
-        decoder = self._decoder(conn, writer) if self.decode_requests else None
+        decoder = None
+        if self.decode_requests:
+            decoder = self._decoder(conn, writer)
+            # The sender is looked up before a byte of its is forwarded: a client that sends a few adds and
+            # closes would otherwise be gone from /proc (its end in TIME_WAIT has no inode) by the lookup.
+            peer = writer.get_extra_info("peername")[:2]
+            server = writer.get_extra_info("sockname")[:2]
+            await self._loop.run_in_executor(None, self._find_pid, conn, peer, server)
         try:
             up_reader, up_writer = await asyncio.wait_for(asyncio.open_connection(*self.target), 10)
         except (TimeoutError, OSError):
@@ -155,8 +162,6 @@ class LinkProxy:
 
     def _decoder(self, conn: int, writer: asyncio.StreamWriter) -> RequestStream:
         peer = writer.get_extra_info("peername")[:2]
-        server = writer.get_extra_info("sockname")[:2]
-        self._loop.run_in_executor(None, self._find_pid, conn, peer, server)
         stream: RequestStream
 
         def on_request(op: str, ledger: int, entry: int) -> None:

@@ -54,7 +54,9 @@ import org.apache.bookkeeper.stats.StatsLogger;
  *                                              (default: the metadata's last entry) is read from each
  *                                              bookie of its write set by the real BookieClient and its
  *                                              digest verified; one JSON line per ledger lists per bookie
- *                                              the entries missing, corrupt or unreadable there
+ *                                              the entries missing, corrupt or unreadable there,
+ *                                              and how many entries have fewer verified copies than
+ *                                              the write quorum and than the ack quorum
  *   plant   [--count N] --ensemble E --write-quorum W --ack-quorum A --digest CRC32|CRC32C|MAC|DUMMY --password P
  *           --bookies a,b,c --entry-size B --layout SPEC [--ensembles "K:x,y,z;..."]
  *                                              an OPEN ledger as a writer that died mid-write leaves it:
@@ -333,6 +335,7 @@ public class BkLedgerTool {
             Map<String, List<Long>> missing = new java.util.TreeMap<>();
             Map<String, List<Long>> corrupt = new java.util.TreeMap<>();
             Map<String, List<Long>> unreadable = new java.util.TreeMap<>();
+            int[] good = new int[(int) Math.max(0, end + 1)];  // verified copies per entry
             List<CompletableFuture<Void>> reads = new ArrayList<>();
             for (long entry = 0; entry <= end; entry++) {
                 List<BookieId> ensemble = md.getEnsembleAt(entry);
@@ -352,6 +355,7 @@ public class BkLedgerTool {
                             } else {
                                 try {
                                     digest.verifyDigestAndReturnData(eid, buffer);
+                                    good[(int) eid]++;
                                 } catch (Exception bad) {
                                     corrupt.computeIfAbsent(bookie.toString(), x -> new ArrayList<>()).add(eid);
                                 }
@@ -365,9 +369,31 @@ public class BkLedgerTool {
             for (CompletableFuture<Void> f : reads) {
                 f.get(60, TimeUnit.SECONDS);
             }
+            // Entries with fewer verified copies than the write and the ack quorum (first 50 of each).
+            List<Long> belowWrite = new ArrayList<>();
+            List<Long> belowAck = new ArrayList<>();
+            int nBelowWrite = 0;
+            int nBelowAck = 0;
+            synchronized (missing) {
+                for (int e = 0; e < good.length; e++) {
+                    if (good[e] < md.getWriteQuorumSize()) {
+                        if (nBelowWrite++ < 50) {
+                            belowWrite.add((long) e);
+                        }
+                    }
+                    if (good[e] < md.getAckQuorumSize()) {
+                        if (nBelowAck++ < 50) {
+                            belowAck.add((long) e);
+                        }
+                    }
+                }
+            }
             emit("{\"ledgerId\":" + id + ",\"state\":" + str(md.getState().toString()) + ",\"checkedUpTo\":" + end
                     + ",\"reads\":" + reads.size() + ",\"missing\":" + lists(missing) + ",\"corrupt\":"
-                    + lists(corrupt) + ",\"unreadable\":" + lists(unreadable) + "}");
+                    + lists(corrupt) + ",\"unreadable\":" + lists(unreadable) + ",\"writeQuorum\":"
+                    + md.getWriteQuorumSize() + ",\"ackQuorum\":" + md.getAckQuorumSize() + ",\"lastEntryId\":"
+                    + md.getLastEntryId() + ",\"belowWriteQuorum\":" + nBelowWrite + ",\"belowWriteFirst\":"
+                    + belowWrite + ",\"belowAckQuorum\":" + nBelowAck + ",\"belowAckFirst\":" + belowAck + "}");
         }
         raw.close();
     }
