@@ -189,7 +189,8 @@ class Campaign:
     def log(self, msg: str) -> None:
         self.cfg.progress(f"[chaos {time.strftime('%H:%M:%S')}] {msg}")
 
-    def setup(self) -> None:
+    def start_cluster(self, decode_requests: bool = False) -> None:
+        """ZooKeeper and the bookies, one of them behind our proxy (`decode_requests`: its requests logged)."""
         cfg = self.cfg
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.cluster = Cluster(
@@ -205,18 +206,15 @@ class Campaign:
         t = time.time()
         self.c.start()
         b = self.c.bookie(cfg.proxied)
-        self.proxy = LinkProxy(PROXY_HOST, b.host, b.port).start()
+        self.proxy = LinkProxy(PROXY_HOST, b.host, b.port, decode_requests=decode_requests).start()
         self.log(
             f"cluster up in {time.time() - t:.0f}s: ZooKeeper {self.c.zk_hosts}, bookies "
             f"{[x.bookie_id for x in self.c.bookies]} ({b.bookie_id} behind the proxy)"
         )
-        t = time.time()
-        self.add_ledgers(
-            [(q, False) for q in QUORUMS for _ in range(cfg.ledgers_per_quorum)]
-            + [(QUORUMS[i % len(QUORUMS)], True) for i in range(cfg.open_ledgers)]
-        )
-        self.log(f"{len(self.pool)} ledgers written and verified by the Java census in {time.time() - t:.0f}s")
-        settings: dict[str, Any] = {
+
+    def daemon_settings(self) -> dict[str, Any]:
+        cfg = self.cfg
+        return {
             "zookeeper": {"session_timeout_seconds": cfg.session_timeout},
             "schedule": {
                 "scrutiny_seconds": cfg.scrutiny_seconds,
@@ -229,6 +227,10 @@ class Campaign:
             "max_concurrent_ledgers": 16,
             "ledger_check": {"mark_under_replicated": True, "verification_percentage": 10},
         }
+
+    def start_daemons(self, settings: dict[str, Any]) -> float:
+        """Two `bk-auditor run` daemons (the first leads), the log observer and the leadership monitor;
+        returns when the first was started."""
         base = ports.CHAOS_DAEMON_PORT_BASE
         for i, name in enumerate(("auditor-a", "auditor-b")):
             self.daemons[name] = Daemon(
@@ -247,6 +249,18 @@ class Campaign:
             self.c.ledgers_root,
             [x.bookie_id for x in self.c.bookies],
         ).start()
+        return started
+
+    def setup(self) -> None:
+        cfg = self.cfg
+        self.start_cluster()
+        t = time.time()
+        self.add_ledgers(
+            [(q, False) for q in QUORUMS for _ in range(cfg.ledgers_per_quorum)]
+            + [(QUORUMS[i % len(QUORUMS)], True) for i in range(cfg.open_ledgers)]
+        )
+        self.log(f"{len(self.pool)} ledgers written and verified by the Java census in {time.time() - t:.0f}s")
+        started = self.start_daemons(self.daemon_settings())
         # Baseline: a complete pass of every check over the healthy pool reports nothing actionable.
         t0 = time.time()
         self.last_checked = started

@@ -39,15 +39,11 @@ from typing import Any
 
 from kazoo.exceptions import NoNodeError
 
-from devcluster import ports
 from devcluster.checks_util import corrupt_entry_on_disk, ledger_path
-from devcluster.cluster import PROXY_HOST, Cluster, HarnessError
-from devcluster.daemon_util import Daemon
+from devcluster.cluster import HarnessError
 
 from .campaign import Campaign, CampaignError, ChaosConfig, Round, _max, _median
-from .monitor import Monitor
-from .observe import Observer, Seen, read_markers
-from .proxy import LinkProxy
+from .observe import Seen, read_markers
 from .truth import DURABILITY
 from .writers import WriterFleet
 from .zklog import (
@@ -143,64 +139,23 @@ class RepairCampaign(Campaign):
     # ================================================================== set-up
     def setup(self) -> None:
         cfg = self.cfg
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        self.cluster = Cluster(
-            self.workdir,
-            num_bookies=cfg.num_bookies,
-            storage={n: "db" for n in cfg.db_bookies},
-            zk_port=ports.CHAOS_ZK_PORT,
-            port_base=ports.CHAOS_PORT_BASE,
-            http_base=ports.CHAOS_HTTP_BASE,
-            proxied=(cfg.proxied,),
-            lost_bookie_recovery_delay=cfg.lost_bookie_delay,
-        )
-        t = time.time()
-        self.c.start()
-        b = self.c.bookie(cfg.proxied)
-        self.proxy = LinkProxy(PROXY_HOST, b.host, b.port, decode_requests=True).start()
-        self.log(f"cluster up in {time.time() - t:.0f}s: bookies {[x.bookie_id for x in self.c.bookies]}")
+        self.start_cluster(decode_requests=True)
         t = time.time()
         self.add_ledgers([(q, False) for q in SHAPES for _ in range(cfg.ledgers_per_quorum)])
         self.log(f"{len(self.pool)} static ledgers written and censused in {time.time() - t:.0f}s")
         self.sessions = SessionSampler(self.c).start()
         self.txnlog = TxnLog(self.c)
-        settings: dict[str, Any] = {
-            "zookeeper": {"session_timeout_seconds": cfg.session_timeout},
-            "schedule": {
-                "scrutiny_seconds": cfg.scrutiny_seconds,
-                "ledger_check_seconds": cfg.ledger_check_seconds,
-                "open_ledger_check_seconds": cfg.open_check_seconds,
-                "bookie_check_seconds": 3600,
-            },
-            "recheck": {"delays_seconds": [1, 3], "attempts": 2},
-            "bookie_client": {"timeout_seconds": 2, "requests_per_second": 0},
-            "max_concurrent_ledgers": 16,
-            "ledger_check": {"mark_under_replicated": True, "verification_percentage": 100},
-            "repair": {
-                "workers_beside_auditor": 1,
-                "recover_open_ledgers": True,
-                "open_ledger_grace_seconds": 5,
-                "poll_seconds": 2,
-                "backoff_cap_seconds": 10,
-            },
+        settings = self.daemon_settings()
+        # Every entry read by the ledger check (bit rot found), and a repair worker beside each daemon.
+        settings["ledger_check"] = {"mark_under_replicated": True, "verification_percentage": 100}
+        settings["repair"] = {
+            "workers_beside_auditor": 1,
+            "recover_open_ledgers": True,
+            "open_ledger_grace_seconds": 5,
+            "poll_seconds": 2,
+            "backoff_cap_seconds": 10,
         }
-        base = ports.CHAOS_DAEMON_PORT_BASE
-        for i, name in enumerate(("auditor-a", "auditor-b")):
-            self.daemons[name] = Daemon(
-                self.c, name, self.workdir, admin_port=base + 2 * i, metrics_port=base + 2 * i + 1, **settings
-            )
-        a, b2 = self.daemons["auditor-a"], self.daemons["auditor-b"]
-        a.start()
-        a.wait(a.is_leader, 60, "leadership")
-        b2.start()
-        b2.wait(lambda: b2.health("readiness") == "SERVING", 60, "standby readiness")
-        self.observer = Observer(self.daemons)
-        self.monitor = Monitor(
-            {n: d.admin_port for n, d in self.daemons.items()},
-            self.c.zk_hosts,
-            self.c.ledgers_root,
-            [x.bookie_id for x in self.c.bookies],
-        ).start()
+        self.start_daemons(settings)
         self._fleet = WriterFleet(
             self.c,
             self.workdir / "writers",
