@@ -1,6 +1,6 @@
 # The two commands (README.md: "See it work" and "For developers"): `make demo` and `make test`. Both do
 # all set-up first.
-.PHONY: setup venv demo test lint fuzz chaos chaos-repair
+.PHONY: setup venv demo test lint fuzz chaos chaos-repair chaos-repair-smoke
 
 setup:
 	./scripts/setup.sh
@@ -42,3 +42,8 @@ chaos: setup
 # writers, a bookie lost every round plus one more fault; 200 rounds, seed 1, hours on 2 cores.
 chaos-repair: setup
 	.venv/bin/python -m bench.chaos --repair --rounds 200 --seed 1
+
+# Its smoke (self-test and two rounds, about 5 min on an idle machine). Not yet in `make test`: under load it
+# still fails (docs/reliability.md, "Repair under chaos", Status); the file name keeps pytest from collecting it.
+chaos-repair-smoke: setup
+	.venv/bin/python -m pytest -q -s -p no:cacheprovider tests/realcluster/chaos/smoke_chaos_repair.py
