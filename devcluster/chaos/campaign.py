@@ -141,6 +141,14 @@ class CampaignError(RuntimeError):
 
 
 class Campaign:
+    # What aborts one round (a violation) rather than the campaign.
+    ROUND_ERRORS: tuple[type[BaseException], ...] = (
+        CampaignError,
+        HarnessError,
+        AssertionError,
+        subprocess.TimeoutExpired,
+    )
+
     def __init__(self, cfg: ChaosConfig) -> None:
         self.cfg = cfg
         self.rng = random.Random(f"{cfg.seed}/setup")
@@ -965,6 +973,8 @@ class Campaign:
 
     # ================================================================== the campaign
     def run(self) -> dict[str, Any]:
+        """Set up, self-test, the rounds (a round that cannot complete is a violation; three in a row, or a
+        cluster that cannot be made whole, end the campaign), the report; always tear down."""
         report: dict[str, Any] = {}
         try:
             self.setup()
@@ -974,18 +984,17 @@ class Campaign:
             failures_in_a_row = 0
             for n in range(1, self.cfg.rounds + 1):
                 t = time.time()
-                r = Round(n, self.plan[n - 1], started=t)
+                r = self.new_round(n, self.plan[n - 1], t)
                 self.rng = random.Random(f"{self.cfg.seed}/{n}")
                 try:
                     self.run_round(r)
                     failures_in_a_row = 0
-                except (CampaignError, HarnessError, AssertionError, subprocess.TimeoutExpired) as exc:
+                except self.ROUND_ERRORS as exc:
                     r.notes.append("aborted")
                     r.violations.append(f"round could not complete: {str(exc).splitlines()[0][:300]}")
                     failures_in_a_row += 1
                     try:
-                        self.ensure_cluster_whole()
-                        self.heal(r)
+                        self.recover(r)
                     except Exception as again:
                         r.violations.append(f"cluster could not be made whole: {str(again)[:300]}")
                         self.rounds.append(r)
@@ -994,11 +1003,27 @@ class Campaign:
                         self.rounds.append(r)
                         break
                 self.rounds.append(r)
-                self.log(self.progress_line(r, time.time() - t))
+                self.round_done(r, time.time() - t)
             report = self.report()
         finally:
+            self.stop_extras()
             self.teardown(clean=bool(report) and not report.get("violations_total"))
         return report
+
+    # Hooks of the round loop (the repair campaign overrides them).
+    def new_round(self, n: int, kind: str, started: float) -> Round:
+        return Round(n, kind, started=started)
+
+    def recover(self, r: Round) -> None:
+        """After an aborted round: everything back, the round's damage healed."""
+        self.ensure_cluster_whole()
+        self.heal(r)
+
+    def round_done(self, r: Round, took: float) -> None:
+        self.log(self.progress_line(r, took))
+
+    def stop_extras(self) -> None:
+        """What the campaign runs besides the cluster and the daemons (nothing here)."""
 
     def progress_line(self, r: Round, took: float) -> str:
         bits = [

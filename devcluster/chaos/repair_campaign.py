@@ -27,10 +27,8 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import signal
 import statistics
-import subprocess
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -40,7 +38,6 @@ from typing import Any
 from kazoo.exceptions import NoNodeError
 
 from devcluster.checks_util import corrupt_entry_on_disk, ledger_path
-from devcluster.cluster import HarnessError
 
 from .campaign import Campaign, CampaignError, ChaosConfig, Round, _max, _median
 from .observe import Seen, read_markers
@@ -125,6 +122,8 @@ class RepairCampaign(Campaign):
     """Reuses the auditor campaign's cluster, leadership and task checks; rounds and invariants are its own."""
 
     cfg: RepairConfig
+    # The writers' and observers' processes and sockets too: a round they fail is a violation, not the end.
+    ROUND_ERRORS = (*Campaign.ROUND_ERRORS, OSError)
 
     def __init__(self, cfg: RepairConfig) -> None:
         super().__init__(cfg)
@@ -699,51 +698,32 @@ class RepairCampaign(Campaign):
             "unlocked_write_flagged": len(unlocked) == 1,
         }
 
-    # ================================================================== the campaign
-    def run(self) -> dict[str, Any]:
-        report: dict[str, Any] = {}
-        try:
-            self.setup()
-            if self.cfg.self_test:
-                self.self_test_result = self.self_test()
-                self.log(f"self-test: {self.self_test_result}")
-            failures = 0
-            for n in range(1, self.cfg.rounds + 1):
-                t = time.time()
-                r = RepairRound(n, self.plan[n - 1], started=t)
-                self.rng = random.Random(f"{self.cfg.seed}/{n}")
-                try:
-                    self.run_round(r)
-                    failures = 0
-                except (CampaignError, HarnessError, AssertionError, subprocess.TimeoutExpired, OSError) as exc:
-                    r.notes.append("aborted")
-                    r.violations.append(f"round could not complete: {str(exc).splitlines()[0][:300]}")
-                    failures += 1
-                    try:
-                        self.stop_java_worker()
-                        self.restore_cluster(r)
-                    except Exception as again:
-                        r.violations.append(f"cluster could not be made whole: {str(again)[:300]}")
-                        self.rounds.append(r)
-                        break
-                    if failures >= 3:
-                        self.rounds.append(r)
-                        break
-                self.rounds.append(r)
-                self.log(self.round_line(r, time.time() - t))
-                self.write_partial()
-            report = self.repair_report()
-        finally:
-            if self._fleet is not None:
-                try:
-                    self.fleet.stop_all()
-                except Exception as exc:
-                    self.log(f"stopping the writers: {exc}")
-            if self.sessions is not None:
-                self.sessions.stop()
-            self.stop_java_worker()
-            self.teardown(clean=bool(report) and not report.get("violations_total"))
-        return report
+    # ================================================================== the round loop's hooks
+    def new_round(self, n: int, kind: str, started: float) -> Round:
+        return RepairRound(n, kind, started=started)
+
+    def recover(self, r: Round) -> None:
+        assert isinstance(r, RepairRound)
+        self.stop_java_worker()
+        self.restore_cluster(r)
+
+    def round_done(self, r: Round, took: float) -> None:
+        assert isinstance(r, RepairRound)
+        self.log(self.round_line(r, took))
+        self.write_partial()
+
+    def report(self) -> dict[str, Any]:
+        return self.repair_report()
+
+    def stop_extras(self) -> None:
+        if self._fleet is not None:
+            try:
+                self.fleet.stop_all()
+            except Exception as exc:
+                self.log(f"stopping the writers: {exc}")
+        if self.sessions is not None:
+            self.sessions.stop()
+        self.stop_java_worker()
 
     def write_partial(self) -> None:
         """The report so far, rewritten after every round: a campaign of hours that is stopped early still

@@ -63,3 +63,25 @@ def test_run_reports_each_stall_with_its_epoch() -> None:
 
     asyncio.run(go())
     assert seen == [1]
+
+
+def test_a_repair_lock_refuses_bookie_writes_while_its_fence_is_unconfirmed() -> None:
+    """The repair gate's lease (LockGuard.write_refusal) reads the fence: a frozen worker sends nothing."""
+    from types import SimpleNamespace
+    from typing import Any, cast
+
+    from kazoo.protocol.states import KazooState
+
+    from auditor.metadata.repair.lock import LockGuard
+
+    clock = Clock()
+    fence = StallFence(1.0, monotonic=clock)
+    store = SimpleNamespace(client=SimpleNamespace(client_id=(7, b""), state=KazooState.CONNECTED))
+    guard = LockGuard("/ledgers/underreplication/locks/urL0000000001", 7, "/proof", cast(Any, store), fence=fence)
+    assert guard.write_refusal() is None
+    clock.now += 5  # frozen
+    assert "did not run" in (guard.write_refusal() or "")
+    fence.beat()
+    assert "frozen" in (guard.write_refusal() or "")
+    fence.confirm(fence.epoch)
+    assert guard.write_refusal() is None
