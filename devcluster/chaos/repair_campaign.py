@@ -131,7 +131,7 @@ class RepairCampaign(Campaign):
         self.sessions: Any = None  # zklog session -> pid sampler
         self.java_worker: Any = None
         self.txnlog: Any = None  # zklog.TxnLog, read incrementally
-        self.campaign_deletes: dict[str, float] = {}  # ledger path -> when the campaign deleted it
+        self.campaign_writes: dict[str, float] = {}  # ledger path -> when the campaign itself wrote or deleted it
         self.txn_from_zxid = 0
         self.wiped_bookies: set[str] = set()  # ever brought back empty (bookie_reincarnated expected)
 
@@ -315,7 +315,7 @@ class RepairCampaign(Campaign):
             return
         now = time.time()
         for lid in gone:
-            self.campaign_deletes[ledger_path(self.c, lid)] = now
+            self.campaign_writes[ledger_path(self.c, lid)] = now
         self.c.ledger_tool("delete", "--ledger-id", ",".join(str(x) for x in gone))
         for lid in gone:
             self.deleted[lid] = time.time()
@@ -408,7 +408,7 @@ class RepairCampaign(Campaign):
             return down + 2 * cfg.session_timeout
         if r.kind == "trim":
             path = ledger_path(self.c, lid)
-            self.campaign_deletes[path] = time.time()
+            self.campaign_writes[path] = time.time()
             r.deleted_by_campaign.append(lid)
             self.c.delete_ledger(lid)
             self.pool.pop(lid, None)
@@ -581,9 +581,8 @@ class RepairCampaign(Campaign):
             v
             for v in bad
             if not (
-                v.get("type") == "delete"
-                and v.get("path") in self.campaign_deletes
-                and abs(v.get("time", 0) / 1000 - self.campaign_deletes[v["path"]]) < 120
+                v.get("path") in self.campaign_writes
+                and abs(v.get("time", 0) / 1000 - self.campaign_writes[v["path"]]) < 120
             )
         ]
         bad = [v for v in bad if v.get("time", 0) / 1000 >= since - 1]
@@ -684,6 +683,7 @@ class RepairCampaign(Campaign):
         path = ledger_path(self.c, rec.ledger_id)
         data, stat = self.c.kazoo.get(path)
         since = time.time()
+        self.campaign_writes[path] = since  # ours: not a violation of the round that follows
         self.c.kazoo.set(path, data, version=stat.version)
         time.sleep(0.5)
         unlocked = [
