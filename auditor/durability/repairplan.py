@@ -38,13 +38,13 @@ import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from .coverage import UNKNOWN, Answer, Coverage, analyze_coverage
+from .coverage import UNKNOWN, Answer, Coverage, analyze_coverage, copies_category
 from .findings import Category
 from .ids import LedgerId
 from .model import LedgerMetadata, Segment, SegmentSpan
 from .placement import Adherence, PlacementVerdict
 from .ranges import RangeSet
-from .schedule import expected_for_index
+from .schedule import expected_for_index, write_set
 from .striped import StripedSet
 
 __all__ = [
@@ -58,6 +58,7 @@ __all__ = [
     "WorkClass",
     "RepairPlan",
     "plan_repair",
+    "metadata_work_class",
     "WorkItem",
     "work_order",
     "Backoff",
@@ -308,6 +309,31 @@ def _work_class(cov: Coverage, placement: PlacementVerdict | None) -> WorkClass:
     if placement is not None and placement.adherence is Adherence.FAIL:
         return WorkClass.PLACEMENT
     return WorkClass.NOTHING
+
+
+def metadata_work_class(md: LedgerMetadata, states: Mapping[str, BookieState]) -> WorkClass:
+    """The class a ledger's metadata alone shows, for ordering the work before any bookie is asked: per
+    write set that holds an entry, its members that are registered (writable or read-only) are the copies
+    that can be there; the fewest of them, against the quorums, is the class (a gone or recently absent
+    bookie counts as no copy). Reading every copy of every marked ledger to order them would cost what
+    copying them costs, on bookies that cannot list entries; the repair itself still asks the bookies
+    and plans from their answers. A ledger whose members are all registered shows `NOTHING` here: its
+    trouble (a copy lost on a live bookie, a corrupt one) shows only to reads, so it goes after the
+    ledgers whose loss is certain."""
+    registered = (BookieState.WRITABLE, BookieState.READ_ONLY)
+    wq, e_size = md.write_quorum, md.ensemble_size
+    # An open ledger's last segment may hold any entry: every stripe of it counts.
+    end = None if md.is_closed else md.segments[-1].first_entry_id + e_size - 1
+    fewest = wq
+    for span in md.spans(end):
+        first, last = span.entries.first, span.entries.last  # a segment's entries are one run
+        if first is None or last is None:
+            continue
+        for e in range(first, min(last, first + e_size - 1) + 1):  # E entries show every stripe
+            members = {span.ensemble[k] for k in write_set(e, e_size, wq)}
+            fewest = min(fewest, sum(1 for b in members if states.get(b) in registered))
+    category = copies_category(fewest, wq, md.ack_quorum)
+    return _ENTRY_CLASS[category] if category is not None else WorkClass.NOTHING
 
 
 @dataclass(frozen=True, slots=True)

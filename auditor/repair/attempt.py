@@ -38,6 +38,7 @@ class RepairOptions:
     backoff: Backoff = field(default_factory=Backoff)
     newest_first: bool = False
     ledgers_in_parallel: int = 1  # ledgers repaired at once, each under its own lock
+    relist_s: float = 30.0  # the marked ledgers are listed and ordered again when the list is this old
     heal_verify_s: float = 5.0  # how long to read a healed copy back until it verifies
     entries_in_flight_per_bookie: int = 32  # adds outstanding to one bookie, over every lane's copies
     recover_open_ledgers: bool = False  # opt-in ledger recovery of open ledgers whose writer is gone
@@ -83,6 +84,9 @@ class Tally:
     bytes: int = 0
     corrupt: list[tuple[int, CorruptReplica]] = field(default_factory=list)  # (segment, replica) seen by copies
     healed: int = 0  # corrupt copies replaced by verified ones and read back verified
+    # Bookies written, or met with a corrupt copy, by this attempt: the re-check asks them again (the
+    # others' earlier answers stand, `evidence.assess`).
+    touched: set[str] = field(default_factory=set)
 
 
 def copy_failure(result: CopyResult) -> tuple[str, str]:

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from auditor.checks.answers import gather_answers, ledger_end
 from auditor.checks.context import AuditContext, RunStats
-from auditor.durability.coverage import Answer
+from auditor.durability.coverage import UNKNOWN, Answer
 from auditor.durability.model import LedgerMetadata
 from auditor.durability.ranges import RangeSet
 from auditor.durability.repairplan import BookieState, Evidence, RepairPlan, bookie_state, plan_repair
@@ -70,8 +71,20 @@ class Assessment:
     plan: RepairPlan | None  # None when `end` is None
 
 
-async def assess(ctx: AuditContext, md: LedgerMetadata, states: BookieStates) -> Assessment:
-    """Ask the ledger's bookies (not the gone ones: nothing of theirs is reachable) and plan."""
+async def assess(
+    ctx: AuditContext,
+    md: LedgerMetadata,
+    states: BookieStates,
+    earlier: Assessment | None = None,
+    ask_again: Collection[str] = (),
+) -> Assessment:
+    """Ask the ledger's bookies (not the gone ones: nothing of theirs is reachable) and plan.
+
+    `earlier`, for the re-check after a repair: the answers it holds are taken again, unasked, for the
+    bookies that are registered now, were not written and met no corrupt copy in between (all others
+    are in `ask_again`), with the same end. Nothing of ours changed what such a bookie stores, and on a
+    bookie that cannot list entries asking again means reading its whole copy once more: the re-check
+    then costs what was written, not the whole ledger again."""
     stats = RunStats(check="repair")
     bookie_states = {b: states.state(b) for b in md.bookies}
     if md.is_closed:
@@ -81,10 +94,31 @@ async def assess(ctx: AuditContext, md: LedgerMetadata, states: BookieStates) ->
     if end is None:
         return Assessment(md, None, Evidence(bookie_states, {}, {}), None)
     reachable = [b for b, s in bookie_states.items() if s is not BookieState.GONE]
-    answers = await gather_answers(ctx, md, end, stats, only=reachable)
+    kept = _kept(earlier, end, bookie_states, set(ask_again))
+    answers = await gather_answers(ctx, md, end, stats, only=[b for b in reachable if b not in kept])
     found: dict[str, Answer] = dict(answers.answers)
     corrupt: dict[str, list[int]] = defaultdict(list)
     for c in answers.corrupt:  # copies read (bookies that cannot list) that failed digest verification
         corrupt[c.bookie].append(c.entry_id)
     evidence = Evidence(bookie_states, found, {b: RangeSet.from_ids(ids) for b, ids in corrupt.items()})
+    if kept and earlier is not None:
+        old = earlier.evidence
+        evidence = Evidence(
+            bookie_states,
+            {**found, **{b: old.answers[b] for b in kept}},
+            {**evidence.corrupt, **{b: old.corrupt[b] for b in kept if b in old.corrupt}},
+        )
     return Assessment(md, end, evidence, plan_repair(md, evidence, end))
+
+
+def _kept(earlier: Assessment | None, end: int, states: Mapping[str, BookieState], ask_again: set[str]) -> set[str]:
+    """The bookies whose earlier answers stand (see `assess`): known, answered (not unknown), registered
+    now, untouched, and for the same end of the ledger."""
+    if earlier is None or earlier.end != end:
+        return set()
+    registered = (BookieState.WRITABLE, BookieState.READ_ONLY)
+    return {
+        b
+        for b, answer in earlier.evidence.answers.items()
+        if b not in ask_again and states.get(b) in registered and answer is not UNKNOWN
+    }

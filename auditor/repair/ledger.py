@@ -244,9 +244,11 @@ class LedgerRepairer:
         self.states.recovery_delay_s = self._own_delay_s if delay is None else delay
         self.states.update(await self.ctx.store.registrations())
 
-    async def _assess(self, md: LedgerMetadata) -> Assessment:
+    async def _assess(
+        self, md: LedgerMetadata, earlier: Assessment | None = None, tally: Tally | None = None
+    ) -> Assessment:
         await self._refresh_states()
-        return await assess(self.ctx, md, self.states)
+        return await assess(self.ctx, md, self.states, earlier, tally.touched if tally is not None else ())
 
     async def _repair_held(self, held: ZkHeldLock, tally: Tally) -> None:
         """`_repair_locked`, with the lock's loss (or the ledger's deletion) mid-way as a block: the
@@ -272,11 +274,13 @@ class LedgerRepairer:
             # Marked, yet every copy is where it belongs: entry lists carry no digest, so look for the
             # one damage they cannot show (a `digest_mismatch` the auditor's reads found), by reading.
             tally.corrupt.extend(await self.healer.corrupt_copies(md, self.options.copy_limits.max_in_flight))
+        tally.touched.update(c.bookie_id for _, c in tally.corrupt)
         await self.healer.heal(md, tally, held.guard, self.options.heal_verify_s)
         if a.plan.blocks:
             # The actions that could run did; what remains is named (data loss with its entry ranges).
             raise Blocked(a.plan.blocks[0].reason.value, "; ".join(b.describe() for b in a.plan.blocks))
-        again = await self._assess(await self._read(held.ledger_id))
+        # The re-check asks again only the bookies this attempt wrote or found corrupt copies on.
+        again = await self._assess(await self._read(held.ledger_id), a, tally)
         problem = recheck_problem(again)
         if problem is not None:
             raise Blocked("recheck_not_clean", problem)
@@ -344,7 +348,9 @@ class LedgerRepairer:
             chosen[action.segment_index].add(target)
         entries = tuple(e for a, b in action.entries.iter_runs() for e in range(a, b + 1))
         if entries:
+            tally.touched.add(target)  # (before the copy: a failed one may still have written some)
             result = await self._copy(md, action, target, entries, guard)
+            tally.touched.update(c.bookie_id for c in result.corrupt)
             tally.entries += result.entries_sent
             tally.bytes += result.bytes_sent
             tally.segments.add(action.segment_index)

@@ -2,8 +2,10 @@
 
 `RepairWorker` is a `LedgerRepairer` (ledger.py: one ledger end to end under Java's lock) run over every
 marked ledger. The loop (`run_once`, `run`): list markers, skip ledgers locked by another worker or in
-backoff, assess and order them worst first (`repairplan.work_order`), repair `ledgers_in_parallel` at a
-time (each lane takes the next of the one ordered list), wait while replication is disabled. Before each
+backoff, order them worst first by what their metadata shows (`repairplan.metadata_work_class`,
+`work_order`; the bookies are asked only by the repair of each), repair `ledgers_in_parallel` at a time
+(each lane takes the next of the one ordered list, made again every `relist_s`), wait while replication
+is disabled. Before each
 ledger it applies the operator's run-time limits (`refresh_limits`). Cancellation stops it cleanly: a
 held lock is released on the way out.
 """
@@ -11,7 +13,8 @@ held lock is released on the way out.
 from __future__ import annotations
 
 import asyncio
-from collections import Counter
+import time
+from collections import Counter, deque
 from dataclasses import replace
 
 from kazoo.exceptions import KazooException
@@ -20,18 +23,21 @@ from auditor.aio.ratelimit import TokenBucket
 from auditor.aio.tasks import gather_all
 from auditor.bookie.config import BookieClientConfig
 from auditor.checks.context import AuditContext
-from auditor.durability.repairplan import WorkClass, WorkItem, work_order
+from auditor.durability.ids import LedgerId
+from auditor.durability.repairplan import WorkClass, WorkItem, metadata_work_class, work_order
 from auditor.logging import get_logger
 from auditor.metadata.errors import CorruptZnodeError, NoSuchLedgerError
+from auditor.metadata.interfaces import LedgerRecord
 from auditor.metadata.own.repairlimits import RepairLimits, RepairLimitsNode
 from auditor.metadata.repair.lock import RepairLocks
 
 from .attempt import LedgerRepair, RepairOptions
-from .evidence import assess
 from .ledger import LedgerRepairer
 from .metrics import RepairMetrics
 
 log = get_logger("auditor.repair")
+
+_METADATA_READS = 32  # ZooKeeper reads outstanding at once while the marked ledgers are ordered
 
 
 class RepairWorker(LedgerRepairer):
@@ -110,44 +116,78 @@ class RepairWorker(LedgerRepairer):
 
     # ------------------------------------------------------------------ the loop
     async def pending(self) -> list[WorkItem]:
-        """Marked ledgers not locked elsewhere and not in backoff, assessed and ordered worst first."""
+        """Marked ledgers not locked elsewhere and not in backoff, ordered worst first by what their
+        metadata shows (`repairplan.metadata_work_class`): no bookie is asked here, so the first copy
+        starts after one read of the marked ledgers' metadata, not after a read of all their copies."""
         locked = await self.locks.locked()
         await self._refresh_shared()
-        items: list[WorkItem] = []
         ids = [m.ledger_id async for m in self.locks.markers()]
         if self.metrics is not None:  # records of ledgers no longer marked do not count
             marked = set(ids)
             reasons = Counter(b.reason for lid, b in self._shared.items() if lid in marked)
             self.metrics.set_blocked(reasons)
         await self._refresh_states()
-        for lid in ids:
-            if self.in_backoff(lid) or self.locks.store.markers.lock(lid).rsplit("/", 1)[-1] in locked:
-                continue
-            try:
-                record = await self.ctx.store.read_ledger(lid)
-            except NoSuchLedgerError:
+        todo = [
+            lid
+            for lid in ids
+            if not self.in_backoff(lid) and self.locks.store.markers.lock(lid).rsplit("/", 1)[-1] not in locked
+        ]
+        items: list[WorkItem] = []
+        for lid, record in zip(todo, await self._records(todo), strict=True):
+            if record is None:
                 items.append(WorkItem(lid, _worst(), 0))  # let repair() find it deleted and say so
                 continue
-            a = await assess(self.ctx, record.metadata, self.states)
-            work_class = a.plan.work_class if a.plan is not None else _worst()
-            items.append(WorkItem(lid, work_class, record.effective_ctime))
+            states = {b: self.states.state(b) for b in record.metadata.bookies}
+            items.append(WorkItem(lid, metadata_work_class(record.metadata, states), record.effective_ctime))
         ordered = work_order(items, newest_first=self.options.newest_first)
         if self.metrics is not None:
             self.metrics.set_queue(ordered)
         return ordered
+
+    async def _records(self, ids: list[LedgerId]) -> list[LedgerRecord | None]:
+        """The ledgers' metadata (None: deleted), `_METADATA_READS` reads outstanding at once."""
+        slots = asyncio.Semaphore(_METADATA_READS)
+
+        async def read(lid: LedgerId) -> LedgerRecord | None:
+            async with slots:
+                try:
+                    return await self.ctx.store.read_ledger(lid)
+                except NoSuchLedgerError:
+                    return None
+
+        return await gather_all(read(lid) for lid in ids)
 
     async def _refresh_shared(self) -> None:
         """Every worker's blocked records (a corrupt one logged once and ignored)."""
         self._shared = await self.blocks.readable()
 
     async def run_once(self) -> list[LedgerRepair]:
-        """Repair what is marked now, worst first, `ledgers_in_parallel` at a time: each lane takes the
-        next ledger of the one ordered list, so the worst are started first."""
+        """Repair what is marked, worst first, `ledgers_in_parallel` at a time: each lane takes the next
+        ledger of the one ordered list, so the worst are started first. The list is made again when it is
+        older than `options.relist_s`, so ledgers marked meanwhile (a second loss, the auditor still
+        marking) take their place by class instead of waiting for the next pass; a ledger is taken once
+        per call."""
         results: list[LedgerRepair] = []
-        queue = iter(await self.pending())
+        queue = deque(await self.pending())
+        listed = time.monotonic()
+        taken: set[LedgerId] = set()
+        turn = asyncio.Lock()  # one lane at a time takes the next ledger (and lists again)
+
+        async def next_item() -> WorkItem | None:
+            nonlocal queue, listed
+            async with turn:
+                if queue and time.monotonic() - listed >= self.options.relist_s:
+                    queue = deque(w for w in await self.pending() if w.ledger_id not in taken)
+                    listed = time.monotonic()
+                while queue:
+                    item = queue.popleft()
+                    if item.ledger_id not in taken:
+                        taken.add(item.ledger_id)
+                        return item
+                return None
 
         async def lane() -> None:
-            for item in queue:
+            while (item := await next_item()) is not None:
                 if await self.locks.is_disabled():
                     return
                 await self.refresh_limits()

@@ -18,6 +18,7 @@ from auditor.durability.repairplan import (
     WorkClass,
     WorkItem,
     bookie_state,
+    metadata_work_class,
     plan_repair,
     segment_change,
     with_member,
@@ -228,3 +229,38 @@ def test_closed_ledger_last_segment_changes_only_if_the_ledger_does() -> None:
     planned = md(3, 2, 2, [(0, ["x", "b", "c"])], last=9)
     assert segment_change(planned, planned, 0) is None
     assert "no longer exists" in segment_change(planned, md(3, 2, 2, [], last=9), 0)
+
+
+G, A, R = BookieState.GONE, BookieState.ABSENT, BookieState.READ_ONLY
+
+
+def test_metadata_class_counts_the_registered_members_of_the_poorest_write_set() -> None:
+    # E3/WQ2/AQ2: every write set has two of a, b, c; one gone member leaves one copy: below ack quorum.
+    m = md(3, 2, 2, [(0, ["a", "b", "c"])])
+    assert metadata_work_class(m, {"a": W, "b": W, "c": W}) is WorkClass.NOTHING
+    assert metadata_work_class(m, {"a": G, "b": W, "c": R}) is WorkClass.BELOW_ACK_QUORUM
+    # Two gone of three: the write set {a, b} has nothing registered.
+    assert metadata_work_class(m, {"a": G, "b": A, "c": W}) is WorkClass.NO_LIVE_COPY
+    # E3/WQ3/AQ2: one gone member leaves two copies, still the ack quorum.
+    m3 = md(3, 3, 2, [(0, ["a", "b", "c"])])
+    assert metadata_work_class(m3, {"a": G, "b": W, "c": W}) is WorkClass.BELOW_WRITE_QUORUM
+
+
+def test_metadata_class_sees_only_the_write_sets_that_hold_entries() -> None:
+    # E5/WQ2, one entry (0): its write set is {a, b}; d and e hold nothing, so their loss is no loss.
+    m = md(5, 2, 2, [(0, ["a", "b", "c", "d", "e"])], last=0)
+    assert metadata_work_class(m, {"a": W, "b": W, "c": W, "d": G, "e": G}) is WorkClass.NOTHING
+    assert metadata_work_class(m, {"a": W, "b": G, "c": W, "d": W, "e": W}) is WorkClass.BELOW_ACK_QUORUM
+    # An empty closed ledger holds nothing anywhere; an empty segment before another counts for nothing.
+    empty = md(3, 2, 2, [(0, ["a", "b", "c"])], last=-1)
+    assert metadata_work_class(empty, {"a": G, "b": G, "c": G}) is WorkClass.NOTHING
+    two = md(3, 2, 2, [(0, ["x", "y", "z"]), (0, ["a", "b", "c"])])
+    assert metadata_work_class(two, {"x": G, "y": G, "z": G, "a": W, "b": W, "c": W}) is WorkClass.NOTHING
+
+
+def test_metadata_class_of_an_open_ledger_counts_its_whole_last_segment() -> None:
+    m = md(3, 2, 2, [(0, ["a", "b", "c"])], state=LedgerState.OPEN)
+    assert metadata_work_class(m, {"a": W, "b": W, "c": G}) is WorkClass.BELOW_ACK_QUORUM
+    # Earlier segments count by their extent: segment 0 holds entries 0-4 here.
+    m2 = md(3, 2, 2, [(0, ["x", "y", "z"]), (5, ["a", "b", "c"])], state=LedgerState.OPEN)
+    assert metadata_work_class(m2, {"x": G, "y": W, "z": W, "a": W, "b": W, "c": W}) is WorkClass.BELOW_ACK_QUORUM
