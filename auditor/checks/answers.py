@@ -98,9 +98,14 @@ async def _list_answer(
     out: LedgerAnswers,
     stats: RunStats,
     sent: Sent[EntryListResult],
+    read_unlistable: bool = True,
 ) -> None:
     result = await sent.result()
     stats.requests_done(bookie, (result,))
+    if result.unsupported and not read_unlistable:
+        out.answers[bookie] = expected.to_rangeset()
+        out.assumed.add(bookie)
+        return
     if result.unsupported:
         await _read_answer(ctx, md, bookie, expected, out, stats)
         return
@@ -110,10 +115,17 @@ async def _list_answer(
 
 
 async def gather_answers(
-    ctx: AuditContext, md: LedgerMetadata, end: int, stats: RunStats, only: Iterable[str] | None = None
+    ctx: AuditContext,
+    md: LedgerMetadata,
+    end: int,
+    stats: RunStats,
+    only: Iterable[str] | None = None,
+    read_unlistable: bool = True,
 ) -> LedgerAnswers:
     """One answer per bookie that should hold some entry in [0, end] (or only the bookies named). Every
-    bookie's request is sent before the first answer is awaited: one coroutine, no task per bookie."""
+    bookie's request is sent before the first answer is awaited: one coroutine, no task per bookie.
+    `read_unlistable=False` (the repair's lean evidence only): a bookie that cannot list entries is not
+    read; its answer is its expected share, named in `assumed`."""
     expected = expected_by_bookie(md, end)
     wanted = set(only) if only is not None else set(expected)
     out = LedgerAnswers(expected=expected)
@@ -127,7 +139,7 @@ async def gather_answers(
         for b in asked:
             sent[b] = _send_list(ctx, md, b)
         for b in asked:
-            await _list_answer(ctx, md, b, expected[b], end, out, stats, sent[b])
+            await _list_answer(ctx, md, b, expected[b], end, out, stats, sent[b], read_unlistable)
     finally:
         for s in sent.values():
             s.cancel()  # nothing for those answered; a withdrawn request if this ledger's check ended early

@@ -33,6 +33,10 @@ class LedgerAnswers:
     # Bookies whose answer is exactly their share of `expected` (found so as their list was decoded):
     # the verdict need not compare them again.
     exact: set[str] = field(default_factory=set)
+    # Bookies that cannot list entries and were not read (`gather_answers(read_unlistable=False)`, the
+    # repair's lean evidence): their answer is their expected share, unproven; the copies a repair makes
+    # prove what they use by their own verified reads.
+    assumed: set[str] = field(default_factory=set)
 
     @property
     def unknown(self) -> list[str]:

@@ -38,6 +38,9 @@ class RepairOptions:
     backoff: Backoff = field(default_factory=Backoff)
     newest_first: bool = False
     ledgers_in_parallel: int = 1  # ledgers repaired at once, each under its own lock
+    # Read every surviving copy of a ledger that names a gone bookie, on bookies that cannot list entries,
+    # before copying and to re-check (`LedgerRepairer._lean`); off: the copies' verified reads suffice.
+    read_unlistable_copies: bool = False
     relist_s: float = 30.0  # the marked ledgers are listed and ordered again when the list is this old
     heal_verify_s: float = 5.0  # how long to read a healed copy back until it verifies
     entries_in_flight_per_bookie: int = 32  # adds outstanding to one bookie, over every lane's copies

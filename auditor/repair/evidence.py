@@ -69,6 +69,8 @@ class Assessment:
     end: int | None  # None: an open ledger whose end the bookies could not prove yet
     evidence: Evidence
     plan: RepairPlan | None  # None when `end` is None
+    # Bookies that cannot list entries, not read (lean evidence, `assess(read_unlistable=False)`).
+    assumed: frozenset[str] = frozenset()
 
 
 async def assess(
@@ -77,6 +79,7 @@ async def assess(
     states: BookieStates,
     earlier: Assessment | None = None,
     ask_again: Collection[str] = (),
+    read_unlistable: bool = True,
 ) -> Assessment:
     """Ask the ledger's bookies (not the gone ones: nothing of theirs is reachable) and plan.
 
@@ -84,7 +87,13 @@ async def assess(
     bookies that are registered now, were not written and met no corrupt copy in between (all others
     are in `ask_again`), with the same end. Nothing of ours changed what such a bookie stores, and on a
     bookie that cannot list entries asking again means reading its whole copy once more: the re-check
-    then costs what was written, not the whole ledger again."""
+    then costs what was written, not the whole ledger again.
+
+    `read_unlistable=False`: the lean evidence (`RepairOptions.read_unlistable_copies`) — a bookie that
+    cannot list entries is not read, its answer is its expected share (`Assessment.assumed`): the copy
+    reads, verified, every entry it puts on a new bookie and names an entry with no verified copy
+    anywhere as lost, so nothing is copied on trust, but what such a bookie lacks outside the copies is
+    left to the auditor's checks (which mark the ledger again)."""
     stats = RunStats(check="repair")
     bookie_states = {b: states.state(b) for b in md.bookies}
     if md.is_closed:
@@ -95,7 +104,8 @@ async def assess(
         return Assessment(md, None, Evidence(bookie_states, {}, {}), None)
     reachable = [b for b, s in bookie_states.items() if s is not BookieState.GONE]
     kept = _kept(earlier, end, bookie_states, set(ask_again))
-    answers = await gather_answers(ctx, md, end, stats, only=[b for b in reachable if b not in kept])
+    ask = [b for b in reachable if b not in kept]
+    answers = await gather_answers(ctx, md, end, stats, only=ask, read_unlistable=read_unlistable)
     found: dict[str, Answer] = dict(answers.answers)
     corrupt: dict[str, list[int]] = defaultdict(list)
     for c in answers.corrupt:  # copies read (bookies that cannot list) that failed digest verification
@@ -108,7 +118,8 @@ async def assess(
             {**found, **{b: old.answers[b] for b in kept}},
             {**evidence.corrupt, **{b: old.corrupt[b] for b in kept if b in old.corrupt}},
         )
-    return Assessment(md, end, evidence, plan_repair(md, evidence, end))
+    assumed = set(answers.assumed) | {b for b in kept if earlier is not None and b in earlier.assumed}
+    return Assessment(md, end, evidence, plan_repair(md, evidence, end), frozenset(assumed))
 
 
 def _kept(earlier: Assessment | None, end: int, states: Mapping[str, BookieState], ask_again: set[str]) -> set[str]:

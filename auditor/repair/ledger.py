@@ -30,7 +30,7 @@ from auditor.durability.ids import LedgerId
 from auditor.durability.model import LedgerMetadata
 from auditor.durability.repackage import LedgerCredentials, ledger_credentials
 from auditor.durability.repairblocked import blocked_finding
-from auditor.durability.repairplan import Action, ActionKind, BlockReason
+from auditor.durability.repairplan import Action, ActionKind, BlockReason, BookieState
 from auditor.logging import get_logger, log_new_finding
 from auditor.metadata.errors import CorruptZnodeError, NoSuchLedgerError, RepairLockLostError
 from auditor.metadata.interfaces import ReleaseOutcome
@@ -245,10 +245,21 @@ class LedgerRepairer:
         self.states.update(await self.ctx.store.registrations())
 
     async def _assess(
-        self, md: LedgerMetadata, earlier: Assessment | None = None, tally: Tally | None = None
+        self, md: LedgerMetadata, earlier: Assessment | None = None, tally: Tally | None = None, lean: bool = False
     ) -> Assessment:
         await self._refresh_states()
-        return await assess(self.ctx, md, self.states, earlier, tally.touched if tally is not None else ())
+        touched = tally.touched if tally is not None else ()
+        return await assess(self.ctx, md, self.states, earlier, touched, read_unlistable=not lean)
+
+    def _lean(self, md: LedgerMetadata) -> bool:
+        """Lean evidence for this ledger (`evidence.assess`): unless the operator asks for every copy to
+        be read, a ledger whose metadata names a gone bookie is repaired on the copies' own verified reads
+        where a survivor cannot list entries (DbLedgerStorage) — reading every surviving copy first, and
+        again to re-check, costs several times the copy itself. A ledger whose members are all
+        registered was marked for what only reads show: it is always read."""
+        if self.options.read_unlistable_copies:
+            return False
+        return any(self.states.state(b) is BookieState.GONE for b in md.bookies)
 
     async def _repair_held(self, held: ZkHeldLock, tally: Tally) -> None:
         """`_repair_locked`, with the lock's loss (or the ledger's deletion) mid-way as a block: the
@@ -262,7 +273,9 @@ class LedgerRepairer:
 
     async def _repair_locked(self, held: ZkHeldLock, tally: Tally) -> None:
         md = await self._read(held.ledger_id)
-        a = await self._assess(md)
+        await self._refresh_states()
+        lean = self._lean(md)
+        a = await self._assess(md, lean=lean)
         if not md.is_closed and self.options.recover_open_ledgers and self._writer_gone(md):
             md, a = await self._recover_open(held, md, a)
         if a.plan is None:
@@ -280,7 +293,7 @@ class LedgerRepairer:
             # The actions that could run did; what remains is named (data loss with its entry ranges).
             raise Blocked(a.plan.blocks[0].reason.value, "; ".join(b.describe() for b in a.plan.blocks))
         # The re-check asks again only the bookies this attempt wrote or found corrupt copies on.
-        again = await self._assess(await self._read(held.ledger_id), a, tally)
+        again = await self._assess(await self._read(held.ledger_id), a, tally, lean=lean)
         problem = recheck_problem(again)
         if problem is not None:
             raise Blocked("recheck_not_clean", problem)

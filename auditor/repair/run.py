@@ -48,6 +48,7 @@ def repair_options(settings: Settings) -> RepairOptions:
         entries_in_flight_per_bookie=r.entries_in_flight_per_bookie,
         recover_open_ledgers=r.recover_open_ledgers,
         open_ledger_grace_s=r.open_ledger_grace_seconds,
+        read_unlistable_copies=r.read_unlistable_copies,
     )
 
 

@@ -441,6 +441,10 @@ class RepairSettings(_Section):
     # How long to read a healed copy (re-added over a corrupt one) back until it verifies; a bookie with
     # SortedLedgerStorage serves the old copy until its memtable is next flushed (full, or at shutdown).
     heal_verify_seconds: float = Field(5.0, gt=0)
+    # A ledger whose metadata names a gone bookie, on survivors that cannot list entries (DbLedgerStorage):
+    # true reads every surviving copy before copying and again to re-check; false (default) lets the
+    # copy's own verified reads be the evidence, and leaves the rest of those copies to the auditor.
+    read_unlistable_copies: bool = False
     # Opt-in ledger recovery (docs/repair.md): a marked ledger still open, with unregistered bookies in
     # its last ensemble, is fenced, recovered and closed once this worker has seen it so for
     # open_ledger_grace_seconds (Java's openLedgerRereplicationGracePeriod, 30 s). Off: such a ledger
