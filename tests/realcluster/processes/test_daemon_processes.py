@@ -174,16 +174,15 @@ def test_leader_on_two_processes_finds_what_one_process_finds_and_marks_as_the_l
 def test_leader_on_two_processes_resumes_after_a_kill_and_its_workers_end_with_it(
     cluster: Cluster, daemons: list[Daemon], tmp_path: Path
 ) -> None:
-    cluster.create_ledgers(150, entries=5, bookies=cluster.sorted_bookie_ids[:3])  # a pass of 15 s or more
+    cluster.create_ledgers(150, entries=5, bookies=cluster.sorted_bookie_ids[:3])  # a pass of 30 s or more
     # Slow enough to be killed mid-pass, fast enough to end a partition (10 ledgers) within seconds.
-    slow = {"max_concurrent_ledgers": 1, "bookie_client": {"requests_per_second": 10}}
+    slow = {"max_concurrent_ledgers": 1, "bookie_client": {"requests_per_second": 5}}
     small = {"scan_processes": 2, "scan_partition_ledgers": 10}
     a = start(daemons, cluster, tmp_path, "auditor-a", schedule={"scrutiny_seconds": 3600, **small}, **slow)
     state_path = f"{cluster.ledgers_root}/bk-auditor/checks/scrutiny"
-    a.wait(lambda: saved_cursor(cluster) is not None, 120, "a saved scan cursor")
-    workers = descendant_pids(a.pid)
-    # the pool's fork server, the 2 processes it forked (and the resource tracker, if any)
-    assert len(workers) >= 3, workers
+    a.wait(a.is_leader, 60, "leadership")
+    # The standby is up before the kill is due: started after the cursor, under load it once took so
+    # long that the leader's pass had ended (cursor cleared) by the kill (CI, 2026-12-03).
     b = start(
         daemons,
         cluster,
@@ -192,7 +191,11 @@ def test_leader_on_two_processes_resumes_after_a_kill_and_its_workers_end_with_i
         schedule={"scrutiny_seconds": 3600, **TWO},
         bookie_client={"requests_per_second": 200},
     )
-    b.wait(lambda: b.health("readiness") == "SERVING", 30, "readiness")
+    b.wait(lambda: b.health("readiness") == "SERVING", 60, "readiness")
+    a.wait(lambda: saved_cursor(cluster) is not None, 120, "a saved scan cursor")
+    workers = descendant_pids(a.pid)
+    # the pool's fork server, the 2 processes it forked (and the resource tracker, if any)
+    assert len(workers) >= 3, workers
     a.kill()
     assert _wait_gone(workers, 30) == []  # no worker outlives its killed leader
     cursor = saved_cursor(cluster)
