@@ -69,6 +69,7 @@ class Assessment:
     end: int | None  # None: an open ledger whose end the bookies could not prove yet
     evidence: Evidence
     plan: RepairPlan | None  # None when `end` is None
+    read_unlistable: bool = True  # how it was gathered (`assess`); a re-check reusing it gathers the same way
     # Bookies that cannot list entries, not read (lean evidence, `assess(read_unlistable=False)`).
     assumed: frozenset[str] = frozenset()
 
@@ -101,25 +102,27 @@ async def assess(
     else:
         end = (await ledger_end(ctx, md, stats)).end
     if end is None:
-        return Assessment(md, None, Evidence(bookie_states, {}, {}), None)
+        return Assessment(md, None, Evidence(bookie_states, {}, {}), None, read_unlistable)
     reachable = [b for b, s in bookie_states.items() if s is not BookieState.GONE]
     kept = _kept(earlier, end, bookie_states, set(ask_again))
     ask = [b for b in reachable if b not in kept]
-    answers = await gather_answers(ctx, md, end, stats, only=ask, read_unlistable=read_unlistable)
-    found: dict[str, Answer] = dict(answers.answers)
-    corrupt: dict[str, list[int]] = defaultdict(list)
-    for c in answers.corrupt:  # copies read (bookies that cannot list) that failed digest verification
-        corrupt[c.bookie].append(c.entry_id)
-    evidence = Evidence(bookie_states, found, {b: RangeSet.from_ids(ids) for b, ids in corrupt.items()})
-    if kept and earlier is not None:
+    got = await gather_answers(ctx, md, end, stats, only=ask, read_unlistable=read_unlistable)
+    answers: dict[str, Answer] = dict(got.answers)
+    bad: dict[str, list[int]] = defaultdict(list)
+    for c in got.corrupt:  # copies read (bookies that cannot list) that failed digest verification
+        bad[c.bookie].append(c.entry_id)
+    corrupt = {b: RangeSet.from_ids(ids) for b, ids in bad.items()}
+    assumed = set(got.assumed)
+    if earlier is not None:  # the kept bookies' earlier answers, corrupt copies and assumptions
         old = earlier.evidence
-        evidence = Evidence(
-            bookie_states,
-            {**found, **{b: old.answers[b] for b in kept}},
-            {**evidence.corrupt, **{b: old.corrupt[b] for b in kept if b in old.corrupt}},
-        )
-    assumed = set(answers.assumed) | {b for b in kept if earlier is not None and b in earlier.assumed}
-    return Assessment(md, end, evidence, plan_repair(md, evidence, end), frozenset(assumed))
+        for b in kept:
+            answers[b] = old.answers[b]
+            if b in old.corrupt:
+                corrupt[b] = old.corrupt[b]
+        assumed |= kept & earlier.assumed
+    evidence = Evidence(bookie_states, answers, corrupt)
+    plan = plan_repair(md, evidence, end)
+    return Assessment(md, end, evidence, plan, read_unlistable, frozenset(assumed))
 
 
 def _kept(earlier: Assessment | None, end: int, states: Mapping[str, BookieState], ask_again: set[str]) -> set[str]:

@@ -245,11 +245,14 @@ class LedgerRepairer:
         self.states.update(await self.ctx.store.registrations())
 
     async def _assess(
-        self, md: LedgerMetadata, earlier: Assessment | None = None, tally: Tally | None = None, lean: bool = False
+        self, md: LedgerMetadata, earlier: Assessment | None = None, tally: Tally | None = None
     ) -> Assessment:
+        """The ledger's evidence and plan; a re-check (`earlier`, the attempt's `tally`) gathers it the way
+        the earlier one was gathered and asks again only what the attempt touched."""
         await self._refresh_states()
-        touched = tally.touched if tally is not None else ()
-        return await assess(self.ctx, md, self.states, earlier, touched, read_unlistable=not lean)
+        if earlier is None:
+            return await assess(self.ctx, md, self.states, read_unlistable=not self._lean(md))
+        return await assess(self.ctx, md, self.states, earlier, tally.touched if tally else (), earlier.read_unlistable)
 
     def _lean(self, md: LedgerMetadata) -> bool:
         """Lean evidence for this ledger (`evidence.assess`): unless the operator asks for every copy to
@@ -273,9 +276,7 @@ class LedgerRepairer:
 
     async def _repair_locked(self, held: ZkHeldLock, tally: Tally) -> None:
         md = await self._read(held.ledger_id)
-        await self._refresh_states()
-        lean = self._lean(md)
-        a = await self._assess(md, lean=lean)
+        a = await self._assess(md)
         if not md.is_closed and self.options.recover_open_ledgers and self._writer_gone(md):
             md, a = await self._recover_open(held, md, a)
         if a.plan is None:
@@ -293,7 +294,7 @@ class LedgerRepairer:
             # The actions that could run did; what remains is named (data loss with its entry ranges).
             raise Blocked(a.plan.blocks[0].reason.value, "; ".join(b.describe() for b in a.plan.blocks))
         # The re-check asks again only the bookies this attempt wrote or found corrupt copies on.
-        again = await self._assess(await self._read(held.ledger_id), a, tally, lean=lean)
+        again = await self._assess(await self._read(held.ledger_id), a, tally)
         problem = recheck_problem(again)
         if problem is not None:
             raise Blocked("recheck_not_clean", problem)

@@ -26,7 +26,7 @@ from auditor.checks.context import AuditContext
 from auditor.durability.ids import LedgerId
 from auditor.durability.repairplan import WorkClass, WorkItem, metadata_work_class, work_order
 from auditor.logging import get_logger
-from auditor.metadata.errors import CorruptZnodeError, NoSuchLedgerError
+from auditor.metadata.errors import CorruptZnodeError
 from auditor.metadata.interfaces import LedgerRecord
 from auditor.metadata.own.repairlimits import RepairLimits, RepairLimitsNode
 from auditor.metadata.repair.lock import RepairLocks
@@ -36,8 +36,6 @@ from .ledger import LedgerRepairer
 from .metrics import RepairMetrics
 
 log = get_logger("auditor.repair")
-
-_METADATA_READS = 32  # ZooKeeper reads outstanding at once while the marked ledgers are ordered
 
 
 class RepairWorker(LedgerRepairer):
@@ -133,9 +131,9 @@ class RepairWorker(LedgerRepairer):
             if not self.in_backoff(lid) and self.locks.store.markers.lock(lid).rsplit("/", 1)[-1] not in locked
         ]
         items: list[WorkItem] = []
-        for lid, record in zip(todo, await self._records(todo), strict=True):
-            if record is None:
-                items.append(WorkItem(lid, _worst(), 0))  # let repair() find it deleted and say so
+        for lid, record in zip(todo, await self.ctx.store.read_ledgers(todo), strict=True):
+            if not isinstance(record, LedgerRecord):  # deleted or unparsable: repair() finds it and says so
+                items.append(WorkItem(lid, _worst(), 0))
                 continue
             states = {b: self.states.state(b) for b in record.metadata.bookies}
             items.append(WorkItem(lid, metadata_work_class(record.metadata, states), record.effective_ctime))
@@ -143,19 +141,6 @@ class RepairWorker(LedgerRepairer):
         if self.metrics is not None:
             self.metrics.set_queue(ordered)
         return ordered
-
-    async def _records(self, ids: list[LedgerId]) -> list[LedgerRecord | None]:
-        """The ledgers' metadata (None: deleted), `_METADATA_READS` reads outstanding at once."""
-        slots = asyncio.Semaphore(_METADATA_READS)
-
-        async def read(lid: LedgerId) -> LedgerRecord | None:
-            async with slots:
-                try:
-                    return await self.ctx.store.read_ledger(lid)
-                except NoSuchLedgerError:
-                    return None
-
-        return await gather_all(read(lid) for lid in ids)
 
     async def _refresh_shared(self) -> None:
         """Every worker's blocked records (a corrupt one logged once and ignored)."""
