@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from auditor.checks.scrub import ScrubRunner, scrub_pass
 from auditor.durability.findings import Category
 from auditor.durability.ids import LedgerId
 from auditor.durability.scrub import ScrubProgress
-from auditor.metadata.own.scrubstate import parse_scrub
+from auditor.metadata.own.scrubstate import parse_scrub, scrub_to_json
 from devcluster import ports
 from devcluster.agent_util import start_agent, stop_agent
 from devcluster.checks_util import corrupt_entry_on_disk, expected_entries, settings_for, wait_for
@@ -149,7 +150,17 @@ def test_a_pass_resumes_on_the_new_leader_after_the_leader_dies(
     cluster: Cluster, daemons: list[Daemon], tmp_path: Path
 ) -> None:
     b = ids(cluster, 3, 4, DB_BOOKIE)
-    cluster.create_ledgers(16, ensemble=3, write_quorum=2, ack_quorum=2, entries=60, entry_size=1000, bookies=b)
+    made = cluster.create_ledgers(24, ensemble=3, write_quorum=2, ack_quorum=2, entries=60, entry_size=1000, bookies=b)
+    # The pass is one a previous leader began just before this test's ledgers: what the session cluster
+    # held before (other tests' ledgers, some large and paced at the budget below) is behind its cursor,
+    # so what is left of the pass is exactly these small ledgers.
+    first_id = min(r["ledgerId"] for r in made)
+    begun = ScrubProgress().begin(int(time.time() * 1000), planned_entries=24 * 60 * 2)
+    cluster.kazoo.create(
+        f"{cluster.ledgers_root}/bk-auditor/scrub/state",
+        scrub_to_json(replace(begun, cursor=LedgerId(0, first_id - 1) if first_id > 0 else None)),
+        makepath=True,
+    )
     scrub = {
         "start_delay_seconds": 0,
         "bytes_per_second_per_bookie": 96 * 1024,
@@ -172,10 +183,8 @@ def test_a_pass_resumes_on_the_new_leader_after_the_leader_dies(
     assert saved is not None and saved.in_pass
     assert wait_for(lambda: second.is_leader(), timeout=30)
     # The new leader goes on with the same pass after the saved cursor: the pass keeps its start and its
-    # counts (one started over would have a later start and count from zero again). Whatever else the
-    # session cluster holds, this needs no complete pass; one more ledger is enough, because the next one
-    # in id order may be another test's large ledger, paced at the budget above (CI once saw +3 take > 40 s).
-    assert wait_for(lambda: (s := scrub_state(cluster)) is not None and s.ledgers > saved.ledgers, timeout=90), (
+    # counts (one started over would have a later start and count from zero again).
+    assert wait_for(lambda: (s := scrub_state(cluster)) is not None and s.ledgers > saved.ledgers, timeout=60), (
         scrub_state(cluster)
     )
     after = scrub_state(cluster)
