@@ -213,7 +213,13 @@ class BookieWatch:
             return
         delay = await self._delay()
         log.warning("bookies lost", bookieIds=sorted(new), reason=reason, delaySeconds=delay)
-        down = lost if delay <= 0 or len(lost) < 2 else await self._not_answering(lost)
+        # Java counts as a multiple failure only the bookies lost since the last audit (an audited bookie
+        # leaves its known set): one lost after an earlier loss was audited is a single failure and waits.
+        fresh = new | set(self.pending)
+        if delay <= 0:
+            down = lost
+        else:
+            down = fresh if len(fresh) < 2 else await self._not_answering(fresh)
         if delay <= 0 or len(down) > 1:
             # Java: no waiting when more than one bookie is lost; audit everything lost now. A bookie that
             # is unregistered but answers is not lost data: it keeps (or gets) the normal delay.

@@ -280,8 +280,9 @@ def test_an_unregistered_bookie_that_answers_is_not_a_second_failure(
     """Java marks every lost bookie's ledgers at once when more than one bookie is lost. A bookie whose
     registration vanished (its ZooKeeper session expired, as in a ZooKeeper restart) but which still
     answers is not a second failure: a real loss beside it keeps the delay, and the unregistered bookie is
-    not marked when it re-registers within the delay. Two bookies that do not answer: marked at once."""
-    dead, unregistered = 4, 5
+    not marked when it re-registers within the delay. A loss after an audited one waits for the delay (Java
+    counts only bookies lost since the last audit); two such losses that do not answer: marked at once."""
+    dead, unregistered, third = 4, 5, 3
     others = [cluster.bookie(n).bookie_id for n in (1, 2)]
     on_dead = cluster.create_ledger(entries=5, bookies=[*others, cluster.bookie(dead).bookie_id])["ledgerId"]
     on_unreg = cluster.create_ledger(entries=5, bookies=[*others, cluster.bookie(unregistered).bookie_id])["ledgerId"]
@@ -330,9 +331,15 @@ def test_an_unregistered_bookie_that_answers_is_not_a_second_failure(
         time.sleep(max(0.0, unregistered_at + delay + 2 - time.monotonic()))
         assert markers_for(cluster, [on_unreg]) == {}
         assert _metrics(a).get("bk_auditor_lost_bookies_answering_total", 0) >= 1
-        # Control, Java's rule: the second bookie really gone too -> no waiting.
+        # Java's rule counts only bookies lost since the last audit: bookie 4's loss was audited, so the
+        # second bookie really gone now is a single failure and waits for the delay ...
         cluster.kill_bookie(unregistered)
         cluster.kazoo.delete(reg)
+        time.sleep(4)
+        assert markers_for(cluster, [on_unreg]) == {}
+        # ... until a third one goes within it: two fresh losses that do not answer, no waiting.
+        cluster.kill_bookie(third)
+        cluster.wait_unregistered(third, timeout=20)
         second = time.monotonic()
         a.wait(lambda: len(markers_for(cluster, [on_unreg])) == 1, 10, "marked at once")
         assert time.monotonic() - second < 10 < delay
@@ -345,8 +352,9 @@ def test_an_unregistered_bookie_that_answers_is_not_a_second_failure(
             cluster.kazoo.delete(reg)  # ours, or the dead bookie's own about to expire
         except NoNodeError:
             pass
-        for n in (dead, unregistered):
-            cluster.start_bookie(n)
+        for n in (dead, unregistered, third):
+            if not cluster.bookie(n).running:
+                cluster.start_bookie(n)
         remove_markers(cluster, marker_leaves(cluster) - before)
 
 
