@@ -48,6 +48,10 @@ from .names import ALIASES
 from .references import ReferencesCheck
 from .runner import LedgerOutcome
 
+# How old the listing of markers may get before a long run lists them again (one listing of the marker tree;
+# a marked ledger is then not read).
+MARKED_REFRESH_SECONDS = 30.0
+
 log = get_logger("auditor.checks")
 
 _METADATA = Method.METADATA.value
@@ -92,20 +96,34 @@ class CoverageCheck:
     name = "coverage"
     use_placement = False
     skip_marked = False  # skip ledgers marked under-replicated (reporting those marked for too long)
+    marked_refresh_seconds = MARKED_REFRESH_SECONDS
 
     def __init__(self, ctx: AuditContext, locations: Locations | None = None, marker: Marker | None = None) -> None:
         self.ctx = ctx
         self._locations = locations
         self._marker = marker  # called with confirmed entry findings (the daemon's optional marking)
-        # Ledgers marked when the run began (skip_marked checks): only those get their marker read; None
-        # (no snapshot) reads every ledger's. A marker made later is met by the confirmation's re-read.
+        # Ledgers marked when the markers were last listed (skip_marked checks): only those get their marker
+        # read; None (no listing) reads every ledger's. A marker made since is met by the confirmation's re-read.
         self._marked: frozenset[LedgerId] | None = None
+        self._marked_at = 0.0
 
     async def prepare(self, stats: RunStats) -> bool:
         """One listing of the markers' names per run instead of one marker read per ledger."""
         if self.skip_marked:
-            self._marked = frozenset(await self.ctx.store.marked_ids())
+            await self._list_marked()
         return True
+
+    async def refresh(self) -> None:
+        """Before each batch of ledgers: the markers listed again once the listing is older than
+        `marked_refresh_seconds`. A run that began before a bookie was lost then leaves that bookie's ledgers,
+        marked meanwhile, to the repair instead of reading every copy of each (on DbLedgerStorage that is
+        every entry) while the repair copies them."""
+        if self.skip_marked and time.monotonic() - self._marked_at >= self.marked_refresh_seconds:
+            await self._list_marked()
+
+    async def _list_marked(self) -> None:
+        self._marked = frozenset(await self.ctx.store.marked_ids())
+        self._marked_at = time.monotonic()
 
     async def _read_marker(self, lid: LedgerId) -> MarkerRecord | None:
         if not self.skip_marked or (self._marked is not None and lid not in self._marked):

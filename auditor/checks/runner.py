@@ -284,8 +284,11 @@ class CheckRun:
         batching = self.check if isinstance(self.check, BatchingCheck) else None
         group_size = min(GROUP_LEDGERS, max(1, self.ctx.options.max_concurrent_ledgers // 2))
         group: list[tuple[LedgerRecord | CorruptLedger, _Slot]] = []
+        refresh = getattr(self.check, "refresh", None)  # optional: before each batch of the source
         try:
             async for batch in source:
+                if refresh is not None:
+                    await refresh()
                 for r in batch:
                     self.stats.ledgers_seen += 1
                     if self._gate is not None:

@@ -463,3 +463,43 @@ def test_informational_quorum_findings_are_reported_without_reading_anything_aga
         (Category.RISKY_QUORUM, r["ledgerId"], True) for r in risky
     )
     assert stats.ledgers_checked == 4  # type: ignore[attr-defined]
+
+
+def test_a_long_run_lists_the_markers_again_and_leaves_ledgers_marked_meanwhile(cluster: Cluster) -> None:
+    """A run that began before a ledger was marked (a bookie lost during a pass) lists the markers again
+    once its listing is older than `marked_refresh_seconds`: the ledger's copies are then not read at all,
+    it is left to the repair. Without the new listing the clean ledger is read and checked like any other."""
+    from auditor.checks.build import audit_context
+    from auditor.checks.context import RunStats
+    from auditor.checks.per_ledger import CHECKS
+    from auditor.checks.runner import CheckRun
+
+    b = ids(cluster, 1, 2, 3)
+    r = cluster.create_ledger(ensemble=3, write_quorum=2, ack_quorum=2, entries=20, bookies=b)
+    marker = f'replica: "{b[2]}"\nctime: {int(time.time() * 1000)}\n'.encode()
+
+    async def scenario(refresh_s: float) -> RunStats:
+        async with audit_context(settings_for(cluster), one_shot=True) as (ctx, locations):
+            check = CHECKS["scrutiny"](ctx, locations)
+            check.marked_refresh_seconds = refresh_s
+            run = CheckRun(ctx, check, lambda f: None)
+            assert await run.begin()
+            cluster.kazoo.create(marker_path(cluster, r["ledgerId"]), marker, makepath=True)
+            recs = [x for x in await ctx.store.read_ledgers([LedgerId.of(r["ledgerId"])]) if x]
+
+            async def source():  # type: ignore[no-untyped-def]
+                yield recs
+
+            try:
+                await run.scan(records=source())
+                await run.drain_rechecks()
+            finally:
+                cluster.kazoo.delete(marker_path(cluster, r["ledgerId"]))
+        return run.stats
+
+    listed_again = asyncio.run(scenario(0.0))
+    assert listed_again.ledgers_skipped["underreplicated"] == 1
+    assert sum(listed_again.bookie_requests.values()) == 0
+    once = asyncio.run(scenario(3600.0))
+    assert once.ledgers_skipped.get("underreplicated", 0) == 0
+    assert once.ledgers_checked == 1 and sum(once.bookie_requests.values()) > 0
