@@ -30,11 +30,12 @@ and our workers share one cluster.
 from __future__ import annotations
 
 import asyncio
+import weakref
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
 from kazoo.protocol.states import EventType, KazooState, WatchedEvent
 
 from auditor.aio import spawn
@@ -49,6 +50,10 @@ from auditor.metadata.store import ZooKeeperMetadataStore
 
 log = get_logger("auditor.metadata.zkrepairlock")
 
+
+# Per connection: the lock paths its RepairLocks hold now. A lock of the connection's own session that is
+# in none of them is an orphan (its release could not reach ZooKeeper) and may be taken back.
+_HELD: weakref.WeakKeyDictionary[ZooKeeperMetadataStore, set[str]] = weakref.WeakKeyDictionary()
 
 PROOF_DIR = "repair-sessions"  # under our own subtree: one ephemeral proof node per session that takes locks
 
@@ -90,10 +95,14 @@ class LockGuard:
             return "released by this worker; take it again before writing"
         if self.lost is not None:
             return self.lost
-        session = self.store.client.client_id
-        if session is None or session[0] != self.session_id:
+        session = self.store.session_id  # kept while the connection is only suspended
+        if session is None or session != self.session_id:
             return "the ZooKeeper session that took it has ended; another worker may hold it now"
         return None
+
+    def session_ended(self) -> bool:
+        session = self.store.session_id
+        return session is None or session != self.session_id
 
     def check(self) -> None:
         """Before a guarded ZooKeeper write (the multi-op proves the rest)."""
@@ -189,6 +198,8 @@ class RepairLocks:
         self._data = formats.serialize_lock(holder)
         self._proof: tuple[str, int] | None = None  # (proof node, the session that owns it)
         self._proof_made = asyncio.Lock()  # lanes taking locks at once share one proof per session
+        # Lock paths held now (taken, not yet released) through this connection, by any RepairLocks on it.
+        self._held = _HELD.setdefault(store, set())
 
     # ------------------------------------------------------------ what there is to do
     def markers(self) -> AsyncIterator[MarkerRecord]:
@@ -253,12 +264,15 @@ class RepairLocks:
                 await self._create_locks_dir(lock)
                 continue
             if isinstance(created, NodeExistsError):
+                if await self._reclaim_orphan(lock, proof):
+                    continue
                 return None
             if isinstance(created, Exception):
                 raise created
             break
         else:
             return None
+        self._held.add(lock)
         guard = LockGuard(
             lock, session, proof_path, self.store, ledger_path=self.store.paths.path(ledger_id), fence=self.fence
         )
@@ -276,6 +290,25 @@ class RepairLocks:
             await self.release(held)
             return None
         return held
+
+    async def _reclaim_orphan(self, lock: str, proof: tuple[str, int]) -> bool:
+        """A lock that exists already: True when it was this session's own, held by none of our lanes (a
+        release that could not reach ZooKeeper), and is now deleted, so it can be taken again. Anyone
+        else's lock (another session owns it) is left alone. The delete is version-checked and made only
+        while our proof exists, i.e. while the session that owns the lock lives."""
+        if lock in self._held:
+            return False
+        stat = await self.store.exists(lock)
+        if stat is None or stat.ephemeralOwner != proof[1] or lock in self._held:
+            return False
+        txn = self.store.client.transaction()
+        txn.check(proof[0], -1)
+        txn.delete(lock, stat.version)
+        checked, deleted = await self.store.bridge.commit(txn)
+        if isinstance(checked, Exception) or isinstance(deleted, Exception):
+            return False
+        log.warning("repair lock %s of this session was held by no worker lane: deleted, taken again", lock)
+        return True
 
     async def session_proof(self) -> tuple[str, int] | None:
         """This session's proof node and the session that owns it (made at the first lock of a session):
@@ -378,12 +411,29 @@ class RepairLocks:
             return
         guard.releasing = True  # the delete's own watch event may arrive before it returns
         try:
-            # Deleted in a multi-op that checks the proof first: never a lock of another session.
-            await self.store.guarded_one(guard, lambda t: t.delete(held.lock_path, -1))
-        except RepairLockLostError as exc:
-            log.info("not releasing %s: %s", held.lock_path, exc)
+            while True:
+                # A connection that is only down (a ZooKeeper restart) keeps the session and its lock:
+                # wait until it is back and delete the lock then; else it would stay held by a live
+                # session and no worker could take the ledger until that session ends.
+                await self.store.wait_connected()
+                if guard.session_ended():
+                    log.info("not releasing %s: the session that took it has ended", held.lock_path)
+                    return
+                try:
+                    # Deleted in a multi-op that checks the proof first: never a lock of another session.
+                    await self.store.guarded_one(guard, lambda t: t.delete(held.lock_path, -1))
+                    return
+                except RepairLockLostError as exc:
+                    log.info("not releasing %s: %s", held.lock_path, exc)
+                    return
+                except NoNodeError:
+                    return  # gone already (a deletion of the ledger's lock by someone else)
+                except KazooException as exc:  # the connection went down again: wait and try again
+                    log.info("releasing %s: %r; trying again once reconnected", held.lock_path, exc)
+                    await asyncio.sleep(0.2)
         finally:
             guard.released = True
+            self._held.discard(held.lock_path)
 
 
 def _guard(held: HeldLock) -> LockGuard:

@@ -31,7 +31,7 @@ from kazoo.exceptions import (
     RolledBackError,
     SessionClosedRequireSaslError,
 )
-from kazoo.protocol.states import EventType, KazooState, WatchedEvent
+from kazoo.protocol.states import EventType, KazooState, KeeperState, WatchedEvent
 
 from auditor.aio import spawn
 from auditor.logging import get_logger
@@ -87,6 +87,8 @@ class ZooKeeperConnection:
         if client.connected:
             self._connected.set()
         self._lost: asyncio.Future[None] = bridge.loop.create_future()
+        live = client.client_id
+        self._session: int | None = live[0] if live is not None else None
         self._watch_tasks: set[asyncio.Task[None]] = set()
         self._session_lost_callbacks: list[Callable[[], None]] = []
         bridge.add_state_callback(self._on_state)
@@ -99,12 +101,26 @@ class ZooKeeperConnection:
         else:
             self._connected.clear()
         if state == KazooState.LOST:
+            self._session = None
             # Watches die with the session: wake every watch loop so it re-arms after reconnecting.
             if not self._lost.done():
                 self._lost.set_result(None)
             self._lost = self.bridge.loop.create_future()
             for forget in self._session_lost_callbacks:
                 forget()
+
+    @property
+    def session_id(self) -> int | None:
+        """The ZooKeeper session this client holds, also while its connection is suspended: a disconnect
+        does not end a session (its ephemerals, a repair lock among them, live on until it expires, and
+        kazoo reconnects with it). None once the session is lost (LOST) or the client closed. kazoo's
+        `client_id` is None whenever the connection is down, so it cannot tell the two apart."""
+        live = self.client.client_id
+        if live is not None:
+            self._session = live[0]
+        elif self.client.client_state in (KeeperState.CLOSED, KeeperState.EXPIRED_SESSION, KeeperState.AUTH_FAILED):
+            self._session = None
+        return self._session
 
     def on_session_lost(self, callback: Callable[[], None]) -> None:
         """Call `callback()` (on the loop) each time the session is lost: for the recipes to forget what

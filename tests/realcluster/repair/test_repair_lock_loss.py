@@ -113,6 +113,87 @@ async def test_a_guard_whose_session_was_replaced_is_refused_by_zookeeper(
         await election.close()
 
 
+async def test_a_lock_released_while_zookeeper_is_down_is_deleted_once_it_is_back(
+    cluster: Cluster, store: ZooKeeperMetadataStore
+) -> None:
+    """A ZooKeeper restart suspends the connection but keeps the session, and with it the ephemeral lock.
+    A release asked for meanwhile (a repair pass stopped by the disconnect) waits for the connection and
+    deletes the lock then: the repair campaign's zk-restart round once left four locks held by a live
+    session, so no worker took those ledgers until that session ended minutes later."""
+    lid = scratch_id(25)
+    election = await leader_of(store)
+    worker = await open_store(cluster.metadata_service_uri)
+    try:
+        await zkwriters.ensure_underreplication_layout(store, election.guard)
+        await store.mark_underreplicated(lid, ["127.0.0.9:3181"], election.guard)
+        locks = RepairLocks(worker, HOLDER)
+        held = await locks.try_lock(lid)
+        assert held is not None
+        lock = store.markers.lock(lid)
+        session = worker.client.client_id[0]
+        assert cluster.zk is not None
+        await asyncio.to_thread(cluster.zk.stop)
+        try:
+            await until(lambda: not worker.client.connected, 30, "the worker's connection suspended")
+            assert worker.session_id == session  # suspended, not ended
+            release = asyncio.ensure_future(locks.release(held))
+            await asyncio.sleep(1.0)
+            assert not release.done()  # waiting for ZooKeeper, not giving the lock up for lost
+        finally:
+            await asyncio.to_thread(cluster.zk.start)
+        await asyncio.wait_for(release, 60)
+        assert worker.client.client_id[0] == session  # the same session throughout
+        await until(lambda: cluster.kazoo.connected, 60, "the test's own client reconnected")
+        assert cluster.kazoo.exists(lock) is None
+        again = await locks.try_lock(lid)  # free for the next pass at once
+        assert again is not None
+        await locks.release(again)
+    finally:
+        await until(lambda: cluster.kazoo.connected, 60, "the test's own client reconnected")
+        await zkwriters.delete_marker(store, lid, election.guard)
+        await worker.close()
+        await election.close()
+        cluster.heal_bookies()
+
+
+async def test_an_orphaned_lock_of_our_own_session_is_taken_back_and_no_one_elses(
+    cluster: Cluster, store: ZooKeeperMetadataStore
+) -> None:
+    """A lock our live session holds but none of our lanes does (its release never reached ZooKeeper) is
+    deleted and taken again by the next try; one a lane holds, or another session's, is not."""
+    lid = scratch_id(27)
+    election = await leader_of(store)
+    worker = await open_store(cluster.metadata_service_uri)
+    lock = store.markers.lock(lid)
+    try:
+        await zkwriters.ensure_underreplication_layout(store, election.guard)
+        await store.mark_underreplicated(lid, ["127.0.0.9:3181"], election.guard)
+        locks = RepairLocks(worker, HOLDER)
+        held = await locks.try_lock(lid)
+        assert held is not None
+        assert await RepairLocks(worker, HOLDER).try_lock(lid) is None  # a lane of this connection holds it
+        first = cluster.kazoo.exists(lock)
+        assert first is not None and first.ephemeralOwner == worker.client.client_id[0]
+        # The release that could not reach ZooKeeper (as before the fix above): forgotten, still there.
+        held.guard.released = True
+        locks._held.discard(lock)
+        again = await RepairLocks(worker, HOLDER).try_lock(lid)
+        assert again is not None
+        now = cluster.kazoo.exists(lock)
+        assert now is not None and now.czxid != first.czxid and now.ephemeralOwner == first.ephemeralOwner
+        await locks.release(again)
+        # Another session's lock: left alone.
+        cluster.kazoo.create(lock, formats.serialize_lock(OTHER), ephemeral=True)
+        assert await locks.try_lock(lid) is None
+        assert cluster.kazoo.get(lock)[0] == formats.serialize_lock(OTHER)
+    finally:
+        if cluster.kazoo.exists(lock):
+            cluster.kazoo.delete(lock)
+        await zkwriters.delete_marker(store, lid, election.guard)
+        await worker.close()
+        await election.close()
+
+
 async def test_a_lock_re_created_by_another_client_is_not_accepted(
     cluster: Cluster, store: ZooKeeperMetadataStore
 ) -> None:
