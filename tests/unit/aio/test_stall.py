@@ -76,7 +76,7 @@ def test_a_repair_lock_refuses_bookie_writes_while_its_fence_is_unconfirmed() ->
 
     clock = Clock()
     fence = StallFence(1.0, monotonic=clock)
-    store = SimpleNamespace(client=SimpleNamespace(client_id=(7, b""), state=KazooState.CONNECTED))
+    store = SimpleNamespace(client=SimpleNamespace(client_id=(7, b""), state=KazooState.CONNECTED), session_id=7)
     guard = LockGuard("/ledgers/underreplication/locks/urL0000000001", 7, "/proof", cast(Any, store), fence=fence)
     assert guard.write_refusal() is None
     clock.now += 5  # frozen
