@@ -95,12 +95,12 @@ class LockGuard:
             return "released by this worker; take it again before writing"
         if self.lost is not None:
             return self.lost
-        session = self.store.session_id  # kept while the connection is only suspended
-        if session is None or session != self.session_id:
+        if self.session_ended():
             return "the ZooKeeper session that took it has ended; another worker may hold it now"
         return None
 
     def session_ended(self) -> bool:
+        """Whether the session that took the lock is gone; a connection that is only suspended keeps it."""
         session = self.store.session_id
         return session is None or session != self.session_id
 
@@ -299,6 +299,7 @@ class RepairLocks:
         if lock in self._held:
             return False
         stat = await self.store.exists(lock)
+        # Held again? A lane of ours may have released and re-taken it while we looked.
         if stat is None or stat.ephemeralOwner != proof[1] or lock in self._held:
             return False
         txn = self.store.client.transaction()

@@ -76,6 +76,24 @@ async def until(what: Callable[[], bool], timeout: float, why: str) -> None:
         await asyncio.sleep(0.01)
 
 
+@asynccontextmanager
+async def scratch_marker(cluster: Cluster, store: ZooKeeperMetadataStore, offset: int) -> AsyncIterator[LedgerId]:
+    """A scratch ledger id marked under-replicated, its writes guarded by a won election on a test path;
+    afterwards its lock (whoever holds it) and its marker are deleted."""
+    lid = scratch_id(offset)
+    election = await leader_of(store)
+    try:
+        await zkwriters.ensure_underreplication_layout(store, election.guard)
+        await store.mark_underreplicated(lid, ["127.0.0.9:3181"], election.guard)
+        yield lid
+    finally:
+        await until(lambda: cluster.kazoo.connected, 60, "the test's own client connected")
+        if cluster.kazoo.exists(store.markers.lock(lid)):
+            cluster.kazoo.delete(store.markers.lock(lid))
+        await zkwriters.delete_marker(store, lid, election.guard)
+        await election.close()
+
+
 # ------------------------------------------------------------------ the guard's multi-op
 
 
@@ -84,33 +102,28 @@ async def test_a_guard_whose_session_was_replaced_is_refused_by_zookeeper(
 ) -> None:
     """The session that took the lock expires, kazoo gets a new one, another worker re-creates the lock
     (same path, Java's data, version 0): with the local check bypassed, the multi itself must refuse."""
-    lid = scratch_id(21)
-    election = await leader_of(store)
-    worker = await open_store(cluster.metadata_service_uri)
-    try:
-        await zkwriters.ensure_underreplication_layout(store, election.guard)
-        await store.mark_underreplicated(lid, ["127.0.0.9:3181"], election.guard)
-        held = await RepairLocks(worker, HOLDER).try_lock(lid)
-        assert held is not None
-        lock = store.markers.lock(lid)
-        old = worker.client.client_id[0]
-        await expire_session(cluster, worker.client)
-        await until(
-            lambda: worker.client.connected and worker.client.client_id[0] != old, 30, "a new session for the worker"
-        )
-        cluster.kazoo.create(lock, formats.serialize_lock(OTHER), ephemeral=True)  # another worker's now
-        monkeypatch.setattr(LockGuard, "check", lambda self: None)  # only ZooKeeper decides now
-        with pytest.raises(RepairLockLostError):
-            await worker.delete_marker(lid, held.guard, held.marker_version)
-        assert cluster.kazoo.exists(store.markers.marker(lid)) is not None
-        await RepairLocks(worker, HOLDER).release(held)  # refused by the multi: the other worker keeps it
-        assert cluster.kazoo.get(lock)[0] == formats.serialize_lock(OTHER)
-    finally:
-        if cluster.kazoo.exists(store.markers.lock(lid)):
-            cluster.kazoo.delete(store.markers.lock(lid))
-        await zkwriters.delete_marker(store, lid, election.guard)
-        await worker.close()
-        await election.close()
+    async with scratch_marker(cluster, store, 21) as lid:
+        worker = await open_store(cluster.metadata_service_uri)
+        try:
+            held = await RepairLocks(worker, HOLDER).try_lock(lid)
+            assert held is not None
+            lock = store.markers.lock(lid)
+            old = worker.client.client_id[0]
+            await expire_session(cluster, worker.client)
+            await until(
+                lambda: worker.client.connected and worker.client.client_id[0] != old,
+                30,
+                "a new session for the worker",
+            )
+            cluster.kazoo.create(lock, formats.serialize_lock(OTHER), ephemeral=True)  # another worker's now
+            monkeypatch.setattr(LockGuard, "check", lambda self: None)  # only ZooKeeper decides now
+            with pytest.raises(RepairLockLostError):
+                await worker.delete_marker(lid, held.guard, held.marker_version)
+            assert cluster.kazoo.exists(store.markers.marker(lid)) is not None
+            await RepairLocks(worker, HOLDER).release(held)  # refused by the multi: the other worker keeps it
+            assert cluster.kazoo.get(lock)[0] == formats.serialize_lock(OTHER)
+        finally:
+            await worker.close()
 
 
 async def test_a_lock_released_while_zookeeper_is_down_is_deleted_once_it_is_back(
@@ -120,40 +133,34 @@ async def test_a_lock_released_while_zookeeper_is_down_is_deleted_once_it_is_bac
     A release asked for meanwhile (a repair pass stopped by the disconnect) waits for the connection and
     deletes the lock then: the repair campaign's zk-restart round once left four locks held by a live
     session, so no worker took those ledgers until that session ended minutes later."""
-    lid = scratch_id(25)
-    election = await leader_of(store)
-    worker = await open_store(cluster.metadata_service_uri)
-    try:
-        await zkwriters.ensure_underreplication_layout(store, election.guard)
-        await store.mark_underreplicated(lid, ["127.0.0.9:3181"], election.guard)
-        locks = RepairLocks(worker, HOLDER)
-        held = await locks.try_lock(lid)
-        assert held is not None
-        lock = store.markers.lock(lid)
-        session = worker.client.client_id[0]
-        assert cluster.zk is not None
-        await asyncio.to_thread(cluster.zk.stop)
+    async with scratch_marker(cluster, store, 25) as lid:
+        worker = await open_store(cluster.metadata_service_uri)
         try:
-            await until(lambda: not worker.client.connected, 30, "the worker's connection suspended")
-            assert worker.session_id == session  # suspended, not ended
-            release = asyncio.ensure_future(locks.release(held))
-            await asyncio.sleep(1.0)
-            assert not release.done()  # waiting for ZooKeeper, not giving the lock up for lost
+            locks = RepairLocks(worker, HOLDER)
+            held = await locks.try_lock(lid)
+            assert held is not None
+            lock = store.markers.lock(lid)
+            session = worker.client.client_id[0]
+            assert cluster.zk is not None
+            await asyncio.to_thread(cluster.zk.stop)
+            try:
+                await until(lambda: not worker.client.connected, 30, "the worker's connection suspended")
+                assert worker.session_id == session  # suspended, not ended
+                release = asyncio.ensure_future(locks.release(held))
+                await asyncio.sleep(1.0)
+                assert not release.done()  # waiting for ZooKeeper, not giving the lock up for lost
+            finally:
+                await asyncio.to_thread(cluster.zk.start)
+            await asyncio.wait_for(release, 60)
+            assert worker.client.client_id[0] == session  # the same session throughout
+            await until(lambda: cluster.kazoo.connected, 60, "the test's own client reconnected")
+            assert cluster.kazoo.exists(lock) is None
+            again = await locks.try_lock(lid)  # free for the next pass at once
+            assert again is not None
+            await locks.release(again)
         finally:
-            await asyncio.to_thread(cluster.zk.start)
-        await asyncio.wait_for(release, 60)
-        assert worker.client.client_id[0] == session  # the same session throughout
-        await until(lambda: cluster.kazoo.connected, 60, "the test's own client reconnected")
-        assert cluster.kazoo.exists(lock) is None
-        again = await locks.try_lock(lid)  # free for the next pass at once
-        assert again is not None
-        await locks.release(again)
-    finally:
-        await until(lambda: cluster.kazoo.connected, 60, "the test's own client reconnected")
-        await zkwriters.delete_marker(store, lid, election.guard)
-        await worker.close()
-        await election.close()
-        cluster.heal_bookies()
+            await worker.close()
+    cluster.heal_bookies()
 
 
 async def test_an_orphaned_lock_of_our_own_session_is_taken_back_and_no_one_elses(
@@ -161,37 +168,30 @@ async def test_an_orphaned_lock_of_our_own_session_is_taken_back_and_no_one_else
 ) -> None:
     """A lock our live session holds but none of our lanes does (its release never reached ZooKeeper) is
     deleted and taken again by the next try; one a lane holds, or another session's, is not."""
-    lid = scratch_id(27)
-    election = await leader_of(store)
-    worker = await open_store(cluster.metadata_service_uri)
-    lock = store.markers.lock(lid)
-    try:
-        await zkwriters.ensure_underreplication_layout(store, election.guard)
-        await store.mark_underreplicated(lid, ["127.0.0.9:3181"], election.guard)
-        locks = RepairLocks(worker, HOLDER)
-        held = await locks.try_lock(lid)
-        assert held is not None
-        assert await RepairLocks(worker, HOLDER).try_lock(lid) is None  # a lane of this connection holds it
-        first = cluster.kazoo.exists(lock)
-        assert first is not None and first.ephemeralOwner == worker.client.client_id[0]
-        # The release that could not reach ZooKeeper (as before the fix above): forgotten, still there.
-        held.guard.released = True
-        locks._held.discard(lock)
-        again = await RepairLocks(worker, HOLDER).try_lock(lid)
-        assert again is not None
-        now = cluster.kazoo.exists(lock)
-        assert now is not None and now.czxid != first.czxid and now.ephemeralOwner == first.ephemeralOwner
-        await locks.release(again)
-        # Another session's lock: left alone.
-        cluster.kazoo.create(lock, formats.serialize_lock(OTHER), ephemeral=True)
-        assert await locks.try_lock(lid) is None
-        assert cluster.kazoo.get(lock)[0] == formats.serialize_lock(OTHER)
-    finally:
-        if cluster.kazoo.exists(lock):
-            cluster.kazoo.delete(lock)
-        await zkwriters.delete_marker(store, lid, election.guard)
-        await worker.close()
-        await election.close()
+    async with scratch_marker(cluster, store, 27) as lid:
+        worker = await open_store(cluster.metadata_service_uri)
+        lock = store.markers.lock(lid)
+        try:
+            locks = RepairLocks(worker, HOLDER)
+            held = await locks.try_lock(lid)
+            assert held is not None
+            assert await RepairLocks(worker, HOLDER).try_lock(lid) is None  # a lane of this connection holds it
+            first = cluster.kazoo.exists(lock)
+            assert first is not None and first.ephemeralOwner == worker.client.client_id[0]
+            # The release that could not reach ZooKeeper (as before the fix above): forgotten, still there.
+            held.guard.released = True
+            locks._held.discard(lock)
+            again = await RepairLocks(worker, HOLDER).try_lock(lid)
+            assert again is not None
+            now = cluster.kazoo.exists(lock)
+            assert now is not None and now.czxid != first.czxid and now.ephemeralOwner == first.ephemeralOwner
+            await locks.release(again)
+            # Another session's lock: left alone.
+            cluster.kazoo.create(lock, formats.serialize_lock(OTHER), ephemeral=True)
+            assert await locks.try_lock(lid) is None
+            assert cluster.kazoo.get(lock)[0] == formats.serialize_lock(OTHER)
+        finally:
+            await worker.close()
 
 
 async def test_a_lock_re_created_by_another_client_is_not_accepted(
@@ -199,11 +199,7 @@ async def test_a_lock_re_created_by_another_client_is_not_accepted(
 ) -> None:
     """Our session lives; our lock is deleted and re-created by another client (same path, version 0):
     the lock's watch marks the guard lost, no write is made under it and the other lock is not released."""
-    lid = scratch_id(23)
-    election = await leader_of(store)
-    try:
-        await zkwriters.ensure_underreplication_layout(store, election.guard)
-        await store.mark_underreplicated(lid, ["127.0.0.9:3181"], election.guard)
+    async with scratch_marker(cluster, store, 23) as lid:
         locks = RepairLocks(store, HOLDER)
         held = await locks.try_lock(lid)
         assert held is not None
@@ -224,11 +220,6 @@ async def test_a_lock_re_created_by_another_client_is_not_accepted(
             await locks.mark_replicated(held)
         assert cluster.kazoo.exists(store.markers.marker(lid)) is not None
         assert cluster.kazoo.get(lock)[0] == formats.serialize_lock(OTHER)
-    finally:
-        if cluster.kazoo.exists(store.markers.lock(lid)):
-            cluster.kazoo.delete(store.markers.lock(lid))
-        await zkwriters.delete_marker(store, lid, election.guard)
-        await election.close()
 
 
 # ------------------------------------------------------------------ the bookie writes
