@@ -21,7 +21,8 @@ from typing import Any
 
 from devcluster import ports
 from devcluster.cluster.errors import HarnessError
-from devcluster.cluster.processes import Proc
+from devcluster.cluster.processes import Proc, tail
+from devcluster.cluster.toolserver import ToolServer
 from devcluster.cluster.zksecurity import ZkTestSecurity
 
 BK_VERSION = os.environ.get("BK_VERSION", "4.17.3")
@@ -47,6 +48,8 @@ JVM_COMMON = [
 ]
 # Short-lived JVMs (shell, ledger tool) start faster with C1 only.
 JVM_CLIENT = ["-Xmx192m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xshare:auto"]
+# BK_TOOL_SERVER=0: every ledger-tool command in a JVM of its own, as before the server (toolserver.py).
+USE_TOOL_SERVER = os.environ.get("BK_TOOL_SERVER", "1") != "0"
 
 LOG4J_SERVER = """<?xml version="1.0" encoding="UTF-8"?>
 <Configuration status="WARN">
@@ -162,6 +165,8 @@ class JavaTools:
     client_conf: dict[str, str]  # extra Java client keys (e.g. TLS), for the shell and the ledger tool
     _tool: Path | None
     _workers: list[Proc]
+    _tool_server: ToolServer | None
+    zk: Proc | None
     zk_security: ZkTestSecurity | None
 
     def _client_jvm(self) -> list[str]:
@@ -210,7 +215,8 @@ class JavaTools:
             )
         return proc
 
-    def _tool_argv(self, command: str, args: Iterable[str]) -> list[str]:
+    def _tool_jvm(self) -> list[str]:
+        """The ledger tool's JVM up to its main class."""
         if self._tool is None:
             self._tool = tool_classes()
         return [
@@ -222,6 +228,10 @@ class JavaTools:
             "-cp",
             f"{self._tool}:{classpath()}",
             "BkLedgerTool",
+        ]
+
+    def _tool_command(self, command: str, args: Iterable[str]) -> list[str]:
+        return [
             command,
             "--metadata-uri",
             self.metadata_service_uri,
@@ -229,13 +239,41 @@ class JavaTools:
             *args,
         ]
 
-    def ledger_tool(self, command: str, *args: str, timeout: float = 180.0) -> dict[str, Any]:
+    def _tool_argv(self, command: str, args: Iterable[str]) -> list[str]:
+        """A JVM of its own for one command (a process a test controls: paused writers, workers)."""
+        return [*self._tool_jvm(), *self._tool_command(command, args)]
+
+    def _run_tool(self, command: str, args: Iterable[str], timeout: float) -> tuple[int, str, str]:
+        """One command of the ledger tool: (exit code, stdout, log tail). On the cluster's tool server
+        (toolserver.py) when it is free; a second caller at the same time gets a JVM of its own."""
+        server = self._tool_server
+        if USE_TOOL_SERVER and server is None:
+            server = self._tool_server = ToolServer([*self._tool_jvm(), "serve"], self.logs_dir / "tool-server.log")
+        if server is not None and server.lock.acquire(blocking=False):
+            try:
+                rc, out = server.run(self._tool_command(command, args), timeout, self.zk.pid if self.zk else None)
+                if rc != 0:
+                    server.stop()  # the next command starts from a fresh JVM and client
+            finally:
+                server.lock.release()
+            return rc, out, (tail(server.log) if rc != 0 or '{"error"' in out else "")
         proc = subprocess.run(
             self._tool_argv(command, args), capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
         )
+        return proc.returncode, proc.stdout, proc.stderr
+
+    def stop_tool_server(self) -> None:
+        """Stop the tool server (by pid) if one runs; the next command starts another."""
+        server = self._tool_server
+        if server is not None:
+            with server.lock:
+                server.stop()
+
+    def ledger_tool(self, command: str, *args: str, timeout: float = 180.0) -> dict[str, Any]:
+        rc, out, err = self._run_tool(command, args, timeout)
         with open(self.logs_dir / "ledger-tool.log", "a") as log:
-            log.write(f"=== {command} {' '.join(args)} rc={proc.returncode}\n{proc.stdout}\n{proc.stderr[-5000:]}\n")
-        return self._tool_result(command, args, proc.returncode, proc.stdout, proc.stderr)
+            log.write(f"=== {command} {' '.join(args)} rc={rc}\n{out}\n{err[-5000:]}\n")
+        return self._tool_result(command, args, rc, out, err)
 
     @staticmethod
     def _tool_result(command: str, args: Iterable[str], rc: int, out: str, err: str) -> dict[str, Any]:
@@ -349,17 +387,14 @@ class JavaTools:
 
     def _tool_rows(self, command: str, args: list[str], count: int, timeout: float) -> list[dict[str, Any]]:
         """One JVM of the tool that prints one JSON line per ledger: exactly `count` rows, none an error."""
-        proc = subprocess.run(
-            self._tool_argv(command, args), capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
-        )
+        rc, out, err = self._run_tool(command, args, timeout)
         with open(self.logs_dir / "ledger-tool.log", "a") as log:
-            log.write(f"=== {command} {' '.join(args)} rc={proc.returncode}\n{proc.stdout}\n{proc.stderr[-5000:]}\n")
-        results = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+            log.write(f"=== {command} {' '.join(args)} rc={rc}\n{out}\n{err[-5000:]}\n")
+        results = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
         errors = [r["error"] for r in results if "error" in r]
-        if proc.returncode != 0 or errors or len(results) != count:
+        if rc != 0 or errors or len(results) != count:
             raise HarnessError(
-                f"ledger tool {command} x{count} failed (rc={proc.returncode}): {errors or proc.stdout[-2000:]}\n"
-                f"{proc.stderr[-3000:]}"
+                f"ledger tool {command} x{count} failed (rc={rc}): {errors or out[-2000:]}\n{err[-3000:]}"
             )
         return results
 
@@ -426,23 +461,15 @@ class JavaTools:
         """The tool's `copies` census (one JVM) of ledgers `ID[:END]`: one row per ledger, listing per bookie
         of each write set the entries missing, corrupt (digest checked by Java) or unreadable there."""
         spec = ",".join(specs)
-        proc = subprocess.run(
-            self._tool_argv("copies", ["--ledgers", spec, "--password", password]),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            stdin=subprocess.DEVNULL,
-        )
+        rc, out, err = self._run_tool("copies", ["--ledgers", spec, "--password", password], timeout)
         with open(self.logs_dir / "ledger-tool.log", "a") as log:
-            log.write(f"=== copies {spec[:200]} rc={proc.returncode}\n{proc.stdout[-20000:]}\n{proc.stderr[-5000:]}\n")
-        rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+            log.write(f"=== copies {spec[:200]} rc={rc}\n{out[-20000:]}\n{err[-5000:]}\n")
+        rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
         for row in rows:
             if "error" in row:
-                raise HarnessError(f"ledger tool copies failed: {row['error']}\n{proc.stderr[-3000:]}")
-        if proc.returncode != 0:
-            raise HarnessError(
-                f"ledger tool copies: rc={proc.returncode}:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
-            )
+                raise HarnessError(f"ledger tool copies failed: {row['error']}\n{err[-3000:]}")
+        if rc != 0:
+            raise HarnessError(f"ledger tool copies: rc={rc}:\n{out[-2000:]}\n{err[-3000:]}")
         return rows
 
     def delete_ledger(self, ledger_id: int) -> dict[str, Any]:

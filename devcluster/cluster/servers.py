@@ -39,6 +39,7 @@ from devcluster.cluster.javatools import (
 )
 from devcluster.cluster.mltool import MlTools
 from devcluster.cluster.processes import Proc, tail
+from devcluster.cluster.toolserver import ToolServer
 from devcluster.cluster.zksecurity import ZkTestSecurity
 
 STORAGE_CLASSES = {
@@ -150,6 +151,7 @@ class Cluster(JavaTools, MlTools):
         self._tool: Path | None = None
         self._started = False
         self._workers: list[Proc] = []
+        self._tool_server: ToolServer | None = None
 
     # ------------------------------------------------------------------ lifecycle
     def start(self, timeout: float = 180.0) -> Cluster:
@@ -195,6 +197,7 @@ class Cluster(JavaTools, MlTools):
             self._kazoo = None
         for w in self._workers:
             w.stop()
+        self.stop_tool_server()
         for b in self.bookies:
             b.proc.stop()
         if self.zk is not None:

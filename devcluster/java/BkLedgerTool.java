@@ -99,7 +99,93 @@ public class BkLedgerTool {
     static final String PROP_ALLOWED = "bktool.allowed";
 
     public static void main(String[] argv) throws Exception {
-        if (argv.length < 1) {
+        if (argv.length == 1 && argv[0].equals("serve")) {
+            serve();
+            return;
+        }
+        if (argv.length >= 1 && (argv[0].equals("replication-worker") || argv[0].equals("auditor"))) {
+            Map<String, List<String>> opts = parse(Arrays.copyOfRange(argv, 1, argv.length));
+            String uri = one(opts, "metadata-uri", null);
+            int seconds = Integer.parseInt(one(opts, "seconds", "60"));
+            if (argv[0].equals("replication-worker")) {
+                replicationWorker(uri, seconds);
+            } else {
+                auditorOnly(uri, one(opts, "id", "127.0.0.1:3999"), seconds);
+            }
+            return;
+        }
+        // The client keeps non-daemon threads and its close waits seconds for its worker pools: it is never
+        // closed, the JVM halts once the result is printed.
+        Runtime.getRuntime().halt(run(argv, new HashMap<>()));
+    }
+
+    /**
+     * One command per line on stdin (its arguments separated by tabs), its output on stdout, then a line
+     * END_MARK + rc. Clients are kept per configuration between commands: a test suite pays the JVM's and
+     * the client's start-up once instead of once per command (devcluster/cluster/javatools.py).
+     */
+    static void serve() throws Exception {
+        Map<String, Clients> clients = new HashMap<>();
+        java.io.BufferedReader in = new java.io.BufferedReader(
+                new java.io.InputStreamReader(System.in, StandardCharsets.UTF_8));
+        String line;
+        while ((line = in.readLine()) != null) {
+            int rc;
+            try {
+                rc = run(line.split("\t", -1), clients);
+            } catch (Throwable t) {
+                emit("{\"error\":" + str(t.toString()) + "}");
+                rc = 3;
+            }
+            emit(END_MARK + rc);
+        }
+        Runtime.getRuntime().halt(0);
+    }
+
+    static final String END_MARK = "\u001eEND ";
+
+    /** A command's own failure: printed as {"error": message}, exit code 2. */
+    static final class Failure extends RuntimeException {
+        Failure(String message) {
+            super(message);
+        }
+    }
+
+    /** The clients of one configuration, kept by the server: never closed (see main). */
+    static final class Clients {
+        final ClientConfiguration conf;
+        final org.apache.bookkeeper.client.BookKeeper bk;
+        RawBookieClient raw;
+
+        Clients(ClientConfiguration conf) throws Exception {
+            this.conf = conf;
+            this.bk = (org.apache.bookkeeper.client.BookKeeper) BookKeeper.newBuilder(conf).build();
+        }
+
+        // Made on first use and kept: closing one right after its last add races with the completions
+        // it recycles (a NullPointerException in the close, seen in make test).
+        RawBookieClient raw() throws Exception {
+            if (raw == null) {
+                raw = new RawBookieClient(conf, bk);
+            }
+            return raw;
+        }
+    }
+
+    static int run(String[] argv, Map<String, Clients> clients) throws Exception {
+        try {
+            return runCommand(argv, clients);
+        } catch (Failure f) {
+            emit("{\"error\":" + str(f.getMessage()) + "}");
+            return 2;
+        } catch (Exception e) {
+            emit("{\"error\":" + str(e.toString()) + "}");
+            return 3;
+        }
+    }
+
+    static int runCommand(String[] argv, Map<String, Clients> clients) throws Exception {
+        if (argv.length < 1 || argv[0].isEmpty()) {
             fail("usage: BkLedgerTool create|recover|delete|info|read|copies|plant --metadata-uri URI [options]");
         }
         String cmd = argv[0];
@@ -108,20 +194,61 @@ public class BkLedgerTool {
         if (uri == null) {
             fail("--metadata-uri is required");
         }
-        if (opts.containsKey("bookies")) {
-            System.setProperty(PROP_FIRST, one(opts, "bookies", ""));
+        // Read by the placement policy on every choice; a kept client sees this command's values.
+        setOrClear(PROP_FIRST, opts.containsKey("bookies") ? one(opts, "bookies", "") : null);
+        setOrClear(PROP_ALLOWED, opts.containsKey("allowed") ? one(opts, "allowed", "") : null);
+        String key = uri + "\n" + one(opts, "client-conf", "") + "\n" + opts.containsKey("store-ctime");
+        Clients kept = clients.get(key);
+        if (kept == null) {
+            kept = new Clients(clientConf(uri, opts));
+            clients.put(key, kept);
         }
-        if (opts.containsKey("allowed")) {
-            System.setProperty(PROP_ALLOWED, one(opts, "allowed", ""));
+        org.apache.bookkeeper.client.BookKeeper bk = kept.bk;
+        switch (cmd) {
+            case "create":
+                int count = Integer.parseInt(one(opts, "count", "1"));
+                for (int i = 0; i < count; i++) {
+                    create(bk, opts);
+                }
+                break;
+            case "recover":
+                recover(bk, opts, true);
+                break;
+            case "info":
+                recover(bk, opts, false);
+                break;
+            case "delete":
+                // --ledger-id takes one id or a comma-separated list (one JVM for many deletions).
+                for (String one : one(opts, "ledger-id", "-1").split(",")) {
+                    long id = Long.parseLong(one.trim());
+                    bk.newDeleteLedgerOp().withLedgerId(id).execute().get(30, TimeUnit.SECONDS);
+                    emit("{\"ledgerId\":" + id + ",\"deleted\":true}");
+                }
+                break;
+            case "read":
+                readAll(bk, opts);
+                break;
+            case "copies":
+                copies(bk, kept.raw().client, opts);
+                break;
+            case "plant":
+                plant(bk, opts, kept.raw());
+                break;
+            default:
+                fail("unknown command " + cmd);
         }
-        if (cmd.equals("replication-worker")) {
-            replicationWorker(uri, Integer.parseInt(one(opts, "seconds", "60")));
-            return;
+        return 0;
+    }
+
+    static void setOrClear(String prop, String value) {
+        if (value == null) {
+            System.clearProperty(prop);
+        } else {
+            System.setProperty(prop, value);
         }
-        if (cmd.equals("auditor")) {
-            auditorOnly(uri, one(opts, "id", "127.0.0.1:3999"), Integer.parseInt(one(opts, "seconds", "60")));
-            return;
-        }
+    }
+
+    static ClientConfiguration clientConf(String uri, Map<String, List<String>> opts) throws Exception {
         ClientConfiguration conf = new ClientConfiguration();
         if (opts.containsKey("client-conf")) {
             // Extra client keys (e.g. TLS to the bookies), read as the Java client reads its own file.
@@ -135,49 +262,7 @@ public class BkLedgerTool {
         if (opts.containsKey("store-ctime")) {
             conf.setStoreSystemtimeAsLedgerCreationTime(true);
         }
-        int rc = 0;
-        try (BookKeeper bk = BookKeeper.newBuilder(conf).build()) {
-            switch (cmd) {
-                case "create":
-                    int count = Integer.parseInt(one(opts, "count", "1"));
-                    for (int i = 0; i < count; i++) {
-                        create(bk, opts);
-                    }
-                    break;
-                case "recover":
-                    recover(bk, opts, true);
-                    break;
-                case "info":
-                    recover(bk, opts, false);
-                    break;
-                case "delete":
-                    // --ledger-id takes one id or a comma-separated list (one JVM for many deletions).
-                    for (String one : one(opts, "ledger-id", "-1").split(",")) {
-                        long id = Long.parseLong(one.trim());
-                        bk.newDeleteLedgerOp().withLedgerId(id).execute().get(30, TimeUnit.SECONDS);
-                        emit("{\"ledgerId\":" + id + ",\"deleted\":true}");
-                    }
-                    break;
-                case "read":
-                    readAll(bk, opts);
-                    break;
-                case "copies":
-                    copies((org.apache.bookkeeper.client.BookKeeper) bk, conf, opts);
-                    break;
-                case "plant":
-                    org.apache.bookkeeper.client.BookKeeper legacy = (org.apache.bookkeeper.client.BookKeeper) bk;
-                    plant(legacy, opts, new RawBookieClient(conf, legacy));
-                    break;
-                default:
-                    fail("unknown command " + cmd);
-            }
-        } catch (Exception e) {
-            System.out.println("{\"error\":" + str(e.toString()) + "}");
-            System.out.flush();
-            rc = 3;
-        }
-        // The client keeps non-daemon threads; exit explicitly once the result is printed.
-        Runtime.getRuntime().halt(rc);
+        return conf;
     }
 
     static void create(BookKeeper bk, Map<String, List<String>> opts) throws Exception {
@@ -250,8 +335,7 @@ public class BkLedgerTool {
             LedgerMetadata md = wah != null ? wah.getLedgerMetadata() : wh.getLedgerMetadata();
             long lac = wah != null ? wah.getLastAddConfirmed() : wh.getLastAddConfirmed();
             emit(describe(ledgerId, md, lac, opts, password, entries, size));
-            // No close and no client shutdown: the ledger stays OPEN in its metadata.
-            Runtime.getRuntime().halt(0);
+            return;  // never closed: the ledger stays OPEN in its metadata
         }
         if (wah != null) {
             wah.close();
@@ -304,11 +388,9 @@ public class BkLedgerTool {
     }
 
     /** Which copies each bookie really holds: ground truth for the chaos campaign, from Java alone. */
-    static void copies(org.apache.bookkeeper.client.BookKeeper bk, ClientConfiguration conf,
+    static void copies(org.apache.bookkeeper.client.BookKeeper bk, org.apache.bookkeeper.proto.BookieClient client,
                        Map<String, List<String>> opts) throws Exception {
         byte[] password = one(opts, "password", "pw").getBytes(StandardCharsets.UTF_8);
-        RawBookieClient raw = new RawBookieClient(conf, bk);
-        org.apache.bookkeeper.proto.BookieClient client = raw.client;
         for (String spec : one(opts, "ledgers", "").split(",")) {
             if (spec.isEmpty()) {
                 continue;
@@ -395,7 +477,6 @@ public class BkLedgerTool {
                     + md.getLastEntryId() + ",\"belowWriteQuorum\":" + nBelowWrite + ",\"belowWriteFirst\":"
                     + belowWrite + ",\"belowAckQuorum\":" + nBelowAck + ",\"belowAckFirst\":" + belowAck + "}");
         }
-        raw.close();
     }
 
     static String lists(Map<String, List<Long>> m) {
@@ -409,7 +490,7 @@ public class BkLedgerTool {
     }
 
     /** The low-level BookieClient (one entry to one bookie, no ledger handle) and the threads it runs on. */
-    static final class RawBookieClient implements AutoCloseable {
+    static final class RawBookieClient {
         final io.netty.channel.EventLoopGroup group = new io.netty.channel.nio.NioEventLoopGroup(2);
         final org.apache.bookkeeper.common.util.OrderedExecutor executor =
                 org.apache.bookkeeper.common.util.OrderedExecutor.newBuilder().numThreads(2).name("raw").build();
@@ -423,13 +504,6 @@ public class BkLedgerTool {
                     org.apache.bookkeeper.stats.NullStatsLogger.INSTANCE, bk.getBookieAddressResolver());
         }
 
-        @Override
-        public void close() {
-            client.close();
-            group.shutdownGracefully();
-            executor.shutdown();
-            scheduler.shutdown();
-        }
     }
 
     /** Where `plant` writes one entry: ensemble indexes (none: nowhere) and the LAC piggybacked on it. */
@@ -532,8 +606,7 @@ public class BkLedgerTool {
             emit(json.substring(0, json.length() - 1) + ",\"layout\":" + str(spec) + ",\"planted\":" + planted
                     + "}");
         }
-        // No close and no client shutdown: the ledgers stay OPEN in their metadata.
-        Runtime.getRuntime().halt(0);
+        // The handles are never closed: the ledgers stay OPEN in their metadata.
     }
 
     /** --layout: entry -> where it goes; fails with one line on anything malformed or outside the ensemble. */
@@ -785,9 +858,7 @@ public class BkLedgerTool {
     }
 
     static void fail(String msg) {
-        System.out.println("{\"error\":" + str(msg) + "}");
-        System.out.flush();
-        Runtime.getRuntime().halt(2);
+        throw new Failure(msg);
     }
 
     /** Places ensembles only on the bookies a test names, so every test knows where its entries are. */
