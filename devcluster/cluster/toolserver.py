@@ -92,9 +92,7 @@ class ToolServer:
                 chunk = os.read(fd, 65536)
                 if not chunk:
                     self.stop()
-                    raise HarnessError(
-                        f"ledger tool server exited during {args[0]}; log {self.log}:\n{tail(self.log)}"
-                    )
+                    raise HarnessError(f"ledger tool server exited during {args[0]}; log {self.log}:\n{tail(self.log)}")
                 self._buffer += chunk
 
     def stop(self) -> None:
