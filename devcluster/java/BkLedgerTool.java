@@ -83,6 +83,12 @@ import org.apache.bookkeeper.stats.StatsLogger;
  *                                              seconds, lostBookieRecoveryDelay 0, periodic checks off
  *                                              (bench/lost_bookie.py)
  *
+ *   serve                                      run the commands above (but replication-worker and
+ *                                              auditor) one per stdin line, arguments separated by
+ *                                              tabs; after each its output, then a line "\u001eEND rc".
+ *                                              Clients are kept per configuration between commands
+ *                                              (devcluster/cluster/toolserver.py)
+ *
  * Every command but replication-worker takes --client-conf FILE: extra client keys (e.g. TLS to the
  * bookies) loaded before the tool's own settings.
  *
