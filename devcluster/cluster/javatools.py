@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from devcluster import ports
+from devcluster.cluster.cds import archive_run
 from devcluster.cluster.errors import HarnessError
 from devcluster.cluster.processes import Proc, tail
 from devcluster.cluster.toolserver import ToolServer
@@ -192,8 +193,10 @@ class JavaTools:
         self, *args: str, check: bool = True, timeout: float = 120.0, conf: Path | None = None
     ) -> subprocess.CompletedProcess[str]:
         """Run the real BookieShell; its results come back on stdout."""
+        archive = archive_run("shell", classpath())
         argv = [
             "java",
+            *archive.flags,
             *JVM_COMMON,
             *JVM_CLIENT,
             *self._client_jvm(),
@@ -205,7 +208,12 @@ class JavaTools:
             str(conf or self.conf_dir / "client.conf"),
             *args,
         ]
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+        clean = False
+        try:
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+            clean = proc.returncode == 0
+        finally:
+            archive.publish(clean)
         with open(self.logs_dir / "shell.log", "a") as log:
             log.write(f"=== shell {' '.join(args)} rc={proc.returncode}\n{proc.stdout}\n{proc.stderr}\n")
         if check and proc.returncode != 0:
@@ -538,7 +546,7 @@ class JavaTools:
             "--conf",
             str(conf),
         ]
-        proc = Proc("autorecovery", argv, self.logs_dir / "autorecovery.log")
+        proc = Proc("autorecovery", argv, self.logs_dir / "autorecovery.log", cds="autorecovery")
         proc.start()
         self._workers.append(proc)
         return proc

@@ -9,6 +9,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from devcluster.cluster.cds import ArchiveRun, archive_run, class_path
+
+# Exit codes of a JVM that ended normally: by itself, or on SIGTERM through its shutdown hooks.
+CLEAN_EXITS = (0, 128 + signal.SIGTERM, -signal.SIGTERM)
+
 
 def tail(path: Path, lines: int = 30) -> str:
     """The last lines of a log, for error messages."""
@@ -51,6 +56,9 @@ class Proc:
     argv: list[str]
     log: Path
     popen: subprocess.Popen[bytes] | None = None
+    # A JVM of this kind (bookie, zookeeper, ...) starts from a class-data sharing archive (cds.py).
+    cds: str | None = None
+    _archive: ArchiveRun | None = None
 
     @property
     def pid(self) -> int | None:
@@ -62,11 +70,17 @@ class Proc:
 
     def start(self, env: dict[str, str] | None = None) -> None:
         self.log.parent.mkdir(parents=True, exist_ok=True)
+        self._publish_archive()  # of a run that ended by itself
+        argv = self.argv
+        cp = class_path(argv) if self.cds else None
+        if self.cds and cp is not None:
+            self._archive = archive_run(self.cds, cp)
+            argv = [argv[0], *self._archive.flags, *argv[1:]]
         with open(self.log, "ab") as out:
-            out.write(f"\n=== start {time.strftime('%H:%M:%S')} {' '.join(self.argv)}\n".encode())
+            out.write(f"\n=== start {time.strftime('%H:%M:%S')} {' '.join(argv)}\n".encode())
             out.flush()
             self.popen = subprocess.Popen(
-                self.argv,
+                argv,
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -117,9 +131,18 @@ class Proc:
         except subprocess.TimeoutExpired:
             os.kill(self.popen.pid, signal.SIGKILL)
             self.popen.wait(10)
+        self._publish_archive()
 
     def kill(self) -> None:
         if self.running:
             assert self.popen is not None
             os.kill(self.popen.pid, signal.SIGKILL)
             self.popen.wait(10)
+        self._publish_archive()
+
+    def _publish_archive(self) -> None:
+        """The archive a first run of this kind wrote at its exit becomes the kind's (cds.py)."""
+        if self._archive is None or self.popen is None or self.popen.poll() is None:
+            return
+        self._archive.publish(self.popen.returncode in CLEAN_EXITS)
+        self._archive = None

@@ -263,6 +263,7 @@ class Cluster(JavaTools, MlTools):
                 str(cfg),
             ],
             self.logs_dir / "zookeeper.log",
+            cds="zookeeper",
         )
         self.zk.start()
         while time.monotonic() < deadline:
@@ -401,7 +402,7 @@ class Cluster(JavaTools, MlTools):
             storage,
             root,
             conf,
-            Proc(f"bookie{n}", argv, self.logs_dir / f"bookie{n}.log"),
+            Proc(f"bookie{n}", argv, self.logs_dir / f"bookie{n}.log", cds="bookie"),
             advertised_host=advertised,
         )
 
