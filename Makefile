@@ -13,9 +13,8 @@ demo: setup
 	.venv/bin/python -m devcluster.demo
 
 # Two pytest-xdist workers, each with its own real cluster on its own port slot (BK_TEST_PORT_SLOT and
-# the next one), whole test files to one worker (module fixtures share a cluster): about 19 min on 2
-# cores, where one process takes about 32 (docs/contributing.md). `pytest -q -ra tests` still runs it
-# in one process.
+# the next one), whole test files to one worker (module fixtures share a cluster): about 26 min on 2
+# cores (docs/contributing.md). `pytest -q -ra tests` still runs it in one process.
 test: setup lint
 	.venv/bin/python -m pytest -q -ra -n 2 --dist loadfile tests
 
