@@ -284,6 +284,10 @@ class RepairCampaign(Campaign):
         r.faulted_bookies.add(victim.bookie_id)
         r.params.update(victim=victim.bookie_id, writer_killed=w)
         r.bytes_at_risk = self.bytes_on(victim.bookie_id)
+        # Lost for good until restore_cluster brings it back empty: nothing may restart it with its disks
+        # meanwhile (a ZooKeeper restart's heal_bookies did: it then took new writes, and wiping it at the
+        # round's end destroyed copies no repair had been asked to make).
+        self.c.held_down.add(victim.index)
         self.c.kill_bookie(victim.index)
         r.fault_at = time.time()
         hold = 0.0
@@ -651,9 +655,12 @@ class RepairCampaign(Campaign):
         for bid in r.lost[:1]:
             b = next(x for x in self.c.bookies if x.bookie_id == bid)
             if b.running:
-                self.c.kill_bookie(b.index)
+                # Its disks may hold acknowledged entries written since it came back: wiping them would be
+                # the campaign's own data loss, charged to the repair in a later round.
+                raise CampaignError(f"the lost bookie {bid} of round {r.n} is running again: something restarted it")
             self.c.wipe_bookie(b.index)
             self.wiped_bookies.add(bid)
+            self.c.held_down.discard(b.index)
             self.c.start_bookie(b.index, timeout=120)
         self.ensure_cluster_whole()
 
