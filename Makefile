@@ -42,7 +42,6 @@ chaos: setup
 chaos-repair: setup
 	.venv/bin/python -m bench.chaos --repair --rounds 200 --seed 1
 
-# Its smoke (self-test and two rounds, about 5 min on an idle machine). Not yet in `make test`: under load it
-# still fails (docs/reliability.md, "Repair under chaos", Status); the file name keeps pytest from collecting it.
+# Its smoke alone (self-test and two rounds, part of `make test` too).
 chaos-repair-smoke: setup
-	.venv/bin/python -m pytest -q -s -p no:cacheprovider tests/realcluster/chaos/smoke_chaos_repair.py
+	.venv/bin/python -m pytest -q -s -p no:cacheprovider tests/realcluster/chaos/test_chaos_repair.py
