@@ -5,7 +5,6 @@ bookies, one behind the TCP proxy, one DbLedgerStorage), two `bk-auditor run` da
 from __future__ import annotations
 
 import json
-import logging
 from pathlib import Path
 
 import pytest
@@ -15,18 +14,8 @@ from devcluster.chaos.campaign import Campaign, ChaosConfig, summary_text
 pytestmark = pytest.mark.realcluster
 
 
+@pytest.mark.usefixtures("quiet_kazoo")
 def test_chaos_smoke(tmp_path: Path) -> None:
-    # Our ZooKeeper clients reconnect through the ZooKeeper restarts: keep their chatter out, for this test only.
-    kazoo_log = logging.getLogger("kazoo")
-    level = kazoo_log.level
-    kazoo_log.setLevel(logging.ERROR)
-    try:
-        _smoke(tmp_path)
-    finally:
-        kazoo_log.setLevel(level)
-
-
-def _smoke(tmp_path: Path) -> None:
     cfg = ChaosConfig(
         rounds=3,
         seed=7,

@@ -9,7 +9,6 @@ Part of `make test`; alone: `make chaos-repair-smoke` (docs/reliability.md, "Rep
 from __future__ import annotations
 
 import json
-import logging
 from pathlib import Path
 
 import pytest
@@ -19,17 +18,8 @@ from devcluster.chaos.repair_campaign import RepairCampaign, RepairConfig, repai
 pytestmark = pytest.mark.realcluster
 
 
+@pytest.mark.usefixtures("quiet_kazoo")
 def test_chaos_repair_smoke(tmp_path: Path) -> None:
-    kazoo_log = logging.getLogger("kazoo")
-    level = kazoo_log.level
-    kazoo_log.setLevel(logging.ERROR)
-    try:
-        _smoke(tmp_path)
-    finally:
-        kazoo_log.setLevel(level)
-
-
-def _smoke(tmp_path: Path) -> None:
     cfg = RepairConfig(
         rounds=2,
         seed=11,
