@@ -251,9 +251,16 @@ class JavaTools:
         """A JVM of its own for one command (a process a test controls: paused writers, workers)."""
         return [*self._tool_jvm(), *self._tool_command(command, args)]
 
-    def _run_tool(self, command: str, args: Iterable[str], timeout: float) -> tuple[int, str, str]:
-        """One command of the ledger tool: (exit code, stdout, log tail). On the cluster's tool server
-        (toolserver.py) when it is free; a second caller at the same time gets a JVM of its own."""
+    def _run_tool(self, command: str, args: list[str], timeout: float) -> tuple[int, str, str]:
+        """One command of the ledger tool: (exit code, stdout, log tail), also appended to ledger-tool.log."""
+        rc, out, err = self._run_tool_once(command, args, timeout)
+        with open(self.logs_dir / "ledger-tool.log", "a") as log:
+            log.write(f"=== {command} {' '.join(args)[:2000]} rc={rc}\n{out[-20000:]}\n{err[-5000:]}\n")
+        return rc, out, err
+
+    def _run_tool_once(self, command: str, args: list[str], timeout: float) -> tuple[int, str, str]:
+        """On the cluster's tool server (toolserver.py) when it is free; a second caller at the same time
+        gets a JVM of its own."""
         server = self._tool_server
         if USE_TOOL_SERVER and server is None:
             server = self._tool_server = ToolServer([*self._tool_jvm(), "serve"], self.logs_dir / "tool-server.log")
@@ -278,9 +285,7 @@ class JavaTools:
                 server.stop()
 
     def ledger_tool(self, command: str, *args: str, timeout: float = 180.0) -> dict[str, Any]:
-        rc, out, err = self._run_tool(command, args, timeout)
-        with open(self.logs_dir / "ledger-tool.log", "a") as log:
-            log.write(f"=== {command} {' '.join(args)} rc={rc}\n{out}\n{err[-5000:]}\n")
+        rc, out, err = self._run_tool(command, list(args), timeout)
         return self._tool_result(command, args, rc, out, err)
 
     @staticmethod
@@ -394,10 +399,8 @@ class JavaTools:
         return self._tool_rows("create", [*args, "--count", str(count)], count, timeout=600)
 
     def _tool_rows(self, command: str, args: list[str], count: int, timeout: float) -> list[dict[str, Any]]:
-        """One JVM of the tool that prints one JSON line per ledger: exactly `count` rows, none an error."""
+        """One command of the tool that prints one JSON line per ledger: exactly `count` rows, none an error."""
         rc, out, err = self._run_tool(command, args, timeout)
-        with open(self.logs_dir / "ledger-tool.log", "a") as log:
-            log.write(f"=== {command} {' '.join(args)} rc={rc}\n{out}\n{err[-5000:]}\n")
         results = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
         errors = [r["error"] for r in results if "error" in r]
         if rc != 0 or errors or len(results) != count:
@@ -470,8 +473,6 @@ class JavaTools:
         of each write set the entries missing, corrupt (digest checked by Java) or unreadable there."""
         spec = ",".join(specs)
         rc, out, err = self._run_tool("copies", ["--ledgers", spec, "--password", password], timeout)
-        with open(self.logs_dir / "ledger-tool.log", "a") as log:
-            log.write(f"=== copies {spec[:200]} rc={rc}\n{out[-20000:]}\n{err[-5000:]}\n")
         rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
         for row in rows:
             if "error" in row:

@@ -72,8 +72,8 @@ class Proc:
         self.log.parent.mkdir(parents=True, exist_ok=True)
         self._publish_archive()  # of a run that ended by itself
         argv = self.argv
-        cp = class_path(argv) if self.cds else None
-        if self.cds and cp is not None:
+        cp = class_path(argv)
+        if self.cds is not None and cp is not None:
             self._archive = archive_run(self.cds, cp)
             argv = [argv[0], *self._archive.flags, *argv[1:]]
         with open(self.log, "ab") as out:
