@@ -88,6 +88,9 @@ async def scratch_marker(cluster: Cluster, store: ZooKeeperMetadataStore, offset
         yield lid
     finally:
         await until(lambda: cluster.kazoo.connected, 60, "the test's own client connected")
+        # A ZooKeeper restart inside the test deposes the election (a suspended leader stops writing) until
+        # its session is back and it has re-checked its vote.
+        await election.wait_leader(timeout=60)
         if cluster.kazoo.exists(store.markers.lock(lid)):
             cluster.kazoo.delete(store.markers.lock(lid))
         await zkwriters.delete_marker(store, lid, election.guard)
