@@ -5,8 +5,13 @@ marked ledger whose every copy is where it belongs, the ones a read of every cop
 (`Healer.corrupt_copies`: entry lists carry no digest, so a `digest_mismatch` the auditor's reads found
 shows only to a read). Each corrupt copy on a writable bookie of its segment is overwritten by
 RECOVERY_ADD of a verified copy from another replica, through the one write path of the attempt (the
-`write` it is given: the repair gate, under the ledger's lock), then read back until it verifies.
-Everything here but that write is read-only.
+`write` it is given: the repair gate, under the ledger's lock), then read back until it verifies. A
+bookie that keeps serving the corrupt copy after the re-add (SortedLedgerStorage reads its flushed copy
+before its memtable, until the memtable fills) is replaced in that segment (`replace`: its stripe copied
+to another bookie, the ensemble updated version-checked), as Java's ReplicationWorker replaces a bad
+fragment's bookie: readers, the auditor and Java's census would otherwise keep meeting the rot, and the
+auditor keep marking the ledger, until a flush that may be hours away. Everything here but those writes is
+read-only.
 """
 
 from __future__ import annotations
@@ -38,6 +43,8 @@ log = get_logger("auditor.repair")
 CredentialsFor = Callable[[LedgerMetadata, Iterable[int]], Awaitable[LedgerCredentials]]
 # The attempt's one write path: a HEAL action copied through the repair gate under the lock's lease.
 HealWrite = Callable[[LedgerMetadata, Action, Tally, LockGuard], Awaitable[LedgerMetadata]]
+# The attempt's replacement of one member of one segment (segment, index, bookie), the metadata after it.
+ReplaceMember = Callable[[LedgerMetadata, int, int, str, Tally, LockGuard], Awaitable[LedgerMetadata]]
 
 
 class Healer:
@@ -49,12 +56,14 @@ class Healer:
         states: BookieStates,
         credentials: CredentialsFor,
         write: HealWrite,
+        replace: ReplaceMember,
         metrics: RepairMetrics | None,
     ) -> None:
         self._bookies = bookies
         self._states = states  # the worker's, refreshed before each assessment
         self._credentials = credentials
         self._write = write
+        self._replace = replace
         self._metrics = metrics
 
     async def corrupt_copies(self, md: LedgerMetadata, in_flight: int) -> list[tuple[int, CorruptReplica]]:
@@ -89,11 +98,12 @@ class Healer:
         await gather_all(reader() for _ in range(in_flight))
         return sorted(found, key=lambda f: (f[0], f[1].entry_id, f[1].bookie_id))
 
-    async def heal(self, md: LedgerMetadata, tally: Tally, guard: LockGuard, verify_s: float) -> None:
+    async def heal(self, md: LedgerMetadata, tally: Tally, guard: LockGuard, verify_s: float) -> LedgerMetadata:
         """Heal the bit rot the copies met (`tally.corrupt`): each corrupt copy on a writable bookie of
         the segment is overwritten by RECOVERY_ADD of a verified copy from another replica, then read
-        back until it verifies (for `verify_s`). A bookie that is not writable keeps its corrupt copy
-        (logged; its replacement, when it goes, copies from the good ones)."""
+        back until it verifies (for `verify_s`); a bookie still serving the corrupt copy then is replaced
+        in that segment. A bookie that is not writable keeps its corrupt copy (logged; its replacement,
+        when it goes, copies from the good ones). Returns the metadata after the replacements."""
         places: dict[tuple[int, int, str], set[int]] = {}
         for segment, c in tally.corrupt:
             ensemble = md.segments[segment].ensemble
@@ -112,24 +122,28 @@ class Healer:
         for (segment, index, bookie), entries in sorted(places.items()):
             stripe = StripedSet.from_rangeset(RangeSet.from_ids(entries))
             first = md.segments[segment].first_entry_id
-            await self._write(md, Action(ActionKind.HEAL, segment, first, index, bookie, stripe), tally, guard)
+            md = await self._write(md, Action(ActionKind.HEAL, segment, first, index, bookie, stripe), tally, guard)
             still = await self._verified_in_time(md, bookie, sorted(entries), verify_s)
             fields = {"ledgerId": str(md.ledger_id), "bookieId": bookie, "segment": segment}
-            if still:
-                # Acknowledged (journaled) but not served yet: not a failure of the ledger's repair.
-                log.warning(
-                    "corrupt copies re-added, not served yet: a bookie with SortedLedgerStorage serves its "
-                    "flushed copy until its next memtable flush (at skipListSizeLimit or shutdown)",
-                    entries=RangeSet.from_ids(still).to_text(),
-                    waitedSeconds=verify_s,
-                    **fields,
-                )
-                self._count_corrupt("readded_not_served", len(still))
             healed = sorted(set(entries) - set(still))
             if healed:
                 tally.healed += len(healed)
                 log.warning("corrupt copies healed", entries=RangeSet.from_ids(healed).to_text(), **fields)
                 self._count_corrupt("healed", len(healed))
+            if not still:
+                continue
+            # Acknowledged (journaled) but not served: move the member's stripe off it.
+            log.warning(
+                "corrupt copies re-added, not served yet: a bookie with SortedLedgerStorage serves its "
+                "flushed copy until its next memtable flush (at skipListSizeLimit or shutdown); replacing it "
+                "in the segment",
+                entries=RangeSet.from_ids(still).to_text(),
+                waitedSeconds=verify_s,
+                **fields,
+            )
+            md = await self._replace(md, segment, index, bookie, tally, guard)
+            self._count_corrupt("replaced", len(still))
+        return md
 
     def _count_corrupt(self, outcome: str, copies: int) -> None:
         if self._metrics is not None:

@@ -4,7 +4,8 @@
 evidence with the checks' own read-only code and plan (`evidence.assess`); for each action copy exactly
 its entries through the repair gate (`copy.copy_entries`), and for a REPLACE choose the new bookie by the
 placement policy (`targets`) and commit it with the version-checked `metadata.repair.ensemble.replace_member`; heal the
-corrupt copies met on the way (`healing`); then re-check the ledger the same way, and only when it is
+corrupt copies found or met on the way (`healing`: re-added and read back, or the member that keeps
+serving one replaced in its segment); then re-check the ledger the same way, and only when it is
 clean delete the marker at the captured version. Anything in the way (data loss, an unknown answer, an
 open segment, no eligible bookie, a failed copy, a changed segment) ends the attempt as BLOCKED: the lock
 is released, the marker kept, and the ledger is not taken again before its backoff
@@ -31,6 +32,8 @@ from auditor.durability.model import LedgerMetadata
 from auditor.durability.repackage import LedgerCredentials, ledger_credentials
 from auditor.durability.repairblocked import blocked_finding
 from auditor.durability.repairplan import Action, ActionKind, BlockReason, BookieState
+from auditor.durability.schedule import expected_for_index
+from auditor.durability.striped import StripedSet
 from auditor.logging import get_logger, log_new_finding
 from auditor.metadata.errors import CorruptZnodeError, NoSuchLedgerError, RepairLockLostError
 from auditor.metadata.interfaces import ReleaseOutcome
@@ -39,7 +42,7 @@ from auditor.metadata.repair.ensemble import UpdateOutcome, replace_member
 from auditor.metadata.repair.lock import LockGuard, RepairLocks, ZkHeldLock
 
 from .attempt import LOCK_LOST, Blocked, LedgerRepair, RepairOptions, Status, Tally, copy_failure
-from .copy import CopyResult, CopyTask, copy_entries
+from .copy import CopyResult, CopyTask, CorruptReplica, copy_entries
 from .credentials import proven_credentials
 from .evidence import Assessment, BookieStates, assess
 from .gate import LeaseEndedError, RecoveryAddPermit
@@ -89,7 +92,9 @@ class LedgerRepairer:
         self._proven: dict[LedgerId, LedgerCredentials] = {}
         # locations: auditor.checks.build.Locations (racks), None: placement not judged
         self.targets = TargetChooser(ctx, self.states, locations)
-        self.healer = Healer(ctx.bookies, self.states, self._credentials, self._heal_write, metrics)
+        self.healer = Healer(
+            ctx.bookies, self.states, self._credentials, self._heal_write, self._replace_member, metrics
+        )
 
     # ------------------------------------------------------------------ backoff
     def in_backoff(self, ledger_id: LedgerId, now_ms: int | None = None) -> bool:
@@ -283,13 +288,22 @@ class LedgerRepairer:
             raise Blocked(BlockReason.WAIT_UNKNOWN.value, "the end of the open ledger is not proven yet")
         chosen: dict[int, set[str]] = {}  # segment -> targets already chosen in it
         for action in a.plan.actions:
+            if action.kind is ActionKind.HEAL:
+                # Copies the evidence's reads found corrupt: healed with the ones the copies meet, so each
+                # is read back, and a bookie that keeps serving the rot is replaced (`healing`).
+                tally.corrupt.extend(
+                    (action.segment_index, CorruptReplica(e, action.bookie, "digest mismatch (found by reading)"))
+                    for lo, hi in action.entries.iter_runs()
+                    for e in range(lo, hi + 1)
+                )
+                continue
             md = await self._act(md, action, chosen, tally, held.guard)
         if a.plan.is_clean:
             # Marked, yet every copy is where it belongs: entry lists carry no digest, so look for the
             # one damage they cannot show (a `digest_mismatch` the auditor's reads found), by reading.
             tally.corrupt.extend(await self.healer.corrupt_copies(md, self.options.copy_limits.max_in_flight))
         tally.touched.update(c.bookie_id for _, c in tally.corrupt)
-        await self.healer.heal(md, tally, held.guard, self.options.heal_verify_s)
+        md = await self.healer.heal(md, tally, held.guard, self.options.heal_verify_s)
         if a.plan.blocks:
             # The actions that could run did; what remains is named (data loss with its entry ranges).
             raise Blocked(a.plan.blocks[0].reason.value, "; ".join(b.describe() for b in a.plan.blocks))
@@ -389,6 +403,20 @@ class LedgerRepairer:
 
     async def _heal_write(self, md: LedgerMetadata, action: Action, tally: Tally, guard: LockGuard) -> LedgerMetadata:
         """The healer's write: a HEAL action, through the one copy path of the attempt (`_act`)."""
+        return await self._act(md, action, {}, tally, guard)
+
+    async def _replace_member(
+        self, md: LedgerMetadata, segment: int, index: int, bookie: str, tally: Tally, guard: LockGuard
+    ) -> LedgerMetadata:
+        """The healer's replacement of a member that keeps serving a corrupt copy: its whole stripe of the
+        segment copied to a new bookie and the ensemble updated, through `_act` as any REPLACE. Only a
+        segment the copy path may rewrite (not an open ledger's last) gets here."""
+        if not md.is_closed and segment == len(md.segments) - 1:
+            raise Blocked(BlockReason.OPEN_SEGMENT.value, f"segment {segment} is the open ledger's last")
+        first = md.segments[segment].first_entry_id
+        last = md.segments[segment + 1].first_entry_id - 1 if segment + 1 < len(md.segments) else md.last_entry_id
+        stripe = expected_for_index(first, last, index, md.ensemble_size, md.write_quorum)
+        action = Action(ActionKind.REPLACE, segment, first, index, bookie, StripedSet.of([stripe]))
         return await self._act(md, action, {}, tally, guard)
 
     async def _choose(self, md: LedgerMetadata, segment_index: int, index: int, exclude: Iterable[str]) -> str:

@@ -1,11 +1,12 @@
 """The repair worker heals the bit rot it meets, against real BookKeeper 4.17.3: entries corrupted on the
-disks of two surviving bookies (a payload byte flipped in their entry logs and journals), a third bookie
+disks of surviving bookies (a payload byte flipped in their entry logs and journals), another bookie
 lost. The worker copies the lost stripe from verified copies only (a corrupt one is never sent), then
-overwrites each corrupt copy on its own bookie with RECOVERY_ADD of a verified one and reads it back.
-These bookies (SortedLedgerStorage) serve the new copy only after their memtable is flushed, so the
-worker says "re-added, not served yet" unless a flush came first; after a restart (which flushes) Java's
-census, which checks the digest of every copy itself, finds nothing corrupt or missing (it saw both
-corrupt copies before), and the Java client reads every entry."""
+overwrites each corrupt copy on its own bookie with RECOVERY_ADD of a verified one and reads it back. A
+DbLedgerStorage bookie serves the new copy at once: healed in place. A SortedLedgerStorage bookie serves
+its flushed (corrupt) copy until its memtable fills, so the worker replaces it in that segment (its
+stripe copied to another bookie). Right after the repair, with no restart, Java's census, which checks
+the digest of every copy itself, finds nothing corrupt or missing (it saw the corrupt copies before), and
+the Java client reads every entry."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ pytestmark = pytest.mark.realcluster
 SIZE = 100
 ENTRIES = 30
 VICTIM = 5
+DB = 6  # the session cluster's DbLedgerStorage bookie (tests/conftest.py)
 
 
 def corrupt(cluster: Cluster, n: int, lid: int, entry: int) -> None:
@@ -35,20 +37,21 @@ def corrupt(cluster: Cluster, n: int, lid: int, entry: int) -> None:
         cluster.start_bookie(n)
 
 
-async def test_corrupt_copies_are_never_sent_and_are_healed_in_place(
+async def test_corrupt_copies_are_never_sent_and_are_healed_in_place_or_moved(
     cluster: Cluster, store: ZooKeeperMetadataStore
 ) -> None:
-    b1, b2, victim = (cluster.bookie(n).bookie_id for n in (1, 2, VICTIM))
+    b1, b6, victim = (cluster.bookie(n).bookie_id for n in (1, DB, VICTIM))
+    assert cluster.bookie(DB).storage == "db" and cluster.bookie(1).storage == "sorted"
     r = cluster.create_ledger(
-        ensemble=3, write_quorum=3, ack_quorum=2, entries=ENTRIES, entry_size=SIZE, bookies=[b1, b2, victim]
+        ensemble=3, write_quorum=3, ack_quorum=2, entries=ENTRIES, entry_size=SIZE, bookies=[b1, b6, victim]
     )
     lid = r["ledgerId"]
     # E3/WQ3: entry e's write set starts at index e mod 3, so the copy of the victim's (index 2) stripe
-    # reads entry 4 from bookie 2 first and entry 9 from bookie 1 first: both corrupt there.
-    corrupt(cluster, 2, lid, 4)
+    # reads entry 4 from bookie 6 first and entry 9 from bookie 1 first: both corrupt there.
+    corrupt(cluster, DB, lid, 4)
     corrupt(cluster, 1, lid, 9)
     (before,) = await asyncio.to_thread(cluster.copies, [str(lid)])
-    assert before["corrupt"] == {b1: [9], b2: [4]}, before
+    assert before["corrupt"] == {b1: [9], b6: [4]}, before
     with bookie_lost(cluster, VICTIM, [r]):
         cluster.wait_unregistered(VICTIM, timeout=30)
         await mark_lost(store, victim, [lid])
@@ -58,17 +61,15 @@ async def test_corrupt_copies_are_never_sent_and_are_healed_in_place(
         got = ledger_log_lines(run.stderr, lid)
         repaired = next((ln for ln in got if ln["event"] == "ledger repaired"), None)
         assert repaired is not None, run.stderr[-4000:]
-        healed = {ln["bookieId"]: ln["entries"] for ln in got if ln["event"].startswith("corrupt copies")}
-        assert healed == {b1: "9", b2: "4"}, got
-        assert repaired["entriesCopied"] == ENTRIES + 2, repaired  # the lost stripe, and the two healed
+        healed = {ln["bookieId"]: ln["entries"] for ln in got if ln["event"] == "corrupt copies healed"}
+        unserved = {ln["bookieId"]: ln["entries"] for ln in got if ln["event"].startswith("corrupt copies re-added")}
+        assert healed == {b6: "4"} and unserved == {b1: "9"}, got
+        # the lost stripe, the two re-adds, and bookie 1's whole stripe (E3/WQ3: every entry) moved
+        assert repaired["entriesCopied"] == ENTRIES + 2 + ENTRIES, repaired
         info = await asyncio.to_thread(cluster.ledger_info, lid)
-        new = info["ensembles"]["0"][2]
-        assert new not in (b1, b2, victim), info
-        # SortedLedgerStorage serves a re-added entry once its memtable is flushed (full, or at shutdown):
-        # the worker says "not served yet" then. A restart flushes it.
-        for n in (1, 2):
-            cluster.restart_bookie(n)
-        (after,) = await asyncio.to_thread(cluster.copies, [str(lid)])
+        new1, kept, new2 = info["ensembles"]["0"]
+        assert kept == b6 and {new1, new2}.isdisjoint({b1, b6, victim}) and new1 != new2, info
+        (after,) = await asyncio.to_thread(cluster.copies, [str(lid)])  # no restart, no flush
         assert (after["missing"], after["corrupt"], after["unreadable"]) == ({}, {}, {}), after
         read = await asyncio.to_thread(cluster.read_ledger, lid, SIZE)
         assert (read["read"], read["badContent"]) == (ENTRIES, []), read
@@ -77,8 +78,10 @@ async def test_corrupt_copies_are_never_sent_and_are_healed_in_place(
 async def test_a_ledger_marked_for_a_corrupt_copy_alone_is_healed(
     cluster: Cluster, store: ZooKeeperMetadataStore
 ) -> None:
-    """Nothing missing, one copy rotten: entry lists cannot show it, so the worker reads every copy of the
-    marked ledger, finds the corrupt one and heals it; the marker goes, Java's census is clean."""
+    """Nothing missing, one copy rotten on a SortedLedgerStorage bookie: entry lists cannot show it, so
+    the worker reads every copy of the marked ledger, finds the corrupt one and re-adds it; the bookie
+    keeps serving its flushed copy, so its stripe moves to another bookie; the marker goes, Java's census
+    is clean with no restart."""
     b1, b2, b3 = (cluster.bookie(n).bookie_id for n in (1, 2, 3))
     r = cluster.create_ledger(
         ensemble=3, write_quorum=2, ack_quorum=2, entries=ENTRIES, entry_size=SIZE, bookies=[b1, b2, b3]
@@ -95,12 +98,45 @@ async def test_a_ledger_marked_for_a_corrupt_copy_alone_is_healed(
         got = ledger_log_lines(run.stderr, lid)
         repaired = next((ln for ln in got if ln["event"] == "ledger repaired"), None)
         assert repaired is not None, run.stderr[-4000:]
-        assert repaired["entriesCopied"] == 1 and repaired["detail"] == "marker_deleted", repaired
-        healed = {ln["bookieId"]: ln["entries"] for ln in got if ln["event"].startswith("corrupt copies")}
-        assert healed == {b2: "4"}, got
+        # E3/WQ2: index 1 is in the write set of entries e with e mod 3 in (0, 1): 20 of 30
+        assert repaired["entriesCopied"] == 1 + 20 and repaired["detail"] == "marker_deleted", repaired
+        unserved = {ln["bookieId"]: ln["entries"] for ln in got if ln["event"].startswith("corrupt copies re-added")}
+        assert unserved == {b2: "4"}, got
         info = await asyncio.to_thread(cluster.ledger_info, lid)
-        assert info["ensembles"]["0"] == [b1, b2, b3], info  # healed in place, no ensemble change
-        cluster.restart_bookie(2)  # SortedLedgerStorage: the re-added copy is served after a flush
+        first, moved, third = info["ensembles"]["0"]
+        assert (first, third) == (b1, b3) and moved not in (b1, b2, b3), info
+        (after,) = await asyncio.to_thread(cluster.copies, [str(lid)])
+        assert (after["missing"], after["corrupt"], after["unreadable"]) == ({}, {}, {}), after
+    finally:
+        cluster.ledger_tool("delete", "--ledger-id", str(lid))
+
+
+async def test_a_corrupt_copy_on_a_db_storage_bookie_is_healed_in_place(
+    cluster: Cluster, store: ZooKeeperMetadataStore
+) -> None:
+    """The same on DbLedgerStorage, which serves the re-added copy at once: healed in place, no ensemble
+    change, the census clean."""
+    b1, b6, b3 = (cluster.bookie(n).bookie_id for n in (1, DB, 3))
+    r = cluster.create_ledger(
+        ensemble=3, write_quorum=2, ack_quorum=2, entries=ENTRIES, entry_size=SIZE, bookies=[b1, b6, b3]
+    )
+    lid = r["ledgerId"]
+    corrupt(cluster, DB, lid, 4)
+    (before,) = await asyncio.to_thread(cluster.copies, [str(lid)])
+    assert before["corrupt"] == {b6: [4]} and before["missing"] == {}, before
+    await mark_lost(store, b6, [lid])
+    try:
+        run = await asyncio.to_thread(
+            cli, "repair", "--once", "--metadata-service-uri", cluster.metadata_service_uri, "--log-format", "json"
+        )
+        got = ledger_log_lines(run.stderr, lid)
+        repaired = next((ln for ln in got if ln["event"] == "ledger repaired"), None)
+        assert repaired is not None, run.stderr[-4000:]
+        assert repaired["entriesCopied"] == 1 and repaired["detail"] == "marker_deleted", repaired
+        healed = {ln["bookieId"]: ln["entries"] for ln in got if ln["event"] == "corrupt copies healed"}
+        assert healed == {b6: "4"}, got
+        info = await asyncio.to_thread(cluster.ledger_info, lid)
+        assert info["ensembles"]["0"] == [b1, b6, b3], info  # healed in place, no ensemble change
         (after,) = await asyncio.to_thread(cluster.copies, [str(lid)])
         assert (after["missing"], after["corrupt"], after["unreadable"]) == ({}, {}, {}), after
     finally:
