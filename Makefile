@@ -42,7 +42,6 @@ chaos: setup
 chaos-repair: setup
 	.venv/bin/python -m bench.chaos --repair --rounds 200 --seed 1
 
-# Its smoke (self-test and two rounds). Not in `make test` yet: its bitrot round still fails at times
-# (docs/reliability.md, "Repair under chaos", Status); the file name keeps pytest from collecting it.
+# Its smoke (self-test and two rounds), also part of `make test`.
 chaos-repair-smoke: setup
-	.venv/bin/python -m pytest -q -s -p no:cacheprovider tests/realcluster/chaos/smoke_chaos_repair.py
+	.venv/bin/python -m pytest -q -s -p no:cacheprovider tests/realcluster/chaos/test_chaos_repair.py

@@ -2,6 +2,8 @@
 
     python -m bench.chaos --rounds 200 --seed 1          (from the repository root; or: make chaos)
     python -m bench.chaos --repair --rounds 200 --seed 1 (the repair role on, live writers: make chaos-repair)
+    python -m bench.chaos --repair --rounds 200 --seed 1 --first-round 91   (the same campaign's rounds 91-200)
+    python -m bench.chaos --combine PART1.json PART2.json ...             (one report of a campaign run in parts)
 
 Starts its own ZooKeeper, 6 real bookies (one DbLedgerStorage, one registered behind a TCP proxy) and two
 `bk-auditor run` daemons on the ports of BK_TEST_PORT_SLOT (devcluster/ports.py), writes a few
@@ -25,6 +27,7 @@ from devcluster.chaos.repair_campaign import (
     REPAIR_KINDS,
     RepairCampaign,
     RepairConfig,
+    combine_repair_reports,
     repair_summary_text,
     write_repair_report,
 )
@@ -43,6 +46,20 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=200)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument(
+        "--first-round",
+        type=int,
+        default=1,
+        help="run rounds FIRST_ROUND..ROUNDS of the seed's plan (each round draws its fault and parameters "
+        "from the seed alone, so a campaign can run in parts; --combine joins their reports)",
+    )
+    ap.add_argument(
+        "--combine",
+        nargs="+",
+        type=Path,
+        metavar="REPORT",
+        help="write one report of a repair campaign run in parts (their JSON reports) and start nothing",
+    )
     ap.add_argument(
         "--results",
         type=Path,
@@ -70,6 +87,11 @@ def main(argv: list[str] | None = None) -> int:
         "live writers, healed by repair itself",
     )
     args = ap.parse_args(argv)
+    if not 1 <= args.first_round <= args.rounds:
+        print(f"error: --first-round must be between 1 and --rounds ({args.rounds})", file=sys.stderr)
+        return 2
+    if args.combine:
+        return combine_main(args.combine, args.results or Path("bench/results/chaos-repair"))
     if args.repair:
         return repair_main(args)
     kinds = tuple(k.strip() for k in (args.kinds or ",".join(KINDS)).split(",") if k.strip())
@@ -85,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg = ChaosConfig(
         rounds=args.rounds,
         seed=args.seed,
+        first_round=args.first_round,
         workdir=args.workdir,
         results_dir=args.results or Path("bench/results/chaos"),
         ledgers_per_quorum=80 if args.ledgers_per_quorum is None else args.ledgers_per_quorum,
@@ -142,6 +165,7 @@ def repair_main(args: argparse.Namespace) -> int:
     cfg = RepairConfig(
         rounds=args.rounds,
         seed=args.seed,
+        first_round=args.first_round,
         workdir=args.workdir,
         results_dir=args.results or Path("bench/results/chaos-repair"),
         ledgers_per_quorum=20 if args.ledgers_per_quorum is None else args.ledgers_per_quorum,
@@ -160,6 +184,29 @@ def repair_main(args: argparse.Namespace) -> int:
         print(f"error: the campaign could not start: {exc}", file=sys.stderr)
         return 1
     path = write_repair_report(report, cfg.results_dir)
+    print(repair_summary_text(report))
+    print(f"report: {path}")
+    return 0 if report["violations_total"] == 0 else 1
+
+
+def combine_main(paths: list[Path], results: Path) -> int:
+    """`--combine`: the reports of one repair campaign run in parts, as one report (nothing is started)."""
+    reports = []
+    for path in paths:
+        try:
+            reports.append(json.loads(path.read_text()))
+        except (OSError, ValueError) as exc:
+            print(f"error: {path}: not a readable JSON report ({exc})", file=sys.stderr)
+            return 2
+    try:
+        report = combine_repair_reports(reports)
+    except (KeyError, TypeError) as exc:
+        print(f"error: not a repair campaign report (no {exc}) among {', '.join(map(str, paths))}", file=sys.stderr)
+        return 2
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    path = write_repair_report(report, results, suffix="-combined")
     print(repair_summary_text(report))
     print(f"report: {path}")
     return 0 if report["violations_total"] == 0 else 1

@@ -62,6 +62,7 @@ TASKS = ("scrutiny", "ledger", "open", "bookies")
 class ChaosConfig:
     rounds: int = 200
     seed: int = 1
+    first_round: int = 1  # run rounds first_round..rounds of the seed's plan (a campaign run in parts)
     workdir: Path | None = None
     results_dir: Path = Path("bench/results/chaos")
     ledgers_per_quorum: int = 80  # closed ledgers per quorum kind (QUORUMS)
@@ -982,7 +983,7 @@ class Campaign:
                 self.self_test_result = self.self_test()
                 self.log(f"self-test: {self.self_test_result}")
             failures_in_a_row = 0
-            for n in range(1, self.cfg.rounds + 1):
+            for n in range(self.cfg.first_round, self.cfg.rounds + 1):
                 t = time.time()
                 r = self.new_round(n, self.plan[n - 1], t)
                 self.rng = random.Random(f"{self.cfg.seed}/{n}")

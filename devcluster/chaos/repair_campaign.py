@@ -735,7 +735,8 @@ class RepairCampaign(Campaign):
     def write_partial(self) -> None:
         """The report so far, rewritten after every round: a campaign of hours that is stopped early still
         says what its rounds found."""
-        path = self.cfg.results_dir / f"chaos-repair-seed{self.cfg.seed}-partial.json"
+        part = f"-from{self.cfg.first_round}" if self.cfg.first_round > 1 else ""
+        path = self.cfg.results_dir / f"chaos-repair-seed{self.cfg.seed}{part}-partial.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(self.repair_report(), indent=1, sort_keys=True, default=str))
@@ -760,64 +761,125 @@ class RepairCampaign(Campaign):
         return " | ".join(b for b in bits if b) + f" | {took:.0f}s"
 
     def repair_report(self) -> dict[str, Any]:
-        rounds = [r for r in self.rounds if isinstance(r, RepairRound)]
-        restored = [r.restored_seconds for r in rounds if r.restored_seconds is not None]
-        out = {
+        segment = {
             "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.started)),
             "seconds": round(time.time() - self.started),
-            "seed": self.cfg.seed,
-            "config": {
-                k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(self.cfg).items() if k != "progress"
-            },
+            "first_round": self.cfg.first_round,
             "self_test": self.self_test_result,
-            "rounds": len(rounds),
-            "faults_per_kind": dict(Counter(r.kind for r in rounds)),
-            "faults_applied": dict(Counter(r.kind for r in rounds if r.fault_applied or r.kind in ("lost", "bitrot"))),
-            "entries": {
-                "acknowledged_verified": sum(r.verified for r in rounds),
-                "acknowledged_checked": sum(r.acked for r in rounds),
-                "written_total": self._fleet.written_total() if self._fleet is not None else None,
-            },
-            "ledgers_marked": sum(len(r.marked) for r in rounds),
-            "open_ledgers_recovered": sum(len(r.recovered) for r in rounds),
-            "open_ledgers_left_open": sum(len(r.left_open) for r in rounds),
-            "recovery_adds_seen_at_proxy": sum(r.recovery_adds for r in rounds),
-            "restore_seconds": {
-                "median": _median(restored),
-                "p90": round(statistics.quantiles(restored, n=10)[-1], 1) if len(restored) > 1 else _max(restored),
-                "max": _max(restored),
-                "count": len(restored),
-                "sla_max": max((r.sla_seconds for r in rounds), default=None),
-            },
-            "markers": {
-                "expected": sum(r.markers_expected for r in rounds),
-                "false": sum(len(r.markers_false) for r in rounds),
-            },
-            "findings": {
-                "expected": sum(r.findings_expected for r in rounds),
-                "false": sum(len(r.findings_false) for r in rounds),
-            },
-            "acknowledged_lost_or_changed": sum(len(r.acked_lost) for r in rounds),
-            "closed_short": sum(len(r.closed_short) for r in rounds),
-            "writes_without_lock": sum(len(r.lock_violations) for r in rounds),
-            "dual_leader_samples": sum(r.dual_leaders for r in rounds),
-            "rounds_with_violations": sum(1 for r in rounds if r.violations or r.findings_false or r.markers_false),
-            "violations_total": sum(len(r.violations) + len(r.findings_false) + len(r.markers_false) for r in rounds)
-            + sum(1 for ok in self.self_test_result.values() if not ok),
-            "details": {
-                "violations": [f"round {r.n} {r.kind}: {v}" for r in rounds for v in r.violations][:200],
-                "false_findings": [{**f, "round": r.n} for r in rounds for f in r.findings_false][:200],
-                "false_markers": [{**m, "round": r.n} for r in rounds for m in r.markers_false][:200],
-                "notes": [f"round {r.n} {r.kind}: {x}" for r in rounds for x in r.notes][:200],
-            },
-            "per_round": [r.summary() for r in rounds],
+            "written_total": self._fleet.written_total() if self._fleet is not None else None,
         }
-        return out
+        config = {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(self.cfg).items() if k != "progress"}
+        rounds = [r.summary() for r in self.rounds if isinstance(r, RepairRound)]
+        return report_from_rounds(self.cfg.seed, config, [segment], rounds)
 
 
-def write_repair_report(report: dict[str, Any], results_dir: Path) -> Path:
+def report_from_rounds(
+    seed: int, config: dict[str, Any], segments: list[dict[str, Any]], per_round: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The report, from the rounds' summaries (`RepairRound.summary`) and the runs ("segments") they came
+    from: one for a campaign run in one go, several for one run in parts (`--first-round`, `--combine`)."""
+    rounds = sorted(per_round, key=lambda r: r["n"])
+    restored = [r["restored_seconds"] for r in rounds if r["restored_seconds"] is not None]
+    self_test_failures = sum(1 for seg in segments for ok in (seg["self_test"] or {}).values() if not ok)
+    written = [seg["written_total"] for seg in segments]
+    return {
+        "date": segments[0]["date"],
+        "seconds": sum(seg["seconds"] for seg in segments),
+        "seed": seed,
+        "config": config,
+        "segments": segments,
+        "self_test": segments[0]["self_test"] if len(segments) == 1 else [seg["self_test"] for seg in segments],
+        "rounds": len(rounds),
+        "faults_per_kind": dict(Counter(r["kind"] for r in rounds)),
+        "faults_applied": dict(
+            Counter(r["kind"] for r in rounds if r["fault_applied"] or r["kind"] in ("lost", "bitrot"))
+        ),
+        "entries": {
+            "acknowledged_verified": sum(r["verified"] for r in rounds),
+            "acknowledged_checked": sum(r["acked"] for r in rounds),
+            "written_total": None if None in written else sum(written),
+        },
+        "ledgers_marked": sum(r["marked"] for r in rounds),
+        "open_ledgers_recovered": sum(r["recovered"] for r in rounds),
+        "open_ledgers_left_open": sum(len(r["left_open"]) for r in rounds),
+        "recovery_adds_seen_at_proxy": sum(r["recovery_adds"] for r in rounds),
+        "restore_seconds": {
+            "median": _median(restored),
+            "p90": round(statistics.quantiles(restored, n=10)[-1], 1) if len(restored) > 1 else _max(restored),
+            "max": _max(restored),
+            "count": len(restored),
+            "sla_max": max((r["sla_seconds"] for r in rounds), default=None),
+        },
+        "markers": {
+            "expected": sum(r["markers_expected"] for r in rounds),
+            "false": sum(len(r["markers_false"]) for r in rounds),
+        },
+        "findings": {
+            "expected": sum(r["findings_expected"] for r in rounds),
+            "false": sum(len(r["findings_false"]) for r in rounds),
+        },
+        "acknowledged_lost_or_changed": sum(len(r["acked_lost"]) for r in rounds),
+        "closed_short": sum(len(r["closed_short"]) for r in rounds),
+        "writes_without_lock": sum(len(r["lock_violations"]) for r in rounds),
+        "dual_leader_samples": sum(r["dual_leaders"] for r in rounds),
+        "rounds_with_violations": sum(
+            1 for r in rounds if r["violations"] or r["findings_false"] or r["markers_false"]
+        ),
+        "violations_total": sum(
+            len(r["violations"]) + len(r["findings_false"]) + len(r["markers_false"]) for r in rounds
+        )
+        + self_test_failures,
+        "details": {
+            "violations": [f"round {r['n']} {r['kind']}: {v}" for r in rounds for v in r["violations"]][:200],
+            "false_findings": [{**f, "round": r["n"]} for r in rounds for f in r["findings_false"]][:200],
+            "false_markers": [{**m, "round": r["n"]} for r in rounds for m in r["markers_false"]][:200],
+            "notes": [f"round {r['n']} {r['kind']}: {x}" for r in rounds for x in r["notes"]][:200],
+        },
+        "per_round": rounds,
+    }
+
+
+def combine_repair_reports(reports: list[dict[str, Any]]) -> dict[str, Any]:
+    """One report of a campaign run in parts: the same seed and fault plan, rounds that do not overlap
+    (each part started with `--first-round` where the one before stopped)."""
+    if not reports:
+        raise ValueError("no reports to combine")
+    seeds = {r["seed"] for r in reports}
+    if len(seeds) != 1:
+        raise ValueError(f"reports of different seeds: {sorted(seeds)}")
+    plans = {(r["config"]["rounds"], tuple(r["config"]["kinds"]), r["config"]["cycle"]) for r in reports}
+    if len(plans) != 1:
+        raise ValueError("reports of different fault plans (--rounds, --kinds or --cycle differ)")
+    seen: dict[int, int] = {}
+    for i, rep in enumerate(reports):
+        for r in rep["per_round"]:
+            if r["n"] in seen:
+                raise ValueError(f"round {r['n']} is in reports {seen[r['n']] + 1} and {i + 1}")
+            seen[r["n"]] = i
+    segments = [seg for rep in reports for seg in _segments(rep)]
+    return report_from_rounds(
+        reports[0]["seed"], reports[0]["config"], segments, [r for rep in reports for r in rep["per_round"]]
+    )
+
+
+def _segments(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """The runs a report came from; a report written before reports named them was one run from round 1."""
+    if "segments" in report:
+        return list(report["segments"])
+    return [
+        {
+            "date": report["date"],
+            "seconds": report["seconds"],
+            "first_round": 1,
+            "self_test": report["self_test"],
+            "written_total": report["entries"]["written_total"],
+        }
+    ]
+
+
+def write_repair_report(report: dict[str, Any], results_dir: Path, suffix: str = "") -> Path:
     results_dir.mkdir(parents=True, exist_ok=True)
-    path = results_dir / f"chaos-repair-{time.strftime('%Y%m%d-%H%M%S')}-seed{report['seed']}.json"
+    path = results_dir / f"chaos-repair-{time.strftime('%Y%m%d-%H%M%S')}-seed{report['seed']}{suffix}.json"
     path.write_text(json.dumps(report, indent=1, sort_keys=True, default=str))
     return path
 
@@ -825,7 +887,8 @@ def write_repair_report(report: dict[str, Any], results_dir: Path) -> Path:
 def repair_summary_text(report: dict[str, Any]) -> str:
     e, rs = report["entries"], report["restore_seconds"]
     lines = [
-        f"repair chaos campaign: {report['rounds']} rounds, seed {report['seed']}, {report['seconds']}s",
+        f"repair chaos campaign: {report['rounds']} rounds, seed {report['seed']}, {report['seconds']}s"
+        + (f" in {len(report['segments'])} parts" if len(report.get("segments", ())) > 1 else ""),
         "faults per kind: " + ", ".join(f"{k} {v}" for k, v in sorted(report["faults_per_kind"].items())),
         f"acknowledged entries verified by the Java client: {e['acknowledged_verified']} of "
         f"{e['acknowledged_checked']} checked; lost or changed in {report['acknowledged_lost_or_changed']} ledgers",

@@ -4,8 +4,7 @@ repair worker each, live Java writers; the self-test (the invariants can fail), 
 bookie lost for good (and a writer killed mid-ledger) healed by our repair: one with the repair worker
 SIGSTOPped past its session timeout mid-repair, one with bit rot on a surviving copy.
 
-Run by `make chaos-repair-smoke`; named so that `make test` does not collect it: its bitrot round still
-fails at times (docs/reliability.md, "Repair under chaos", Status)."""
+In `make test`; alone: `make chaos-repair-smoke`."""
 
 from __future__ import annotations
 
