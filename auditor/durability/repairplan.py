@@ -17,7 +17,11 @@ Per segment and index the decision is one of:
 * nothing: the bookie holds its whole stripe, verified;
 * `READD` in place: the bookie is writable and holds its stripe except some entries (e.g. entries acked
   without it before an ensemble change): just those entries, no ensemble change;
-* `HEAL` in place: copies that failed digest verification are re-added, verified, to the same bookie;
+* `MOVE`: the bookie serves a copy that failed digest verification: its stripe goes to a new bookie,
+  read from the other replicas and from it (every copy verified, so the corrupt one is never sent), and
+  the ensemble changes. Re-adding a good copy in place is no repair: SortedLedgerStorage serves its
+  flushed copy before its memtable until the memtable fills, DbLedgerStorage serves the stale copy from
+  its read-ahead cache once its write cache is flushed. Java's ReplicationWorker replaces such a bookie too;
 * `REPLACE`: the bookie is gone, read-only (cannot take an add), or holds none of its stripe (its copy is
   lost): only the entries striped to that index (fewer than the segment when E > WQ) go to a new bookie,
   whose choice is `replacement.choose_replacement`'s; a segment without entries is a metadata-only change.
@@ -115,7 +119,7 @@ class Evidence:
 
 class ActionKind(str, enum.Enum):
     READD = "readd"  # re-add missing entries to the same (writable) bookie; no metadata change
-    HEAL = "heal"  # re-add verified copies over corrupt ones on the same bookie; no metadata change
+    MOVE = "move"  # a bookie serving corrupt copies: its stripe to a new bookie (read from it too), then the ensemble
     REPLACE = "replace"  # copy the index's stripe to a new bookie, then change that segment's ensemble
 
 
@@ -127,6 +131,7 @@ class Action:
     index: int  # position in the ensemble
     bookie: str  # the bookie re-added to, or the one replaced
     entries: StripedSet  # what to copy (lost and waiting entries left out)
+    corrupt: RangeSet = RangeSet()  # MOVE: the bookie's copies that failed verification
 
 
 class BlockReason(str, enum.Enum):
@@ -201,7 +206,7 @@ class RepairPlan:
         return out[0] if out else StripedSet()
 
     def replacements(self) -> tuple[Action, ...]:
-        return tuple(a for a in self.actions if a.kind is ActionKind.REPLACE)
+        return tuple(a for a in self.actions if a.kind in (ActionKind.REPLACE, ActionKind.MOVE))
 
 
 def _repairable(md: LedgerMetadata, span: SegmentSpan, end: int) -> bool:
@@ -261,9 +266,10 @@ def _decide(
     actions: list[Action],
     blocks: list[Block],
 ) -> None:
-    """One segment index: nothing, re-add / heal in place, replace, or a block."""
+    """One segment index: nothing, re-add in place, replace or move, or a block."""
     span, bookie, expected = at.span, at.bookie, at.expected
     state = evidence.states.get(bookie, BookieState.ABSENT)
+    kind, corrupt = ActionKind.REPLACE, RangeSet()
     if state is not BookieState.GONE:
         if not isinstance(answer, RangeSet):
             if expected:
@@ -273,20 +279,18 @@ def _decide(
         if not missing:
             return
         corrupt = expected.intersection(evidence.corrupt.get(bookie, RangeSet())).to_rangeset()
-        in_place = state is BookieState.WRITABLE and (missing.count() < expected.count() or bool(corrupt))
-        if in_place:
+        if corrupt:
+            kind = ActionKind.MOVE  # it keeps serving its copies, the corrupt one too: read from it as well
+        elif state is BookieState.WRITABLE and missing.count() < expected.count():
             if not at.repairable:
                 blocks.append(Block(BlockReason.OPEN_SEGMENT, missing, span.index, bookie))
                 return
-            for kind, part in (
-                (ActionKind.READD, missing.difference(corrupt)),
-                (ActionKind.HEAL, missing.intersection(corrupt)),
-            ):
-                copyable = part.difference(lost).difference(waiting)
-                if copyable:
-                    actions.append(Action(kind, span.index, span.first_entry_id, at.index, bookie, copyable))
+            copyable = missing.difference(lost).difference(waiting)
+            if copyable:
+                actions.append(Action(ActionKind.READD, span.index, span.first_entry_id, at.index, bookie, copyable))
             return
-    # Gone, read-only (refuses adds), or holding none of its stripe (its copy is lost): replace.
+    # Gone, read-only (refuses adds), holding none of its stripe (its copy is lost), or serving a corrupt
+    # copy: replace (a MOVE reads from the old bookie too).
     if not at.repairable:
         blocks.append(Block(BlockReason.OPEN_SEGMENT, expected, span.index, bookie))
         return
@@ -299,7 +303,7 @@ def _decide(
         return
     # A segment without entries is replaced too (metadata only): a gone bookie left in metadata gets the
     # ledger marked again by every audit (apache/bookkeeper#3239).
-    actions.append(Action(ActionKind.REPLACE, span.index, span.first_entry_id, at.index, bookie, expected))
+    actions.append(Action(kind, span.index, span.first_entry_id, at.index, bookie, expected, corrupt))
 
 
 def _work_class(cov: Coverage, placement: PlacementVerdict | None) -> WorkClass:

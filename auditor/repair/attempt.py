@@ -42,7 +42,6 @@ class RepairOptions:
     # before copying and to re-check (`LedgerRepairer._lean`); off: the copies' verified reads suffice.
     read_unlistable_copies: bool = False
     relist_s: float = 30.0  # the marked ledgers are listed and ordered again when the list is this old
-    heal_verify_s: float = 5.0  # how long to read a healed copy back until it verifies
     entries_in_flight_per_bookie: int = 32  # adds outstanding to one bookie, over every lane's copies
     recover_open_ledgers: bool = False  # opt-in ledger recovery of open ledgers whose writer is gone
     open_ledger_grace_s: float = 30.0  # Java's openLedgerRereplicationGracePeriod
@@ -86,7 +85,9 @@ class Tally:
     entries: int = 0
     bytes: int = 0
     corrupt: list[tuple[int, CorruptReplica]] = field(default_factory=list)  # (segment, replica) seen by copies
-    healed: int = 0  # corrupt copies replaced by verified ones and read back verified
+    healed: int = 0  # corrupt copies moved off the bookies that served them
+    # Bookies that served a corrupt copy of this ledger: never a target (a re-added copy stays unserved).
+    rotten: set[str] = field(default_factory=set)
     # Bookies written, or met with a corrupt copy, by this attempt: the re-check asks them again (the
     # others' earlier answers stand, `evidence.assess`).
     touched: set[str] = field(default_factory=set)

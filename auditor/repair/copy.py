@@ -98,13 +98,15 @@ class CopyLimits:
 class CopyTask:
     """Copy `entries` of segment `segment` (its position in `metadata.segments`), the ones striped to
     ensemble index `index`, onto bookie `target` (the replacement, or the same bookie when re-adding in
-    place)."""
+    place). Each entry is read from the other replicas of its write set; with `read_replaced`, last from
+    the bookie at `index` too (a member replaced while it still serves its copies: one of them corrupt)."""
 
     metadata: LedgerMetadata
     segment: int
     index: int
     target: str
     entries: tuple[int, ...]
+    read_replaced: bool = False
 
     @property
     def ledger_id(self) -> int:
@@ -215,6 +217,8 @@ async def copy_entries(
 
     async def one(entry_id: int) -> None:
         sources = [ensemble[i] for i in write_set(entry_id, md.ensemble_size, md.write_quorum) if i != task.index]
+        if task.read_replaced:
+            sources.append(ensemble[task.index])
         body = await _read_verified(
             entry_id, [b for b in sources if b != task.target], reads, task, credentials, lac, limits, progress
         )

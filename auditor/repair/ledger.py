@@ -4,8 +4,7 @@
 evidence with the checks' own read-only code and plan (`evidence.assess`); for each action copy exactly
 its entries through the repair gate (`copy.copy_entries`), and for a REPLACE choose the new bookie by the
 placement policy (`targets`) and commit it with the version-checked `metadata.repair.ensemble.replace_member`; heal the
-corrupt copies found or met on the way (`healing`: re-added and read back, or the member that keeps
-serving one replaced in its segment); then re-check the ledger the same way, and only when it is
+corrupt copies found or met on the way (`healing`: the member holding one replaced in its segment); then re-check the ledger the same way, and only when it is
 clean delete the marker at the captured version. Anything in the way (data loss, an unknown answer, an
 open segment, no eligible bookie, a failed copy, a changed segment) ends the attempt as BLOCKED: the lock
 is released, the marker kept, and the ledger is not taken again before its backoff
@@ -29,6 +28,7 @@ from auditor.checks.context import AuditContext
 from auditor.durability import verdicts
 from auditor.durability.ids import LedgerId
 from auditor.durability.model import LedgerMetadata
+from auditor.durability.ranges import RangeSet
 from auditor.durability.repackage import LedgerCredentials, ledger_credentials
 from auditor.durability.repairblocked import blocked_finding
 from auditor.durability.repairplan import Action, ActionKind, BlockReason, BookieState
@@ -42,7 +42,7 @@ from auditor.metadata.repair.ensemble import UpdateOutcome, replace_member
 from auditor.metadata.repair.lock import LockGuard, RepairLocks, ZkHeldLock
 
 from .attempt import LOCK_LOST, Blocked, LedgerRepair, RepairOptions, Status, Tally, copy_failure
-from .copy import CopyResult, CopyTask, CorruptReplica, copy_entries
+from .copy import CopyResult, CopyTask, copy_entries
 from .credentials import proven_credentials
 from .evidence import Assessment, BookieStates, assess
 from .gate import LeaseEndedError, RecoveryAddPermit
@@ -92,9 +92,7 @@ class LedgerRepairer:
         self._proven: dict[LedgerId, LedgerCredentials] = {}
         # locations: auditor.checks.build.Locations (racks), None: placement not judged
         self.targets = TargetChooser(ctx, self.states, locations)
-        self.healer = Healer(
-            ctx.bookies, self.states, self._credentials, self._heal_write, self._replace_member, metrics
-        )
+        self.healer = Healer(ctx.bookies, self.states, self._credentials, self._move_member, metrics)
 
     # ------------------------------------------------------------------ backoff
     def in_backoff(self, ledger_id: LedgerId, now_ms: int | None = None) -> bool:
@@ -287,23 +285,15 @@ class LedgerRepairer:
         if a.plan is None:
             raise Blocked(BlockReason.WAIT_UNKNOWN.value, "the end of the open ledger is not proven yet")
         chosen: dict[int, set[str]] = {}  # segment -> targets already chosen in it
+        tally.rotten.update(action.bookie for action in a.plan.actions if action.kind is ActionKind.MOVE)
         for action in a.plan.actions:
-            if action.kind is ActionKind.HEAL:
-                # Copies the evidence's reads found corrupt: healed with the ones the copies meet, so each
-                # is read back, and a bookie that keeps serving the rot is replaced (`healing`).
-                tally.corrupt.extend(
-                    (action.segment_index, CorruptReplica(e, action.bookie, "digest mismatch (found by reading)"))
-                    for lo, hi in action.entries.iter_runs()
-                    for e in range(lo, hi + 1)
-                )
-                continue
             md = await self._act(md, action, chosen, tally, held.guard)
         if a.plan.is_clean:
             # Marked, yet every copy is where it belongs: entry lists carry no digest, so look for the
             # one damage they cannot show (a `digest_mismatch` the auditor's reads found), by reading.
             tally.corrupt.extend(await self.healer.corrupt_copies(md, self.options.copy_limits.max_in_flight))
         tally.touched.update(c.bookie_id for _, c in tally.corrupt)
-        md = await self.healer.heal(md, tally, held.guard, self.options.heal_verify_s)
+        md = await self.healer.heal(md, tally, held.guard)
         if a.plan.blocks:
             # The actions that could run did; what remains is named (data loss with its entry ranges).
             raise Blocked(a.plan.blocks[0].reason.value, "; ".join(b.describe() for b in a.plan.blocks))
@@ -365,13 +355,20 @@ class LedgerRepairer:
         return await self._choose(md, len(md.segments) - 1, index, exclude)
 
     async def _act(
-        self, md: LedgerMetadata, action: Action, chosen: dict[int, set[str]], tally: Tally, guard: LockGuard
+        self,
+        md: LedgerMetadata,
+        action: Action,
+        chosen: dict[int, set[str]],
+        tally: Tally,
+        guard: LockGuard,
     ) -> LedgerMetadata:
-        """One action on the current metadata; returns the metadata after it (changed by a REPLACE)."""
+        """One action on the current metadata; returns the metadata after it (changed by a REPLACE or a
+        MOVE, which also reads from the bookie it replaces: it still serves its copies)."""
         target = action.bookie
-        if action.kind is ActionKind.REPLACE:
+        replaces = action.kind in (ActionKind.REPLACE, ActionKind.MOVE)
+        if replaces:
             target = await self._choose(
-                md, action.segment_index, action.index, chosen.setdefault(action.segment_index, set())
+                md, action.segment_index, action.index, chosen.setdefault(action.segment_index, set()) | tally.rotten
             )
             chosen[action.segment_index].add(target)
         entries = tuple(e for a, b in action.entries.iter_runs() for e in range(a, b + 1))
@@ -379,6 +376,7 @@ class LedgerRepairer:
             tally.touched.add(target)  # (before the copy: a failed one may still have written some)
             result = await self._copy(md, action, target, entries, guard)
             tally.touched.update(c.bookie_id for c in result.corrupt)
+            tally.rotten.update(c.bookie_id for c in result.corrupt)
             tally.entries += result.entries_sent
             tally.bytes += result.bytes_sent
             tally.segments.add(action.segment_index)
@@ -386,7 +384,7 @@ class LedgerRepairer:
             result.raise_if_lease_ended()  # the lock or the ledger went: no further write, whatever kind
             if not result.complete:
                 raise Blocked(*copy_failure(result))
-        if action.kind is not ActionKind.REPLACE:
+        if not replaces:
             return md
         update = await replace_member(
             self.locks.store,
@@ -399,24 +397,30 @@ class LedgerRepairer:
         if update.outcome is not UpdateOutcome.UPDATED or update.metadata is None:
             raise Blocked(update.outcome.value, update.reason)
         tally.segments.add(action.segment_index)
+        if action.kind is ActionKind.MOVE:
+            tally.healed += len(action.corrupt)
+            log.warning(
+                "corrupt copies healed: the bookie serving them replaced in the segment",
+                ledgerId=str(md.ledger_id),
+                bookieId=action.bookie,
+                replacement=target,
+                segment=action.segment_index,
+                entries=action.corrupt.to_text(),
+            )
+            if self.metrics is not None:
+                self.metrics.corrupt("replaced", len(action.corrupt))
         return update.metadata
 
-    async def _heal_write(self, md: LedgerMetadata, action: Action, tally: Tally, guard: LockGuard) -> LedgerMetadata:
-        """The healer's write: a HEAL action, through the one copy path of the attempt (`_act`)."""
-        return await self._act(md, action, {}, tally, guard)
-
-    async def _replace_member(
-        self, md: LedgerMetadata, segment: int, index: int, bookie: str, tally: Tally, guard: LockGuard
+    async def _move_member(
+        self, md: LedgerMetadata, segment: int, index: int, corrupt: RangeSet, tally: Tally, guard: LockGuard
     ) -> LedgerMetadata:
-        """The healer's replacement of a member that keeps serving a corrupt copy: its whole stripe of the
-        segment copied to a new bookie and the ensemble updated, through `_act` as any REPLACE. Only a
-        segment the copy path may rewrite (not an open ledger's last) gets here."""
-        if not md.is_closed and segment == len(md.segments) - 1:
-            raise Blocked(BlockReason.OPEN_SEGMENT.value, f"segment {segment} is the open ledger's last")
+        """The healer's MOVE of a member serving the corrupt copies `corrupt`: its whole stripe of the
+        segment, as the plan's MOVE (`_act`)."""
         first = md.segments[segment].first_entry_id
         last = md.segments[segment + 1].first_entry_id - 1 if segment + 1 < len(md.segments) else md.last_entry_id
         stripe = expected_for_index(first, last, index, md.ensemble_size, md.write_quorum)
-        action = Action(ActionKind.REPLACE, segment, first, index, bookie, StripedSet.of([stripe]))
+        bookie = md.segments[segment].ensemble[index]
+        action = Action(ActionKind.MOVE, segment, first, index, bookie, StripedSet.of([stripe]), corrupt)
         return await self._act(md, action, {}, tally, guard)
 
     async def _choose(self, md: LedgerMetadata, segment_index: int, index: int, exclude: Iterable[str]) -> str:
@@ -446,11 +450,16 @@ class LedgerRepairer:
         return creds
 
     async def _copy(
-        self, md: LedgerMetadata, action: Action, target: str, entries: tuple[int, ...], lease: LockGuard
+        self,
+        md: LedgerMetadata,
+        action: Action,
+        target: str,
+        entries: tuple[int, ...],
+        lease: LockGuard,
     ) -> CopyResult:
         creds = await self._credentials(md, entries)
         permit = RecoveryAddPermit.for_ledger(md.ledger_id.ledger, target, creds)
-        task = CopyTask(md, action.segment_index, action.index, target, entries)
+        task = CopyTask(md, action.segment_index, action.index, target, entries, action.kind is ActionKind.MOVE)
         resolver = self.locks.store.address_resolver()
         async with RecoveryAddClient(permit, resolver, self._bookie_config, lease=lease) as writer:
             return await copy_entries(

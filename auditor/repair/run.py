@@ -44,7 +44,6 @@ def repair_options(settings: Settings) -> RepairOptions:
         backoff=Backoff(cap_s=r.backoff_cap_seconds),
         newest_first=r.newest_first,
         ledgers_in_parallel=r.ledgers_in_parallel,
-        heal_verify_s=r.heal_verify_seconds,
         entries_in_flight_per_bookie=r.entries_in_flight_per_bookie,
         recover_open_ledgers=r.recover_open_ledgers,
         open_ledger_grace_s=r.open_ledger_grace_seconds,

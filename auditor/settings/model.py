@@ -438,9 +438,6 @@ class RepairSettings(_Section):
     poll_seconds: float = Field(10.0, gt=0)  # how often the worker looks for new markers
     newest_first: bool = False  # within a severity class, newest ledgers first (retention deletes old ones)
     ledgers_in_parallel: int = Field(4, ge=1, le=256)  # ledgers one worker repairs at once, each under its lock
-    # How long to read a healed copy (re-added over a corrupt one) back until it verifies; a bookie with
-    # SortedLedgerStorage serves the old copy until its memtable is next flushed (full, or at shutdown).
-    heal_verify_seconds: float = Field(5.0, gt=0)
     # A ledger whose metadata names a gone bookie, on survivors that cannot list entries (DbLedgerStorage):
     # true reads every surviving copy before copying and again to re-check; false (default) lets the
     # copy's own verified reads be the evidence, and leaves the rest of those copies to the auditor.

@@ -100,11 +100,21 @@ def test_read_only_bookie_is_replaced_not_readded() -> None:
     assert action.kind is ActionKind.REPLACE and action.entries.to_rangeset() == RangeSet.span(0, 9)
 
 
-def test_corrupt_copy_is_healed_on_the_same_bookie() -> None:
-    m = md(3, 3, 2, [(0, ["a", "b", "c"])])
+def test_a_bookie_serving_a_corrupt_copy_is_moved_whole() -> None:
+    """Re-adding in place leaves the rot served (SortedLedgerStorage's flushed copy, DbLedgerStorage's
+    read-ahead cache): the bookie's whole stripe moves, and the move may read from it."""
+    m = md(3, 2, 2, [(0, ["a", "b", "c"])])
     plan = plan_repair(m, evidence(m, corrupt={"b": RangeSet.from_ids([4])}))
     (action,) = plan.actions
-    assert action.kind is ActionKind.HEAL and action.bookie == "b" and list(action.entries.to_rangeset()) == [4]
+    assert action.kind is ActionKind.MOVE and action.bookie == "b" and action.index == 1
+    assert list(action.entries.to_rangeset()) == [e for e in range(10) if e % 3 in (0, 1)]  # b's stripe
+    assert list(action.corrupt) == [4] and plan.replacements() == (action,)
+
+
+def test_a_corrupt_copy_in_an_open_ledgers_last_segment_is_left_to_its_writer() -> None:
+    m = md(3, 2, 2, [(0, ["a", "b", "c"])], state=LedgerState.OPEN)
+    plan = plan_repair(m, evidence(m, full(m, 9), corrupt={"b": RangeSet.from_ids([4])}), end=9)
+    assert not plan.actions and plan.blocks[0].reason is BlockReason.OPEN_SEGMENT
 
 
 def test_entry_with_no_live_copy_is_data_loss_and_not_copied() -> None:
