@@ -345,7 +345,10 @@ class Cluster(JavaTools, MlTools):
             f"ledgerStorageClass={STORAGE_CLASSES[storage]}",
             "skipListSizeLimit=8388608",
             "skipListArenaChunkSize=1048576",
-            "pageLimit=512",
+            # Index pages cached (8 KiB each). 512 livelocked a SortedLedgerStorage bookie once it held more
+            # ledgers than pages (the repair campaign, ~700 ledgers): IndexInMemPageMgr looped on "Could not
+            # grab a clean page ... force flushing" and logged 70 GB in an hour, filling the disk.
+            "pageLimit=4096",
             "logSizeLimit=16777216",
             "flushInterval=1000",
             "gcWaitTime=60000",
