@@ -231,21 +231,34 @@ def plan_repair(
     no_copy = cov.buckets[Category.ENTRY_NO_REPLICA]
     lost = no_copy.confirmed.to_rangeset()
     waiting = no_copy.possible.to_rangeset().difference(lost)
-    e, wq = md.ensemble_size, md.write_quorum
     actions: list[Action] = []
     blocks: list[Block] = []
     for span in md.spans(stop):
-        first, last = span.entries.first, span.entries.last
         repairable = _repairable(md, span, stop)
         for i, bookie in enumerate(span.ensemble):
-            stripe = None if first is None or last is None else expected_for_index(first, last, i, e, wq)
-            where = _Index(span, i, bookie, StripedSet.of([stripe]), repairable)
+            where = _Index(span, i, bookie, _index_stripe(md, span, i), repairable)
             _decide(where, evidence, effective[bookie], lost, waiting, actions, blocks)
     if lost:
         blocks.insert(0, Block(BlockReason.DATA_LOSS, StripedSet.from_rangeset(lost)))
     if waiting:
         blocks.append(Block(BlockReason.WAIT_UNKNOWN, StripedSet.from_rangeset(waiting)))
     return RepairPlan(md.ledger_id, _work_class(cov, placement), tuple(actions), tuple(blocks), cov)
+
+
+def move_action(md: LedgerMetadata, segment_index: int, index: int, corrupt: RangeSet) -> Action:
+    """The MOVE of the member at `index` of a (closed) segment that served the corrupt copies `corrupt`:
+    its whole stripe there, as `plan_repair` plans one (the healer's, for the rot its copies met)."""
+    span = md.spans()[segment_index]
+    stripe = _index_stripe(md, span, index)
+    return Action(ActionKind.MOVE, span.index, span.first_entry_id, index, span.ensemble[index], stripe, corrupt)
+
+
+def _index_stripe(md: LedgerMetadata, span: SegmentSpan, index: int) -> StripedSet:
+    """The entries of `span` striped to ensemble index `index`."""
+    first, last = span.entries.first, span.entries.last
+    if first is None or last is None:
+        return StripedSet.of([None])
+    return StripedSet.of([expected_for_index(first, last, index, md.ensemble_size, md.write_quorum)])
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,8 +5,7 @@ marked ledger whose every copy is where it belongs, the ones a read of every cop
 (`Healer.corrupt_copies`: entry lists carry no digest, so a `digest_mismatch` the auditor's reads found
 shows only to a read). A bookie holding a corrupt copy is replaced in that copy's segment (`move`, the
 attempt's MOVE: its stripe copied to another bookie from verified copies, the ensemble updated
-version-checked), as Java's
-ReplicationWorker replaces the bookie of a bad fragment. Re-adding a good copy over the corrupt one, in
+version-checked), as Java's ReplicationWorker replaces the bookie of a bad fragment. Re-adding a good copy over the corrupt one, in
 place, is not a repair: a real bookie keeps serving the corrupt bytes. SortedLedgerStorage reads its
 flushed copy before its memtable and flushes the memtable only when it is full or at shutdown;
 DbLedgerStorage serves the new copy from its write cache only until the cache is flushed, and then the

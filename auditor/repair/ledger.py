@@ -3,11 +3,12 @@
 `LedgerRepairer.repair`: take Java's lock (the marker version captured), read the ledger, gather the
 evidence with the checks' own read-only code and plan (`evidence.assess`); for each action copy exactly
 its entries through the repair gate (`copy.copy_entries`), and for a REPLACE choose the new bookie by the
-placement policy (`targets`) and commit it with the version-checked `metadata.repair.ensemble.replace_member`; heal the
-corrupt copies found or met on the way (`healing`: the member holding one replaced in its segment); then re-check the ledger the same way, and only when it is
-clean delete the marker at the captured version. Anything in the way (data loss, an unknown answer, an
-open segment, no eligible bookie, a failed copy, a changed segment) ends the attempt as BLOCKED: the lock
-is released, the marker kept, and the ledger is not taken again before its backoff
+placement policy (`targets`) and commit it with the version-checked `metadata.repair.ensemble.replace_member`
+(a MOVE the same, reading from the bookie it replaces too); move the bookies that served the corrupt copies
+found or met on the way (`healing`); then re-check the ledger the same way, and only when it is clean
+delete the marker at the captured version. Anything in the way (data loss, an unknown answer, an open
+segment, no eligible bookie, a failed copy, a changed segment) ends the attempt as BLOCKED: the lock is
+released, the marker kept, and the ledger is not taken again before its backoff
 (`repairplan.Backoff`, shared with every worker through `RepairBlocks`), so an unrepairable ledger is
 never retried in a loop. Cancellation releases a held lock on the way out.
 
@@ -31,9 +32,7 @@ from auditor.durability.model import LedgerMetadata
 from auditor.durability.ranges import RangeSet
 from auditor.durability.repackage import LedgerCredentials, ledger_credentials
 from auditor.durability.repairblocked import blocked_finding
-from auditor.durability.repairplan import Action, ActionKind, BlockReason, BookieState
-from auditor.durability.schedule import expected_for_index
-from auditor.durability.striped import StripedSet
+from auditor.durability.repairplan import Action, ActionKind, BlockReason, BookieState, move_action
 from auditor.logging import get_logger, log_new_finding
 from auditor.metadata.errors import CorruptZnodeError, NoSuchLedgerError, RepairLockLostError
 from auditor.metadata.interfaces import ReleaseOutcome
@@ -355,12 +354,7 @@ class LedgerRepairer:
         return await self._choose(md, len(md.segments) - 1, index, exclude)
 
     async def _act(
-        self,
-        md: LedgerMetadata,
-        action: Action,
-        chosen: dict[int, set[str]],
-        tally: Tally,
-        guard: LockGuard,
+        self, md: LedgerMetadata, action: Action, chosen: dict[int, set[str]], tally: Tally, guard: LockGuard
     ) -> LedgerMetadata:
         """One action on the current metadata; returns the metadata after it (changed by a REPLACE or a
         MOVE, which also reads from the bookie it replaces: it still serves its copies)."""
@@ -414,14 +408,8 @@ class LedgerRepairer:
     async def _move_member(
         self, md: LedgerMetadata, segment: int, index: int, corrupt: RangeSet, tally: Tally, guard: LockGuard
     ) -> LedgerMetadata:
-        """The healer's MOVE of a member serving the corrupt copies `corrupt`: its whole stripe of the
-        segment, as the plan's MOVE (`_act`)."""
-        first = md.segments[segment].first_entry_id
-        last = md.segments[segment + 1].first_entry_id - 1 if segment + 1 < len(md.segments) else md.last_entry_id
-        stripe = expected_for_index(first, last, index, md.ensemble_size, md.write_quorum)
-        bookie = md.segments[segment].ensemble[index]
-        action = Action(ActionKind.MOVE, segment, first, index, bookie, StripedSet.of([stripe]), corrupt)
-        return await self._act(md, action, {}, tally, guard)
+        """The healer's MOVE of a member that served the corrupt copies `corrupt` (`_act`, as the plan's)."""
+        return await self._act(md, move_action(md, segment, index, corrupt), {}, tally, guard)
 
     async def _choose(self, md: LedgerMetadata, segment_index: int, index: int, exclude: Iterable[str]) -> str:
         return await self.targets.choose(
@@ -450,12 +438,7 @@ class LedgerRepairer:
         return creds
 
     async def _copy(
-        self,
-        md: LedgerMetadata,
-        action: Action,
-        target: str,
-        entries: tuple[int, ...],
-        lease: LockGuard,
+        self, md: LedgerMetadata, action: Action, target: str, entries: tuple[int, ...], lease: LockGuard
     ) -> CopyResult:
         creds = await self._credentials(md, entries)
         permit = RecoveryAddPermit.for_ledger(md.ledger_id.ledger, target, creds)

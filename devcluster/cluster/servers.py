@@ -346,7 +346,7 @@ class Cluster(JavaTools, MlTools):
             "skipListSizeLimit=8388608",
             "skipListArenaChunkSize=1048576",
             # Index pages cached (8 KiB each). 512 livelocked a SortedLedgerStorage bookie once it held more
-            # ledgers than pages (the repair campaign, ~700 ledgers): IndexInMemPageMgr looped on "Could not
+            # ledgers than pages (the repair campaign, ledger ids past 730): IndexInMemPageMgr looped on "Could not
             # grab a clean page ... force flushing" and logged 70 GB in an hour, filling the disk.
             "pageLimit=4096",
             "logSizeLimit=16777216",

@@ -19,6 +19,7 @@ from auditor.durability.repairplan import (
     WorkItem,
     bookie_state,
     metadata_work_class,
+    move_action,
     plan_repair,
     segment_change,
     with_member,
@@ -109,6 +110,7 @@ def test_a_bookie_serving_a_corrupt_copy_is_moved_whole() -> None:
     assert action.kind is ActionKind.MOVE and action.bookie == "b" and action.index == 1
     assert list(action.entries.to_rangeset()) == [e for e in range(10) if e % 3 in (0, 1)]  # b's stripe
     assert list(action.corrupt) == [4] and plan.replacements() == (action,)
+    assert move_action(m, 0, 1, RangeSet.from_ids([4])) == action  # the healer's, for rot its copies met
 
 
 def test_a_corrupt_copy_in_an_open_ledgers_last_segment_is_left_to_its_writer() -> None:
